@@ -1,0 +1,90 @@
+"""The contract of a model port: what every metric needs from a language model, whatever its family.
+
+A port is a set of pure functions over a parameter pytree ``{"body": ..., "head": Head}``:
+
+- ``forward(body, input_ids, attention_mask, *, config, all_layers=False) -> ForwardOutput``: the final
+  hidden states at the head's input (after the final norm; for masked LMs also after the MLM head
+  transform dense -> activation -> LayerNorm), and every layer's hidden states on request;
+- the output head ``Head(W, b)`` is its own leaf: loading unties it from the input embeddings, so a
+  perturbation of the head (SeT, mitigation) never moves the input embeddings.
+
+Logits are computed from those states by the functions in :mod:`jaxassoc.models.heads`, so a metric can
+ask only for the rows and positions it needs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Literal, NamedTuple
+
+import jax
+from jaxtyping import Array, Float
+
+
+class Head(NamedTuple):
+    """The output layer: ``logits = hidden @ W.T + b``. ``W`` is ``(vocab, d_model)``; ``b`` may be None."""
+
+    W: Float[Array, "V D"]
+    b: Float[Array, " V"] | None
+
+
+class ForwardOutput(NamedTuple):
+    """What a port's forward pass returns."""
+
+    hidden: Float[Array, "B T D"]
+    """Head input: final hidden states after the final norm (and the MLM head transform)."""
+    layers: tuple[Float[Array, "B T H"], ...] | None
+    """Embedding output followed by each block's output (HF ``hidden_states`` order), when asked."""
+
+
+@dataclasses.dataclass(frozen=True)
+class VocabInfo:
+    """Tokenizer facts the metrics depend on."""
+
+    bos_id: int | None
+    eos_id: int | None
+    pad_id: int | None
+    mask_id: int | None  # masked LMs only
+    add_bos: bool  # does the tokenizer add BOS by default?
+    word_initial_marker: str | None  # "Ġ" (byte-level BPE) or "▁" (SentencePiece), else None
+    continuation_marker: str | None  # "##" (WordPiece), else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Provenance:
+    """Where a model came from: enough to reproduce and to key caches."""
+
+    source: str  # hub id, folder or file path
+    revision: str | None
+    weights_sha256: str  # hash of the weight files' bytes
+    tokenizer_sha256: str  # hash of the tokenizer's serialised form
+    file_format: Literal["safetensors", "pytorch", "gguf"]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class LanguageModel:
+    """A loaded port: parameters, tokenizer, and the jit-compiled forward function."""
+
+    name: str
+    family: str  # "gpt2" | "bert" | "roberta" | "llama"
+    objective: Literal["causal", "masked"]
+    config: Any  # the family's frozen config dataclass (hashable: a static argument under jit)
+    params: dict  # {"body": pytree, "head": Head}
+    tokenizer: Any  # transformers.PreTrainedTokenizerFast
+    vocab: VocabInfo
+    provenance: Provenance
+    forward: Callable[..., ForwardOutput]  # forward(body, input_ids, attention_mask, all_layers=False)
+    max_positions: int  # the context length
+
+    @property
+    def head(self) -> Head:
+        return self.params["head"]
+
+    def with_params(self, params: dict) -> "LanguageModel":
+        """The same model with other parameters (e.g. a perturbed head or a bf16 copy)."""
+        return dataclasses.replace(self, params=params)
+
+
+def tree_bytes(tree: Any) -> int:
+    """Bytes held by the arrays of a pytree."""
+    return sum(x.size * x.dtype.itemsize for x in jax.tree_util.tree_leaves(tree))

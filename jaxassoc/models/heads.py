@@ -1,0 +1,45 @@
+"""Logits and log-probabilities from final hidden states and the output head.
+
+Computing the head only where it is needed (one position per prompt, a few vocabulary rows) is the main
+lever for speed: the head of a 49k-token vocabulary costs as much as the rest of a small model.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, Int
+
+from jaxassoc.models.base import Head
+
+
+def head_logits(head: Head, hidden: Float[Array, "... D"]) -> Float[Array, "... V"]:
+    """Full-vocabulary logits ``hidden @ W.T + b``."""
+    logits = hidden @ head.W.T.astype(hidden.dtype)
+    return logits if head.b is None else logits + head.b.astype(hidden.dtype)
+
+
+def gather_positions(hidden: Float[Array, "B T D"], positions: Int[Array, " B"]) -> Float[Array, "B D"]:
+    """The hidden state of each sequence at one position."""
+    return jnp.take_along_axis(hidden, positions[:, None, None], axis=1)[:, 0]
+
+
+def logits_at(head: Head, hidden: Float[Array, "B T D"], positions: Int[Array, " B"]) -> Float[Array, "B V"]:
+    """Next-token logits of each sequence at one position (e.g. its last real token)."""
+    return head_logits(head, gather_positions(hidden, positions))
+
+
+def last_positions(attention_mask: Int[Array, "B T"]) -> Int[Array, " B"]:
+    """Index of the last real token of each row, for right or left padding."""
+    T = attention_mask.shape[1]
+    return T - 1 - jnp.argmax(attention_mask[:, ::-1], axis=1)
+
+
+def next_token_logprobs(
+    head: Head, hidden: Float[Array, "B T D"], input_ids: Int[Array, "B T"], attention_mask: Int[Array, "B T"]
+) -> Float[Array, "B T-1"]:
+    """log p(token t+1 | tokens <= t) for every position; 0 where either token is padding."""
+    logp = jax.nn.log_softmax(head_logits(head, hidden[:, :-1]).astype(jnp.float32), axis=-1)
+    picked = jnp.take_along_axis(logp, input_ids[:, 1:, None], axis=-1)[..., 0]
+    valid = (attention_mask[:, 1:] * attention_mask[:, :-1]).astype(bool)
+    return jnp.where(valid, picked, 0.0)
