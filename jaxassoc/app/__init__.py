@@ -1,0 +1,1 @@
+"""The Hydra app: pipelines that compose a model, a dataset and a metric; result store; reports."""

@@ -1,0 +1,1 @@
+"""Pipelines: plain functions from loaded inputs to result tables (no Hydra inside)."""
