@@ -1,0 +1,3 @@
+from jaxassoc.app.main import main
+
+main()

@@ -1,0 +1,44 @@
+"""Provenance shared by every result row: package versions, device kind, a hash of the job's config."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+from pathlib import Path
+from typing import Any
+
+import jax
+
+PACKAGES = ("jaxassoc", "jax", "jaxlib", "flax", "optax", "transformers", "tokenizers", "numpy")
+
+
+def package_versions() -> dict[str, str]:
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def device_kind() -> str:
+    devices = jax.devices()
+    return f"{len(devices)}x {devices[0].device_kind} ({devices[0].platform})"
+
+
+def config_hash(config: dict[str, Any]) -> str:
+    """A short, stable hash of a resolved config (keys sorted)."""
+    text = json.dumps(config, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def file_sha256(*paths: Path, chunk: int = 1 << 20) -> str:
+    """sha256 over the bytes of one or more files, in the order given."""
+    digest = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as f:
+            while block := f.read(chunk):
+                digest.update(block)
+    return digest.hexdigest()

@@ -1,0 +1,90 @@
+"""The Hydra app end to end, with a user-defined metric loaded as a plugin (no edit of jaxassoc).
+
+Runs the real console script in a subprocess: config validation, sweeps into per-job folders, resume,
+the result store's provenance and determinism, and the sweep report.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from jaxassoc.app import store
+
+PLUGINS = Path(__file__).parent / "plugins"
+
+
+def jaxassoc(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(PLUGINS), "JAXASSOC_PLUGINS": "toy_metric", "HYDRA_FULL_ERROR": "0"}
+    return subprocess.run(
+        [sys.executable, "-m", "jaxassoc", *overrides],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )
+
+
+def test_plugin_metric_sweep_resume_and_report(tmp_path):
+    sweep = ["-m", "metric=toy", "model=glove-6b-50d", "seed=1,2", "metric.n_items=3,4", "hydra.sweep.dir=sweep"]
+    first = jaxassoc(tmp_path, *sweep)
+    assert first.returncode == 0, first.stderr
+    jobs = sorted(p.parent for p in (tmp_path / "sweep").rglob("results.json"))
+    assert len(jobs) == 4
+    rows = pd.read_parquet(jobs[0] / "items.parquet")
+    record = json.loads((jobs[0] / "results.json").read_text())
+    assert {"prov_model", "prov_config_hash", "prov_seed", "prov_packages", "prov_device", "prov_toy_version"} <= set(
+        rows.columns
+    )
+    assert record["provenance"]["config"]["metric"]["n_items"] == len(rows)
+
+    mtimes = {p: p.stat().st_mtime_ns for p in jobs}
+    second = jaxassoc(tmp_path, *sweep)
+    assert second.returncode == 0, second.stderr
+    assert "skip toy" in second.stderr + second.stdout
+    assert {p: p.stat().st_mtime_ns for p in jobs} == mtimes  # nothing rewritten: no duplicated rows
+
+    report = subprocess.run(
+        [sys.executable, "-m", "jaxassoc.app.report", str(tmp_path / "sweep")], capture_output=True, text=True
+    )
+    assert report.returncode == 0, report.stderr
+    table = pd.read_parquet(tmp_path / "sweep" / "report" / "table.parquet")
+    assert len(table) == 4 and sorted(table["n_items"]) == [3, 3, 4, 4]
+    assert (tmp_path / "sweep" / "report" / "effect_sizes.png").stat().st_size > 0
+    assert "| toy |" in (tmp_path / "sweep" / "report" / "report.md").read_text()
+
+
+def test_same_command_twice_gives_identical_parquet(tmp_path):
+    outs = []
+    for run in ("a", "b"):
+        proc = jaxassoc(tmp_path, "metric=toy", "model=glove-6b-50d", f"hydra.run.dir={run}")
+        assert proc.returncode == 0, proc.stderr
+        outs.append(((tmp_path / run / "items.parquet").read_bytes(), (tmp_path / run / "aggregates.parquet").read_bytes()))
+    assert outs[0] == outs[1]
+
+
+def test_unknown_config_key_fails_naming_it(tmp_path):
+    proc = jaxassoc(tmp_path, "metric=toy", "metric.n_itemz=3")
+    assert proc.returncode != 0
+    assert "n_itemz" in proc.stderr and "ToyConfig" in proc.stderr
+
+
+def test_metric_model_mismatch_fails_before_work(tmp_path):
+    proc = jaxassoc(tmp_path, "metric=toy", "model=minilm-l6")
+    assert proc.returncode != 0
+    assert "cannot score model 'minilm-l6' of kind 'encoder'" in proc.stderr
+
+
+def test_atomic_write_leaves_old_file_when_writer_dies(tmp_path):
+    target = tmp_path / "t.csv"
+    target.write_text("old")
+
+    def dies(path: Path) -> None:
+        path.write_text("half")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        store.atomic_write(target, dies)
+    assert target.read_text() == "old"
+    assert list(tmp_path.iterdir()) == [target]
