@@ -1,0 +1,27 @@
+"""Statistics shared by every metric (METHODS.md §2 permutation test, §5): jit-compiled, explicit PRNG keys.
+
+Correlations (checked against ``scipy.stats``), binary classification scores, percentile bootstrap
+(joint, stratified and paired) and the exact / Monte Carlo permutation test of WEAT-style statistics.
+"""
+
+from jaxassoc.stats.correlation import (
+    CorrelationResult,
+    kendall_tau_b,
+    kendall_test,
+    pearson,
+    pearson_test,
+    rankdata,
+    spearman,
+    spearman_test,
+)
+
+__all__ = [
+    "CorrelationResult",
+    "kendall_tau_b",
+    "kendall_test",
+    "pearson",
+    "pearson_test",
+    "rankdata",
+    "spearman",
+    "spearman_test",
+]
