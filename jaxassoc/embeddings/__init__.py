@@ -1,0 +1,1 @@
+"""Vectors to measure: static word embeddings, ZCA whitening, sentence and contextual word vectors."""

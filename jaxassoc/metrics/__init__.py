@@ -1,0 +1,1 @@
+"""Pure, jit-compiled metric kernels on arrays (never imports ``jaxassoc.models``)."""

@@ -1,0 +1,94 @@
+"""Static embeddings: loaders against files written here byte by byte, case handling, OOV policy."""
+
+import struct
+
+import numpy as np
+import pytest
+
+from jaxassoc.embeddings.static import (
+    StaticEmbeddings,
+    load_embedded_glove,
+    load_glove_text,
+    load_word2vec_binary,
+)
+from jaxassoc.errors import DataError, InputError
+
+WORDS = ["the", "Paris", "paris", "new york", "café"]
+MATRIX = np.arange(15, dtype=np.float32).reshape(5, 3) / 7
+
+
+def test_glove_text_roundtrip_with_spaces_in_words(tmp_path):
+    path = tmp_path / "g.txt"
+    path.write_text(
+        "".join(f"{w} {' '.join(repr(float(x)) for x in row)}\n" for w, row in zip(WORDS, MATRIX)),
+        encoding="utf-8",
+    )
+    emb = load_glove_text(path, lowercase=False)
+    assert list(emb.words) == WORDS
+    np.testing.assert_array_equal(emb.matrix, MATRIX)
+    assert emb.lookup(["new york"]).vectors.tolist() == [MATRIX[3].tolist()]
+
+
+def test_word2vec_binary_roundtrip(tmp_path):
+    words = ["the", "Paris", "paris", "New_York", "café"]  # the format forbids spaces in words
+    path = tmp_path / "w.bin"
+    with path.open("wb") as f:
+        f.write(b"5 3\n")
+        for w, row in zip(words, MATRIX):
+            f.write(w.encode() + b" " + struct.pack("<3f", *row) + b"\n")
+    emb = load_word2vec_binary(path)
+    assert list(emb.words) == words and not emb.lowercase
+    np.testing.assert_array_equal(emb.matrix, MATRIX)
+    assert list(load_word2vec_binary(path, limit=2).words) == words[:2]
+
+
+def test_truncated_word2vec_file_is_a_data_error(tmp_path):
+    path = tmp_path / "w.bin"
+    path.write_bytes(b"2 3\nthe " + struct.pack("<3f", 1, 2, 3))
+    with pytest.raises(DataError, match="ends after 1 of 2 words"):
+        load_word2vec_binary(path)
+
+
+def test_case_handling():
+    cased = StaticEmbeddings(WORDS, MATRIX, lowercase=False)
+    assert cased.lookup(["Paris"]).vectors.tolist() == [MATRIX[1].tolist()]
+    assert cased.lookup(["paris"]).vectors.tolist() == [MATRIX[2].tolist()]
+    lower = StaticEmbeddings(WORDS, MATRIX, lowercase=True)
+    # the first spelling in the file wins; queries are lower-cased
+    assert lower.lookup(["PARIS"]).vectors.tolist() == [MATRIX[1].tolist()]
+    assert "CAFÉ" in lower and "CAFÉ" not in cased
+
+
+def test_oov_is_reported_in_query_order():
+    emb = StaticEmbeddings(WORDS, MATRIX, lowercase=True)
+    words = ["the", "a", "paris", "café", "new york", "the"]
+    out = emb.lookup(words, max_oov_share=0.2)
+    assert out.kept_words == ["the", "paris", "café", "new york", "the"]
+    assert out.lost_words == ["a"]
+    np.testing.assert_array_equal(out.vectors, MATRIX[[0, 1, 4, 3, 0]])
+
+
+def test_oov_share_above_threshold_names_the_set_and_words():
+    emb = StaticEmbeddings(WORDS, MATRIX, lowercase=True)
+    with pytest.raises(InputError, match=r"'Pleasant': 2 of 4 words .*\['zz', 'yy'\]"):
+        emb.lookup(["the", "zz", "paris", "yy"], name="Pleasant")
+    with pytest.raises(InputError, match="no word of it"):
+        emb.lookup(["zz", "yy"], name="Pleasant", max_oov_share=1.0)
+    with pytest.raises(InputError, match=r"1 of 2 words.*\['zz'\]"):
+        emb.lookup(["the", "zz"], oov="error")
+    with pytest.raises(InputError, match="empty"):
+        emb.lookup([], name="Pleasant")
+
+
+def test_embedded_glove_matches_its_files():
+    import pandas as pd
+
+    from jaxassoc.resources import glove_files
+
+    emb = load_embedded_glove()
+    matrix_path, index_path = glove_files()
+    words = pd.read_parquet(index_path)["index"].tolist()
+    assert emb.matrix.shape == (400_000, 50) and emb.lowercase
+    raw = np.load(matrix_path, mmap_mode="r")
+    for w in ("the", "flower", "tarantula", "short-term"):
+        np.testing.assert_array_equal(emb.lookup([w.upper()]).vectors[0], raw[words.index(w)])

@@ -1,0 +1,125 @@
+"""ZCA whitening against a float64 NumPy reference, its defining properties, save/load, anisotropy."""
+
+import warnings
+
+import jax
+import numpy as np
+import pytest
+
+from jaxassoc.embeddings.static import StaticEmbeddings
+from jaxassoc.embeddings.whitening import (
+    apply_zca,
+    corpus_word_types,
+    fit_zca,
+    load_zca,
+    reference_sample,
+    save_zca,
+)
+from jaxassoc.errors import DataError, InputError
+from jaxassoc.metrics.anisotropy import anisotropy, explained_variance_ratio, pairwise_cosine
+
+
+def _anisotropic(n=3000, dim=12, seed=0):
+    rng = np.random.default_rng(seed)
+    scales = np.geomspace(5.0, 0.05, dim)
+    return (rng.normal(size=(n, dim)) * scales + 3.0).astype(np.float32)
+
+
+def test_fit_matches_numpy_float64_reference():
+    x = _anisotropic()
+    stats = fit_zca(x, eps=1e-3)
+    x64 = x.astype(np.float64)
+    cov = np.cov(x64, rowvar=False, ddof=1)
+    lam, U = np.linalg.eigh(cov)
+    W = U @ np.diag((lam + 1e-3) ** -0.5) @ U.T
+    np.testing.assert_allclose(stats.mean, x64.mean(0), rtol=1e-5)
+    np.testing.assert_allclose(stats.eigenvalues, lam[::-1], rtol=1e-3, atol=1e-6)
+    np.testing.assert_allclose(stats.W, W, rtol=2e-3, atol=2e-3)
+    np.testing.assert_allclose(stats.W, np.asarray(stats.W).T, atol=1e-5)  # ZCA: symmetric
+
+
+def test_whitened_sample_has_near_identity_covariance():
+    x = _anisotropic()
+    stats = fit_zca(x, eps=0.0)
+    z = np.asarray(apply_zca(stats, x), dtype=np.float64)
+    np.testing.assert_allclose(z.mean(0), 0, atol=1e-3)
+    np.testing.assert_allclose(np.cov(z, rowvar=False), np.eye(x.shape[1]), atol=5e-3)
+    # with eps > 0 each direction's variance is lambda / (lambda + eps)
+    stats = fit_zca(x, eps=1e-3)
+    z = np.asarray(apply_zca(stats, x), dtype=np.float64)
+    lam = np.asarray(stats.eigenvalues, dtype=np.float64)
+    np.testing.assert_allclose(np.sort(np.linalg.eigvalsh(np.cov(z, rowvar=False)))[::-1], lam / (lam + 1e-3), rtol=5e-3)
+
+
+def test_apply_accepts_a_single_vector_and_checks_dimension():
+    x = _anisotropic()
+    stats = fit_zca(x)
+    np.testing.assert_allclose(apply_zca(stats, x[3]), apply_zca(stats, x[:5])[3], atol=1e-5)
+    with pytest.raises(InputError, match="fitted on 12-d vectors but got 7-d"):
+        apply_zca(stats, x[:, :7])
+
+
+def test_fewer_samples_than_dims_warns_and_stays_finite():
+    x = _anisotropic(n=5, dim=12)
+    with pytest.warns(UserWarning, match="5 vectors for 12 dimensions"):
+        stats = fit_zca(x, eps=1e-3)
+    assert np.isfinite(np.asarray(stats.W)).all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fit_zca(_anisotropic(n=50, dim=12))
+
+
+def test_bad_samples_are_refused():
+    with pytest.raises(InputError, match="NaN"):
+        fit_zca(np.array([[1.0, np.nan], [0.0, 1.0], [2.0, 2.0]]))
+    with pytest.raises(InputError, match="samples >= 2"):
+        fit_zca(np.ones((1, 3)))
+
+
+def test_save_load_roundtrip(tmp_path):
+    stats = fit_zca(_anisotropic())
+    meta = {"model": "toy", "sample": "3000 gaussian rows, seed 0", "eps": 1e-3}
+    path = save_zca(stats, tmp_path / "sub" / "zca.npz", metadata=meta)
+    loaded, loaded_meta = load_zca(path)
+    for a, b in zip(stats, loaded):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert loaded_meta == meta
+    with pytest.raises(DataError, match="does not exist"):
+        load_zca(tmp_path / "missing.npz")
+    np.savez(tmp_path / "other.npz", x=np.ones(3))
+    with pytest.raises(DataError, match="not a ZCA statistics file"):
+        load_zca(tmp_path / "other.npz")
+
+
+def test_corpus_word_types_and_reference_sample():
+    tokens = "The cat @-@ sat , 12 <unk> the cat's dog The".split()
+    assert corpus_word_types(tokens) == ["The", "cat", "sat", "the", "dog"]
+    words = ["the", "cat", "sat", "dog", "emu", "fox"]
+    emb = StaticEmbeddings(words, np.eye(6, dtype=np.float32), lowercase=True)
+    ref = reference_sample(emb, word_types=corpus_word_types(tokens), corpus_name="toy")
+    assert ref.words == ["the", "cat", "sat", "dog"]  # "The"/"the" share a row: one item
+    assert "word types of toy" in ref.description and "seed 0" in ref.description
+    uni = reference_sample(emb, max_items=3, seed=7)
+    assert len(uni.words) == 3 and "uniform sample" in uni.description
+    assert uni.words == reference_sample(emb, max_items=3, seed=7).words
+
+
+def test_anisotropy_matches_numpy_and_whitening_reduces_it():
+    x = _anisotropic(n=400)
+    res = pairwise_cosine(x)
+    u = x / np.linalg.norm(x, axis=1, keepdims=True)
+    cos = (u @ u.T)[np.triu_indices(400, k=1)]
+    assert float(res.mean) == pytest.approx(cos.mean(), abs=1e-5)
+    assert float(res.sd) == pytest.approx(cos.std(), abs=1e-5)
+    white = apply_zca(fit_zca(x), x)
+    after = anisotropy(jax.random.key(0), white, n_samples=300)
+    assert float(res.mean) > 0.5 and abs(float(after.mean)) < 0.02
+
+
+def test_explained_variance_ratio():
+    x = _anisotropic()
+    ratio = np.asarray(explained_variance_ratio(x))
+    lam = np.linalg.eigvalsh(np.cov(x.astype(np.float64), rowvar=False))[::-1]
+    np.testing.assert_allclose(ratio, lam / lam.sum(), rtol=1e-3, atol=1e-7)
+    flat = np.asarray(explained_variance_ratio(apply_zca(fit_zca(x, eps=0.0), x)))
+    np.testing.assert_allclose(flat, 1 / 12, rtol=0.02)
