@@ -1,0 +1,127 @@
+"""Running a jitted model function over many token sequences with static shapes.
+
+Sequences are sorted by length and grouped; each group is padded to the smallest length bucket that
+holds its longest sequence and to one fixed batch size, so the function compiles at most once per
+bucket. Outputs come back per sequence, in the input order, with padding removed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxassoc.errors import ConfigError, InputError
+from jaxassoc.models.sharding import data_mesh, replicate, shard_batch
+
+DEFAULT_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048)
+
+
+def cast_params(params: Any, dtype) -> Any:
+    """The params with every floating-point array cast to ``dtype`` (e.g. ``jnp.bfloat16``); ints kept."""
+    return jax.tree.map(lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x, params)
+
+
+def bucket_length(length: int, buckets: Sequence[int], max_length: int | None) -> int:
+    """The smallest bucket >= length; buckets above ``max_length`` are replaced by ``max_length``.
+
+    A length above every bucket is padded to the next multiple of the largest bucket (capped likewise).
+    """
+    cap = max_length or np.inf
+    usable = sorted({min(b, cap) for b in buckets})
+    for b in usable:
+        if b >= length:
+            return int(b)
+    top = usable[-1]
+    return int(min(-(-length // top) * top, cap))
+
+
+def check_sequences(sequences: Sequence[Sequence[int]], max_length: int | None) -> None:
+    """InputError for an empty sequence or one longer than ``max_length``, naming its index and length."""
+    if len(sequences) == 0:
+        raise InputError("no sequences to run: pass at least one token sequence")
+    for i, seq in enumerate(sequences):
+        if len(seq) == 0:
+            raise InputError(f"sequence {i} is empty: every input needs at least one token")
+        if max_length is not None and len(seq) > max_length:
+            raise InputError(
+                f"sequence {i} has {len(seq)} tokens, more than the model's context of {max_length}: "
+                "shorten or drop it"
+            )
+
+
+def pad_batch(
+    sequences: Sequence[Sequence[int]], length: int, batch_size: int, pad_id: int, padding_side: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(ids, mask)`` of shape ``(batch_size, length)``; rows beyond the sequences are one-token dummies."""
+    ids = np.full((batch_size, length), pad_id, dtype=np.int32)
+    mask = np.zeros((batch_size, length), dtype=np.int32)
+    for row in range(batch_size):
+        seq = sequences[row] if row < len(sequences) else [pad_id]
+        span = slice(0, len(seq)) if padding_side == "right" else slice(length - len(seq), length)
+        ids[row, span] = seq
+        mask[row, span] = 1
+    return ids, mask
+
+
+def _unpad(leaf: np.ndarray, row: int, n_tokens: int, length: int, padding_side: str) -> np.ndarray:
+    """One row of an output leaf; a leaf whose axis 1 is the padded length is cut to the real tokens."""
+    x = leaf[row]
+    if leaf.ndim >= 2 and leaf.shape[1] == length:
+        return x[:n_tokens] if padding_side == "right" else x[length - n_tokens :]
+    return x
+
+
+def run_batched(
+    fn: Callable[[Any, jax.Array, jax.Array], Any],
+    params: Any,
+    sequences: list[list[int]],
+    *,
+    batch_size: int = 32,
+    buckets: Sequence[int] = DEFAULT_BUCKETS,
+    pad_id: int,
+    padding_side: str = "right",
+    max_length: int | None = None,
+    shard: bool = False,
+    progress: bool = False,
+) -> list:
+    """``fn(params, ids, mask)`` over all sequences; one output pytree (NumPy) per sequence, in input order.
+
+    ``fn`` should be jitted: shapes are ``(B, bucket)`` with one fixed ``B`` per call, so it compiles at
+    most once per bucket (``fn._cache_size()`` counts compilations). ``B`` is ``batch_size``, or the
+    next power of two >= the number of sequences when that is smaller; with ``shard=True`` it is rounded
+    up to a multiple of the device count, the batch axis is split over all local devices and ``params``
+    are replicated. Output leaves whose axis 1 has the padded length are cut to each sequence's tokens
+    (e.g. hidden states ``(T, D)``); other leaves are returned per row as they are.
+    """
+    if padding_side not in ("left", "right"):
+        raise ConfigError(f"padding_side={padding_side!r}: use 'left' or 'right'")
+    if batch_size < 1:
+        raise ConfigError(f"batch_size={batch_size} must be at least 1")
+    check_sequences(sequences, max_length)
+    B = min(batch_size, 1 << (len(sequences) - 1).bit_length())
+    if shard:
+        mesh = data_mesh()
+        n_dev = mesh.devices.size
+        B = -(-B // n_dev) * n_dev
+        params = replicate(params, mesh)
+    order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))
+    groups = [order[i : i + B] for i in range(0, len(order), B)]
+    if progress:
+        from tqdm.auto import tqdm
+
+        groups = tqdm(groups, desc="batches", unit="batch")
+    results: list = [None] * len(sequences)
+    for group in groups:
+        batch = [sequences[i] for i in group]
+        length = bucket_length(max(len(s) for s in batch), buckets, max_length)
+        ids, mask = pad_batch(batch, length, B, pad_id, padding_side)
+        if shard:
+            ids, mask = shard_batch((ids, mask), mesh)
+        out = jax.tree.map(np.asarray, fn(params, ids, mask))
+        for row, i in enumerate(group):
+            n = len(sequences[i])
+            results[i] = jax.tree.map(lambda leaf: _unpad(leaf, row, n, length, padding_side), out)
+    return results

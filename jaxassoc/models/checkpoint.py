@@ -1,0 +1,184 @@
+"""Reading checkpoint weights into NumPy, and checking them against what a port expects.
+
+- ``read_weights(folder)``: ``model.safetensors``, sharded safetensors (``model.safetensors.index.json``),
+  or PyTorch ``pytorch_model.bin`` (sharded too) when torch is installed. Safetensors are parsed here
+  (header + raw buffer), so bfloat16 works without torch.
+- ``TensorTaker``: the bookkeeping every ``params_from_hf`` needs: strip the model prefix, take tensors by
+  HF name with their expected shape, stack per-layer tensors, and refuse missing, extra or mis-shaped
+  tensors in one ModelError that names all of them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import struct
+from pathlib import Path
+from typing import Iterable, Literal, Mapping
+
+import ml_dtypes
+import numpy as np
+
+from jaxassoc.errors import ModelError
+
+_SAFETENSORS_DTYPES = {
+    "F64": np.float64,
+    "F32": np.float32,
+    "F16": np.float16,
+    "BF16": ml_dtypes.bfloat16,
+    "I64": np.int64,
+    "I32": np.int32,
+    "I16": np.int16,
+    "I8": np.int8,
+    "U8": np.uint8,
+    "BOOL": np.bool_,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Weights:
+    """The tensors of a checkpoint with where they came from."""
+
+    tensors: dict[str, np.ndarray]
+    files: tuple[Path, ...]
+    file_format: Literal["safetensors", "pytorch"]
+
+    def sha256(self) -> str:
+        return sha256_files(self.files)
+
+
+def sha256_files(files: Iterable[Path]) -> str:
+    """sha256 over the bytes of the files, in the given order."""
+    digest = hashlib.sha256()
+    for file in files:
+        with open(file, "rb") as f:
+            while chunk := f.read(1 << 24):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def read_safetensors(path: Path) -> dict[str, np.ndarray]:
+    """All tensors of one ``.safetensors`` file as NumPy arrays (bfloat16 via ml_dtypes)."""
+    data = Path(path).read_bytes()
+    try:
+        (header_len,) = struct.unpack("<Q", data[:8])
+        header = json.loads(data[8 : 8 + header_len])
+    except (struct.error, ValueError) as e:
+        raise ModelError(f"{path} is not a valid safetensors file ({e}); re-download or re-save it") from None
+    body = memoryview(data)[8 + header_len :]
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        if info["dtype"] not in _SAFETENSORS_DTYPES:
+            raise ModelError(f"{path}: tensor {name!r} has unsupported dtype {info['dtype']}")
+        start, end = info["data_offsets"]
+        array = np.frombuffer(body[start:end], dtype=_SAFETENSORS_DTYPES[info["dtype"]])
+        tensors[name] = array.reshape(info["shape"])
+    return tensors
+
+
+def read_pytorch_bin(path: Path) -> dict[str, np.ndarray]:
+    """A PyTorch state dict, loaded with ``weights_only=True``; needs torch."""
+    try:
+        import torch
+    except ImportError:
+        raise ModelError(
+            f"{path} is a PyTorch checkpoint and torch is not installed: install torch "
+            "(`pip install torch`) or use a checkpoint with model.safetensors"
+        ) from None
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    return {k: _torch_to_numpy(v) for k, v in state.items()}
+
+
+def _torch_to_numpy(t) -> np.ndarray:
+    import torch
+
+    if t.dtype == torch.bfloat16:
+        return t.float().numpy().astype(ml_dtypes.bfloat16)
+    return t.numpy()
+
+
+def read_weights(folder: Path) -> Weights:
+    """The weights of a HF checkpoint folder: safetensors first, else PyTorch ``.bin``; shards followed."""
+    folder = Path(folder)
+    for name, reader, fmt in (
+        ("model.safetensors", read_safetensors, "safetensors"),
+        ("pytorch_model.bin", read_pytorch_bin, "pytorch"),
+    ):
+        single, index = folder / name, folder / f"{name}.index.json"
+        if single.exists():
+            files = (single,)
+        elif index.exists():
+            shard_names = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+            files = tuple(folder / s for s in shard_names)
+            missing = [str(f) for f in files if not f.exists()]
+            if missing:
+                raise ModelError(f"{index} lists shards that are missing: {missing}; download them again")
+        else:
+            continue
+        tensors: dict[str, np.ndarray] = {}
+        for file in files:
+            tensors.update(reader(file))
+        return Weights(tensors=tensors, files=files, file_format=fmt)
+    raise ModelError(
+        f"no weights in {folder}: expected model.safetensors, model.safetensors.index.json, "
+        "pytorch_model.bin or pytorch_model.bin.index.json"
+    )
+
+
+class TensorTaker:
+    """Takes HF tensors by name for a port and reports every problem at once.
+
+    ``prefixes`` are the model prefixes to strip (``"transformer."``, ``"bert."``, ...): the first one
+    found on any tensor name is removed from all names that carry it. ``ignore`` lists name prefixes of
+    tensors a port deliberately leaves out (buffers such as ``attn.bias``, poolers, NSP heads); any other
+    tensor not taken is an error.
+    """
+
+    def __init__(self, tensors: Mapping[str, np.ndarray], prefixes: tuple[str, ...], ignore: tuple[str, ...] = ()):
+        self.prefix = next((p for p in prefixes if any(k.startswith(p) for k in tensors)), "")
+        self.tensors = {k.removeprefix(self.prefix): v for k, v in tensors.items()}
+        self.ignore = ignore
+        self.taken: set[str] = set()
+        self.missing: list[str] = []
+        self.bad_shapes: list[str] = []
+
+    def has(self, name: str) -> bool:
+        return name in self.tensors
+
+    def take(self, name: str, shape: tuple[int, ...], transpose: bool = False) -> np.ndarray:
+        """The tensor ``name`` (transposed first if asked), which must have ``shape`` afterwards."""
+        if name not in self.tensors:
+            self.missing.append(self.prefix + name)
+            return np.zeros(shape, np.float32)
+        self.taken.add(name)
+        array = self.tensors[name]
+        array = array.T if transpose else array
+        if tuple(array.shape) != tuple(shape):
+            self.bad_shapes.append(f"{self.prefix + name}: {tuple(array.shape)} != expected {tuple(shape)}")
+            return np.zeros(shape, np.float32)
+        return array
+
+    def stack(self, pattern: str, n: int, shape: tuple[int, ...], transpose: bool = False) -> np.ndarray:
+        """``pattern.format(i)`` for i < n, stacked on a new leading (layer) axis."""
+        return np.stack([self.take(pattern.format(i), shape, transpose) for i in range(n)])
+
+    def finish(self, what: str) -> None:
+        """Raise ModelError if any tensor was missing, mis-shaped, or left over."""
+        extra = sorted(
+            self.prefix + k for k in self.tensors if k not in self.taken and not k.startswith(self.ignore)
+        )
+        problems = []
+        if self.missing:
+            problems.append(f"missing tensors {self.missing}")
+        if self.bad_shapes:
+            problems.append(f"tensors with the wrong shape {self.bad_shapes}")
+        if extra:
+            problems.append(f"unexpected tensors {extra}")
+        if problems:
+            raise ModelError(
+                f"the checkpoint does not match its {what} config: " + "; ".join(problems)
+                + ". Check that config.json belongs to these weights."
+            )

@@ -1,0 +1,164 @@
+"""GPT-2 (Radford et al. 2019, "Language Models are Unsupervised Multitask Learners") as a pure port.
+
+Pre-LayerNorm decoder: ``h = h + attn(ln_1(h)); h = h + mlp(ln_2(h))``, final ``ln_f``, learned
+absolute positions, ``gelu_new`` (tanh GELU) in the MLP. HF's ``Conv1D`` weights are stored
+``(in, out)``, which is already the ``x @ w`` layout used here. Position ids come from the cumulative sum
+of the attention mask, so left- and right-padded batches give the same states for the real tokens.
+
+Plain ``jax.numpy`` over parameter pytrees (see :mod:`jaxassoc.models.layers` for why not linen modules);
+the blocks are stacked and scanned.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Int
+
+from jaxassoc.errors import ModelError
+from jaxassoc.models.base import ForwardOutput, Head
+from jaxassoc.models.checkpoint import TensorTaker
+from jaxassoc.models.layers import (
+    ACTIVATIONS,
+    attention,
+    causal_allowed,
+    check_activation,
+    dense,
+    head_scale,
+    layer_norm,
+    merge_heads,
+    positions_from_mask,
+    split_heads,
+)
+
+MODEL_TYPES: tuple[str, ...] = ("gpt2",)
+OBJECTIVE = "causal"
+
+
+
+@dataclasses.dataclass(frozen=True)
+class GPT2Config:
+    vocab_size: int
+    n_positions: int
+    d_model: int
+    n_layer: int
+    n_head: int
+    d_inner: int
+    layer_norm_eps: float
+    activation: str
+    scale_attn_weights: bool
+    tie_word_embeddings: bool
+
+    @property
+    def max_positions(self) -> int:
+        return self.n_positions
+
+
+def config_from_hf(hf_config: dict) -> GPT2Config:
+    """A GPT2Config from a HF ``config.json``; refuses options this port does not implement."""
+    refused = {
+        "add_cross_attention": False,
+        "scale_attn_by_inverse_layer_idx": False,
+    }
+    for field, supported in refused.items():
+        if hf_config.get(field, supported) != supported:
+            raise ModelError(
+                f"GPT-2 config field {field}={hf_config[field]!r} is not supported (only {supported!r})"
+            )
+    d_model = int(hf_config["n_embd"])
+    return GPT2Config(
+        vocab_size=int(hf_config["vocab_size"]),
+        n_positions=int(hf_config["n_positions"]),
+        d_model=d_model,
+        n_layer=int(hf_config["n_layer"]),
+        n_head=int(hf_config["n_head"]),
+        d_inner=int(hf_config.get("n_inner") or 4 * d_model),
+        layer_norm_eps=float(hf_config.get("layer_norm_epsilon", 1e-5)),
+        activation=check_activation(hf_config.get("activation_function", "gelu_new"), "activation_function"),
+        scale_attn_weights=bool(hf_config.get("scale_attn_weights", True)),
+        tie_word_embeddings=bool(hf_config.get("tie_word_embeddings", True)),
+    )
+
+
+def params_from_hf(tensors: Mapping[str, np.ndarray], config: GPT2Config) -> dict:
+    """``{"body", "head"}`` from HF GPT-2 tensors (``transformer.`` prefix optional); the head is untied."""
+    c = config
+    D, L, F, V = c.d_model, c.n_layer, c.d_inner, c.vocab_size
+    # Older checkpoints carry the causal-mask buffers attn.bias / attn.masked_bias: no weights.
+    buffers = tuple(f"h.{i}.attn.{b}" for i in range(L) for b in ("bias", "masked_bias"))
+    t = TensorTaker(tensors, prefixes=("transformer.",), ignore=buffers)
+
+    def ln(name: str) -> dict:
+        return {"scale": t.stack(f"h.{{}}.{name}.weight", L, (D,)), "bias": t.stack(f"h.{{}}.{name}.bias", L, (D,))}
+
+    def conv1d(name: str, n_in: int, n_out: int) -> dict:  # HF Conv1D weights are (in, out)
+        return {
+            "w": t.stack(f"h.{{}}.{name}.weight", L, (n_in, n_out)),
+            "b": t.stack(f"h.{{}}.{name}.bias", L, (n_out,)),
+        }
+
+    body = {
+        "wte": t.take("wte.weight", (V, D)),
+        "wpe": t.take("wpe.weight", (c.n_positions, D)),
+        "blocks": {
+            "ln_1": ln("ln_1"),
+            "c_attn": conv1d("attn.c_attn", D, 3 * D),
+            "c_proj": conv1d("attn.c_proj", D, D),
+            "ln_2": ln("ln_2"),
+            "c_fc": conv1d("mlp.c_fc", D, F),
+            "mlp_proj": conv1d("mlp.c_proj", F, D),
+        },
+        "ln_f": {"scale": t.take("ln_f.weight", (D,)), "bias": t.take("ln_f.bias", (D,))},
+    }
+    # The head is untied: its own lm_head if the checkpoint has one, else a copy of wte.
+    if t.has("lm_head.weight") or not c.tie_word_embeddings:
+        W = t.take("lm_head.weight", (V, D))
+    else:
+        W = np.array(body["wte"])
+    t.finish("GPT-2")
+    return {"body": body, "head": Head(W=W, b=None)}
+
+
+def _block(h: jax.Array, p: dict, allowed: jax.Array, config: GPT2Config) -> jax.Array:
+    c = config
+    act = ACTIVATIONS[c.activation]
+    x = layer_norm(h, p["ln_1"], c.layer_norm_eps)
+    q, k, v = jnp.split(dense(x, p["c_attn"]), 3, axis=-1)
+    scale = head_scale(c.d_model // c.n_head) if c.scale_attn_weights else 1.0
+    a = attention(split_heads(q, c.n_head), split_heads(k, c.n_head), split_heads(v, c.n_head), allowed, scale)
+    h = h + dense(merge_heads(a), p["c_proj"])
+    x = layer_norm(h, p["ln_2"], c.layer_norm_eps)
+    return h + dense(act(dense(x, p["c_fc"])), p["mlp_proj"])
+
+
+def forward(
+    body: dict,
+    input_ids: Int[Array, "B T"],
+    attention_mask: Int[Array, "B T"],
+    *,
+    config: GPT2Config,
+    all_layers: bool = False,
+) -> ForwardOutput:
+    """Final hidden states after ``ln_f`` (the head input), and optionally HF's ``hidden_states``.
+
+    As in HF, ``layers`` holds the embedding output and the input of every later block, and its last
+    entry is the final output *after* ``ln_f`` (equal to ``hidden``).
+    """
+    positions = positions_from_mask(attention_mask)
+    embedded = jnp.take(body["wte"], input_ids, axis=0) + jnp.take(body["wpe"], positions, axis=0)
+    allowed = causal_allowed(attention_mask)
+
+    def step(h, p):
+        out = _block(h, p, allowed, config)
+        return out, (out if all_layers else None)
+
+    h, per_layer = jax.lax.scan(step, embedded, body["blocks"])
+    hidden = layer_norm(h, body["ln_f"], config.layer_norm_eps)
+    layers = None
+    if all_layers:
+        layers = (embedded, *(per_layer[i] for i in range(config.n_layer - 1)), hidden)
+    return ForwardOutput(hidden=hidden, layers=layers)

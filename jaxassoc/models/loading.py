@@ -1,0 +1,178 @@
+"""``load_model``: a checkpoint folder, GGUF file, embedded model or hub id -> a ready LanguageModel.
+
+Dispatch is on the HF config's ``model_type``; every family module (gpt2, bert, llama) has the same API:
+``MODEL_TYPES``, ``OBJECTIVE``, ``config_from_hf(hf_config) -> Config`` (frozen, with ``max_positions``),
+``params_from_hf(tensors, config) -> {"body", "head"}`` and ``forward(body, ids, mask, *, config,
+all_layers)``. Family modules are imported lazily.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import re
+from pathlib import Path
+from types import ModuleType
+
+import jax
+import jax.numpy as jnp
+import transformers
+
+from jaxassoc.errors import ConfigError, ModelError
+from jaxassoc.models.base import LanguageModel, Provenance, VocabInfo
+from jaxassoc.models.batching import cast_params
+from jaxassoc.models.checkpoint import read_weights, sha256_files
+from jaxassoc.resources import EMBEDDED
+
+FAMILY_MODULES: dict[str, tuple[str, str]] = {  # model_type -> (module, family)
+    "gpt2": ("jaxassoc.models.gpt2", "gpt2"),
+    "bert": ("jaxassoc.models.bert", "bert"),
+    "roberta": ("jaxassoc.models.bert", "roberta"),
+    "llama": ("jaxassoc.models.llama", "llama"),
+    "mistral": ("jaxassoc.models.llama", "llama"),
+}
+
+DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
+
+# What a hub download fetches: config, tokenizer files and weights (safetensors preferred by the reader).
+_HUB_PATTERNS = ["*.json", "*.txt", "*.model", "*.safetensors", "*.bin"]
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+
+
+def family_module(model_type: str | None) -> ModuleType:
+    """The port module for a HF ``model_type``; ModelError listing the supported ones otherwise."""
+    if model_type not in FAMILY_MODULES:
+        raise ModelError(
+            f"unsupported architecture model_type={model_type!r}; supported: {sorted(FAMILY_MODULES)}"
+        )
+    module_name = FAMILY_MODULES[model_type][0]
+    try:
+        return importlib.import_module(module_name)
+    except ImportError as e:
+        raise ModelError(f"model_type {model_type!r} needs {module_name}, which cannot be imported: {e}") from e
+
+
+def load_model(
+    source: str | Path, *, revision: str | None = None, dtype: str = "float32", name: str | None = None
+) -> LanguageModel:
+    """Load a model port.
+
+    ``source``: a local folder (config.json + model.safetensors / sharded safetensors / pytorch_model.bin
+    and tokenizer files), a ``.gguf`` file, an embedded name (``jaxassoc.resources.EMBEDDED``) or a hub id
+    (downloaded at ``revision`` with huggingface_hub). ``dtype``: parameter dtype (float32, bfloat16,
+    float16). The output head is untied from the input embeddings.
+    """
+    if dtype not in DTYPES:
+        raise ConfigError(f"model dtype {dtype!r} is not supported; use one of {sorted(DTYPES)}")
+    path, origin = _resolve(source, revision)
+    if path.is_file():
+        if path.suffix != ".gguf":
+            raise ModelError(f"{path} is a file but not a .gguf: pass a checkpoint folder or a .gguf file")
+        from jaxassoc.models.gguf import read_gguf
+
+        hf_config, tensors, tokenizer = read_gguf(path)
+        weights_sha, file_format = sha256_files([path]), "gguf"
+    else:
+        hf_config = _read_config(path)
+        weights = read_weights(path)
+        tensors, weights_sha, file_format = weights.tensors, weights.sha256(), weights.file_format
+        tokenizer = _read_tokenizer(path)
+    module = family_module(hf_config.get("model_type"))
+    config = module.config_from_hf(hf_config)
+    params = module.params_from_hf(tensors, config)
+    params = cast_params(jax.tree.map(jnp.asarray, params), DTYPES[dtype])
+
+    def forward(body, input_ids, attention_mask, all_layers=False):
+        return module.forward(body, input_ids, attention_mask, config=config, all_layers=all_layers)
+
+    return LanguageModel(
+        name=name or _default_name(source, path),
+        family=FAMILY_MODULES[hf_config["model_type"]][1],
+        objective=module.OBJECTIVE,
+        config=config,
+        params=params,
+        tokenizer=tokenizer,
+        vocab=vocab_info(tokenizer, module.OBJECTIVE),
+        provenance=Provenance(
+            source=origin,
+            revision=revision,
+            weights_sha256=weights_sha,
+            tokenizer_sha256=tokenizer_sha256(tokenizer),
+            file_format=file_format,
+        ),
+        forward=jax.jit(forward, static_argnames=("all_layers",)),
+        max_positions=int(getattr(config, "max_positions", None) or hf_config["max_position_embeddings"]),
+    )
+
+
+def _resolve(source: str | Path, revision: str | None) -> tuple[Path, str]:
+    """(local path, provenance source) for a folder, file, embedded name or hub id."""
+    text = str(source)
+    if text in EMBEDDED:
+        return EMBEDDED[text].path(), text
+    path = Path(text).expanduser()
+    if path.exists():
+        return path.resolve(), str(path.resolve())
+    if isinstance(source, Path) or not _HUB_ID.match(text) or text.endswith(".gguf"):
+        raise ModelError(f"model source {text!r} does not exist: pass a checkpoint folder, a .gguf file, "
+                         f"an embedded model {sorted(EMBEDDED)} or a hub id")
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(text, revision=revision, allow_patterns=_HUB_PATTERNS)), text
+    except Exception as e:  # offline, unknown repo or revision, auth: all end here
+        raise ModelError(
+            f"could not download hub model {text!r} (revision {revision!r}): {type(e).__name__}: {e}. "
+            "Downloading needs network access; otherwise pass a local checkpoint folder or .gguf file."
+        ) from None
+
+
+def _read_config(folder: Path) -> dict:
+    config_file = folder / "config.json"
+    if not config_file.exists():
+        raise ModelError(f"{folder} has no config.json: it is not a HF checkpoint folder")
+    try:
+        return json.loads(config_file.read_text())
+    except json.JSONDecodeError as e:
+        raise ModelError(f"{config_file} is not valid JSON: {e}") from None
+
+
+def _read_tokenizer(folder: Path):
+    try:
+        return transformers.AutoTokenizer.from_pretrained(folder)
+    except Exception as e:
+        raise ModelError(f"cannot load a tokenizer from {folder} ({type(e).__name__}: {e}); "
+                         "the folder needs tokenizer.json or the tokenizer files of its model") from None
+
+
+def _default_name(source: str | Path, path: Path) -> str:
+    text = str(source)
+    if text in EMBEDDED or not Path(text).expanduser().exists():
+        return text
+    return path.stem if path.is_file() else path.name
+
+
+def vocab_info(tokenizer, objective: str) -> VocabInfo:
+    """The tokenizer facts the metrics need: BOS policy, markers, special ids."""
+    bos_id = tokenizer.bos_token_id
+    ids = tokenizer("a")["input_ids"]
+    markers = {m: sum(t.startswith(m) for t in tokenizer.get_vocab()) for m in ("Ġ", "▁", "##")}
+    marker = max(markers, key=markers.get) if any(markers.values()) else None
+    return VocabInfo(
+        bos_id=bos_id,
+        eos_id=tokenizer.eos_token_id,
+        pad_id=tokenizer.pad_token_id,
+        mask_id=tokenizer.mask_token_id if objective == "masked" else None,
+        add_bos=bos_id is not None and len(ids) > 0 and ids[0] == bos_id,
+        word_initial_marker=marker if marker in ("Ġ", "▁") else None,
+        continuation_marker="##" if marker == "##" else None,
+    )
+
+
+def tokenizer_sha256(tokenizer) -> str:
+    """sha256 of the tokenizer's serialised JSON (vocabulary, merges, normaliser, special tokens)."""
+    return hashlib.sha256(tokenizer.backend_tokenizer.to_str().encode()).hexdigest()
+
+
+__all__ = ["load_model", "family_module", "vocab_info", "tokenizer_sha256", "FAMILY_MODULES", "DTYPES"]
