@@ -15,12 +15,12 @@ Winogender     240   all templates; no filter
 ============  =====  ==========================================================================
 
 "After filtering" means the stored ``is_natural`` column is True; the preprocessed files hold exactly
-those rows, in raw order, with ``orig_index`` = the raw row number. The data README says ``is_natural``
+those rows, in raw order, with ``orig_index`` = 0..n-1 (the position among the kept rows). The data README says ``is_natural``
 equals ``likely_under == {'male': 'likely', 'female': 'likely'}``, but recomputing it that way gives 4404
 for USE-5: raw row 914 (``squiggle``) is stored as natural with ``{'male': 'unlikely', 'female':
 'likely'}``. The processed results count 4405, so the stored flag is authoritative.
 
-Columns of the preprocessed USE files (:func:`load_use`): ``orig_index`` (raw row), ``word`` (seed word),
+Columns of the preprocessed USE files (:func:`load_use`): ``orig_index`` (row position), ``word`` (seed word),
 ``target_word`` (``he``/``she``: pronoun the generator was asked for), ``sentence`` (generated text),
 ``has_placeholder``, ``template`` (pronouns replaced by ``{pronoun}``/``{pronoun1}``/``{pronoun2}``/
 ``{pronoun2}self``), ``modifications``, ``likely_under`` (str of a dict), ``is_natural``, ``has_word``,
@@ -77,7 +77,8 @@ def _read_csv(relative: str, **kwargs) -> pd.DataFrame:
 
 
 def load_raw(name: str) -> pd.DataFrame:
-    """An upstream raw file, unfiltered; its unnamed index column is renamed ``orig_index``.
+    """An upstream raw file, unfiltered, in file order; its unnamed first column (an upstream row id, not
+    always contiguous) is renamed ``orig_index``.
 
     ``name``: one of ``USE-5``, ``USE-10``, ``USE-20``, ``Winobias-dev``, ``Winobias-test``, ``Winogender``.
     """

@@ -1,0 +1,84 @@
+"""Exact parity with the original UnStereoEval numbers, without running a model.
+
+The shipped per-row pythia-70m log-likelihoods (and the 28-model Winogender results) go through
+:func:`jaxassoc.metrics.unstereo.unstereo_eval` (float64 via ``jax.enable_x64``) and must reproduce
+``results/processed-results/*.json`` to 1e-9. ``male_rel_ratio`` is printed there rounded to 2 decimals.
+"""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from jaxassoc.data import unstereo as u
+from jaxassoc.metrics.unstereo import unstereo_eval
+
+FIXTURES = Path(__file__).parent / "fixtures" / "unstereo_eval" / "results"
+SCORE_FILES = {
+    "USE-5": ["5words/revised_templates"],
+    "USE-10": ["10words/revised_templates"],
+    "USE-20": ["20words/revised_templates"],
+    "Winobias": ["Winobias/coref__Winobias__templates.dev", "Winobias/coref__Winobias__templates.test"],
+    "Winogender": ["Winogender/coref__Winogender__templates"],
+}
+
+
+def _processed(name):
+    return json.loads((FIXTURES / "processed-results" / f"{name}.json").read_text())
+
+
+def _assert_matches(results, reference, model):
+    assert list(results) == list(reference)  # "unconstrained", "0.3", "0.5", "0.65", "0.8", "1.0"
+    for key, expected in reference.items():
+        r = results[key]
+        got = {
+            "neutral__avg": float(r.us_score),
+            "neutral__std": float(r.us_std_error),
+            "aufc": float(r.aufc),
+            "male_rel_ratio": round(float(r.male_rel_ratio), 2),
+            "num_examples_nonneutral": int(r.n_nonneutral),
+            "num_examples": int(r.n),
+        }
+        assert set(got) == set(expected)
+        for field, value in expected.items():
+            value = value[model] if isinstance(value, dict) else value
+            assert abs(got[field] - value) <= 1e-9, (key, field, got[field], value)
+
+
+def _pythia_scores(name):
+    frames = [pd.read_csv(FIXTURES / f"{f}__scores__EleutherAI__pythia-70m.csv.gz") for f in SCORE_FILES[name]]
+    scores = pd.concat(frames, ignore_index=True)
+    return u.natural_rows(scores) if "is_natural" in scores.columns else scores
+
+
+@pytest.mark.parametrize("name", u.DATASETS)
+def test_pythia70m_reproduces_processed_results(name):
+    scores = _pythia_scores(name)
+    data = u.load_dataset(name)
+    assert scores["template"].tolist() == data["template"].tolist()  # same rows, same order
+    np.testing.assert_array_equal(scores["F_logprob"] - scores["M_logprob"], scores["FM_logprob"])
+    results = unstereo_eval(scores["M_logprob"], scores["F_logprob"], data["max_gender_pmi"])
+    assert results["unconstrained"].us_score.dtype == np.float64
+    _assert_matches(results, _processed(name), "pythia-70m")
+
+
+def test_all_28_models_reproduce_winogender_results():
+    table = pd.read_csv(FIXTURES / "Winogender-no-maxpmi-constraint.csv.gz")
+    reference = _processed("Winogender")
+    data = u.load_winogender()
+    models = sorted(table["model"].unique())
+    assert len(models) == 28 and models == sorted(reference["unconstrained"]["aufc"])
+    for model, rows in table.groupby("model"):
+        rows = rows.reset_index(drop=True)
+        assert rows["template"].tolist() == data["template"].tolist()
+        np.testing.assert_array_equal(rows["max_gender_pmi"], data["max_gender_pmi"])
+        _assert_matches(unstereo_eval(rows["M_logprob"], rows["F_logprob"], rows["max_gender_pmi"]), reference, model)
+
+
+def test_all_datasets_json_is_the_union_of_the_per_dataset_files():
+    combined = json.loads((FIXTURES / "processed-results" / "all_datasets.json").read_text())
+    assert sorted(combined) == sorted(u.DATASETS)
+    for name in u.DATASETS:
+        assert combined[name] == _processed(name)
