@@ -1,0 +1,211 @@
+"""Llama / Mistral port against transformers' torch models (tiny random checkpoints saved as safetensors)."""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+import transformers
+from safetensors.numpy import load_file
+
+from jaxassoc.errors import ModelError
+from jaxassoc.models import llama
+from jaxassoc.models.heads import head_logits
+
+VOCAB = 101
+TINY = dict(
+    vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
+    max_position_embeddings=64, rms_norm_eps=1e-5,
+)
+
+
+def _build(kind: str, seed: int, **fields):
+    cls, cfg_cls = {
+        "llama": (transformers.LlamaForCausalLM, transformers.LlamaConfig),
+        "mistral": (transformers.MistralForCausalLM, transformers.MistralConfig),
+    }[kind]
+    torch.manual_seed(seed)
+    model = cls(cfg_cls(**{**TINY, **fields})).eval()
+    with torch.no_grad():  # norm weights start at 1: perturb them so the test sees them
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.add_(0.1 * torch.randn_like(p))
+    return model
+
+
+def _save_and_load(model, tmp_path):
+    """Save with save_pretrained (safetensors) and read back through the family API."""
+    model.save_pretrained(tmp_path)
+    hf_config = json.loads((tmp_path / "config.json").read_text())
+    tensors = load_file(tmp_path / "model.safetensors")
+    config = llama.config_from_hf(hf_config)
+    return config, tensors, llama.params_from_hf(tensors, config)
+
+
+@pytest.fixture(scope="module")
+def tiny_llama(tmp_path_factory):
+    """GQA (4 query heads, 2 key/value heads), tied embeddings, rope_theta != default."""
+    model = _build("llama", 0, num_key_value_heads=2, tie_word_embeddings=True, rope_theta=500.0)
+    config, tensors, params = _save_and_load(model, tmp_path_factory.mktemp("llama"))
+    return model, config, tensors, params
+
+
+@pytest.fixture(scope="module")
+def tiny_mistral(tmp_path_factory):
+    """Sliding window 4 (sequences of 13 exceed it), one key/value head."""
+    model = _build("mistral", 1, num_key_value_heads=1, sliding_window=4)
+    config, tensors, params = _save_and_load(model, tmp_path_factory.mktemp("mistral"))
+    return model, config, tensors, params
+
+
+def _batch(T=13, seed=0):
+    """Three rows: full, left-padded by 4, right-padded by 5."""
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(3, VOCAB, size=(3, T))
+    mask = np.ones((3, T), dtype=np.int64)
+    mask[1, :4] = 0
+    mask[2, T - 5 :] = 0
+    ids = np.where(mask == 1, ids, 0)
+    return ids, mask
+
+
+def _torch_reference(model, ids, mask):
+    """HF logits and hidden states; position ids from the mask as generate() does for left padding."""
+    positions = np.maximum(np.cumsum(mask, axis=1) - 1, 0)
+    with torch.no_grad():
+        out = model(
+            input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask), position_ids=torch.tensor(positions),
+            output_hidden_states=True,
+        )
+    return out.logits.numpy(), [h.numpy() for h in out.hidden_states]
+
+
+@pytest.mark.parametrize("which", ["tiny_llama", "tiny_mistral"])
+def test_logits_and_all_layers_match_transformers(which, request):
+    model, config, _, params = request.getfixturevalue(which)
+    ids, mask = _batch()
+    ref_logits, ref_layers = _torch_reference(model, ids, mask)
+    out = llama.forward(params["body"], jnp.asarray(ids), jnp.asarray(mask), config=config, all_layers=True)
+    logits = np.asarray(head_logits(params["head"], out.hidden))
+    real = mask.astype(bool)
+    assert np.abs(logits - ref_logits)[real].max() <= 1e-4
+    assert len(out.layers) == len(ref_layers) == config.num_hidden_layers + 1
+    for ours, ref in zip(out.layers, ref_layers):
+        assert np.abs(np.asarray(ours) - ref)[real].max() <= 1e-4
+    np.testing.assert_array_equal(np.asarray(out.layers[-1]), np.asarray(out.hidden))
+
+
+@pytest.mark.parametrize("which", ["tiny_llama", "tiny_mistral"])
+def test_padding_does_not_change_real_tokens(which, request):
+    """A left- or right-padded row equals the unpadded sequence run alone (positions from the mask)."""
+    model, config, _, params = request.getfixturevalue(which)
+    ids, mask = _batch()
+    batched = llama.forward(params["body"], jnp.asarray(ids), jnp.asarray(mask), config=config).hidden
+    for row in (1, 2):
+        real = mask[row].astype(bool)
+        alone_ids = ids[row][real][None]
+        alone = llama.forward(params["body"], jnp.asarray(alone_ids), jnp.ones_like(alone_ids), config=config).hidden
+        np.testing.assert_allclose(np.asarray(batched[row][real]), np.asarray(alone[0]), atol=1e-5)
+        with torch.no_grad():
+            ref = model(input_ids=torch.tensor(alone_ids)).logits.numpy()[0]
+        np.testing.assert_allclose(np.asarray(head_logits(params["head"], alone[0])), ref, atol=1e-4)
+
+
+def test_sliding_window_is_applied(tiny_mistral):
+    """Without the window the logits beyond position 4 differ: the mask is doing something."""
+    model, config, _, params = tiny_mistral
+    assert config.sliding_window == 4
+    ids, mask = _batch()
+    full = llama.forward(params["body"], jnp.asarray(ids), jnp.asarray(mask), config=config).hidden
+    unwindowed = llama.forward(
+        params["body"], jnp.asarray(ids), jnp.asarray(mask), config=llama.LlamaConfig(
+            **{**config.__dict__, "sliding_window": None})
+    ).hidden
+    np.testing.assert_allclose(np.asarray(full[0, :4]), np.asarray(unwindowed[0, :4]), atol=1e-6)
+    assert np.abs(np.asarray(full[0, 4:]) - np.asarray(unwindowed[0, 4:])).max() > 1e-3
+
+
+def test_tied_embeddings_are_untied(tiny_llama):
+    model, config, tensors, params = tiny_llama
+    assert config.tie_word_embeddings and "lm_head.weight" not in tensors  # save_pretrained dropped the tied copy
+    assert config.num_key_value_heads < config.num_attention_heads
+    W, embed = params["head"].W, params["body"]["embed"]
+    np.testing.assert_array_equal(np.asarray(W), tensors["model.embed_tokens.weight"])
+    assert W.unsafe_buffer_pointer() != embed.unsafe_buffer_pointer()
+    ids, mask = _batch()
+    shifted = params["head"]._replace(W=W + 1.0)
+    hidden = llama.forward(params["body"], jnp.asarray(ids), jnp.asarray(mask), config=config).hidden
+    np.testing.assert_array_equal(np.asarray(params["body"]["embed"]), tensors["model.embed_tokens.weight"])
+    assert not np.allclose(np.asarray(head_logits(shifted, hidden)), np.asarray(head_logits(params["head"], hidden)))
+
+
+def test_bf16_params_run_in_bf16_and_stay_close(tiny_llama):
+    _, config, _, params = tiny_llama
+    ids, mask = _batch()
+    body16 = jax.tree.map(lambda x: x.astype(jnp.bfloat16), params["body"])
+    hidden16 = llama.forward(body16, jnp.asarray(ids), jnp.asarray(mask), config=config).hidden
+    hidden32 = llama.forward(params["body"], jnp.asarray(ids), jnp.asarray(mask), config=config).hidden
+    assert hidden16.dtype == jnp.bfloat16
+    real = mask.astype(bool)
+    err = np.abs(np.asarray(hidden16, dtype=np.float32) - np.asarray(hidden32))[real]
+    assert err.max() < 0.1 * np.abs(np.asarray(hidden32)).max()
+
+
+def test_forward_is_differentiable(tiny_llama):
+    _, config, _, params = tiny_llama
+    ids, mask = _batch()
+
+    def loss(body):
+        return llama.forward(body, jnp.asarray(ids), jnp.asarray(mask), config=config).hidden.sum()
+
+    grads = jax.grad(loss)(params["body"])
+    assert all(np.isfinite(np.asarray(g)).all() for g in jax.tree.leaves(grads))
+    assert np.abs(np.asarray(grads["layers"]["q"])).max() > 0
+
+
+BASE = {**TINY, "model_type": "llama", "num_key_value_heads": 2}
+
+
+@pytest.mark.parametrize(
+    "fields, words",
+    [
+        ({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, "'linear'"),
+        ({"rope_parameters": {"rope_type": "llama3", "rope_theta": 5e5}}, "'llama3'"),
+        ({"hidden_act": "gelu"}, "hidden_act"),
+        ({"attention_bias": True}, "attention_bias"),
+        ({"mlp_bias": True}, "mlp_bias"),
+        ({"num_key_value_heads": 3}, "num_key_value_heads"),
+        ({"model_type": "gpt2"}, "gpt2"),
+        ({"hidden_size": None}, "hidden_size"),
+    ],
+)
+def test_unsupported_config_raises_model_error(fields, words):
+    config = {**BASE, **fields}
+    config = {k: v for k, v in config.items() if v is not None}
+    with pytest.raises(ModelError, match=words):
+        llama.config_from_hf(config)
+
+
+def test_config_accepts_transformers_4_and_5_rope_fields():
+    assert llama.config_from_hf({**BASE, "rope_theta": 123.0}).rope_theta == 123.0
+    v5 = {**BASE, "rope_parameters": {"rope_type": "default", "rope_theta": 7.0}}
+    assert llama.config_from_hf(v5).rope_theta == 7.0
+    assert llama.config_from_hf({**BASE, "sliding_window": 8}).sliding_window is None  # llama has none
+    assert llama.config_from_hf({**BASE, "model_type": "mistral", "sliding_window": 8}).sliding_window == 8
+
+
+def test_bad_checkpoints_raise_model_error(tiny_mistral):
+    _, config, tensors, _ = tiny_mistral
+    missing = {k: v for k, v in tensors.items() if k != "model.layers.2.mlp.up_proj.weight"}
+    with pytest.raises(ModelError, match=r"model\.layers\.2\.mlp\.up_proj\.weight"):
+        llama.params_from_hf(missing, config)
+    with pytest.raises(ModelError, match="model.layers.9.extra"):
+        llama.params_from_hf({**tensors, "model.layers.9.extra": np.zeros(3)}, config)
+    bad = dict(tensors, **{"model.norm.weight": np.zeros(7, np.float32)})
+    with pytest.raises(ModelError, match=r"model\.norm\.weight: \(7,\)"):
+        llama.params_from_hf(bad, config)
+    no_head = {k: v for k, v in tensors.items() if k != "lm_head.weight"}
+    with pytest.raises(ModelError, match="lm_head"):
+        llama.params_from_hf(no_head, config)
