@@ -8,6 +8,7 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -55,11 +56,28 @@ def test_every_folder_keeps_its_provenance_and_the_total_size_is_small():
     assert sum(p.stat().st_size for p in ours) < 15 * 2**20
 
 
+def test_data_licenses_lists_every_vendored_file():
+    notice = (Path(__file__).resolve().parents[1] / "DATA_LICENSES.md").read_text(encoding="utf-8")
+    ours = [p for p in ROOT.rglob("*") if p.is_file() and "unstereo_eval" not in p.parts]
+    assert len(ours) == 42
+    assert [p.relative_to(ROOT).as_posix() for p in ours if p.name not in notice] == []
+
+
 # --- WEAT suites ----------------------------------------------------------------------------------------
 
 # (|X|, |Y|, |A|, |B|) per test: Caliskan et al. 2017 and its supplement (16 names in W4-W5).
-CALISKAN_SIZES = [(25, 25, 25, 25), (25, 25, 25, 25), (32, 32, 25, 25), (16, 16, 25, 25), (16, 16, 8, 8),
-                  (8, 8, 8, 8), (8, 8, 8, 8), (8, 8, 8, 8), (6, 6, 7, 7), (8, 8, 8, 8)]
+CALISKAN_SIZES = [
+    (25, 25, 25, 25),
+    (25, 25, 25, 25),
+    (32, 32, 25, 25),
+    (16, 16, 25, 25),
+    (16, 16, 8, 8),
+    (8, 8, 8, 8),
+    (8, 8, 8, 8),
+    (8, 8, 8, 8),
+    (6, 6, 7, 7),
+    (8, 8, 8, 8),
+]
 # RPAM App. B: C10 with the 25-word pleasant/unpleasant sets.
 WEAT_WS_SIZES = CALISKAN_SIZES[:9] + [(8, 8, 25, 25)]
 
@@ -106,20 +124,25 @@ def test_caliskan_suite_differs_from_wefe_file_exactly_where_source_md_says():
     wefe = json.loads((ROOT / "weat/wefe/WEAT.json").read_text(encoding="utf-8"))
     cal = data.load_weat_suite("weat_caliskan2017")
     expected_differences = {
-        ("W4", "targets_x"): {"Jay", "Kristen"}, ("W5", "targets_x"): {"Jay", "Kristen"},
-        ("W4", "targets_y"): {"Tremayne", "Latonya"}, ("W5", "targets_y"): {"Tremayne", "Latonya"},
-        ("W9", "attributes_a"): {"short", "short-term"}, ("W10", "targets_x"): {"Bill", "Billy"},
+        ("W4", "targets_x"): {"Jay", "Kristen"},
+        ("W5", "targets_x"): {"Jay", "Kristen"},
+        ("W4", "targets_y"): {"Tremayne", "Latonya"},
+        ("W5", "targets_y"): {"Tremayne", "Latonya"},
+        ("W9", "attributes_a"): {"short", "short-term"},
+        ("W10", "targets_x"): {"Bill", "Billy"},
     }
-    wefe_sets = {1: ("flowers", "insects", "pleasant_5", "unpleasant_5a"),
-                 2: ("instruments", "weapons", "pleasant_5", "unpleasant_5a"),
-                 3: ("european_american_names_5", "african_american_names_5", "pleasant_5", "unpleasant_5b"),
-                 4: ("european_american_names_7", "african_american_names_7", "pleasant_5", "unpleasant_5b"),
-                 5: ("european_american_names_7", "african_american_names_7", "pleasant_9", "unpleasant_9"),
-                 6: ("male_names", "female_names", "career", "family"),
-                 7: ("math", "arts", "male_terms", "female_terms"),
-                 8: ("science", "arts_2", "male_terms_2", "female_terms_2"),
-                 9: ("mental_disease", "physical_disease", "temporary", "permanent"),
-                 10: ("young_people_names", "old_people_names", "pleasant_9", "unpleasant_9")}
+    wefe_sets = {
+        1: ("flowers", "insects", "pleasant_5", "unpleasant_5a"),
+        2: ("instruments", "weapons", "pleasant_5", "unpleasant_5a"),
+        3: ("european_american_names_5", "african_american_names_5", "pleasant_5", "unpleasant_5b"),
+        4: ("european_american_names_7", "african_american_names_7", "pleasant_5", "unpleasant_5b"),
+        5: ("european_american_names_7", "african_american_names_7", "pleasant_9", "unpleasant_9"),
+        6: ("male_names", "female_names", "career", "family"),
+        7: ("math", "arts", "male_terms", "female_terms"),
+        8: ("science", "arts_2", "male_terms_2", "female_terms_2"),
+        9: ("mental_disease", "physical_disease", "temporary", "permanent"),
+        10: ("young_people_names", "old_people_names", "pleasant_9", "unpleasant_9"),
+    }
     fields = ("targets_x", "targets_y", "attributes_a", "attributes_b")
     wefe_suite = data.load_weat_suite("weat_wefe")
     for number, names in wefe_sets.items():
@@ -132,7 +155,7 @@ def test_caliskan_suite_differs_from_wefe_file_exactly_where_source_md_says():
 def test_weat_unknown_suite_and_test_raise_data_error_listing_names():
     with pytest.raises(DataError, match="weat_caliskan2017"):
         data.load_weat_suite("weat_2017")
-    with pytest.raises(DataError, match="W11.*W1"):
+    with pytest.raises(DataError, match=r"W11.*W1"):
         data.weat_test("weat_caliskan2017", "W11")
     assert data.weat_test("weat_ws", "C7").targets_x[0] == "math"
 
@@ -204,14 +227,21 @@ def test_stsb_dev_and_test_parsed_without_quote_handling():
     assert len(dev) == 1500 and len(test) == 1379
     assert dev.genre.value_counts().to_dict() == {"main-captions": 625, "main-news": 500, "main-forums": 375}
     assert test.genre.value_counts().to_dict() == {"main-captions": 625, "main-news": 500, "main-forums": 254}
-    assert dev.iloc[0].tolist() == ["A man with a hard hat is dancing.", "A man wearing a hard hat is dancing.",
-                                    5.0, "main-captions"]
-    assert test.iloc[2].tolist()[:3] == ["One woman is measuring another woman's ankle.",
-                                         "A woman measures another woman's ankle.", 5.0]
+    assert dev.iloc[0].tolist() == [
+        "A man with a hard hat is dancing.",
+        "A man wearing a hard hat is dancing.",
+        5.0,
+        "main-captions",
+    ]
+    assert test.iloc[2].tolist()[:3] == [
+        "One woman is measuring another woman's ankle.",
+        "A woman measures another woman's ankle.",
+        5.0,
+    ]
     raw = list(csv.reader(_raw_lines("stsb/original/sts-test.tsv"), delimiter="\t", quoting=csv.QUOTE_NONE))
     assert [(r[5], r[6], float(r[4])) for r in raw] == list(zip(test.sentence1, test.sentence2, test.score))
     assert sum('"' in s for s in test.sentence1) > 0  # the unbalanced quotes survive
-    assert 0.0 <= dev.score.min() and dev.score.max() <= 5.0
+    assert dev.score.min() >= 0.0 and dev.score.max() <= 5.0
     with pytest.raises(DataError, match="dev"):
         data.load_stsb("train")
 
@@ -219,14 +249,16 @@ def test_stsb_dev_and_test_parsed_without_quote_handling():
 # --- WikiText-2 -----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("split, lines, tokens, paragraphs", [("test", 4358, 245_569, 2185),
-                                                              ("valid", 3760, 217_646, 1841)])
+@pytest.mark.parametrize(
+    "split, lines, tokens, paragraphs", [("test", 4358, 245_569, 2185), ("valid", 3760, 217_646, 1841)]
+)
 def test_wikitext2_counts_and_heading_removal(split, lines, tokens, paragraphs):
     raw = _raw_lines(f"wikitext2/{split}.txt")
     assert len(raw) == lines
     assert sum(len(line.split()) + 1 for line in raw) == tokens  # the paper's count, one <eos> per line
     loaded = data.load_wikitext2(split)
     assert len(loaded) == paragraphs and all(p and p == p.strip() for p in loaded)
+
     def is_heading(text):
         return text.startswith("= ") and text.endswith(" =")
 
@@ -252,10 +284,13 @@ def test_wikitext2_sentences_are_a_lossless_split():
 
 
 def test_detokenize_wikitext():
-    text = ('It cost $ 1 @,@ 000 ( about 3 @.@ 5 % ) , did n\'t it ? He said " In Safe Hands " ; '
-            "a guest @-@ starring role .")
+    text = (
+        'It cost $ 1 @,@ 000 ( about 3 @.@ 5 % ) , did n\'t it ? He said " In Safe Hands " ; '
+        "a guest @-@ starring role ."
+    )
     assert data.detokenize_wikitext(text) == (
-        'It cost $1,000 (about 3.5%), didn\'t it? He said "In Safe Hands"; a guest-starring role.')
+        'It cost $1,000 (about 3.5%), didn\'t it? He said "In Safe Hands"; a guest-starring role.'
+    )
     assert data.detokenize_wikitext('He said " no .') == 'He said " no.'  # unpaired quote left alone
     detok = data.wikitext2_sentences("test", detokenize=True)
     assert detok[0] == "Robert <unk> is an English film, television and theatre actor."
@@ -268,7 +303,10 @@ def test_abc_traits_groups_priors_and_templates():
     abc = data.load_abc()
     assert len(abc.traits) == 32 and len(abc.trait_pairs) == 16
     assert abc.traits["powerless"] == ("powerless", "weak", "helpless", "incapable")
-    assert abc.trait_pairs[0] == ("powerless", "powerful") and abc.trait_pairs[-1] == ("egotistic", "altruistic")
+    assert abc.trait_pairs[0] == ("powerless", "powerful") and abc.trait_pairs[-1] == (
+        "egotistic",
+        "altruistic",
+    )
     assert {p for pair in abc.trait_pairs for p in pair} == set(abc.traits)
     assert all(len(groups) == 51 for groups in abc.groups.values())
     assert abc.groups["<sgroup>"][14] == "Black person" and abc.groups["<cpgroup>"][14] == "Black people"
@@ -301,8 +339,10 @@ def test_human_ratings_26_by_16_against_the_json_file():
 def test_ceat_wordlists():
     tests = data.load_ceat_wordlists()
     assert list(tests) == [f"C{i}" for i in range(1, 11)] + ["AF-inter", "AF-emerg", "LF-inter", "LF-emerg"]
-    sizes = {k: tuple(map(len, (t.targets_x, t.targets_y, t.attributes_a, t.attributes_b)))
-             for k, t in tests.items()}
+    sizes = {
+        k: tuple(map(len, (t.targets_x, t.targets_y, t.attributes_a, t.attributes_b)))
+        for k, t in tests.items()
+    }
     assert [sizes[f"C{i}"] for i in range(1, 11)] == CALISKAN_SIZES
     assert sizes["AF-inter"] == (12, 12, 13, 13) and sizes["LF-emerg"] == (12, 12, 6, 6)
     cal = data.load_weat_suite("weat_caliskan2017")
@@ -355,7 +395,7 @@ def test_missing_file_raises_data_error_naming_it(tmp_path, monkeypatch):
 
 
 def test_lazy_loader_reports_a_missing_module_and_registry_does_not_import_unstereo():
-    with pytest.raises(DataError, match="jaxassoc.data._no_such_module.*reinstall"):
+    with pytest.raises(DataError, match=r"jaxassoc\.data\._no_such_module.*reinstall"):
         LazyLoader("jaxassoc.data._no_such_module", "load")()
     code = "import sys, jaxassoc.data; print('jaxassoc.data.unstereo' in sys.modules, 'torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

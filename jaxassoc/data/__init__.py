@@ -34,6 +34,7 @@ __all__ = [
     "load_simlex999",
     "load_sst2",
     "load_stsb",
+    "load_weat_suite",
     "load_wikitext2",
     "load_wordsim353",
     "valence_attributes",

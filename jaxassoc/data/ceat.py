@@ -20,18 +20,42 @@ CEAT_FILE = "ceat/extracted_from_code/ceat_weat_wordlists.json"
 
 # Test ids and set labels of the four intersectional tests (numbers 11–14 in the original code).
 _INTERSECTIONAL: tuple[tuple[str, tuple[str, str, str, str]], ...] = (
-    ("AF-inter", ("African American females", "European American males",
-                  "African American female intersectional biases",
-                  "European American male biases (vs AF)")),
-    ("AF-emerg", ("African American females", "European American males",
-                  "African American female emergent biases",
-                  "European American male emergent biases (vs AF)")),
-    ("LF-inter", ("Mexican American females", "European American males",
-                  "Mexican American female intersectional biases",
-                  "European American male biases (vs LF)")),
-    ("LF-emerg", ("Mexican American females", "European American males",
-                  "Mexican American female emergent biases",
-                  "European American male emergent biases (vs LF)")),
+    (
+        "AF-inter",
+        (
+            "African American females",
+            "European American males",
+            "African American female intersectional biases",
+            "European American male biases (vs AF)",
+        ),
+    ),
+    (
+        "AF-emerg",
+        (
+            "African American females",
+            "European American males",
+            "African American female emergent biases",
+            "European American male emergent biases (vs AF)",
+        ),
+    ),
+    (
+        "LF-inter",
+        (
+            "Mexican American females",
+            "European American males",
+            "Mexican American female intersectional biases",
+            "European American male biases (vs LF)",
+        ),
+    ),
+    (
+        "LF-emerg",
+        (
+            "Mexican American females",
+            "European American males",
+            "Mexican American female emergent biases",
+            "European American male emergent biases (vs LF)",
+        ),
+    ),
 )
 
 

@@ -27,9 +27,7 @@ SIMLEX999_FILE = "simlex999/SimLex-999.txt"
 def load_wordsim353(subset: str = "combined") -> pd.DataFrame:
     """WordSim-353 as ``word1, word2, score`` (the mean human rating), in file order."""
     if subset not in WORDSIM353_SUBSETS:
-        raise DataError(
-            f"unknown WordSim-353 subset {subset!r}; choose one of {list(WORDSIM353_SUBSETS)}"
-        )
+        raise DataError(f"unknown WordSim-353 subset {subset!r}; choose one of {list(WORDSIM353_SUBSETS)}")
     raw = pd.read_csv(io.StringIO(read_text(WORDSIM353_SUBSETS[subset])), keep_default_na=False)
     frame = raw.rename(columns={"Word 1": "word1", "Word 2": "word2", "Human (mean)": "score"})
     return frame[["word1", "word2", "score"]].astype({"score": "float64"})

@@ -19,13 +19,9 @@ SST2_FILES: dict[str, str] = {"validation": "sst2/dev.tsv"}
 def load_sst2(split: str = "validation") -> pd.DataFrame:
     """SST-2 as ``sentence`` (str) and ``label`` (int, 1 = positive), in file order."""
     if split not in SST2_FILES:
-        raise DataError(
-            f"SST-2 split {split!r} is not packaged; the packaged splits are {list(SST2_FILES)}"
-        )
+        raise DataError(f"SST-2 split {split!r} is not packaged; the packaged splits are {list(SST2_FILES)}")
     lines = read_lines(SST2_FILES[split])
     header, rows = lines[0].split("\t"), [line.split("\t") for line in lines[1:]]
     if header != ["sentence", "label"] or any(len(row) != 2 for row in rows):
         raise DataError(f"{SST2_FILES[split]} is malformed: expected two tab-separated columns")
-    return pd.DataFrame(
-        {"sentence": [row[0] for row in rows], "label": [int(row[1]) for row in rows]}
-    )
+    return pd.DataFrame({"sentence": [row[0] for row in rows], "label": [int(row[1]) for row in rows]})

@@ -94,9 +94,7 @@ class AbcData:
         """The group slot a template uses."""
         found = [slot for slot in SLOTS if slot in template]
         if len(found) != 1 or MASK not in template:
-            raise DataError(
-                f"template {template!r} must contain exactly one of {list(SLOTS)} and {MASK!r}"
-            )
+            raise DataError(f"template {template!r} must contain exactly one of {list(SLOTS)} and {MASK!r}")
         return found[0]
 
 

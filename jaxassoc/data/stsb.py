@@ -19,8 +19,10 @@ STSB_FILES: dict[str, str] = {"dev": "stsb/dev.tsv", "test": "stsb/original/sts-
 # Column positions: GLUE dev has a header (index, genre, filename, year, old_index, source1, source2,
 # sentence1, sentence2, score); the original test file has none (genre, filename, year, id, score,
 # sentence1, sentence2[, source fields]).
-_COLUMNS = {"dev": {"genre": 1, "sentence1": 7, "sentence2": 8, "score": 9},
-            "test": {"genre": 0, "sentence1": 5, "sentence2": 6, "score": 4}}
+_COLUMNS = {
+    "dev": {"genre": 1, "sentence1": 7, "sentence2": 8, "score": 9},
+    "test": {"genre": 0, "sentence1": 5, "sentence2": 6, "score": 4},
+}
 
 
 def load_stsb(split: str = "dev") -> pd.DataFrame:

@@ -58,9 +58,7 @@ class WeatSuite:
         for test in self.tests:
             if test.id == test_id:
                 return test
-        raise DataError(
-            f"WEAT suite {self.name!r} has no test {test_id!r}; its tests are {list(self.ids)}"
-        )
+        raise DataError(f"WEAT suite {self.name!r} has no test {test_id!r}; its tests are {list(self.ids)}")
 
 
 # Set labels (X, Y, A, B) per test number, shared by all three suites (the papers' own labels).
@@ -110,8 +108,12 @@ def _test_from_sets(test_id: str, name: str, number: int, sets: tuple[list[str],
 def _suite_from_tests_file(name: str, source: str, prefix: str) -> WeatSuite:
     raw = read_json(source)
     tests = tuple(
-        _test_from_sets(test_id, entry["name"], int(test_id[len(prefix):]),
-                        (entry["X"], entry["Y"], entry["A"], entry["B"]))
+        _test_from_sets(
+            test_id,
+            entry["name"],
+            int(test_id[len(prefix) :]),
+            (entry["X"], entry["Y"], entry["A"], entry["B"]),
+        )
         for test_id, entry in raw.items()
     )
     return WeatSuite(name, tests, source)
@@ -122,8 +124,9 @@ def _wefe_suite(source: str) -> WeatSuite:
     tests = []
     for number, set_names in WEFE_SETS.items():
         x, y, a, b = set_names
-        tests.append(_test_from_sets(f"W{number}", f"{x}/{y} x {a}/{b}", number,
-                                     tuple(lists[s] for s in set_names)))
+        tests.append(
+            _test_from_sets(f"W{number}", f"{x}/{y} x {a}/{b}", number, tuple(lists[s] for s in set_names))
+        )
     return WeatSuite("weat_wefe", tuple(tests), source)
 
 
