@@ -1,0 +1,128 @@
+"""Word vectors from a contextual model, Bommasani, Davis & Cardie (2020) "aggregated" (ZCA-WEAT §4.1).
+
+For each word: up to ``max_contexts`` (20) corpus sentences of 7-75 whitespace tokens that contain it as
+a whole token (case-sensitive), drawn with a fixed seed; in each sentence the word's subword tokens are
+mean-pooled in ``layer`` (default the last block); the sentence vectors are averaged.
+
+Words without any context fall back to a configurable choice, recorded per word:
+``"word"`` (the word alone, its subwords mean-pooled, special tokens excluded), ``"templates"``
+(bleached templates as in May et al. 2019, e.g. "This is {word}."), or ``"drop"`` (reported as OOV).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+
+from jaxassoc.embeddings.sentence import encode_batch, layer_states
+from jaxassoc.embeddings.static import Lookup
+from jaxassoc.errors import ConfigError, InputError
+from jaxassoc.models.base import LanguageModel
+
+BLEACHED_TEMPLATES = ("This is {}.", "That is {}.", "There is {}.", "Here is {}.", "It is {}.")
+Fallback = Literal["word", "templates", "drop"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ContextIndex:
+    """Sentences of the reference corpus within the length bounds, indexed by their tokens."""
+
+    sentences: tuple[str, ...]
+    by_token: dict[str, list[int]]
+
+    @classmethod
+    def build(cls, sentences: Sequence[str], *, min_tokens: int = 7, max_tokens: int = 75) -> "ContextIndex":
+        kept = tuple(s for s in sentences if min_tokens <= len(s.split()) <= max_tokens)
+        by_token: dict[str, list[int]] = defaultdict(list)
+        for i, sentence in enumerate(kept):
+            for token in set(sentence.split()):
+                by_token[token].append(i)
+        return cls(kept, dict(by_token))
+
+    def contexts(self, word: str, *, max_contexts: int, seed: int) -> list[str]:
+        """Up to ``max_contexts`` sentences containing ``word``; the draw depends on the seed and word only."""
+        rows = self.by_token.get(word, [])
+        if len(rows) > max_contexts:
+            rng = np.random.default_rng([seed, *word.encode()])
+            rows = sorted(rng.choice(rows, size=max_contexts, replace=False))
+        return [self.sentences[i] for i in rows]
+
+
+def _word_spans(text: str, word: str) -> list[tuple[int, int]]:
+    """Character spans of ``word`` as a whole whitespace token of ``text``."""
+    spans, pos = [], 0
+    for token in text.split(" "):
+        if token == word:
+            spans.append((pos, pos + len(token)))
+        pos += len(token) + 1
+    return spans
+
+
+def _pooled_word_vectors(
+    model: LanguageModel, texts: list[str], spans: list[tuple[int, int]], layer: int, batch_size: int
+) -> np.ndarray:
+    """For each text, the mean of ``layer`` over the subword tokens overlapping its character span."""
+    out = []
+    for start in range(0, len(texts), batch_size):
+        ids, mask, offsets = encode_batch(model, texts[start : start + batch_size])
+        states = np.asarray(layer_states(model, ids, mask, layer))
+        for row, (lo, hi) in enumerate(spans[start : start + batch_size]):
+            tokens = [t for t, (a, b) in enumerate(offsets[row]) if b > a and a < hi and b > lo]
+            if not tokens:
+                raise InputError(f"no token of {texts[start + row]!r} covers characters {lo}..{hi}")
+            out.append(states[row, tokens].mean(axis=0))
+    return np.stack(out)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ContextualWordVectors:
+    """A ``vectors_fn`` for the pipelines: ``lookup(words, name)`` -> Lookup, with per-word provenance."""
+
+    model: LanguageModel
+    index: ContextIndex
+    layer: int = -1
+    max_contexts: int = 20
+    seed: int = 0
+    fallback: Fallback = "word"
+    batch_size: int = 32
+    cache: dict = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.fallback not in ("word", "templates", "drop"):
+            raise ConfigError(f"contextual fallback {self.fallback!r}: use 'word', 'templates' or 'drop'")
+
+    def vector(self, word: str) -> tuple[np.ndarray | None, str]:
+        """The aggregated vector of ``word`` and how it was made (``"20 contexts"``, ``"fallback: word"``)."""
+        if word not in self.cache:
+            contexts = self.index.contexts(word, max_contexts=self.max_contexts, seed=self.seed)
+            if contexts:
+                spans = [_word_spans(c, word)[0] for c in contexts]
+                how = f"{len(contexts)} contexts"
+            elif self.fallback == "drop":
+                self.cache[word] = (None, "no context: dropped")
+                return self.cache[word]
+            else:
+                contexts = [word] if self.fallback == "word" else [t.format(word) for t in BLEACHED_TEMPLATES]
+                spans = [(c.index(word), c.index(word) + len(word)) for c in contexts]
+                how = f"no context: fallback {self.fallback}"
+            vectors = _pooled_word_vectors(self.model, contexts, spans, self.layer, self.batch_size)
+            self.cache[word] = (vectors.mean(axis=0), how)
+        return self.cache[word]
+
+    def __call__(self, words: Sequence[str], name: str = "word set") -> Lookup:
+        if not words:
+            raise InputError(f"{name!r} is empty: give it at least one word")
+        found = [(w, *self.vector(w)) for w in words]
+        kept = [w for w, v, _ in found if v is not None]
+        if not kept:
+            raise InputError(f"{name!r}: no word has a context in the reference corpus: {list(words)}")
+        vectors = np.stack([v for _, v, _ in found if v is not None]).astype(np.float32)
+        return Lookup(vectors, kept, [w for w, v, _ in found if v is None])
+
+    def coverage(self) -> dict[str, str]:
+        """How each word looked up so far got its vector."""
+        return {w: how for w, (_, how) in self.cache.items()}
