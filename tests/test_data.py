@@ -110,6 +110,12 @@ def test_weat_ws_suite_follows_rpam_appendix_b():
         assert suite.test(test_id).attributes_b == c1.attributes_b
     assert suite.test("C8").attributes_a == suite.test("C7").attributes_a
     assert suite.test("C8").attributes_b == suite.test("C7").attributes_b
+    swapped = suite.test("C7").with_roles_swapped()  # RPAM's default roles for C7/C8
+    assert swapped.targets_x[:2] == ("male", "man") and swapped.attributes_b[0] == "poetry"
+    assert (swapped.x_name, swapped.a_name) == (
+        "Male terms",
+        "Math",
+    ) and swapped.with_roles_swapped() == suite.test("C7")
 
 
 def test_every_weat_set_has_distinct_words_and_targets_are_disjoint():

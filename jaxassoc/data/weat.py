@@ -13,8 +13,8 @@ Suites (METHODS.md §1–2, ``files/weat/SOURCE.md``):
   places (18 + 18 names in W4–W5 with Jay, Kristen, Tremayne, Latonya; ``short``; ``Bill``): a variant
   for reproducing WEFE-based numbers, never the default.
 
-For RPAM on C7/C8 the paper swaps the roles (gender terms as targets): that is the metric's choice and
-is not applied here; the sets are returned as listed.
+For RPAM on C7/C8 the paper swaps the roles (gender terms as targets): the sets are returned as listed
+and ``WeatTest.with_roles_swapped()`` gives the swapped test; which one a run uses is the metric's choice.
 """
 
 from __future__ import annotations
@@ -39,6 +39,24 @@ class WeatTest:
     y_name: str
     a_name: str
     b_name: str
+
+    def with_roles_swapped(self) -> WeatTest:
+        """Targets and attributes exchanged (X<->A, Y<->B), keeping the direction of the association.
+
+        RPAM uses this for WEAT-WS C7/C8 (Hodel et al. 2026, App. B): the gender terms, which name the
+        social group, become the targets and the math/science/arts words the attributes.
+        """
+        return dataclasses.replace(
+            self,
+            targets_x=self.attributes_a,
+            targets_y=self.attributes_b,
+            attributes_a=self.targets_x,
+            attributes_b=self.targets_y,
+            x_name=self.a_name,
+            y_name=self.b_name,
+            a_name=self.x_name,
+            b_name=self.y_name,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
