@@ -102,7 +102,7 @@ def load_model(
             file_format=file_format,
         ),
         forward=jax.jit(forward, static_argnames=("all_layers",)),
-        max_positions=int(getattr(config, "max_positions", None) or hf_config["max_position_embeddings"]),
+        max_positions=int(config.max_positions),
     )
 
 

@@ -1,0 +1,138 @@
+"""GPT-2 port vs the transformers/torch GPT2LMHeadModel on tiny random checkpoints."""
+
+import json
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+
+from jaxassoc.errors import ModelError
+from jaxassoc.models import gpt2
+from jaxassoc.models.checkpoint import read_weights
+from jaxassoc.models.heads import head_logits
+from models_helpers import load_torch, save_tiny_checkpoint
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return save_tiny_checkpoint(tmp_path_factory.mktemp("gpt2"), "gpt2", seed=0)
+
+
+def port(folder):
+    config = gpt2.config_from_hf(json.loads((folder / "config.json").read_text()))
+    return config, gpt2.params_from_hf(read_weights(folder).tensors, config)
+
+
+def padded_batch(vocab_size, lengths, T, side, seed=0):
+    rng = np.random.default_rng(seed)
+    ids = np.zeros((len(lengths), T), np.int64)
+    mask = np.zeros_like(ids)
+    for row, n in enumerate(lengths):
+        span = slice(0, n) if side == "right" else slice(T - n, T)
+        ids[row, span] = rng.integers(1, vocab_size, n)
+        mask[row, span] = 1
+    return ids, mask
+
+
+def torch_outputs(model, ids, mask):
+    """HF reference; position ids from the mask, as HF's generate() builds them for left padding."""
+    positions = np.maximum(np.cumsum(mask, 1) - 1, 0)
+    with torch.no_grad():
+        return model(
+            input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask),
+            position_ids=torch.tensor(positions), output_hidden_states=True,
+        )
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_logits_and_layers_match_torch_on_padded_batches(folder, side):
+    config, params = port(folder)
+    ids, mask = padded_batch(config.vocab_size, [12, 7, 1, 10], T=12, side=side)
+    ref = torch_outputs(load_torch(folder, "gpt2"), ids, mask)
+    out = gpt2.forward(params["body"], jnp.asarray(ids), jnp.asarray(mask), config=config, all_layers=True)
+    real = mask.astype(bool)
+    logits = np.asarray(head_logits(params["head"], out.hidden))
+    assert np.abs(logits - ref.logits.numpy())[real].max() <= 1e-4
+    assert len(out.layers) == len(ref.hidden_states) == config.n_layer + 1
+    for ours, theirs in zip(out.layers, ref.hidden_states):
+        assert np.abs(np.asarray(ours) - theirs.numpy())[real].max() <= 1e-4
+    assert np.isfinite(logits).all()  # padding rows stay finite (no NaN from fully masked attention)
+
+
+def test_padding_side_does_not_change_real_tokens(folder):
+    config, params = port(folder)
+    lengths = [9, 4]
+    right = gpt2.forward(params["body"], *map(jnp.asarray, padded_batch(config.vocab_size, lengths, 9, "right")),
+                         config=config).hidden
+    left = gpt2.forward(params["body"], *map(jnp.asarray, padded_batch(config.vocab_size, lengths, 9, "left")),
+                        config=config).hidden
+    np.testing.assert_allclose(np.asarray(right)[1, :4], np.asarray(left)[1, 5:], atol=1e-5)
+
+
+def test_bin_checkpoint_with_tied_copy_loads_the_same(tmp_path, folder):
+    bin_folder = save_tiny_checkpoint(tmp_path, "gpt2", seed=0, fmt="bin")
+    assert "lm_head.weight" in read_weights(bin_folder).tensors  # the tied copy is present in the .bin
+    _, a = port(folder)
+    _, b = port(bin_folder)
+    np.testing.assert_array_equal(a["head"].W, b["head"].W)
+    np.testing.assert_array_equal(a["body"]["blocks"]["c_attn"]["w"], b["body"]["blocks"]["c_attn"]["w"])
+
+
+def test_head_is_untied_from_input_embeddings(folder):
+    config, params = port(folder)
+    np.testing.assert_array_equal(params["head"].W, params["body"]["wte"])
+    W = jnp.asarray(params["head"].W).at[5].add(1.0)
+    assert not np.shares_memory(params["head"].W, params["body"]["wte"])
+    ids, mask = padded_batch(config.vocab_size, [6], 6, "right")
+    hidden = gpt2.forward(params["body"], jnp.asarray(ids), jnp.asarray(mask), config=config).hidden
+    before = head_logits(params["head"], hidden)
+    after = head_logits(params["head"]._replace(W=W), hidden)
+    assert np.abs(np.asarray(after - before))[..., 5].min() > 0  # only the perturbed row's logit moves
+    np.testing.assert_array_equal(np.asarray(after - before)[..., :5], 0.0)
+    np.testing.assert_array_equal(params["body"]["wte"], read_weights(folder).tensors["transformer.wte.weight"])
+
+
+def test_separate_lm_head_is_used(tmp_path):
+    folder = save_tiny_checkpoint(tmp_path, "gpt2", seed=1, tie_word_embeddings=False)
+    config, params = port(folder)
+    tensors = read_weights(folder).tensors
+    np.testing.assert_array_equal(params["head"].W, tensors["lm_head.weight"])
+    assert not np.array_equal(params["head"].W, params["body"]["wte"])
+    ids, mask = padded_batch(config.vocab_size, [5, 3], 5, "right")
+    ref = torch_outputs(load_torch(folder, "gpt2"), ids, mask)
+    logits = head_logits(params["head"], gpt2.forward(params["body"], ids, mask, config=config).hidden)
+    assert np.abs(np.asarray(logits) - ref.logits.numpy())[mask.astype(bool)].max() <= 1e-4
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("activation_function", "swish"), ("scale_attn_by_inverse_layer_idx", True), ("add_cross_attention", True)],
+)
+def test_unsupported_config_values_are_refused(folder, field, value):
+    hf_config = json.loads((folder / "config.json").read_text()) | {field: value}
+    with pytest.raises(ModelError, match=field):
+        gpt2.config_from_hf(hf_config)
+
+
+def test_missing_extra_and_misshapen_tensors_are_named(folder):
+    config, _ = port(folder)
+    tensors = dict(read_weights(folder).tensors)
+    del tensors["transformer.h.1.mlp.c_fc.bias"]
+    tensors["transformer.h.0.attn.c_proj.weight"] = np.zeros((3, 3), np.float32)
+    tensors["transformer.extra.weight"] = np.zeros(2, np.float32)
+    with pytest.raises(ModelError) as err:
+        gpt2.params_from_hf(tensors, config)
+    message = str(err.value)
+    assert "transformer.h.1.mlp.c_fc.bias" in message
+    assert "transformer.h.0.attn.c_proj.weight: (3, 3)" in message
+    assert "transformer.extra.weight" in message
+
+
+def test_old_checkpoint_buffers_and_missing_prefix_are_accepted(folder):
+    config, reference = port(folder)
+    tensors = {k.removeprefix("transformer."): v for k, v in read_weights(folder).tensors.items()}
+    tensors["h.0.attn.bias"] = np.tril(np.ones((1, 1, 64, 64), np.float32))
+    tensors["h.1.attn.masked_bias"] = np.array(-1e4, np.float32)
+    params = gpt2.params_from_hf(tensors, config)
+    np.testing.assert_array_equal(params["body"]["ln_f"]["scale"], reference["body"]["ln_f"]["scale"])
