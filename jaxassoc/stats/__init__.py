@@ -14,9 +14,19 @@ from jaxassoc.stats.correlation import (
     spearman,
     spearman_test,
 )
+from jaxassoc.stats.permutation import (
+    PermutationResult,
+    difference_of_sums,
+    permutation_test,
+    permutation_test_batch,
+)
 
 __all__ = [
     "CorrelationResult",
+    "PermutationResult",
+    "difference_of_sums",
+    "permutation_test",
+    "permutation_test_batch",
     "kendall_tau_b",
     "kendall_test",
     "pearson",
