@@ -4,6 +4,7 @@ Correlations (checked against ``scipy.stats``), binary classification scores, pe
 (joint, stratified and paired) and the exact / Monte Carlo permutation test of WEAT-style statistics.
 """
 
+from jaxassoc.stats.classification import f1_score, precision, precision_at_k, recall
 from jaxassoc.stats.correlation import (
     CorrelationResult,
     kendall_tau_b,
@@ -25,8 +26,12 @@ __all__ = [
     "CorrelationResult",
     "PermutationResult",
     "difference_of_sums",
+    "f1_score",
     "permutation_test",
     "permutation_test_batch",
+    "precision",
+    "precision_at_k",
+    "recall",
     "kendall_tau_b",
     "kendall_test",
     "pearson",
