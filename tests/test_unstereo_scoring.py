@@ -82,3 +82,85 @@ def test_all_datasets_json_is_the_union_of_the_per_dataset_files():
     assert sorted(combined) == sorted(u.DATASETS)
     for name in u.DATASETS:
         assert combined[name] == _processed(name)
+
+
+# --- sentence scoring with a model (tiny random checkpoints; torch/transformers as the reference) -------
+
+SENTENCES = [
+    "The doctor said that he would help.",
+    "She studies math.",
+    "People from every country enjoy food, music, family and friends; the engineer fixed the computer.",
+    "He",
+]
+
+
+@pytest.fixture(scope="module", params=["gpt2", "llama"])
+def tiny(request, tmp_path_factory):
+    from models_helpers import load_torch, save_tiny_checkpoint
+
+    from jaxassoc.models.loading import load_model
+
+    overrides = {"n_positions": 256} if request.param == "gpt2" else {"max_position_embeddings": 256}
+    folder = save_tiny_checkpoint(tmp_path_factory.mktemp("unstereo"), request.param, seed=3, **overrides)
+    return load_model(folder), load_torch(folder, request.param)
+
+
+def _torch_scores(torch_model, tokenizer, bos_id, sentences):
+    import torch
+
+    out = []
+    for s in sentences:
+        ids = torch.tensor([[bos_id, *tokenizer(s, add_special_tokens=False)["input_ids"]]])
+        with torch.no_grad():
+            logp = torch.log_softmax(torch_model(ids).logits.double(), dim=-1)
+        out.append(logp[0, :-1].gather(1, ids[0, 1:, None]).sum().item())
+    return np.array(out)
+
+
+def test_score_sentences_matches_transformers(tiny):
+    from jaxassoc.app.pipelines.unstereo import score_sentences
+
+    model, torch_model = tiny
+    got = score_sentences(model, SENTENCES, batch_size=4)
+    assert got.dtype == np.float64 and got.shape == (4,)
+    expected = _torch_scores(torch_model, model.tokenizer, model.vocab.bos_id, SENTENCES)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-4)
+
+
+def test_padding_cannot_change_a_score(tiny):
+    from jaxassoc.app.pipelines.unstereo import score_sentences
+
+    model, _ = tiny
+    alone = score_sentences(model, ["She studies math."], batch_size=1)
+    padded = score_sentences(model, SENTENCES, batch_size=4)  # padded to the longest (bucket 32)
+    single_batches = score_sentences(model, SENTENCES, batch_size=1)
+    np.testing.assert_allclose(padded[1], alone[0], rtol=1e-6, atol=1e-5)
+    np.testing.assert_allclose(padded, single_batches, rtol=1e-6, atol=1e-5)
+
+
+def test_run_unstereo_and_summary(tiny):
+    from jaxassoc.app.pipelines.unstereo import run_unstereo, score_sentences, summarize
+
+    model, _ = tiny
+    scores = run_unstereo(model, "Winogender", batch_size=64)
+    assert len(scores) == 240
+    male, female = u.fill_templates(u.load_winogender()["template"].tolist())
+    assert scores["M_template"].tolist() == male and scores["F_template"].tolist() == female
+    np.testing.assert_allclose(scores["M_logprob"].to_numpy()[:5], score_sentences(model, male[:5]), rtol=1e-6)
+    np.testing.assert_array_equal(scores["FM_logprob"], scores["F_logprob"] - scores["M_logprob"])
+    summary = summarize(scores)
+    assert summary["subset"].tolist() == ["unconstrained", "0.3", "0.5", "0.65", "0.8", "1.0"]
+    direct = unstereo_eval(scores["M_logprob"], scores["F_logprob"], scores["max_gender_pmi"])
+    np.testing.assert_allclose(summary["aufc"], [float(r.aufc) for r in direct.values()], rtol=0, atol=0)
+    assert summary.loc[0, "n"] == 240
+
+
+def test_scoring_errors(tiny):
+    from jaxassoc.app.pipelines.unstereo import score_sentences
+    from jaxassoc.errors import InputError
+
+    model, _ = tiny
+    with pytest.raises(InputError, match="sentence 1"):
+        score_sentences(model, ["Fine.", ""])
+    with pytest.raises(InputError, match="at least one"):
+        score_sentences(model, [])

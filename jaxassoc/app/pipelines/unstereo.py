@@ -1,0 +1,105 @@
+"""UnStereoEval with a causal LM: fill the templates, score both sentences, aggregate (Belem et al. 2024).
+
+A sentence's score is the summed natural-log probability of all its tokens given a prepended BOS token,
+without length normalisation (METHODS.md §4; the original's ``M_logprob``/``F_logprob``). Sentences are
+right-padded in batches; causal attention and the mask in :func:`jaxassoc.models.heads.next_token_logprobs`
+make each padded position contribute exactly 0 and leave the real positions unchanged. Per-token
+log-probabilities come back as float32 and are summed on the host in float64.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import jax
+import numpy as np
+import pandas as pd
+
+from jaxassoc.data import unstereo as data
+from jaxassoc.errors import InputError, ModelError
+from jaxassoc.metrics.unstereo import ETAS, AufcUnits, unstereo_eval
+from jaxassoc.models.base import LanguageModel
+from jaxassoc.models.batching import run_batched
+from jaxassoc.models.heads import next_token_logprobs
+
+
+def sentence_token_ids(model: LanguageModel, sentences: Sequence[str]) -> list[list[int]]:
+    """Token ids of each sentence with the model's BOS prepended (once, whatever the tokenizer default)."""
+    if model.objective != "causal":
+        raise ModelError(f"UnStereoEval scores sentences with a causal LM; {model.name!r} is {model.objective}")
+    if model.vocab.bos_id is None:
+        raise ModelError(f"{model.name!r} has no BOS token: UnStereoEval scores every token after a BOS")
+    bos = model.vocab.bos_id
+    encoded = model.tokenizer(list(sentences), add_special_tokens=False)["input_ids"]
+    for i, ids in enumerate(encoded):
+        if not ids:
+            raise InputError(f"sentence {i} ({sentences[i]!r}) has no tokens: every sentence needs text")
+    return [[bos, *ids] for ids in encoded]
+
+
+@functools.partial(jax.jit, static_argnames=("forward",))
+def _token_logprobs(params, ids, mask, *, forward):
+    """Next-token log-probs of a padded batch; ``forward`` (static) keeps one compilation per model."""
+    return next_token_logprobs(params["head"], forward(params["body"], ids, mask).hidden, ids, mask)
+
+
+def score_sentences(
+    model: LanguageModel, sentences: Sequence[str], *, batch_size: int = 32, progress: bool = False
+) -> np.ndarray:
+    """log P(sentence | BOS): float64 sum of natural-log token probabilities, one per sentence."""
+    if len(sentences) == 0:
+        raise InputError("score_sentences needs at least one sentence")
+    sequences = sentence_token_ids(model, sentences)
+    per_token = run_batched(
+        functools.partial(_token_logprobs, forward=model.forward),
+        model.params,
+        sequences,
+        batch_size=batch_size,
+        pad_id=model.vocab.pad_id if model.vocab.pad_id is not None else model.vocab.bos_id,
+        padding_side="right",
+        max_length=model.max_positions,
+        progress=progress,
+    )
+    # Row i holds T-1 next-token log-probs; entries past the sentence are exactly 0 (masked).
+    return np.array([row[: len(seq) - 1].astype(np.float64).sum() for row, seq in zip(per_token, sequences)])
+
+
+def run_unstereo(
+    model: LanguageModel,
+    dataset_name: str,
+    *,
+    batch_size: int = 32,
+    parity_preprocessing: bool = True,
+    progress: bool = False,
+) -> pd.DataFrame:
+    """Per-pair scores of one dataset (as the original's results files): the dataset's columns plus
+    ``M_template``, ``M_num_tokens`` (tokens without BOS), ``M_logprob``, the same with ``F_``,
+    ``FM_logprob`` = F − M, ``model``, ``parity_preprocessing``. Each distinct sentence is scored once."""
+    frame = data.load_dataset(dataset_name)
+    male, female = data.fill_templates(frame["template"].tolist(), parity_preprocessing=parity_preprocessing)
+    unique = list(dict.fromkeys(male + female))
+    scores = dict(zip(unique, score_sentences(model, unique, batch_size=batch_size, progress=progress)))
+    lengths = dict(zip(unique, (len(ids) - 1 for ids in sentence_token_ids(model, unique))))
+    out = frame.copy()
+    for prefix, sentences in (("M", male), ("F", female)):
+        out[f"{prefix}_template"] = sentences
+        out[f"{prefix}_num_tokens"] = [lengths[s] for s in sentences]
+        out[f"{prefix}_logprob"] = [scores[s] for s in sentences]
+    out["FM_logprob"] = out["F_logprob"] - out["M_logprob"]
+    out["model"] = model.name
+    out["parity_preprocessing"] = parity_preprocessing
+    return out
+
+
+def summarize(
+    scores: pd.DataFrame, *, etas: Sequence[float] = ETAS, aufc_units: AufcUnits = "parity"
+) -> pd.DataFrame:
+    """One row per subset (``unconstrained`` and each η) of :func:`run_unstereo` output, with every field
+    of :class:`~jaxassoc.metrics.unstereo.UnstereoResult` and the settings used."""
+    results = unstereo_eval(scores["M_logprob"], scores["F_logprob"], scores.get("max_gender_pmi"),
+                            etas=etas, aufc_units=aufc_units)
+    rows = [{"subset": key, **{f: r.item() for f, r in zip(res._fields, res)}} for key, res in results.items()]
+    summary = pd.DataFrame(rows)
+    summary["aufc_units"] = aufc_units
+    return summary
