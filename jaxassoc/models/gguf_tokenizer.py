@@ -1,0 +1,126 @@
+"""The tokenizer a GGUF file describes, built with the ``tokenizers`` library (no torch).
+
+A GGUF carries no ``tokenizer.json``: its metadata holds the vocabulary (``tokenizer.ggml.tokens``),
+the BPE merges, token types (3 = control, 4 = user-defined), special ids and the BOS/EOS policy. We
+rebuild llama.cpp's byte-level BPE tokenizer (``tokenizer.ggml.model == "gpt2"``) from them.
+
+The pre-tokenizer follows llama.cpp's ``llama-vocab.cpp`` for ``tokenizer.ggml.pre``. For ``smollm``
+llama.cpp first isolates every digit (``\\p{N}``) and then applies the GPT-2 split, which is also what
+SmolLM2's own ``tokenizer.json`` does (``Digits(individual_digits=True)`` + ``ByteLevel``).
+transformers' GGUF tokenizer omits the digit split for ``smollm``; since SmolLM2's vocabulary holds
+no multi-digit token and no merge with a digit, the two differ only where a run of two or more
+blanks precedes a digit (``"a  1"``: ours ``a|ĠĠ|1`` like llama.cpp, transformers ``a|Ġ|Ġ|1``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors
+
+from jaxassoc.errors import ModelError
+
+_GPT2_SPLIT = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+_LLAMA3_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+# tokenizer.ggml.pre -> the regex splits llama.cpp applies in order (llama-vocab.cpp).
+PRE_TOKENIZER_SPLITS: dict[str, tuple[str, ...]] = {
+    "default": (_GPT2_SPLIT,),
+    "gpt2": (_GPT2_SPLIT,),
+    "smollm": (r"\p{N}", _GPT2_SPLIT),
+    "llama-bpe": (_LLAMA3_SPLIT,),
+    "llama3": (_LLAMA3_SPLIT,),
+}
+
+CONTROL, USER_DEFINED = 3, 4
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible byte -> printable character map (Radford et al. 2019, ``encoder.py``)."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    chars = list(printable)
+    extra = 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            chars.append(256 + extra)
+            extra += 1
+    return dict(zip(printable, map(chr, chars)))
+
+
+def tokenizer_from_metadata(metadata: dict[str, Any], *, source: str = "GGUF file"):
+    """A ``PreTrainedTokenizerFast`` from a GGUF file's ``tokenizer.*`` metadata.
+
+    Special tokens: every control token is a special token (kept whole, skipped by
+    ``decode(skip_special_tokens=True)``), every user-defined token an added token; BOS/EOS are
+    prepended/appended only when ``tokenizer.ggml.add_bos_token``/``add_eos_token`` say so (absent = no).
+    """
+    from transformers import PreTrainedTokenizerFast
+
+    kind = metadata.get("tokenizer.ggml.model")
+    if kind != "gpt2":
+        raise ModelError(
+            f"{source}: tokenizer model {kind!r} is not supported; jaxassoc builds byte-level BPE "
+            "tokenizers (tokenizer.ggml.model = 'gpt2') from GGUF metadata"
+        )
+    pre = metadata.get("tokenizer.ggml.pre", "default")
+    if pre not in PRE_TOKENIZER_SPLITS:
+        raise ModelError(
+            f"{source}: pre-tokenizer {pre!r} is not supported; known: {sorted(PRE_TOKENIZER_SPLITS)}"
+        )
+    tokens = list(metadata["tokenizer.ggml.tokens"])
+    types = list(metadata.get("tokenizer.ggml.token_type", [1] * len(tokens)))
+    alphabet = set(bytes_to_unicode().values())
+    spelling = bytes_to_unicode()
+    # A byte-level vocabulary spells every token in GPT-2's byte alphabet; respell any that is not.
+    vocab = {
+        (t if set(t) <= alphabet else "".join(spelling[b] for b in t.encode("utf-8"))): i for i, t in enumerate(tokens)
+    }
+    merges = [tuple(m.split(" ", 1)) for m in metadata.get("tokenizer.ggml.merges", [])]
+
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False))
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Split(Regex(split), behavior="isolated") for split in PRE_TOKENIZER_SPLITS[pre]]
+        + [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
+    )
+    tok.decoder = decoders.ByteLevel()
+    # Control tokens spelled outside the byte alphabet are llama.cpp mislabels (as in transformers).
+    tok.add_special_tokens(
+        [AddedToken(t, special=True, normalized=False) for t, ty in zip(tokens, types) if ty == CONTROL and set(t) <= alphabet]
+    )
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t, ty in zip(tokens, types) if ty == USER_DEFINED])
+
+    def special(name: str) -> str | None:
+        index = metadata.get(f"tokenizer.ggml.{name}_token_id")
+        if index is None:
+            return None
+        if not 0 <= index < len(tokens):
+            raise ModelError(f"{source}: tokenizer.ggml.{name}_token_id = {index} is outside the vocabulary")
+        return tokens[index]
+
+    bos, eos = special("bos"), special("eos")
+    add_bos = bool(metadata.get("tokenizer.ggml.add_bos_token", False))
+    add_eos = bool(metadata.get("tokenizer.ggml.add_eos_token", False))
+    for flag, token, name in ((add_bos, bos, "bos"), (add_eos, eos, "eos")):
+        if flag and token is None:
+            raise ModelError(f"{source}: add_{name}_token is set but tokenizer.ggml.{name}_token_id is missing")
+    single = ([f"{bos}:0"] if add_bos else []) + ["$A:0"] + ([f"{eos}:0"] if add_eos else [])
+    pair = single + ([f"{bos}:1"] if add_bos else []) + ["$B:1"] + ([f"{eos}:1"] if add_eos else [])
+    used = {t for t, flag in ((bos, add_bos), (eos, add_eos)) if flag}
+    tok.post_processor = processors.TemplateProcessing(
+        single=single, pair=pair, special_tokens=[(t, vocab[t]) for t in sorted(used)]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=bos,
+        eos_token=eos,
+        unk_token=special("unknown"),
+        pad_token=special("padding"),
+        add_bos_token=add_bos,
+        add_eos_token=add_eos,
+        chat_template=metadata.get("tokenizer.chat_template"),
+        clean_up_tokenization_spaces=False,
+    )
