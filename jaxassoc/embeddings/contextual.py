@@ -7,6 +7,11 @@ mean-pooled in ``layer`` (default the last block); the sentence vectors are aver
 Words without any context fall back to a configurable choice, recorded per word:
 ``"word"`` (the word alone, its subwords mean-pooled, special tokens excluded), ``"templates"``
 (bleached templates as in May et al. 2019, e.g. "This is {word}."), or ``"drop"`` (reported as OOV).
+
+ZCA reference for contextual models (:func:`contextual_reference`): up to 100,000 corpus sentences fed
+whole (the paper avoids isolated words, which are out of distribution); the statistics are fitted on
+their token states (``level="token"``, default: the word vectors are means of token states) or on
+their mean-pooled sentence vectors (``level="sentence"``); the description records which.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import numpy as np
 
 from jaxassoc.embeddings.sentence import encode_batch, layer_states
 from jaxassoc.embeddings.static import Lookup
+from jaxassoc.embeddings.whitening import ReferenceSample
 from jaxassoc.errors import ConfigError, InputError
 from jaxassoc.models.base import LanguageModel
 
@@ -68,7 +74,7 @@ def _pooled_word_vectors(
     """For each text, the mean of ``layer`` over the subword tokens overlapping its character span."""
     out = []
     for start in range(0, len(texts), batch_size):
-        ids, mask, offsets = encode_batch(model, texts[start : start + batch_size])
+        ids, mask, offsets = encode_batch(model, texts[start : start + batch_size], rows=batch_size)
         states = np.asarray(layer_states(model, ids, mask, layer))
         for row, (lo, hi) in enumerate(spans[start : start + batch_size]):
             tokens = [t for t, (a, b) in enumerate(offsets[row]) if b > a and a < hi and b > lo]
@@ -126,3 +132,48 @@ class ContextualWordVectors:
     def coverage(self) -> dict[str, str]:
         """How each word looked up so far got its vector."""
         return {w: how for w, (_, how) in self.cache.items()}
+
+
+def contextual_reference(
+    model: LanguageModel,
+    sentences: Sequence[str],
+    *,
+    level: Literal["token", "sentence"] = "token",
+    layer: int = -1,
+    max_items: int = 100_000,
+    seed: int = 0,
+    batch_size: int = 32,
+) -> ReferenceSample:
+    """Vectors to fit ZCA on for a contextual model: up to ``max_items`` sentences (seeded draw), then
+    either all their non-special token states (themselves capped at ``max_items``, seeded) or their
+    mean-pooled sentence vectors."""
+    if level not in ("token", "sentence"):
+        raise ConfigError(f"contextual reference level {level!r}: use 'token' or 'sentence'")
+    rng = np.random.default_rng(seed)
+    chosen = list(sentences)
+    if len(chosen) > max_items:
+        chosen = [chosen[i] for i in sorted(rng.choice(len(chosen), size=max_items, replace=False))]
+    if not chosen:
+        raise InputError("contextual_reference: no sentences given")
+    vectors, labels = [], []
+    for start in range(0, len(chosen), batch_size):
+        texts = chosen[start : start + batch_size]
+        ids, mask, offsets = encode_batch(model, texts, rows=batch_size)
+        states = np.asarray(layer_states(model, ids, mask, layer))
+        for row, text in enumerate(texts):
+            tokens = [t for t, (a, b) in enumerate(offsets[row]) if b > a]
+            if level == "sentence":
+                vectors.append(states[row, : int(mask[row].sum())].mean(axis=0))
+                labels.append(text)
+            else:
+                vectors.extend(states[row, tokens])
+                labels.extend(text[offsets[row][t][0] : offsets[row][t][1]] for t in tokens)
+    vectors = np.stack(vectors).astype(np.float32)
+    if len(vectors) > max_items:
+        keep = np.sort(rng.choice(len(vectors), size=max_items, replace=False))
+        vectors, labels = vectors[keep], [labels[i] for i in keep]
+    description = (
+        f"{model.name} layer {layer}, {level}-level states of {len(chosen)} reference sentences; "
+        f"{len(vectors)} items, seed {seed}"
+    )
+    return ReferenceSample(vectors, labels, description)

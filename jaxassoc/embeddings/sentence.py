@@ -24,7 +24,7 @@ def mean_pool(hidden: Float[Array, "B T D"], mask: Int[Array, "B T"]) -> Float[A
 
 
 def padded_length(n: int, multiple: int = 16) -> int:
-    """Round a batch's length up so that few distinct shapes are compiled."""
+    """Round a batch's length up to a multiple of 16 so that few distinct shapes are compiled."""
     return -(-n // multiple) * multiple
 
 
@@ -37,16 +37,20 @@ def layer_states(model: LanguageModel, ids: np.ndarray, mask: np.ndarray, layer:
     return out.layers[layer]
 
 
-def encode_batch(model: LanguageModel, texts: Sequence[str], *, max_length: int | None = None):
-    """Token ids and mask padded to a multiple of 16, plus the fast tokenizer's character offsets."""
+def encode_batch(
+    model: LanguageModel, texts: Sequence[str], *, max_length: int | None = None, rows: int | None = None
+):
+    """Token ids and mask padded to a multiple of 16 (and to ``rows`` rows with empty ones, so
+    that a short last batch reuses the compiled shape), plus the tokenizer's character offsets."""
     max_length = max_length or model.max_positions
     enc = model.tokenizer(
         list(texts), truncation=True, max_length=max_length, return_offsets_mapping=True
     )
     length = min(padded_length(max(map(len, enc["input_ids"]))), max_length)
     pad = model.vocab.pad_id if model.vocab.pad_id is not None else 0
-    ids = np.full((len(texts), length), pad, dtype=np.int32)
-    mask = np.zeros((len(texts), length), dtype=np.int32)
+    n_rows = max(rows or 0, len(texts))
+    ids = np.full((n_rows, length), pad, dtype=np.int32)
+    mask = np.zeros((n_rows, length), dtype=np.int32)
     for i, row in enumerate(enc["input_ids"]):
         ids[i, : len(row)] = row
         mask[i, : len(row)] = 1
@@ -69,8 +73,11 @@ def sentence_vectors(
     chunks = []
     for start in range(0, len(order), batch_size):
         idx = order[start : start + batch_size]
-        ids, mask, _ = encode_batch(model, [sentences[i] for i in idx], max_length=max_length)
-        chunks.append(np.asarray(mean_pool(layer_states(model, ids, mask, layer), jnp.asarray(mask))))
+        ids, mask, _ = encode_batch(
+            model, [sentences[i] for i in idx], max_length=max_length, rows=batch_size
+        )
+        pooled = mean_pool(layer_states(model, ids, mask, layer), jnp.asarray(mask))
+        chunks.append(np.asarray(pooled)[: len(idx)])
     pooled = np.concatenate(chunks)
     out = np.empty_like(pooled)
     out[order] = pooled

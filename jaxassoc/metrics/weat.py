@@ -1,0 +1,218 @@
+"""WEAT and SC-WEAT (Caliskan, Bryson & Narayanan 2017; ZCA-WEAT paper, Eq. 1-4).
+
+The kernels (:func:`associations`, :func:`weat_statistics`, :func:`weat_effect_size`,
+:func:`sc_weat_effect_size`) are pure, jit-compiled and differentiable in the vectors; they vmap over
+tests of equal shape. They assume valid inputs: :func:`check_word_set` is the host-side gate that turns
+empty, single-word, NaN, zero or mismatched sets into :class:`~jaxassoc.errors.InputError`, and
+:func:`weat` runs it before the kernels, the permutation test and the bootstrap.
+
+|X| != |Y| is allowed: S and d are defined for unequal sets, and the permutation test re-partitions
+X ∪ Y into sets of the original sizes.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Bool, Float, Int, PRNGKeyArray
+
+from jaxassoc import stats
+from jaxassoc.errors import InputError
+
+
+class WeatStatistics(NamedTuple):
+    """Eq. 1-3: per-target associations s(w, A, B) (X first, then Y), S and d."""
+
+    associations: Float[Array, " n"]
+    S: Float[Array, ""]
+    d: Float[Array, ""]
+
+
+class WeatResult(NamedTuple):
+    """A WEAT with its one-sided permutation p-value and a bootstrap CI of d over stimuli."""
+
+    d: Float[Array, ""]
+    S: Float[Array, ""]
+    p_value: Float[Array, ""]
+    exact: Bool[Array, ""]  # True: all partitions enumerated; False: Monte Carlo
+    n_resamples: Int[Array, ""]  # partitions enumerated or permutations drawn
+    ci_low: Float[Array, ""]
+    ci_high: Float[Array, ""]
+
+
+def cosine_similarities(u: Float[Array, "n D"], v: Float[Array, "m D"]) -> Float[Array, "n m"]:
+    """Eq. 5 for every pair of rows."""
+    u = u / jnp.linalg.norm(u, axis=-1, keepdims=True)
+    v = v / jnp.linalg.norm(v, axis=-1, keepdims=True)
+    return u @ v.T
+
+
+@jax.jit
+def associations(
+    w: Float[Array, "n D"], a: Float[Array, "na D"], b: Float[Array, "nb D"]
+) -> Float[Array, " n"]:
+    """Eq. 1: s(w, A, B) = mean_a cos(w, a) - mean_b cos(w, b), for each row w."""
+    return cosine_similarities(w, a).mean(axis=1) - cosine_similarities(w, b).mean(axis=1)
+
+
+def effect_size(
+    s_x: Float[Array, " nx"], s_y: Float[Array, " ny"], *, ddof: int = 1
+) -> Float[Array, ""]:
+    """Eq. 3: (mean_X s - mean_Y s) / std_{X ∪ Y} s; ddof 1 = Caliskan et al., 0 = WEFE."""
+    return (s_x.mean() - s_y.mean()) / jnp.std(jnp.concatenate([s_x, s_y]), ddof=ddof)
+
+
+@functools.partial(jax.jit, static_argnames=("ddof",))
+def weat_statistics(
+    x: Float[Array, "nx D"],
+    y: Float[Array, "ny D"],
+    a: Float[Array, "na D"],
+    b: Float[Array, "nb D"],
+    *,
+    ddof: int = 1,
+) -> WeatStatistics:
+    """Eq. 1-3 for target sets X, Y and attribute sets A, B."""
+    s_x, s_y = associations(x, a, b), associations(y, a, b)
+    return WeatStatistics(
+        associations=jnp.concatenate([s_x, s_y]),
+        S=s_x.sum() - s_y.sum(),
+        d=effect_size(s_x, s_y, ddof=ddof),
+    )
+
+
+@functools.partial(jax.jit, static_argnames=("ddof",))
+def weat_effect_size(
+    x: Float[Array, "nx D"],
+    y: Float[Array, "ny D"],
+    a: Float[Array, "na D"],
+    b: Float[Array, "nb D"],
+    *,
+    ddof: int = 1,
+) -> Float[Array, ""]:
+    """Eq. 3 alone: a scalar to take ``jax.grad`` of."""
+    return weat_statistics(x, y, a, b, ddof=ddof).d
+
+
+@functools.partial(jax.jit, static_argnames=("ddof",))
+def sc_weat_effect_size(
+    w: Float[Array, "n D"], a: Float[Array, "na D"], b: Float[Array, "nb D"], *, ddof: int = 1
+) -> Float[Array, " n"]:
+    """SC-WEAT (Caliskan et al. 2017, suppl.): (mean_A cos(w,a) - mean_B cos(w,b)) / std_{A∪B} cos(w,·).
+
+    One effect size per row of ``w``.
+    """
+    cos_a, cos_b = cosine_similarities(w, a), cosine_similarities(w, b)
+    spread = jnp.std(jnp.concatenate([cos_a, cos_b], axis=1), axis=1, ddof=ddof)
+    return (cos_a.mean(axis=1) - cos_b.mean(axis=1)) / spread
+
+
+def check_word_set(
+    name: str, vectors: ArrayLike, words: Sequence[str] | None = None, *, dim: int | None = None
+) -> np.ndarray:
+    """Host-side gate before any kernel: returns the vectors as a float array or raises InputError.
+
+    Refuses a set that is not a 2-D array, has fewer than two vectors (d needs a spread), has NaN or
+    infinite entries or zero vectors (their cosine is undefined; the message names the words), or
+    whose dimension differs from ``dim``.
+    """
+    arr = np.asarray(vectors)
+    def label(idx):
+        return [words[i] if words is not None else f"row {i}" for i in idx]
+
+    if arr.ndim != 2:
+        raise InputError(f"word set {name!r}: expected a (words, dim) matrix, got shape {arr.shape}")
+    if arr.shape[0] < 2:
+        raise InputError(
+            f"word set {name!r} has {arr.shape[0]} word(s) with vectors; a WEAT needs at least two per "
+            f"set (check the list and how many words were lost to the vocabulary)"
+        )
+    if words is not None and len(words) != arr.shape[0]:
+        raise InputError(f"word set {name!r}: {len(words)} words but {arr.shape[0]} vectors")
+    if dim is not None and arr.shape[1] != dim:
+        raise InputError(
+            f"word set {name!r} has {arr.shape[1]}-d vectors but the other sets have {dim}-d ones; "
+            f"take all sets from the same embedding"
+        )
+    bad = np.flatnonzero(~np.isfinite(arr).all(axis=1))
+    if bad.size:
+        raise InputError(f"word set {name!r}: NaN or infinite vectors for {label(bad)}")
+    zero = np.flatnonzero(np.linalg.norm(arr, axis=1) == 0)
+    if zero.size:
+        raise InputError(
+            f"word set {name!r}: zero vectors (cosine undefined) for {label(zero)}; drop these words"
+        )
+    return arr
+
+
+class _EffectSize(NamedTuple):
+    """Eq. 3 on (s_X, s_Y) as a hashable callable, so the bootstrap compiles once per ddof."""
+
+    ddof: int
+
+    def __call__(self, s_x: Float[Array, " nx"], s_y: Float[Array, " ny"]) -> Float[Array, ""]:
+        return effect_size(s_x, s_y, ddof=self.ddof)
+
+
+def weat(
+    key: PRNGKeyArray,
+    x: ArrayLike,
+    y: ArrayLike,
+    a: ArrayLike,
+    b: ArrayLike,
+    *,
+    words: tuple[Sequence[str], Sequence[str], Sequence[str], Sequence[str]] | None = None,
+    names: tuple[str, str, str, str] = ("X", "Y", "A", "B"),
+    ddof: int = 1,
+    exact_bound: int = 1_000_000,
+    n_permutations: int = 100_000,
+    ties: str = "strict",
+    n_bootstrap: int = 10_000,
+    confidence: float = 0.95,
+) -> WeatResult:
+    """A full WEAT: d and S (Eq. 1-3), the one-sided permutation p-value (Eq. 4) and a bootstrap CI.
+
+    p is P[S(Xi, Yi) > S(X, Y)] over re-partitions of X ∪ Y into sets of sizes |X|, |Y|, computed on
+    the per-target associations (S is a difference of their sums): exact enumeration when the number
+    of partitions is at most ``exact_bound``, else ``n_permutations`` random permutations drawn with
+    ``key``; ``ties="strict"`` counts only strictly greater statistics, as Eq. 4 writes it. The CI of d
+    resamples the targets of X and of Y within their own sets (A and B fixed), ``n_bootstrap`` times.
+    """
+    words = words if words is not None else (None, None, None, None)
+    x = check_word_set(names[0], x, words[0])
+    dim = x.shape[1]
+    y, a, b = (
+        check_word_set(n, v, w, dim=dim) for n, v, w in zip(names[1:], (y, a, b), words[1:])
+    )
+    key_perm, key_boot = jax.random.split(key)
+    st = weat_statistics(x, y, a, b, ddof=ddof)
+    n_x = x.shape[0]
+    perm = stats.permutation_test(
+        key_perm,
+        st.associations,
+        n_x,
+        exact_bound=exact_bound,
+        n_permutations=n_permutations,
+        alternative="greater",
+        ties=ties,
+    )
+    ci = stats.bootstrap_ci_groups(
+        key_boot,
+        _EffectSize(ddof),
+        (st.associations[:n_x], st.associations[n_x:]),
+        n_resamples=n_bootstrap,
+        confidence=confidence,
+    )
+    return WeatResult(
+        d=st.d,
+        S=st.S,
+        p_value=perm.p_value,
+        exact=perm.exact,
+        n_resamples=perm.n_resamples,
+        ci_low=ci.low,
+        ci_high=ci.high,
+    )

@@ -1,0 +1,186 @@
+"""WEAT / SC-WEAT kernels against independent references: WEFE's formula written out in float64
+NumPy loops, itertools enumeration of the permutation p, and finite differences for the gradient."""
+
+import itertools
+import json
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxassoc.errors import InputError
+from jaxassoc.metrics.weat import (
+    associations,
+    check_word_set,
+    sc_weat_effect_size,
+    weat,
+    weat_effect_size,
+    weat_statistics,
+)
+
+SUITE = Path("/work/shared/data/weat/weat_caliskan2017.json")
+
+
+def _cos(u, v):
+    return float(np.dot(u, v) / (np.linalg.norm(u) * np.linalg.norm(v)))
+
+
+def _wefe_s(w, A, B):
+    return np.mean([_cos(w, a) for a in A]) - np.mean([_cos(w, b) for b in B])
+
+
+def _wefe(X, Y, A, B, ddof):
+    """WEFE's WEAT._calc_weat / _calc_effect_size (np.std, i.e. ddof 0), re-typed independently."""
+    sx = [_wefe_s(x, A, B) for x in X]
+    sy = [_wefe_s(y, A, B) for y in Y]
+    S = sum(sx) - sum(sy)
+    d = (np.mean(sx) - np.mean(sy)) / np.std(sx + sy, ddof=ddof)
+    return sx + sy, S, d
+
+
+def _sets(seed, sizes=(6, 5, 4, 7), dim=8):
+    rng = np.random.default_rng(seed)
+    return [rng.normal(size=(n, dim)).astype(np.float32) for n in sizes]
+
+
+@pytest.fixture(scope="module")
+def glove_tests():
+    from jaxassoc.embeddings.static import load_embedded_glove
+
+    emb = load_embedded_glove()
+    suite = json.loads(SUITE.read_text())
+    return {tid: [emb.lookup(t[k]).vectors for k in "XYAB"] for tid, t in suite.items()}
+
+
+@pytest.mark.parametrize("ddof", [0, 1])
+def test_statistics_match_wefe_formula_on_random_sets(ddof):
+    X, Y, A, B = _sets(0)  # |X| != |Y| on purpose
+    s_ref, S_ref, d_ref = _wefe(*map(lambda a: a.astype(np.float64), (X, Y, A, B)), ddof)
+    st = weat_statistics(X, Y, A, B, ddof=ddof)
+    np.testing.assert_allclose(st.associations, s_ref, atol=2e-6)
+    np.testing.assert_allclose(st.S, S_ref, atol=1e-5)
+    np.testing.assert_allclose(st.d, d_ref, rtol=1e-5)
+
+
+def test_statistics_match_wefe_on_glove_caliskan_suite(glove_tests):
+    for tid, sets in glove_tests.items():
+        _, S_ref, d_ref = _wefe(*[v.astype(np.float64) for v in sets], ddof=0)
+        st = weat_statistics(*sets, ddof=0)
+        np.testing.assert_allclose(st.S, S_ref, rtol=1e-4, atol=1e-5, err_msg=tid)
+        np.testing.assert_allclose(st.d, d_ref, rtol=1e-4, err_msg=tid)
+        # ddof 1 rescales d by sqrt((n-1)/n)
+        n = sets[0].shape[0] + sets[1].shape[0]
+        d1 = weat_statistics(*sets, ddof=1).d
+        np.testing.assert_allclose(d1, d_ref * np.sqrt((n - 1) / n), rtol=1e-4, err_msg=tid)
+
+
+def test_glove_w10_raw_effect_size_matches_methods_md(glove_tests):
+    # METHODS.md §2: GloVe-50d W10 with `Billy` has d = 0.99 (0.68 with WEFE's `Bill`).
+    assert float(weat_statistics(*glove_tests["W10"]).d) == pytest.approx(0.99, abs=0.005)
+
+
+def test_sc_weat_matches_independent_formula():
+    W, _, A, B = _sets(1)
+    got = sc_weat_effect_size(W, A, B)
+    for w, g in zip(W.astype(np.float64), np.asarray(got)):
+        ca, cb = [_cos(w, a) for a in A], [_cos(w, b) for b in B]
+        ref = (np.mean(ca) - np.mean(cb)) / np.std(ca + cb, ddof=1)
+        assert g == pytest.approx(ref, rel=1e-5)
+
+
+def test_vmap_over_tests_of_equal_shape():
+    tests = [_sets(s, sizes=(5, 5, 4, 4)) for s in range(3)]
+    stacked = [jnp.stack([t[i] for t in tests]) for i in range(4)]
+    batched = jax.vmap(weat_effect_size)(*stacked)
+    looped = [weat_effect_size(*t) for t in tests]
+    np.testing.assert_allclose(batched, looped, rtol=1e-6)
+
+
+def test_gradient_of_d_matches_finite_differences():
+    with jax.enable_x64(True):
+        X, Y, A, B = (jnp.asarray(v, dtype=jnp.float64) for v in _sets(2))
+        grads = jax.grad(weat_effect_size, argnums=(0, 1, 2, 3))(X, Y, A, B)
+        rng = np.random.default_rng(3)
+        h = 1e-6
+        for arg, grad in enumerate(grads):
+            for _ in range(3):
+                i, j = rng.integers(0, grad.shape[0]), rng.integers(0, grad.shape[1])
+                plus, minus = [list((X, Y, A, B)) for _ in range(2)]
+                plus[arg] = plus[arg].at[i, j].add(h)
+                minus[arg] = minus[arg].at[i, j].add(-h)
+                fd = (weat_effect_size(*plus) - weat_effect_size(*minus)) / (2 * h)
+                assert float(grad[i, j]) == pytest.approx(float(fd), rel=1e-5, abs=1e-8)
+
+
+def test_associations_are_invariant_to_vector_scale():
+    X, _, A, B = _sets(4)
+    np.testing.assert_allclose(associations(X * 3.0, A, B * 0.5), associations(X, A, B), atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "vectors, words, match",
+    [
+        (np.zeros((0, 4)), [], "'X' has 0 word"),
+        (np.ones((1, 4)), ["solo"], "'X' has 1 word"),
+        (np.array([[1.0, 0, 0, 0], [np.nan, 0, 0, 0]]), ["ok", "broken"], r"NaN.*'broken'"),
+        (np.array([[1.0, 0, 0, 0], [0.0, 0, 0, 0]]), ["ok", "empty"], r"zero vectors.*'empty'"),
+        (np.ones(4), None, "matrix"),
+    ],
+)
+def test_check_word_set_rejects_bad_sets(vectors, words, match):
+    with pytest.raises(InputError, match=match):
+        check_word_set("X", vectors, words)
+
+
+def test_mismatched_dimensions_are_refused():
+    X, Y, A, B = _sets(5)
+    with pytest.raises(InputError, match=r"'B' has 5-d vectors but the other sets have 8-d"):
+        weat(jax.random.key(0), X, Y, A, B[:, :5])
+
+
+def test_single_word_set_is_refused_by_weat_with_its_name():
+    X, Y, A, B = _sets(6)
+    with pytest.raises(InputError, match="'Pleasant' has 1 word"):
+        weat(jax.random.key(0), X, Y, A[:1], B, names=("X", "Y", "Pleasant", "Unpleasant"))
+
+
+def _itertools_p(s, n_x):
+    """One-sided exact permutation p: share of equal-size re-partitions with S_i > S (strict)."""
+    s = np.asarray(s, dtype=np.float64)
+    observed = s[:n_x].sum() - s[n_x:].sum()
+    total = s.sum()
+    count = n = 0
+    for idx in itertools.combinations(range(len(s)), n_x):
+        sx = s[list(idx)].sum()
+        count += (sx - (total - sx)) > observed + 1e-9
+        n += 1
+    return count / n, n
+
+
+@pytest.mark.parametrize("sizes", [(5, 5, 4, 4), (6, 4, 3, 5)])
+def test_exact_permutation_p_matches_itertools(sizes):
+    X, Y, A, B = _sets(7, sizes=sizes)
+    # shift X towards A so the p-value is not trivially 0.5
+    X = X + 0.3 * (A.mean(axis=0) - B.mean(axis=0))
+    res = weat(jax.random.key(1), X, Y, A, B, n_bootstrap=200)
+    st = weat_statistics(X, Y, A, B)
+    p_ref, n_ref = _itertools_p(st.associations, sizes[0])
+    assert bool(res.exact)
+    assert int(res.n_resamples) == n_ref
+    assert float(res.p_value) == pytest.approx(p_ref, abs=1e-6)  # p is float32
+    assert float(res.d) == pytest.approx(float(st.d))
+    assert float(res.ci_low) <= float(res.d) <= float(res.ci_high)
+
+
+def test_monte_carlo_p_is_reported_and_close_to_exact():
+    X, Y, A, B = _sets(8, sizes=(7, 7, 5, 5))
+    X = X + 0.2 * A.mean(axis=0)
+    exact = weat(jax.random.key(2), X, Y, A, B, n_bootstrap=200)
+    mc = weat(jax.random.key(2), X, Y, A, B, exact_bound=10, n_permutations=20_000, n_bootstrap=200)
+    assert bool(exact.exact) and not bool(mc.exact)
+    assert int(mc.n_resamples) == 20_000
+    # 20,000 draws: the MC p is within 4 binomial SDs of the exact one
+    sd = np.sqrt(float(exact.p_value) * (1 - float(exact.p_value)) / 20_000)
+    assert abs(float(mc.p_value) - float(exact.p_value)) <= 4 * sd + 1e-4
