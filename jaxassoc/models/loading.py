@@ -122,8 +122,9 @@ def _resolve(source: str | Path, revision: str | None) -> tuple[Path, str]:
     try:
         return Path(snapshot_download(text, revision=revision, allow_patterns=_HUB_PATTERNS)), text
     except Exception as e:  # offline, unknown repo or revision, auth: all end here
+        reason = " ".join(str(e).split())  # one line: the app prints messages on one line
         raise ModelError(
-            f"could not download hub model {text!r} (revision {revision!r}): {type(e).__name__}: {e}. "
+            f"could not download hub model {text!r} (revision {revision!r}): {type(e).__name__}: {reason} "
             "Downloading needs network access; otherwise pass a local checkpoint folder or .gguf file."
         ) from None
 
@@ -142,7 +143,8 @@ def _read_tokenizer(folder: Path):
     try:
         return transformers.AutoTokenizer.from_pretrained(folder)
     except Exception as e:
-        raise ModelError(f"cannot load a tokenizer from {folder} ({type(e).__name__}: {e}); "
+        reason = " ".join(str(e).split())
+        raise ModelError(f"cannot load a tokenizer from {folder} ({type(e).__name__}: {reason}); "
                          "the folder needs tokenizer.json or the tokenizer files of its model") from None
 
 

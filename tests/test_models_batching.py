@@ -1,0 +1,112 @@
+"""run_batched: static-shape bucketing, order and padding restored, errors, sharding over 8 simulated devices."""
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxassoc.errors import InputError
+from jaxassoc.models import cast_params, load_model, run_batched
+from jaxassoc.models.base import Head
+from jaxassoc.models.batching import bucket_length
+from models_helpers import save_tiny_checkpoint
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    return load_model(save_tiny_checkpoint(tmp_path_factory.mktemp("batching"), "gpt2", seed=0))
+
+
+def hidden_fn(model):
+    return jax.jit(lambda params, ids, mask: model.forward(params["body"], ids, mask).hidden)
+
+
+def random_sequences(n, lengths, vocab, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(1, vocab, rng.choice(lengths)).tolist() for _ in range(n)]
+
+
+def test_bucket_length():
+    buckets = (16, 32, 64)
+    assert [bucket_length(n, buckets, None) for n in (1, 16, 17, 64, 65, 130)] == [16, 16, 32, 64, 128, 192]
+    assert [bucket_length(n, buckets, 40) for n in (1, 33, 40)] == [16, 40, 40]
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_outputs_equal_one_by_one_runs_in_input_order(model, side):
+    fn = hidden_fn(model)
+    sequences = random_sequences(40, [1, 5, 16, 17, 33, 60], model.config.vocab_size)
+    outputs = run_batched(fn, model.params, sequences, batch_size=8, buckets=(16, 32, 64), pad_id=0,
+                          padding_side=side, max_length=model.max_positions)
+    lengths = {bucket_length(len(s), (16, 32, 64), None) for s in sequences}
+    assert fn._cache_size() <= len(lengths)  # at most one compilation per bucket
+    for seq, out in zip(sequences, outputs):
+        ids = jnp.asarray([seq])
+        alone = model.forward(model.params["body"], ids, jnp.ones_like(ids)).hidden[0]
+        assert out.shape == (len(seq), model.config.d_model)
+        np.testing.assert_allclose(out, np.asarray(alone), atol=2e-5)
+
+
+def test_pytree_outputs_and_per_row_leaves(model):
+    def fn(params, ids, mask):
+        out = model.forward(params["body"], ids, mask)
+        return {"hidden": out.hidden, "n_tokens": mask.sum(1)}
+
+    sequences = [[3, 4, 5], [7], [8, 9, 10, 11, 12]]
+    outputs = run_batched(jax.jit(fn), model.params, sequences, pad_id=0)
+    assert [int(o["n_tokens"]) for o in outputs] == [3, 1, 5]
+    assert [o["hidden"].shape[0] for o in outputs] == [3, 1, 5]
+
+
+def test_empty_and_overlong_sequences_are_refused(model):
+    fn = hidden_fn(model)
+    with pytest.raises(InputError, match="sequence 1 is empty"):
+        run_batched(fn, model.params, [[1, 2], []], pad_id=0)
+    with pytest.raises(InputError, match="sequence 2 has 65 tokens.*context of 64"):
+        run_batched(fn, model.params, [[1], [2], [3] * 65], pad_id=0, max_length=model.max_positions)
+    with pytest.raises(InputError, match="no sequences"):
+        run_batched(fn, model.params, [], pad_id=0)
+
+
+def test_cast_params_casts_floats_only():
+    params = {"body": {"w": jnp.ones((2, 2)), "ids": jnp.arange(3)}, "head": Head(W=jnp.ones((4, 2)), b=None)}
+    cast = cast_params(params, jnp.bfloat16)
+    assert cast["body"]["w"].dtype == jnp.bfloat16 and cast["head"].W.dtype == jnp.bfloat16
+    assert cast["body"]["ids"].dtype == params["body"]["ids"].dtype and cast["head"].b is None
+
+
+SHARDED_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    import jax, numpy as np
+    jax.config.update("jax_default_matmul_precision", "highest")
+    sys.path.insert(0, sys.argv[2])
+    from models_helpers import save_tiny_checkpoint
+    from jaxassoc.models import load_model, run_batched
+    assert len(jax.devices()) == 8, jax.devices()
+    model = load_model(save_tiny_checkpoint(sys.argv[1], "gpt2", seed=0))
+    fn = jax.jit(lambda p, ids, mask: model.forward(p["body"], ids, mask).hidden)
+    rng = np.random.default_rng(1)
+    seqs = [rng.integers(1, 300, rng.integers(1, 30)).tolist() for _ in range(21)]
+    one = run_batched(fn, model.params, seqs, batch_size=6, pad_id=0)
+    many = run_batched(fn, model.params, seqs, batch_size=6, pad_id=0, shard=True)
+    print(max(float(np.abs(a - b).max()) for a, b in zip(one, many)))
+    """
+)
+
+
+def test_sharded_run_over_8_devices_equals_one_device(tmp_path):
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
+    tests_dir = Path(__file__).parent
+    result = subprocess.run(
+        [sys.executable, "-c", SHARDED_SCRIPT, str(tmp_path), str(tests_dir)],
+        env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert float(result.stdout.strip().splitlines()[-1]) <= 1e-5

@@ -1,0 +1,122 @@
+"""load_model: folders (safetensors, sharded, .bin), embedded models, hub ids, dispatch and its errors."""
+
+import hashlib
+import json
+import shutil
+import sys
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+
+from jaxassoc.errors import ConfigError, ModelError
+from jaxassoc.models import LanguageModel, load_model
+from jaxassoc.models.heads import head_logits
+from models_helpers import load_torch, save_tiny_checkpoint
+
+
+@pytest.fixture(scope="module")
+def gpt2_folder(tmp_path_factory):
+    return save_tiny_checkpoint(tmp_path_factory.mktemp("load"), "gpt2", seed=0)
+
+
+def logits(model: LanguageModel, ids, mask):
+    return np.asarray(head_logits(model.head, model.forward(model.params["body"], ids, mask).hidden))
+
+
+@pytest.mark.parametrize("fmt", ["safetensors", "sharded", "bin"])
+def test_loaded_gpt2_matches_torch_and_records_provenance(tmp_path, fmt):
+    folder = save_tiny_checkpoint(tmp_path, "gpt2", seed=2, fmt=fmt)
+    model = load_model(folder)
+    assert (model.family, model.objective, model.max_positions) == ("gpt2", "causal", 64)
+    assert model.name == folder.name and model.provenance.source == str(folder.resolve())
+    assert model.provenance.file_format == ("pytorch" if fmt == "bin" else "safetensors")
+    weight_files = sorted(folder.glob("*.safetensors")) or [folder / "pytorch_model.bin"]
+    digest = hashlib.sha256(b"".join(f.read_bytes() for f in weight_files)).hexdigest()
+    assert model.provenance.weights_sha256 == digest
+    tokenizer_json = json.loads((folder / "tokenizer.json").read_text())
+    assert model.tokenizer.backend_tokenizer.get_vocab_size() == len(tokenizer_json["model"]["vocab"])
+    ids = np.asarray(model.tokenizer(["The doctor said that he would help"])["input_ids"])
+    mask = np.ones_like(ids)
+    with torch.no_grad():
+        ref = load_torch(folder, "gpt2")(input_ids=torch.tensor(ids)).logits.numpy()
+    assert np.abs(logits(model, ids, mask) - ref).max() <= 1e-4
+
+
+def test_vocab_info_per_tokenizer_kind(tmp_path):
+    gpt2 = load_model(save_tiny_checkpoint(tmp_path, "gpt2")).vocab
+    assert (gpt2.word_initial_marker, gpt2.continuation_marker, gpt2.add_bos, gpt2.mask_id) == ("Ġ", None, False, None)
+    roberta = load_model(save_tiny_checkpoint(tmp_path, "roberta"))
+    assert roberta.vocab.add_bos and roberta.vocab.word_initial_marker == "Ġ"
+    assert roberta.vocab.mask_id == roberta.tokenizer.convert_tokens_to_ids("<mask>")
+    assert roberta.vocab.pad_id == 1 and roberta.family == "roberta" and roberta.objective == "masked"
+    bert = load_model(save_tiny_checkpoint(tmp_path, "bert")).vocab
+    assert (bert.word_initial_marker, bert.continuation_marker, bert.bos_id) == (None, "##", None)
+
+
+def test_embedded_minilm_encoder():
+    model = load_model("minilm-l6")
+    assert model.name == "minilm-l6" and model.provenance.source == "minilm-l6"
+    assert model.head is None and model.family == "bert" and model.max_positions == 512
+    assert model.vocab.mask_id == 103 and model.vocab.continuation_marker == "##"
+    batch = model.tokenizer(["a short sentence"], return_tensors="np")
+    hidden = model.forward(model.params["body"], batch["input_ids"], batch["attention_mask"]).hidden
+    assert hidden.shape == (1, batch["input_ids"].shape[1], 384)
+
+
+def test_tokenizer_hash_is_stable_and_weights_hash_tracks_weights(tmp_path, gpt2_folder):
+    a, b = load_model(gpt2_folder), load_model(gpt2_folder)
+    other = load_model(save_tiny_checkpoint(tmp_path, "gpt2", seed=9))
+    assert a.provenance.tokenizer_sha256 == b.provenance.tokenizer_sha256 == other.provenance.tokenizer_sha256
+    assert a.provenance.weights_sha256 == b.provenance.weights_sha256 != other.provenance.weights_sha256
+
+
+def test_bfloat16_params(gpt2_folder):
+    model = load_model(gpt2_folder, dtype="bfloat16")
+    assert model.params["body"]["wte"].dtype == jnp.bfloat16 and model.head.W.dtype == jnp.bfloat16
+    ref = load_model(gpt2_folder)
+    ids, mask = np.array([[5, 9, 30, 2]]), np.ones((1, 4), np.int32)
+    low, high = logits(model, ids, mask).astype(np.float32), logits(ref, ids, mask)
+    assert np.abs(low - high).max() < 0.1 * np.abs(high).max()
+    with pytest.raises(ConfigError, match="float8"):
+        load_model(gpt2_folder, dtype="float8")
+
+
+def test_unknown_model_type_lists_supported(tmp_path, gpt2_folder):
+    folder = tmp_path / "t5"
+    shutil.copytree(gpt2_folder, folder)
+    config = json.loads((folder / "config.json").read_text()) | {"model_type": "t5"}
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ModelError, match=r"'t5'.*supported.*'bert'.*'gpt2'.*'roberta'"):
+        load_model(folder)
+
+
+def test_hub_id_offline_says_it_needs_network(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ModelError, match=r"'someorg/tiny-model'.*network.*local checkpoint folder"):
+        load_model("someorg/tiny-model", revision="main")
+
+
+def test_missing_path_and_folder_without_config(tmp_path):
+    with pytest.raises(ModelError, match="does not exist"):
+        load_model(tmp_path / "nowhere")
+    with pytest.raises(ModelError, match="does not exist"):
+        load_model("./nowhere/model.gguf")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ModelError, match="no config.json"):
+        load_model(tmp_path / "empty")
+
+
+def test_bin_without_torch_says_how_to_fix(tmp_path, monkeypatch):
+    folder = save_tiny_checkpoint(tmp_path, "bert", fmt="bin")
+    monkeypatch.setitem(sys.modules, "torch", None)  # makes `import torch` raise ImportError
+    with pytest.raises(ModelError, match="install torch.*safetensors"):
+        load_model(folder)
+
+
+def test_sharded_equals_single_file(tmp_path):
+    single = load_model(save_tiny_checkpoint(tmp_path, "roberta", seed=1))
+    sharded = load_model(save_tiny_checkpoint(tmp_path, "roberta", seed=1, fmt="sharded"))
+    ids, mask = np.array([[0, 40, 50, 60, 2]]), np.ones((1, 5), np.int32)
+    np.testing.assert_array_equal(logits(single, ids, mask), logits(sharded, ids, mask))
