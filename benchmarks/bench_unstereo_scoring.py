@@ -1,0 +1,161 @@
+"""UnStereoEval sentence scoring: jaxassoc (JAX, jit) vs transformers' PyTorch Llama on SmolLM2-135M.
+
+Both score the same filled templates (male and female sentence of each pair, distinct sentences) as
+log P(sentence | BOS) summed over tokens, with the same weights (the embedded GGUF, dequantised once by
+``jaxassoc.models.gguf.read_gguf`` and loaded into ``transformers.LlamaForCausalLM``), the same batch
+size, the same length-sorted right-padded batches and the same number of CPU threads. The PyTorch side
+pads each batch to its longest sentence; jaxassoc pads to length buckets so it compiles once per bucket
+(compile time is reported separately; the timed run is the second one).
+
+Reported: seconds, sentences/s, the ratio, the largest |difference| of the sums, and useful GFLOP/s
+(matmul FLOPs of the real tokens: 2 x weights per token + causal attention + LM head) against each
+framework's measured float32 matmul rate on the same threads. Run:
+``python benchmarks/bench_unstereo_scoring.py [--threads 2] [--dataset Winogender] [--limit 256]``.
+"""
+
+import argparse
+import os
+import time
+
+
+def _pin_threads(n: int) -> None:
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(n)
+    os.environ["XLA_FLAGS"] = (
+        os.environ.get("XLA_FLAGS", "")
+        + f" --xla_cpu_multi_thread_eigen={'true' if n > 1 else 'false'}"
+        + f" intra_op_parallelism_threads={n}"
+    )
+
+
+def _flops(cfg: dict, lengths) -> float:
+    """Forward matmul FLOPs of sequences of the given lengths (BOS included), real tokens only."""
+    d, ff, L, V = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"], cfg["vocab_size"]
+    head_dim = d // cfg["num_attention_heads"]
+    kv = cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
+    per_token = 2 * (L * (2 * d * d + 2 * d * kv * head_dim + 3 * d * ff) + V * d)
+    # causal attention: QK^T and AV, 2 * 2 * d FLOPs per (query, key <= query) pair per layer
+    return sum(T * per_token + 4 * L * d * T * (T + 1) / 2 for T in lengths)
+
+
+def _matmul_rate_jax(n=1024, repeats=10):
+    import jax
+    import jax.numpy as jnp
+
+    a = jnp.ones((n, n), jnp.float32)
+    f = jax.jit(lambda x: x @ x)
+    f(a).block_until_ready()
+    t = time.perf_counter()
+    for _ in range(repeats):
+        f(a).block_until_ready()
+    return 2 * n**3 * repeats / (time.perf_counter() - t) / 1e9
+
+
+def _matmul_rate_torch(n=1024, repeats=10):
+    import torch
+
+    a = torch.ones((n, n))
+    a @ a
+    t = time.perf_counter()
+    for _ in range(repeats):
+        a @ a
+    return 2 * n**3 * repeats / (time.perf_counter() - t) / 1e9
+
+
+def _torch_model(path):
+    import numpy as np
+    import torch
+    import transformers
+
+    from jaxassoc.models.gguf import read_gguf
+
+    hf_config, tensors, _ = read_gguf(path)
+    config = transformers.LlamaConfig(**{k: v for k, v in hf_config.items() if k != "model_type"})
+    model = transformers.LlamaForCausalLM(config)
+    state = {k: torch.from_numpy(np.array(v)) for k, v in tensors.items()}
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    assert not unexpected and set(missing) <= {"lm_head.weight"}, (missing, unexpected)
+    if missing:  # tied head
+        model.lm_head.weight = model.model.embed_tokens.weight
+    return model.float().eval(), hf_config
+
+
+def _torch_scores(model, sequences, batch_size, pad_id):
+    import numpy as np
+    import torch
+
+    order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))
+    out = np.zeros(len(sequences))
+    with torch.inference_mode():
+        for start in range(0, len(order), batch_size):
+            group = order[start : start + batch_size]
+            T = max(len(sequences[i]) for i in group)
+            ids = torch.full((len(group), T), pad_id, dtype=torch.long)
+            mask = torch.zeros((len(group), T), dtype=torch.long)
+            for row, i in enumerate(group):
+                ids[row, : len(sequences[i])] = torch.tensor(sequences[i])
+                mask[row, : len(sequences[i])] = 1
+            logp = torch.log_softmax(model(input_ids=ids, attention_mask=mask).logits[:, :-1].float(), dim=-1)
+            picked = logp.gather(2, ids[:, 1:, None])[..., 0] * mask[:, 1:]
+            for row, i in enumerate(group):
+                out[i] = picked[row].double().sum().item()
+    return out
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--dataset", default="Winogender")
+    parser.add_argument("--limit", type=int, default=256, help="first N distinct sentences (0: all)")
+    parser.add_argument("--batch-size", type=int, default=32)
+    args = parser.parse_args(argv)
+    _pin_threads(args.threads)
+
+    import numpy as np
+    import torch
+
+    torch.set_num_threads(args.threads)
+    from jaxassoc.app.pipelines.unstereo import score_sentences, sentence_token_ids
+    from jaxassoc.data import unstereo as data
+    from jaxassoc.models.loading import load_model
+    from jaxassoc.resources import smollm2_gguf
+
+    frame = data.load_dataset(args.dataset)
+    male, female = data.fill_templates(frame["template"].tolist())
+    sentences = list(dict.fromkeys(male + female))
+    sentences = sentences[: args.limit] if args.limit else sentences
+
+    model = load_model("smollm2-135m")
+    sequences = sentence_token_ids(model, sentences)
+    lengths = [len(s) for s in sequences]
+    t = time.perf_counter()
+    score_sentences(model, sentences, batch_size=args.batch_size)
+    first = time.perf_counter() - t
+    t = time.perf_counter()
+    jax_scores = score_sentences(model, sentences, batch_size=args.batch_size)
+    jax_s = time.perf_counter() - t
+
+    torch_model, hf_config = _torch_model(smollm2_gguf())
+    _torch_scores(torch_model, sequences[: args.batch_size], args.batch_size, model.vocab.pad_id)  # warm-up
+    t = time.perf_counter()
+    torch_scores = _torch_scores(torch_model, sequences, args.batch_size, model.vocab.pad_id)
+    torch_s = time.perf_counter() - t
+
+    gflop = _flops(hf_config, lengths) / 1e9
+    jax_peak, torch_peak = _matmul_rate_jax(), _matmul_rate_torch()
+    print(f"SmolLM2-135M (GGUF Q4_1 dequantised to float32), {args.dataset}: {len(sentences)} sentences, "
+          f"{sum(lengths)} tokens incl. BOS (mean {np.mean(lengths):.1f}), batch {args.batch_size}, "
+          f"{args.threads} thread(s); {gflop:.1f} GFLOP of useful matmul work")
+    print(f"jaxassoc : {jax_s:7.2f} s  {len(sentences) / jax_s:7.1f} sent/s  {gflop / jax_s:6.1f} GFLOP/s "
+          f"({100 * gflop / jax_s / jax_peak:.0f}% of its {jax_peak:.1f} GFLOP/s matmul rate); "
+          f"first run incl. compilation {first:.2f} s")
+    print(f"PyTorch  : {torch_s:7.2f} s  {len(sentences) / torch_s:7.1f} sent/s  {gflop / torch_s:6.1f} GFLOP/s "
+          f"({100 * gflop / torch_s / torch_peak:.0f}% of its {torch_peak:.1f} GFLOP/s matmul rate)")
+    print(f"speed ratio PyTorch time / jaxassoc time: {torch_s / jax_s:.2f}")
+    diff = np.abs(jax_scores - torch_scores)
+    print(f"sums: max |jax - torch| = {diff.max():.2e} nats (mean {diff.mean():.2e}; "
+          f"mean |score| {np.abs(torch_scores).mean():.1f})")
+
+
+if __name__ == "__main__":
+    main()
