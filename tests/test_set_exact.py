@@ -156,3 +156,70 @@ def test_bad_inputs_raise_input_errors_naming_the_input():
         set_exact(W, b, X, gold)
     with pytest.raises(InputError, match="margin"):
         set_exact(W, b, X[1:], gold[1:], margin=0.0)
+
+
+# --- score transforms (jaxassoc.metrics.set_score) -------------------------------------------------
+from jaxassoc.metrics.set_score import (  # noqa: E402
+    median_over_synonyms,
+    min_over_subwords,
+    set_word_scores,
+    transform_distance,
+)
+from reference_set_numpy import original_score, original_word_score  # noqa: E402
+
+
+def test_log1m_transform_is_the_originals_including_nan_past_one():
+    d = np.array([0.0, 0.3, 0.999, 1.0, 1.5])
+    ours = np.asarray(transform_distance(jnp.asarray(d), "log1m"))
+    ref = np.array([original_score(v) for v in d])
+    np.testing.assert_allclose(ours, ref, rtol=1e-4)  # NaN and -inf in the same places
+    np.testing.assert_allclose(np.asarray(transform_distance(jnp.asarray(d))), -d, rtol=1e-6)
+
+
+def test_python_min_nan_quirk_matches_builtin_min_on_ragged_rows():
+    rng = np.random.default_rng(0)
+    rows = []
+    for _ in range(300):
+        n = int(rng.integers(1, 5))
+        vals = rng.normal(size=n)
+        vals[rng.random(n) < 0.3] = np.nan
+        rows.append(vals)
+    S = 4
+    scores = np.zeros((len(rows), S))
+    valid = np.zeros((len(rows), S), bool)
+    for i, r in enumerate(rows):
+        scores[i, : len(r)], valid[i, : len(r)] = r, True
+        scores[i, len(r):] = -99.0  # padding must never win
+    py = np.asarray(min_over_subwords(jnp.asarray(scores), jnp.asarray(valid), nan_policy="python"))
+    ref = np.array([original_word_score(list(r)) for r in rows])
+    np.testing.assert_array_equal(np.isnan(py), np.isnan(ref))
+    np.testing.assert_allclose(py[~np.isnan(ref)], ref[~np.isnan(ref)], rtol=1e-6)
+    strict = np.asarray(min_over_subwords(jnp.asarray(scores), jnp.asarray(valid)))
+    np.testing.assert_array_equal(np.isnan(strict), [bool(np.isnan(r).any()) for r in rows])
+    # the two policies differ exactly where a later subword is NaN and the first is not
+    later_nan = np.array([(not np.isnan(r[0])) and bool(np.isnan(r[1:]).any()) for r in rows])
+    assert later_nan.any()
+    np.testing.assert_array_equal(np.isnan(py) != np.isnan(strict), later_nan)
+
+
+def test_median_over_ragged_synonyms_is_numpys():
+    rng = np.random.default_rng(1)
+    scores = rng.normal(size=(200, 4))
+    n = rng.integers(1, 5, 200)
+    valid = np.arange(4)[None, :] < n[:, None]
+    scores[rng.random((200, 4)) < 0.05] = np.nan
+    ours = np.asarray(median_over_synonyms(jnp.asarray(scores), jnp.asarray(valid)))
+    ref = np.array([np.median(scores[i, : n[i]]) for i in range(200)])
+    np.testing.assert_allclose(ours, ref, rtol=1e-6)
+    np.testing.assert_array_equal(np.isnan(ours), np.isnan(ref))
+
+
+def test_word_scores_take_the_largest_distance():
+    d = jnp.array([[0.2, 0.7, 0.1], [0.4, 0.0, 0.0]])
+    valid = jnp.array([[True, True, True], [True, False, False]])
+    np.testing.assert_allclose(np.asarray(set_word_scores(d, valid)), [-0.7, -0.4])
+    np.testing.assert_allclose(
+        np.asarray(set_word_scores(d, valid, transform="log1m", nan_policy="python")), np.log([0.3, 0.6]), rtol=1e-6
+    )
+    with pytest.raises(Exception, match="transform"):
+        set_word_scores(d, valid, transform="log")
