@@ -1,9 +1,21 @@
 """Statistics shared by every metric (METHODS.md §2 permutation test, §5): jit-compiled, explicit PRNG keys.
 
-Correlations (checked against ``scipy.stats``), binary classification scores, percentile bootstrap
-(joint, stratified and paired) and the exact / Monte Carlo permutation test of WEAT-style statistics.
+- correlations (checked against ``scipy.stats``): ``pearson``, ``spearman``, ``kendall_tau_b``,
+  ``rankdata`` and the ``*_test`` variants with scipy's two-sided p-values;
+- binary classification: ``precision``, ``recall``, ``f1_score``, ``precision_at_k``;
+- percentile bootstrap: ``bootstrap_ci`` (rows resampled jointly), ``bootstrap_ci_groups`` (stratified),
+  ``paired_bootstrap`` (difference of two statistics on the same resamples);
+- permutation test of a two-group statistic, exact or Monte Carlo: ``permutation_test``,
+  ``permutation_test_batch``, with WEAT's ``difference_of_sums`` as the default statistic.
 """
 
+from jaxassoc.stats.bootstrap import (
+    BootstrapResult,
+    PairedBootstrapResult,
+    bootstrap_ci,
+    bootstrap_ci_groups,
+    paired_bootstrap,
+)
 from jaxassoc.stats.classification import f1_score, precision, precision_at_k, recall
 from jaxassoc.stats.correlation import (
     CorrelationResult,
@@ -23,20 +35,25 @@ from jaxassoc.stats.permutation import (
 )
 
 __all__ = [
+    "BootstrapResult",
     "CorrelationResult",
+    "PairedBootstrapResult",
     "PermutationResult",
+    "bootstrap_ci",
+    "bootstrap_ci_groups",
     "difference_of_sums",
     "f1_score",
+    "kendall_tau_b",
+    "kendall_test",
+    "paired_bootstrap",
+    "pearson",
+    "pearson_test",
     "permutation_test",
     "permutation_test_batch",
     "precision",
     "precision_at_k",
-    "recall",
-    "kendall_tau_b",
-    "kendall_test",
-    "pearson",
-    "pearson_test",
     "rankdata",
+    "recall",
     "spearman",
     "spearman_test",
 ]

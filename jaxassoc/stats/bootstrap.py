@@ -1,0 +1,230 @@
+"""Percentile bootstrap: joint, stratified (per group) and paired (METHODS.md §2, §5; Efron & Tibshirani 1993, ch. 13).
+
+Resample r draws its rows with ``jax.random.split(key, n_resamples)[r]``, so the drawn rows depend only
+on the key and ``n_resamples``, not on how many resamples are evaluated at once (chosen to keep the
+resampled copies within about 64 MiB; only float rounding in a vectorised statistic may differ). The statistic is a static argument of ``jit``: pass a module-level function
+or one ``functools.partial``; a new lambda compiles anew on every call.
+
+The CI is the percentile interval: the (1 - confidence)/2 and (1 + confidence)/2 quantiles of the
+resampled statistics, linearly interpolated (numpy's default, as ``scipy.stats.bootstrap(...,
+method="percentile")``). A resample whose statistic is NaN (e.g. a constant resample of a correlation)
+makes the interval NaN, as in scipy: check ``samples``.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float, Int32, PRNGKeyArray, UInt32
+
+from jaxassoc.errors import ConfigError, InputError
+
+# Memory for the resampled copies of the data evaluated at once.
+_BATCH_BYTES = 64 * 2**20
+
+
+class BootstrapResult(NamedTuple):
+    """Statistic on the original data, percentile CI bounds, and every resampled statistic."""
+
+    estimate: Float[Array, ""]
+    low: Float[Array, ""]
+    high: Float[Array, ""]
+    samples: Float[Array, " R"]
+
+
+class PairedBootstrapResult(NamedTuple):
+    """Observed difference a - b, its percentile CI, and the two-sided bootstrap p of a - b = 0."""
+
+    difference: Float[Array, ""]
+    low: Float[Array, ""]
+    high: Float[Array, ""]
+    p_value: Float[Array, ""]
+
+
+def _as_group(what: str, group: Any, label: str) -> tuple[Array, ...]:
+    """A group is an array or a tuple of arrays sharing their leading (row) axis, with at least one row."""
+    arrays = tuple(group) if isinstance(group, (tuple, list)) else (group,)
+    if not arrays:
+        raise InputError(f"{what}: {label} holds no arrays.")
+    arrays = tuple(jnp.asarray(a) for a in arrays)
+    if any(a.ndim == 0 for a in arrays):
+        raise InputError(f"{what}: {label} must be arrays with rows along axis 0; got a scalar.")
+    rows = {a.shape[0] for a in arrays}
+    if len(rows) != 1:
+        raise InputError(
+            f"{what}: the arrays of {label} are resampled jointly along axis 0 and need the same number of rows; "
+            f"got shapes {[a.shape for a in arrays]}."
+        )
+    if rows == {0}:
+        raise InputError(f"{what}: {label} has no rows to resample.")
+    return arrays
+
+
+def _check_settings(what: str, n_resamples, confidence) -> None:
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
+        raise ConfigError(f"{what}: n_resamples must be a positive integer; got {n_resamples!r}.")
+    if isinstance(confidence, bool) or not isinstance(confidence, (int, float, np.floating)) or not 0 < confidence < 1:
+        raise ConfigError(f"{what}: confidence must be strictly between 0 and 1 (e.g. 0.95); got {confidence!r}.")
+
+
+def _batch_size(groups: tuple[tuple[Array, ...], ...], n_resamples: int) -> int:
+    """Resamples per step: within _BATCH_BYTES of resampled copies, spread evenly over the steps."""
+    per_resample = sum(a.size * a.dtype.itemsize for g in groups for a in g)
+    most = int(np.clip(_BATCH_BYTES // max(per_resample, 1), 1, n_resamples))
+    steps = -(-n_resamples // most)
+    return -(-n_resamples // steps)
+
+
+def _row_indices(bits: UInt32[Array, " n"], n: int) -> Int32[Array, " n"]:
+    """floor(bits * n / 2^32), uniform on 0..n-1 up to a relative bias below n / 2^32 (Lemire 2019).
+
+    The high word of the 64-bit product is formed from 16-bit halves, exact for n < 2^16.
+    """
+    high = (bits >> 16) * jnp.uint32(n)
+    low = ((bits & 0xFFFF) * jnp.uint32(n)) >> 16
+    return ((high + low) >> 16).astype(jnp.int32)
+
+
+def _resample(key: PRNGKeyArray, groups: tuple[tuple[Array, ...], ...]) -> tuple[tuple[Array, ...], ...]:
+    """Rows drawn with replacement, independently within each group, jointly across a group's arrays."""
+    sizes = [group[0].shape[0] for group in groups]
+    if max(sizes) >= 2**16:
+        keys = jax.random.split(key, len(groups))
+        indices = [jax.random.randint(k, (n,), 0, n) for k, n in zip(keys, sizes)]
+    else:  # one random draw for all groups: cheaper to compile and to run
+        bits = jax.random.bits(key, (sum(sizes),), jnp.uint32)
+        offsets = np.cumsum([0] + sizes)
+        indices = [_row_indices(bits[o : o + n], n) for o, n in zip(offsets, sizes)]
+    return tuple(tuple(a[idx] for a in group) for idx, group in zip(indices, groups))
+
+
+@partial(jax.jit, static_argnames=("fn", "n_resamples", "batch_size"))
+def _bootstrap(key, groups, *, fn, n_resamples: int, batch_size: int) -> tuple[Array, Array]:
+    """fn(groups) on the original data and on each resample, batch_size resamples per step.
+
+    The last step is padded with repeats of the first keys (one compiled body), then cut off.
+    """
+    estimate = fn(groups)
+    if jnp.shape(estimate) != ():
+        raise InputError(f"bootstrap: the statistic must return a scalar; it returned shape {jnp.shape(estimate)}.")
+    keys = jax.random.split(key, n_resamples)
+    steps = -(-n_resamples // batch_size)
+    keys = jnp.concatenate([keys, keys[: steps * batch_size - n_resamples]]).reshape(steps, batch_size)
+    resampled = jax.lax.map(jax.vmap(lambda k: fn(_resample(k, groups))), keys)
+    return estimate, resampled.reshape(-1)[:n_resamples]
+
+
+def _percentile_ci(samples: Float[Array, " R"], confidence: float) -> tuple[Array, Array]:
+    alpha = 1.0 - confidence
+    low, high = jnp.quantile(samples, jnp.array([alpha / 2, 1 - alpha / 2], samples.dtype))
+    return low, high
+
+
+class _JointStatistic(NamedTuple):
+    """statistic(*arrays) of the single jointly resampled group; hashable, so jit caches per statistic."""
+
+    statistic: Callable
+
+    def __call__(self, groups):
+        return self.statistic(*groups[0])
+
+
+class _JointDifference(NamedTuple):
+    """statistic_a(*arrays) - statistic_b(*arrays) on the same rows."""
+
+    statistic_a: Callable
+    statistic_b: Callable
+
+    def __call__(self, groups):
+        return self.statistic_a(*groups[0]) - self.statistic_b(*groups[0])
+
+
+class _GroupStatistic(NamedTuple):
+    """statistic(*groups), passing a one-array group as the bare array unless it was given as a tuple."""
+
+    statistic: Callable
+    as_tuple: tuple[bool, ...]
+
+    def __call__(self, groups):
+        return self.statistic(*(g if t else g[0] for g, t in zip(groups, self.as_tuple)))
+
+
+def bootstrap_ci(
+    key: PRNGKeyArray,
+    statistic: Callable[..., Float[Array, ""]],
+    data: tuple[Array, ...],
+    *,
+    n_resamples: int = 10_000,
+    confidence: float = 0.95,
+) -> BootstrapResult:
+    """Percentile bootstrap CI of ``statistic(*data)``; the arrays of ``data`` are resampled jointly by row.
+
+    Rows are the units (stimuli): each resample draws n row indices with replacement and applies them to
+    every array of ``data`` (a bare array counts as a one-array tuple). ``statistic`` is vmapped over
+    resamples and must return a scalar.
+    """
+    _check_settings("bootstrap_ci", n_resamples, confidence)
+    group = _as_group("bootstrap_ci", data, "data")
+    fn = _JointStatistic(statistic)
+    batch = _batch_size((group,), int(n_resamples))
+    estimate, samples = _bootstrap(key, (group,), fn=fn, n_resamples=int(n_resamples), batch_size=batch)
+    return BootstrapResult(estimate, *_percentile_ci(samples, float(confidence)), samples)
+
+
+def bootstrap_ci_groups(
+    key: PRNGKeyArray,
+    statistic: Callable[..., Float[Array, ""]],
+    groups: tuple[Any, ...],
+    *,
+    n_resamples: int = 10_000,
+    confidence: float = 0.95,
+) -> BootstrapResult:
+    """Stratified percentile bootstrap: each group is resampled independently within itself.
+
+    ``groups`` is a tuple with one entry per stratum, each an array or a tuple of arrays resampled jointly
+    by row; ``statistic(*groups)`` receives them in the same structure. E.g. WEAT's effect size over
+    stimuli: ``bootstrap_ci_groups(key, effect_size, (s_X, s_Y))`` keeps |X| and |Y| fixed.
+    """
+    _check_settings("bootstrap_ci_groups", n_resamples, confidence)
+    if not isinstance(groups, (tuple, list)) or not groups:
+        raise InputError("bootstrap_ci_groups: groups must be a non-empty tuple (one entry per stratum).")
+    structured = tuple(_as_group("bootstrap_ci_groups", g, f"group {i}") for i, g in enumerate(groups))
+    fn = _GroupStatistic(statistic, tuple(isinstance(g, (tuple, list)) for g in groups))
+    batch = _batch_size(structured, int(n_resamples))
+    estimate, samples = _bootstrap(key, structured, fn=fn, n_resamples=int(n_resamples), batch_size=batch)
+    return BootstrapResult(estimate, *_percentile_ci(samples, float(confidence)), samples)
+
+
+def paired_bootstrap(
+    key: PRNGKeyArray,
+    statistic_a: Callable[..., Float[Array, ""]],
+    statistic_b: Callable[..., Float[Array, ""]],
+    data: tuple[Array, ...],
+    *,
+    n_resamples: int = 10_000,
+    confidence: float = 0.95,
+) -> PairedBootstrapResult:
+    """Paired bootstrap of the difference ``statistic_a(*data) - statistic_b(*data)``.
+
+    Each resample feeds the same rows to both statistics (e.g. Spearman of raw and of whitened cosines
+    against the same human scores), so the CI and p account for their correlation.
+
+    Two-sided p of H0: difference = 0. With d the observed difference and d_r the R resampled ones, let
+    c = #{r : d_r <= 0} if d >= 0, else #{r : d_r >= 0} (the resamples on the other side of 0, zeros
+    included); p = min(1, 2 (c + 1) / (R + 1)). The +1 keeps p away from an impossible 0: its floor is
+    2 / (R + 1). NaN if any resampled difference is NaN.
+    """
+    _check_settings("paired_bootstrap", n_resamples, confidence)
+    group = _as_group("paired_bootstrap", data, "data")
+    fn = _JointDifference(statistic_a, statistic_b)
+    batch = _batch_size((group,), int(n_resamples))
+    difference, samples = _bootstrap(key, (group,), fn=fn, n_resamples=int(n_resamples), batch_size=batch)
+    low, high = _percentile_ci(samples, float(confidence))
+    other_side = jnp.where(difference >= 0, samples <= 0, samples >= 0)
+    p = jnp.minimum(1.0, 2.0 * (jnp.sum(other_side) + 1) / (n_resamples + 1))
+    p = jnp.where(jnp.any(jnp.isnan(samples)) | jnp.isnan(difference), jnp.nan, p)
+    return PairedBootstrapResult(difference, low, high, p.astype(samples.dtype))
