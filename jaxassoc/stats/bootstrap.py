@@ -2,8 +2,9 @@
 
 Resample r draws its rows with ``jax.random.split(key, n_resamples)[r]``, so the drawn rows depend only
 on the key and ``n_resamples``, not on how many resamples are evaluated at once (chosen to keep the
-resampled copies within about 64 MiB; only float rounding in a vectorised statistic may differ). The statistic is a static argument of ``jit``: pass a module-level function
-or one ``functools.partial``; a new lambda compiles anew on every call.
+resampled copies within about 64 MiB; only float rounding in a vectorised statistic may differ). The
+statistic is a static argument of ``jit``: pass a module-level function (or a ``functools.partial`` of
+one, which compares equal to its twins); a new lambda compiles anew on every call.
 
 The CI is the percentile interval: the (1 - confidence)/2 and (1 + confidence)/2 quantiles of the
 resampled statistics, linearly interpolated (numpy's default, as ``scipy.stats.bootstrap(...,
@@ -118,10 +119,20 @@ def _bootstrap(key, groups, *, fn, n_resamples: int, batch_size: int) -> tuple[A
     return estimate, resampled.reshape(-1)[:n_resamples]
 
 
-def _percentile_ci(samples: Float[Array, " R"], confidence: float) -> tuple[Array, Array]:
+@jax.jit
+def _percentile_ci(samples: Float[Array, " R"], confidence: Float[Array, ""]) -> tuple[Array, Array]:
+    """The (1 - confidence)/2 and (1 + confidence)/2 quantiles, linearly interpolated (numpy's default)."""
     alpha = 1.0 - confidence
-    low, high = jnp.quantile(samples, jnp.array([alpha / 2, 1 - alpha / 2], samples.dtype))
+    low, high = jnp.quantile(samples, jnp.stack([alpha / 2, 1 - alpha / 2]).astype(samples.dtype))
     return low, high
+
+
+@jax.jit
+def _two_sided_p(difference: Float[Array, ""], samples: Float[Array, " R"]) -> Float[Array, ""]:
+    """min(1, 2 (c + 1) / (R + 1)), c = resampled differences on the other side of 0 (see paired_bootstrap)."""
+    other_side = jnp.where(difference >= 0, samples <= 0, samples >= 0)
+    p = jnp.minimum(1.0, 2.0 * (jnp.sum(other_side) + 1) / (samples.shape[0] + 1))
+    return jnp.where(jnp.any(jnp.isnan(samples)) | jnp.isnan(difference), jnp.nan, p).astype(samples.dtype)
 
 
 class _JointStatistic(NamedTuple):
@@ -224,7 +235,4 @@ def paired_bootstrap(
     batch = _batch_size((group,), int(n_resamples))
     difference, samples = _bootstrap(key, (group,), fn=fn, n_resamples=int(n_resamples), batch_size=batch)
     low, high = _percentile_ci(samples, float(confidence))
-    other_side = jnp.where(difference >= 0, samples <= 0, samples >= 0)
-    p = jnp.minimum(1.0, 2.0 * (jnp.sum(other_side) + 1) / (n_resamples + 1))
-    p = jnp.where(jnp.any(jnp.isnan(samples)) | jnp.isnan(difference), jnp.nan, p)
-    return PairedBootstrapResult(difference, low, high, p.astype(samples.dtype))
+    return PairedBootstrapResult(difference, low, high, _two_sided_p(difference, samples))
