@@ -120,3 +120,23 @@ def test_sharded_equals_single_file(tmp_path):
     sharded = load_model(save_tiny_checkpoint(tmp_path, "roberta", seed=1, fmt="sharded"))
     ids, mask = np.array([[0, 40, 50, 60, 2]]), np.ones((1, 5), np.int32)
     np.testing.assert_array_equal(logits(single, ids, mask), logits(sharded, ids, mask))
+
+
+def test_llama_folder_dispatches_to_the_llama_port(tmp_path):
+    folder = save_tiny_checkpoint(tmp_path, "llama", seed=3)
+    model = load_model(folder)
+    assert (model.family, model.objective, model.vocab.add_bos) == ("llama", "causal", True)
+    ids = np.asarray(model.tokenizer(["She studies math and science"])["input_ids"])
+    with torch.no_grad():
+        ref = load_torch(folder, "llama")(input_ids=torch.tensor(ids)).logits.numpy()
+    assert np.abs(logits(model, ids, np.ones_like(ids)) - ref).max() <= 1e-4
+
+
+def test_embedded_gguf_smollm2():
+    from jaxassoc.resources import smollm2_gguf
+
+    model = load_model("smollm2-135m")
+    assert (model.family, model.provenance.file_format, model.name) == ("llama", "gguf", "smollm2-135m")
+    assert model.provenance.weights_sha256 == hashlib.sha256(smollm2_gguf().read_bytes()).hexdigest()
+    # METHODS.md §1: SmolLM2's GGUF names <|im_start|> as BOS and does not add it by default.
+    assert model.vocab.bos_id == model.tokenizer.convert_tokens_to_ids("<|im_start|>") and not model.vocab.add_bos
