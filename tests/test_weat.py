@@ -184,3 +184,54 @@ def test_monte_carlo_p_is_reported_and_close_to_exact():
     # 20,000 draws: the MC p is within 4 binomial SDs of the exact one
     sd = np.sqrt(float(exact.p_value) * (1 - float(exact.p_value)) / 20_000)
     assert abs(float(mc.p_value) - float(exact.p_value)) <= 4 * sd + 1e-4
+
+
+def test_change_classes():
+    from jaxassoc.app.pipelines.weat import change_class
+
+    assert change_class(0.01, 0.02) == "Stable"
+    assert change_class(0.01, 0.2) == "Disappearing"
+    assert change_class(0.2, 0.01) == "Emerging"
+    assert change_class(0.2, 0.3) == "Not significant"
+    assert change_class(0.05, 0.049) == "Emerging"  # p < alpha, strictly
+
+
+def test_weat_experiment_on_glove_with_whitening_and_figures(tmp_path, glove_tests):
+    from jaxassoc.app.pipelines.weat import (
+        plot_cosine_heatmaps,
+        plot_effect_size_heatmap,
+        plot_raw_vs_whitened,
+        run_anisotropy,
+        run_weat_experiment,
+    )
+    from jaxassoc.data import load_weat_suite
+    from jaxassoc.embeddings.static import load_embedded_glove
+    from jaxassoc.embeddings.whitening import fit_zca, reference_sample
+
+    emb = load_embedded_glove()
+    ref = reference_sample(emb, max_items=3000, seed=0)
+    zca = fit_zca(ref.vectors)
+    suite = load_weat_suite("weat_caliskan2017")
+    frame = run_weat_experiment(
+        emb, suite, key=jax.random.key(0), whitening=zca, whitening_description=ref.description,
+        n_permutations=2000, n_bootstrap=200,
+    )  # fmt: skip
+    assert list(frame.test) == [f"W{i}" for i in range(1, 11)]
+    # W1 loses `gladiola` (not in GloVe 6B): reported, not silently dropped
+    assert frame.loc[0, "lost_words"] == "gladiola" and frame.loc[0, "n_x"] == 24
+    assert frame.loc[0, "coverage"] == pytest.approx(99 / 100)
+    for i, tid in enumerate(frame.test):
+        assert frame.loc[i, "d_raw"] == pytest.approx(float(weat_statistics(*glove_tests[tid]).d), abs=1e-5)
+    # 8 + 8 targets: C(16, 8) = 12,870 partitions, enumerated; W1-W5 Monte Carlo
+    assert frame.p_exact_raw.tolist() == [False] * 5 + [True] * 5
+    assert set(frame.change) <= {"Stable", "Disappearing", "Emerging", "Not significant"}
+    assert (frame.whitening == ref.description).all()
+    aniso = run_anisotropy(jax.random.key(1), ref.vectors, zca, n_samples=500)
+    assert aniso["mean_raw"] > aniso["mean_whitened"] and abs(aniso["mean_whitened"]) < 0.05
+    results = {"GloVe-50d": frame, "GloVe-50d (copy)": frame}
+    for path in (
+        plot_effect_size_heatmap(results, tmp_path / "fig3.png"),
+        plot_raw_vs_whitened(results, tmp_path / "fig4.png"),
+        plot_cosine_heatmaps(jax.random.key(2), ref.vectors, zca, tmp_path / "fig1.png", n_samples=300),
+    ):
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

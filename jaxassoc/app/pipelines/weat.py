@@ -1,0 +1,307 @@
+"""ZCA-WEAT Experiments 1-3 (ZCA-WEAT paper §4.3) as plain functions, and the paper's figures.
+
+- :func:`run_weat_experiment` (Experiment 3): d and p of every test of a suite, raw and whitened, and
+  the significance change class at p < alpha.
+- :func:`run_anisotropy` (Experiment 1): mean ± SD pairwise cosine of 2,000 random reference vectors and
+  the explained-variance spectrum, before and after whitening.
+- :func:`run_similarity_benchmark` (Experiment 2): Spearman rho of cosine vs human scores, raw vs
+  whitened, with a paired bootstrap.
+- :func:`run_static_experiments`: all three for a static embedding with one ZCA fit.
+- Figures: :func:`plot_effect_size_heatmap` (Figure 3), :func:`plot_raw_vs_whitened` (Figure 4),
+  :func:`plot_cosine_heatmaps` (Figure 1).
+
+Vectors come from a :class:`~jaxassoc.embeddings.static.StaticEmbeddings` or any ``vectors_fn(words,
+name) -> Lookup`` (e.g. contextual word vectors). No Hydra here: the app wires these into its config.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import jax
+import matplotlib
+import numpy as np
+import pandas as pd
+
+from jaxassoc.embeddings.static import Lookup, StaticEmbeddings
+from jaxassoc.embeddings.whitening import (
+    ZcaStats,
+    apply_zca,
+    corpus_word_types,
+    fit_zca,
+    reference_sample,
+)
+from jaxassoc.errors import InputError
+from jaxassoc.metrics.anisotropy import (
+    cosine_matrix,
+    explained_variance_ratio,
+    pairwise_cosine,
+    sample_rows,
+)
+from jaxassoc.metrics.similarity import compare_whitening
+from jaxassoc.metrics.weat import weat
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import Polygon  # noqa: E402
+
+VectorsFn = Callable[[Sequence[str], str], Lookup]
+
+CHANGE_CLASSES = ("Stable", "Disappearing", "Emerging", "Not significant")
+"""Stable: p < alpha raw and whitened; Disappearing: raw only; Emerging: whitened only; Not
+significant: neither. The paper counts the last case as "Stable" (significance unchanged): its
+Table A1 marks e.g. GloVe W10 (p .069 -> .229) with S. Column ``paper_class`` follows the paper."""
+
+
+def _vectors_fn(vectors: StaticEmbeddings | VectorsFn, max_oov_share: float) -> VectorsFn:
+    if isinstance(vectors, StaticEmbeddings):
+        return lambda words, name: vectors.lookup(words, max_oov_share=max_oov_share, name=name)
+    return vectors
+
+
+def change_class(p_raw: float, p_whitened: float, alpha: float = 0.05) -> str:
+    """The significance change class of one (model, test) at ``alpha`` (see ``CHANGE_CLASSES``)."""
+    raw, white = p_raw < alpha, p_whitened < alpha
+    return ("Not significant", "Emerging", "Disappearing", "Stable")[2 * raw + white]
+
+
+def _result_columns(prefix: str, res) -> dict:
+    return {
+        f"d_{prefix}": float(res.d),
+        f"p_{prefix}": float(res.p_value),
+        f"S_{prefix}": float(res.S),
+        f"ci_low_{prefix}": float(res.ci_low),
+        f"ci_high_{prefix}": float(res.ci_high),
+        f"p_exact_{prefix}": bool(res.exact),
+        f"p_resamples_{prefix}": int(res.n_resamples),
+    }
+
+
+def run_weat_experiment(
+    vectors: StaticEmbeddings | VectorsFn,
+    suite,
+    *,
+    key: jax.Array,
+    whitening: ZcaStats | None = None,
+    whitening_description: str = "",
+    ddof: int = 1,
+    exact_bound: int = 1_000_000,
+    n_permutations: int = 100_000,
+    ties: str = "strict",
+    n_bootstrap: int = 10_000,
+    alpha: float = 0.05,
+    max_oov_share: float = 0.2,
+) -> pd.DataFrame:
+    """Experiment 3: one row per test of ``suite`` (a :class:`~jaxassoc.data.weat.WeatSuite`).
+
+    Columns: test id and name, set sizes after OOV removal, lost words and coverage; ``d_raw``,
+    ``p_raw``, ``S_raw``, bootstrap CI and p method; with ``whitening`` the same ``*_whitened`` columns
+    and ``change`` / ``paper_class``; and the settings used. Raw and whitened tests share their PRNG
+    key, so they see the same permutations and bootstrap resamples.
+    """
+    lookup = _vectors_fn(vectors, max_oov_share)
+    rows = []
+    for test, test_key in zip(suite.tests, jax.random.split(key, len(suite.tests))):
+        names = (test.x_name, test.y_name, test.a_name, test.b_name)
+        sets = (test.targets_x, test.targets_y, test.attributes_a, test.attributes_b)
+        found = [lookup(list(words), f"{test.id} {name}") for words, name in zip(sets, names)]
+        kept = tuple(f.kept_words for f in found)
+        settings = dict(
+            words=kept, names=names, ddof=ddof, exact_bound=exact_bound,
+            n_permutations=n_permutations, ties=ties, n_bootstrap=n_bootstrap,
+        )  # fmt: skip
+        row = {
+            "suite": suite.name,
+            "test": test.id,
+            "name": test.name,
+            **{f"n_{s}": len(k) for s, k in zip("xyab", kept)},
+            "lost_words": " ".join(w for f in found for w in f.lost_words),
+            "coverage": sum(map(len, kept)) / sum(map(len, sets)),
+            **_result_columns("raw", weat(test_key, *(f.vectors for f in found), **settings)),
+        }
+        if whitening is not None:
+            white = [np.asarray(apply_zca(whitening, f.vectors)) for f in found]
+            row.update(_result_columns("whitened", weat(test_key, *white, **settings)))
+            row["change"] = change_class(row["p_raw"], row["p_whitened"], alpha)
+            row["paper_class"] = "Stable" if row["change"] == "Not significant" else row["change"]
+        row.update(
+            ddof=ddof, alpha=alpha, ties=ties, exact_bound=exact_bound,
+            n_permutations=n_permutations, n_bootstrap=n_bootstrap,
+            whitening=whitening_description if whitening is not None else "none",
+        )  # fmt: skip
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def run_anisotropy(
+    key: jax.Array, reference: np.ndarray, whitening: ZcaStats, *, n_samples: int = 2000
+) -> dict:
+    """Experiment 1 on ``n_samples`` random rows of the reference vectors (the same rows raw and
+    whitened): mean ± SD pairwise cosine and the explained-variance ratio spectrum."""
+    sample = np.asarray(sample_rows(key, reference, n_samples))
+    white = np.asarray(apply_zca(whitening, sample))
+    raw_stats, white_stats = pairwise_cosine(sample), pairwise_cosine(white)
+    return {
+        "n_samples": sample.shape[0],
+        "mean_raw": float(raw_stats.mean),
+        "sd_raw": float(raw_stats.sd),
+        "mean_whitened": float(white_stats.mean),
+        "sd_whitened": float(white_stats.sd),
+        "explained_variance_raw": np.asarray(explained_variance_ratio(reference)),
+        "explained_variance_whitened": np.asarray(
+            explained_variance_ratio(apply_zca(whitening, reference))
+        ),
+    }
+
+
+def run_similarity_benchmark(
+    embeddings: StaticEmbeddings,
+    pairs: pd.DataFrame,
+    whitening: ZcaStats,
+    *,
+    key: jax.Array,
+    name: str,
+    n_resamples: int = 10_000,
+    confidence: float = 0.95,
+) -> dict:
+    """Experiment 2 for a word-pair benchmark (``word1, word2, score``): pairs with an OOV word are
+    dropped and counted; all pairs are kept as published (WS-353's duplicate rows included)."""
+    keep = [w1 in embeddings and w2 in embeddings for w1, w2 in zip(pairs.word1, pairs.word2)]
+    kept = pairs[keep]
+    if len(kept) < 3:
+        raise InputError(f"{name}: only {len(kept)} pairs have both words in {embeddings.source}")
+    u = embeddings.lookup(list(kept.word1), oov="error", name=f"{name} word1").vectors
+    v = embeddings.lookup(list(kept.word2), oov="error", name=f"{name} word2").vectors
+    res = compare_whitening(
+        key,
+        (u, v),
+        (apply_zca(whitening, u), apply_zca(whitening, v)),
+        kept.score.to_numpy(np.float32),
+        n_resamples=n_resamples,
+        confidence=confidence,
+    )
+    return {
+        "benchmark": name,
+        "n_pairs": len(kept),
+        "n_dropped": len(pairs) - len(kept),
+        **{field: float(value) for field, value in res._asdict().items() if field != "n_pairs"},
+        "n_resamples": n_resamples,
+    }
+
+
+def run_static_experiments(
+    embeddings: StaticEmbeddings,
+    suite,
+    benchmarks: Mapping[str, pd.DataFrame],
+    *,
+    key: jax.Array,
+    corpus_tokens: Sequence[str] | None,
+    corpus_name: str = "WikiText-2 (test + valid)",
+    max_reference: int = 100_000,
+    reference_seed: int = 0,
+    eps: float = 1e-3,
+    n_resamples: int = 10_000,
+    **weat_options,
+) -> dict:
+    """Experiments 1-3 for static vectors with one ZCA fit: the reference sample is the corpus's word
+    types (``corpus_tokens``; None = a uniform vocabulary sample), ``benchmarks`` maps names to word-pair
+    frames. Returns ``zca``, ``reference`` (description), ``anisotropy``, ``similarity`` (DataFrame)
+    and ``weat`` (DataFrame)."""
+    types = corpus_word_types(corpus_tokens) if corpus_tokens is not None else None
+    ref = reference_sample(
+        embeddings, word_types=types, corpus_name=corpus_name, max_items=max_reference, seed=reference_seed
+    )
+    zca = fit_zca(ref.vectors, eps=eps)
+    k_aniso, k_sim, k_weat = jax.random.split(key, 3)
+    similarity = pd.DataFrame(
+        [
+            run_similarity_benchmark(embeddings, pairs, zca, key=k, name=name, n_resamples=n_resamples)
+            for k, (name, pairs) in zip(jax.random.split(k_sim, len(benchmarks)), benchmarks.items())
+        ]
+    )
+    return {
+        "zca": zca,
+        "reference": ref.description,
+        "reference_vectors": ref.vectors,
+        "anisotropy": run_anisotropy(k_aniso, ref.vectors, zca),
+        "similarity": similarity,
+        "weat": run_weat_experiment(
+            embeddings, suite, key=k_weat, whitening=zca,
+            whitening_description=f"{ref.description}; eps {eps:g}", **weat_options,
+        ),  # fmt: skip
+    }
+
+
+def plot_effect_size_heatmap(results: Mapping[str, pd.DataFrame], path: str | Path, *, alpha=0.05):
+    """Figure 3: one row per model, one column per test; each cell's upper-left triangle is d raw and
+    its lower-right triangle d whitened (colour clipped to [-1.5, 1.5]); significant values are bold
+    with an asterisk."""
+    models = list(results)
+    tests = list(next(iter(results.values()))["test"])
+    cmap, norm = plt.get_cmap("RdBu_r"), matplotlib.colors.Normalize(-1.5, 1.5)
+    fig, ax = plt.subplots(figsize=(1.1 * len(tests) + 2, 0.9 * len(models) + 1.5))
+    for i, model in enumerate(models):
+        frame = results[model].set_index("test")
+        for j, test in enumerate(tests):
+            for kind, corners, offset in (
+                ("raw", [(j, i), (j + 1, i), (j, i + 1)], (0.3, 0.3)),
+                ("whitened", [(j + 1, i), (j + 1, i + 1), (j, i + 1)], (0.7, 0.72)),
+            ):
+                d, p = frame.loc[test, f"d_{kind}"], frame.loc[test, f"p_{kind}"]
+                ax.add_patch(Polygon(corners, facecolor=cmap(norm(d)), edgecolor="white"))
+                sig = p < alpha
+                ax.text(j + offset[0], i + offset[1], f"{d:.2f}" + ("*" if sig else ""),
+                        ha="center", va="center", fontsize=7, fontweight="bold" if sig else "normal")  # fmt: skip
+    ax.set_xlim(0, len(tests))
+    ax.set_ylim(len(models), 0)
+    ax.set_xticks(np.arange(len(tests)) + 0.5, tests)
+    ax.set_yticks(np.arange(len(models)) + 0.5, models)
+    fig.colorbar(matplotlib.cm.ScalarMappable(norm, cmap), ax=ax, label="effect size d")
+    ax.set_title("WEAT d: raw (upper left) vs ZCA-whitened (lower right); * p < %.2g" % alpha)
+    return _save(fig, path)
+
+
+def plot_raw_vs_whitened(results: Mapping[str, pd.DataFrame], path: str | Path):
+    """Figure 4: d whitened against d raw for every (model, test), coloured by change class."""
+    colours = dict(zip(CHANGE_CLASSES, ("tab:pink", "tab:red", "tab:blue", "tab:gray")))
+    fig, ax = plt.subplots(figsize=(5, 5))
+    markers = "osv^D<>p"
+    for marker, (model, frame) in zip(markers, results.items()):
+        ax.scatter(frame.d_raw, frame.d_whitened, c=[colours[c] for c in frame.change],
+                   marker=marker, label=model, edgecolors="black", linewidths=0.4)  # fmt: skip
+        for _, row in frame.iterrows():
+            ax.annotate(row.test, (row.d_raw, row.d_whitened), fontsize=6, xytext=(3, 3),
+                        textcoords="offset points")  # fmt: skip
+    lim = (-2, 2)
+    ax.plot(lim, lim, color="black", linewidth=0.8)
+    ax.set(xlim=lim, ylim=lim, xlabel="d raw", ylabel="d whitened")
+    for change, colour in colours.items():
+        ax.scatter([], [], c=colour, label=change)
+    ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def plot_cosine_heatmaps(
+    key: jax.Array, reference: np.ndarray, whitening: ZcaStats, path: str | Path, *, n_samples=2000
+):
+    """Figure 1: pairwise cosine matrices of ``n_samples`` random reference vectors, raw and whitened."""
+    sample = np.asarray(sample_rows(key, reference, n_samples))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.5))
+    for ax, (title, x) in zip(axes, (("raw", sample), ("ZCA-whitened", apply_zca(whitening, sample)))):
+        cos = np.asarray(cosine_matrix(x))
+        image = ax.imshow(cos, cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
+        off = cos[~np.eye(len(cos), dtype=bool)]
+        ax.set_title(f"{title}: mean {off.mean():.3f}, SD {off.std():.3f}")
+        ax.set_xticks([])
+        ax.set_yticks([])
+    fig.colorbar(image, ax=axes, label="cosine")
+    return _save(fig, path)
+
+
+def _save(fig, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=150, bbox_inches="tight")
+    plt.close(fig)
+    return path
