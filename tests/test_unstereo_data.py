@@ -39,9 +39,8 @@ def test_vendored_files_match_their_recorded_hashes():
 
 
 def test_gzipped_fixtures_decompress_to_the_original_bytes():
-    sums = dict(
-        (path, digest) for digest, path in (line.split("  ") for line in (FIXTURES / "SHA256SUMS_uncompressed").read_text().splitlines())
-    )
+    lines = (FIXTURES / "SHA256SUMS_uncompressed").read_text().splitlines()
+    sums = {path: digest for digest, path in (line.split("  ") for line in lines)}
     assert len(sums) == 6
     for path, digest in sums.items():
         assert _sha256(gzip.decompress((FIXTURES / f"{path}.gz").read_bytes())) == digest, path
@@ -104,7 +103,8 @@ def test_infills_match_the_upstream_configs():
 
 @pytest.mark.parametrize("name", u.DATASETS)
 def test_template_filling_reproduces_the_original_sentences(name):
-    scores = pd.concat([pd.read_csv(FIXTURES / f"{f}__scores__EleutherAI__pythia-70m.csv.gz") for f in SCORE_FILES[name]])
+    files = [FIXTURES / f"{f}__scores__EleutherAI__pythia-70m.csv.gz" for f in SCORE_FILES[name]]
+    scores = pd.concat([pd.read_csv(f) for f in files])
     male, female = u.fill_templates(scores["template"].tolist())
     assert male == scores["M_template"].tolist()
     assert female == scores["F_template"].tolist()

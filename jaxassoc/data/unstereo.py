@@ -171,14 +171,14 @@ def fill_templates(templates: Sequence[str], *, parity_preprocessing: bool = Tru
 
 # --- MaxPMI recomputation ------------------------------------------------------------------------------
 # The original tokenised with spaCy and looked each token up in the PMI table. We approximate spaCy's
-# English tokenizer with the few rules that matter here: pronoun slots (incl. {pronoun2}self) removed,
-# lower-case, clitics split off (n't, 's, 'll, 're, 've, 'd, 'm: not words of the table), spaCy's special
-# cases gonna/gotta/wanna -> gon na / got ta / wan na, numbers kept whole ("10,000"), other words are runs
-# of Unicode letters/digits (hyphens and punctuation split). No separate stop-word list: the PMI table was
-# built without stop words (it has no "the", "and", "of", ...), so a stop word never has a δ; a list such
-# as spaCy's would also drop literal "her"/"his" that the original kept (e.g. USE-5 "'Her intoxicating
-# charm ...", shipped MaxPMI = δ(her) = 1.697). On the 15,810 shipped rows this reproduces
-# ``max_gender_pmi`` exactly for all but one (USE-5 "en'tain'ment").
+# English tokenizer with the few rules that matter here: pronoun slots (incl. {pronoun2}self) removed;
+# lower-case; clitics split off as tokens 'nt, 's, 'll, 're, 've, 'd, 'm (never words of the table);
+# spaCy's special cases gonna/gotta/wanna -> gon na / got ta / wan na; numbers kept whole ("10,000");
+# other words are runs of Unicode letters/digits (hyphens and punctuation split). No separate stop-word
+# list: the PMI table was built without stop words (it has no "the", "and", "of", ...), so a stop word
+# never has a δ; a list such as spaCy's would also drop a literal "her"/"his" that the original kept
+# (USE-5 "'Her intoxicating charm ...": shipped MaxPMI = δ(her) = 1.697). On the 15,810 shipped rows
+# this reproduces ``max_gender_pmi`` exactly for all but one (USE-5 "en'tain'ment").
 _SLOT = re.compile(r"\{pronoun[12]?\}(?:self)?")
 _NEG = re.compile(r"(?i)n['’]t\b")
 _CLITIC = re.compile(r"(?i)['’](s|ll|re|ve|d|m)\b")
