@@ -136,3 +136,11 @@ def test_old_checkpoint_buffers_and_missing_prefix_are_accepted(folder):
     tensors["h.1.attn.masked_bias"] = np.array(-1e4, np.float32)
     params = gpt2.params_from_hf(tensors, config)
     np.testing.assert_array_equal(params["body"]["ln_f"]["scale"], reference["body"]["ln_f"]["scale"])
+
+
+def test_missing_config_field_and_wrong_model_type_are_named(folder):
+    hf_config = json.loads((folder / "config.json").read_text())
+    with pytest.raises(ModelError, match="'n_embd'"):
+        gpt2.config_from_hf({k: v for k, v in hf_config.items() if k != "n_embd"})
+    with pytest.raises(ModelError, match="'bert'"):
+        gpt2.config_from_hf(hf_config | {"model_type": "bert"})

@@ -140,3 +140,20 @@ def test_embedded_gguf_smollm2():
     assert model.provenance.weights_sha256 == hashlib.sha256(smollm2_gguf().read_bytes()).hexdigest()
     # METHODS.md §1: SmolLM2's GGUF names <|im_start|> as BOS and does not add it by default.
     assert model.vocab.bos_id == model.tokenizer.convert_tokens_to_ids("<|im_start|>") and not model.vocab.add_bos
+
+
+def test_hub_id_resolves_from_the_hub_cache_and_records_the_commit(tmp_path, gpt2_folder, monkeypatch):
+    import huggingface_hub.constants
+
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / "models--someorg--tiny-gpt2"
+    shutil.copytree(gpt2_folder, repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.chdir(tmp_path)
+    model = load_model("someorg/tiny-gpt2")
+    assert (model.name, model.provenance.source, model.provenance.revision) == ("someorg/tiny-gpt2",
+                                                                                "someorg/tiny-gpt2", commit)
+    np.testing.assert_array_equal(model.head.W, load_model(gpt2_folder).head.W)

@@ -39,6 +39,7 @@ from jaxassoc.models.layers import (
     merge_heads,
     padding_allowed,
     positions_from_mask,
+    required_fields,
     split_heads,
 )
 
@@ -83,6 +84,11 @@ def config_from_hf(hf_config: dict) -> BertConfig:
             raise ModelError(
                 f"{model_type} config field {field}={hf_config[field]!r} is not supported (only {supported!r})"
             )
+    with required_fields(model_type):
+        return _config(hf_config, model_type)
+
+
+def _config(hf_config: dict, model_type: str) -> BertConfig:
     activation = check_activation(hf_config.get("hidden_act", "gelu"), "hidden_act")
     return BertConfig(
         model_type=model_type,
@@ -108,7 +114,7 @@ def params_from_hf(tensors: Mapping[str, np.ndarray], config: BertConfig) -> dic
     """
     c = config
     D, L, F, V = c.hidden_size, c.num_layers, c.intermediate_size, c.vocab_size
-    t = TensorTaker(tensors, prefixes=(f"{c.model_type}.",), ignore=_IGNORED)
+    t = TensorTaker(tensors, prefixes=(f"{c.model_type}.",), ignore=_IGNORED, outside=("cls.", "lm_head."))
 
     def ln(name: str, stacked: bool = True) -> dict:
         get = (lambda n, s: t.stack(f"encoder.layer.{{}}.{n}", L, s)) if stacked else t.take

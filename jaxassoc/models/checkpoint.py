@@ -59,14 +59,14 @@ def sha256_files(files: Iterable[Path]) -> str:
 
 
 def read_safetensors(path: Path) -> dict[str, np.ndarray]:
-    """All tensors of one ``.safetensors`` file as NumPy arrays (bfloat16 via ml_dtypes)."""
-    data = Path(path).read_bytes()
+    """All tensors of one ``.safetensors`` file as read-only NumPy views of a memory map (bf16 via ml_dtypes)."""
+    data = np.memmap(path, dtype=np.uint8, mode="r")
     try:
-        (header_len,) = struct.unpack("<Q", data[:8])
-        header = json.loads(data[8 : 8 + header_len])
+        (header_len,) = struct.unpack("<Q", data[:8].tobytes())
+        header = json.loads(data[8 : 8 + header_len].tobytes())
     except (struct.error, ValueError) as e:
         raise ModelError(f"{path} is not a valid safetensors file ({e}); re-download or re-save it") from None
-    body = memoryview(data)[8 + header_len :]
+    body = data[8 + header_len :]
     tensors = {}
     for name, info in header.items():
         if name == "__metadata__":
@@ -74,8 +74,7 @@ def read_safetensors(path: Path) -> dict[str, np.ndarray]:
         if info["dtype"] not in _SAFETENSORS_DTYPES:
             raise ModelError(f"{path}: tensor {name!r} has unsupported dtype {info['dtype']}")
         start, end = info["data_offsets"]
-        array = np.frombuffer(body[start:end], dtype=_SAFETENSORS_DTYPES[info["dtype"]])
-        tensors[name] = array.reshape(info["shape"])
+        tensors[name] = body[start:end].view(_SAFETENSORS_DTYPES[info["dtype"]]).reshape(info["shape"])
     return tensors
 
 
@@ -132,18 +131,30 @@ class TensorTaker:
     """Takes HF tensors by name for a port and reports every problem at once.
 
     ``prefixes`` are the model prefixes to strip (``"transformer."``, ``"bert."``, ...): the first one
-    found on any tensor name is removed from all names that carry it. ``ignore`` lists name prefixes of
-    tensors a port deliberately leaves out (buffers such as ``attn.bias``, poolers, NSP heads); any other
-    tensor not taken is an error.
+    found on any tensor name is removed from all names that carry it. ``outside`` lists name prefixes of
+    tensors that live outside the model prefix (heads: ``"lm_head."``, ``"cls."``), used to name missing
+    tensors as the checkpoint would. ``ignore`` lists name prefixes of tensors a port deliberately leaves
+    out (buffers such as ``attn.bias``, poolers, NSP heads); any other tensor not taken is an error.
     """
 
-    def __init__(self, tensors: Mapping[str, np.ndarray], prefixes: tuple[str, ...], ignore: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        tensors: Mapping[str, np.ndarray],
+        prefixes: tuple[str, ...],
+        ignore: tuple[str, ...] = (),
+        outside: tuple[str, ...] = (),
+    ):
         self.prefix = next((p for p in prefixes if any(k.startswith(p) for k in tensors)), "")
         self.tensors = {k.removeprefix(self.prefix): v for k, v in tensors.items()}
         self.ignore = ignore
+        self.outside = outside
         self.taken: set[str] = set()
         self.missing: list[str] = []
         self.bad_shapes: list[str] = []
+
+    def full_name(self, name: str) -> str:
+        """The name as the checkpoint spells it (with the model prefix unless it is a head tensor)."""
+        return name if name.startswith(self.outside) else self.prefix + name
 
     def has(self, name: str) -> bool:
         return name in self.tensors
@@ -151,13 +162,13 @@ class TensorTaker:
     def take(self, name: str, shape: tuple[int, ...], transpose: bool = False) -> np.ndarray:
         """The tensor ``name`` (transposed first if asked), which must have ``shape`` afterwards."""
         if name not in self.tensors:
-            self.missing.append(self.prefix + name)
+            self.missing.append(self.full_name(name))
             return np.zeros(shape, np.float32)
         self.taken.add(name)
         array = self.tensors[name]
         array = array.T if transpose else array
         if tuple(array.shape) != tuple(shape):
-            self.bad_shapes.append(f"{self.prefix + name}: {tuple(array.shape)} != expected {tuple(shape)}")
+            self.bad_shapes.append(f"{self.full_name(name)}: {tuple(array.shape)} != expected {tuple(shape)}")
             return np.zeros(shape, np.float32)
         return array
 
@@ -168,7 +179,7 @@ class TensorTaker:
     def finish(self, what: str) -> None:
         """Raise ModelError if any tensor was missing, mis-shaped, or left over."""
         extra = sorted(
-            self.prefix + k for k in self.tensors if k not in self.taken and not k.startswith(self.ignore)
+            self.full_name(k) for k in self.tensors if k not in self.taken and not k.startswith(self.ignore)
         )
         problems = []
         if self.missing:

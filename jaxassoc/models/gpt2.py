@@ -32,6 +32,7 @@ from jaxassoc.models.layers import (
     layer_norm,
     merge_heads,
     positions_from_mask,
+    required_fields,
     split_heads,
 )
 
@@ -60,6 +61,8 @@ class GPT2Config:
 
 def config_from_hf(hf_config: dict) -> GPT2Config:
     """A GPT2Config from a HF ``config.json``; refuses options this port does not implement."""
+    if hf_config.get("model_type") not in MODEL_TYPES:
+        raise ModelError(f"gpt2 port: model_type {hf_config.get('model_type')!r} is not one of {MODEL_TYPES}")
     refused = {
         "add_cross_attention": False,
         "scale_attn_by_inverse_layer_idx": False,
@@ -69,6 +72,11 @@ def config_from_hf(hf_config: dict) -> GPT2Config:
             raise ModelError(
                 f"GPT-2 config field {field}={hf_config[field]!r} is not supported (only {supported!r})"
             )
+    with required_fields("gpt2"):
+        return _config(hf_config)
+
+
+def _config(hf_config: dict) -> GPT2Config:
     d_model = int(hf_config["n_embd"])
     return GPT2Config(
         vocab_size=int(hf_config["vocab_size"]),
@@ -90,7 +98,7 @@ def params_from_hf(tensors: Mapping[str, np.ndarray], config: GPT2Config) -> dic
     D, L, F, V = c.d_model, c.n_layer, c.d_inner, c.vocab_size
     # Older checkpoints carry the causal-mask buffers attn.bias / attn.masked_bias: no weights.
     buffers = tuple(f"h.{i}.attn.{b}" for i in range(L) for b in ("bias", "masked_bias"))
-    t = TensorTaker(tensors, prefixes=("transformer.",), ignore=buffers)
+    t = TensorTaker(tensors, prefixes=("transformer.",), ignore=buffers, outside=("lm_head.",))
 
     def ln(name: str) -> dict:
         return {"scale": t.stack(f"h.{{}}.{name}.weight", L, (D,)), "bias": t.stack(f"h.{{}}.{name}.bias", L, (D,))}

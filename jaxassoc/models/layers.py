@@ -9,8 +9,9 @@ compiles one block whatever its depth.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from typing import Callable
+from typing import Callable, Iterator
 
 import jax
 import jax.numpy as jnp
@@ -58,6 +59,15 @@ def check_activation(name: str, field: str) -> str:
             f"config field {field}={name!r} is not supported; supported activations: {sorted(ACTIVATIONS)}"
         )
     return name
+
+
+@contextlib.contextmanager
+def required_fields(family: str) -> Iterator[None]:
+    """Turn a KeyError while reading a HF config into a ModelError naming the missing field."""
+    try:
+        yield
+    except KeyError as e:
+        raise ModelError(f"the {family} config.json lacks the required field {e.args[0]!r}") from None
 
 
 def positions_from_mask(attention_mask: Int[Array, "B T"]) -> Int[Array, "B T"]:

@@ -65,7 +65,7 @@ def load_model(
     """
     if dtype not in DTYPES:
         raise ConfigError(f"model dtype {dtype!r} is not supported; use one of {sorted(DTYPES)}")
-    path, origin = _resolve(source, revision)
+    path, origin, revision = _resolve(source, revision)
     if path.is_file():
         if path.suffix != ".gguf":
             raise ModelError(f"{path} is a file but not a .gguf: pass a checkpoint folder or a .gguf file")
@@ -106,27 +106,31 @@ def load_model(
     )
 
 
-def _resolve(source: str | Path, revision: str | None) -> tuple[Path, str]:
-    """(local path, provenance source) for a folder, file, embedded name or hub id."""
+def _resolve(source: str | Path, revision: str | None) -> tuple[Path, str, str | None]:
+    """(local path, provenance source, revision) for a folder, file, embedded name or hub id.
+
+    For a hub download the revision recorded is the commit of the snapshot (its folder name).
+    """
     text = str(source)
     if text in EMBEDDED:
-        return EMBEDDED[text].path(), text
+        return EMBEDDED[text].path(), text, revision
     path = Path(text).expanduser()
     if path.exists():
-        return path.resolve(), str(path.resolve())
+        return path.resolve(), str(path.resolve()), revision
     if isinstance(source, Path) or not _HUB_ID.match(text) or text.endswith(".gguf"):
         raise ModelError(f"model source {text!r} does not exist: pass a checkpoint folder, a .gguf file, "
                          f"an embedded model {sorted(EMBEDDED)} or a hub id")
     from huggingface_hub import snapshot_download
 
     try:
-        return Path(snapshot_download(text, revision=revision, allow_patterns=_HUB_PATTERNS)), text
+        snapshot = Path(snapshot_download(text, revision=revision, allow_patterns=_HUB_PATTERNS))
     except Exception as e:  # offline, unknown repo or revision, auth: all end here
         reason = " ".join(str(e).split())  # one line: the app prints messages on one line
         raise ModelError(
             f"could not download hub model {text!r} (revision {revision!r}): {type(e).__name__}: {reason} "
             "Downloading needs network access; otherwise pass a local checkpoint folder or .gguf file."
         ) from None
+    return snapshot, text, snapshot.name
 
 
 def _read_config(folder: Path) -> dict:
