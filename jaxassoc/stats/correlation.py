@@ -66,25 +66,36 @@ def _propagate(value: Array, x: Array, y: Array, omit: bool) -> Array:
     return jnp.where(jnp.any(jnp.isnan(x)) | jnp.any(jnp.isnan(y)), jnp.nan, value)
 
 
+def _tie_groups(x: Float[Array, " n"], valid: Bool[Array, " n"]) -> tuple[Array, Array]:
+    """For each entry, the 0-based first and last sorted position of its group of equal valid values.
+
+    One argsort (invalid entries become NaN, which sorts last and equals nothing), group bounds by
+    running max/min over the sorted order, and a scatter back to the input order.
+    """
+    n = x.shape[0]
+    order = jnp.argsort(jnp.where(valid, x, jnp.nan))
+    s = jnp.where(valid, x, jnp.nan)[order]
+    position = jnp.arange(n)
+    starts = jnp.concatenate([jnp.array([True]), s[1:] != s[:-1]])
+    ends = jnp.concatenate([s[1:] != s[:-1], jnp.array([True])])
+    first = jax.lax.cummax(jnp.where(starts, position, 0))
+    last = jax.lax.cummin(jnp.where(ends, position, n - 1), reverse=True)
+    return jnp.zeros(n, position.dtype).at[order].set(first), jnp.zeros(n, position.dtype).at[order].set(last)
+
+
 def _masked_ranks(x: Float[Array, " n"], valid: Bool[Array, " n"]) -> Float[Array, " n"]:
     """Average ranks (1-based) of the valid entries among themselves; NaN at invalid entries.
 
-    rank(x_i) = (#{j: x_j < x_i} + #{j: x_j <= x_i} + 1) / 2 over valid j, by binary search in the sorted
-    values (invalid entries become NaN, which sort last and compare false).
+    A group of ties at sorted positions first..last (0-based) gets rank (first + last) / 2 + 1.
     """
-    x = jnp.where(valid, x, jnp.nan)
-    s = jnp.sort(x)
-    below = jnp.searchsorted(s, x, side="left")
-    upto = jnp.searchsorted(s, x, side="right")
-    return jnp.where(valid, (below + upto + 1) / 2.0, jnp.nan).astype(jnp.float32)
+    first, last = _tie_groups(x, valid)
+    return jnp.where(valid, (first + last) / 2.0 + 1.0, jnp.nan).astype(jnp.float32)
 
 
 def _tie_counts(x: Float[Array, " n"], valid: Bool[Array, " n"]) -> Int[Array, " n"]:
     """For each valid entry, how many valid entries (itself included) share its value; 0 at invalid ones."""
-    x = jnp.where(valid, x, jnp.nan)
-    s = jnp.sort(x)
-    count = jnp.searchsorted(s, x, side="right") - jnp.searchsorted(s, x, side="left")
-    return jnp.where(valid, count, 0)
+    first, last = _tie_groups(x, valid)
+    return jnp.where(valid, last - first + 1, 0)
 
 
 def _is_constant(x: Float[Array, " n"], valid: Bool[Array, " n"]) -> Bool[Array, ""]:
