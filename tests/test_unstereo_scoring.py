@@ -77,6 +77,17 @@ def test_all_28_models_reproduce_winogender_results():
         _assert_matches(unstereo_eval(rows["M_logprob"], rows["F_logprob"], rows["max_gender_pmi"]), reference, model)
 
 
+def test_the_aufc_unit_quirk_is_needed_for_parity():
+    scores, data = _pythia_scores("USE-5"), u.load_use(5)
+    reference = _processed("USE-5")
+    for units, subsets in (("log10", ["0.65"]), ("ln", ["unconstrained"])):
+        results = unstereo_eval(scores["M_logprob"], scores["F_logprob"], data["max_gender_pmi"], aufc_units=units)
+        for key in subsets:
+            assert abs(float(results[key].aufc) - reference[key]["aufc"]["pythia-70m"]) > 0.1
+        # Only the AuFC depends on the units.
+        assert float(results["0.65"].us_score) == reference["0.65"]["neutral__avg"]["pythia-70m"]
+
+
 def test_all_datasets_json_is_the_union_of_the_per_dataset_files():
     combined = json.loads((FIXTURES / "processed-results" / "all_datasets.json").read_text())
     assert sorted(combined) == sorted(u.DATASETS)
@@ -164,3 +175,34 @@ def test_scoring_errors(tiny):
         score_sentences(model, ["Fine.", ""])
     with pytest.raises(InputError, match="at least one"):
         score_sentences(model, [])
+    with pytest.raises(InputError, match="sentence 0 .*256-token context"):
+        score_sentences(model, ["the music " * 200])
+
+
+@pytest.mark.slow
+def test_smollm2_scores_match_transformers_on_the_same_weights():
+    """The embedded SmolLM2-135M GGUF through jaxassoc vs transformers' LlamaForCausalLM holding the
+    same dequantised tensors (``read_gguf``), on a few filled USE-5 templates."""
+    import torch
+    import transformers
+
+    from jaxassoc.app.pipelines.unstereo import score_sentences
+    from jaxassoc.models.gguf import read_gguf
+    from jaxassoc.models.loading import load_model
+    from jaxassoc.resources import smollm2_gguf
+
+    model = load_model("smollm2-135m")
+    hf_config, tensors, _ = read_gguf(smollm2_gguf())
+    torch_model = transformers.LlamaForCausalLM(
+        transformers.LlamaConfig(**{k: v for k, v in hf_config.items() if k != "model_type"})
+    )
+    missing, unexpected = torch_model.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in tensors.items()},
+                                                      strict=False)
+    assert not unexpected and set(missing) <= {"lm_head.weight"}
+    if missing:
+        torch_model.lm_head.weight = torch_model.model.embed_tokens.weight
+    male, female = u.fill_templates(u.load_use(5)["template"].tolist()[:4])
+    sentences = male + female
+    got = score_sentences(model, sentences, batch_size=8)
+    expected = _torch_scores(torch_model.float().eval(), model.tokenizer, model.vocab.bos_id, sentences)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-3)

@@ -35,6 +35,9 @@ def sentence_token_ids(model: LanguageModel, sentences: Sequence[str]) -> list[l
     for i, ids in enumerate(encoded):
         if not ids:
             raise InputError(f"sentence {i} ({sentences[i]!r}) has no tokens: every sentence needs text")
+        if len(ids) + 1 > model.max_positions:
+            raise InputError(f"sentence {i} ({sentences[i][:60]!r}...) has {len(ids)} tokens + BOS, more than "
+                             f"the {model.max_positions}-token context of {model.name!r}: shorten or drop it")
     return [[bos, *ids] for ids in encoded]
 
 
