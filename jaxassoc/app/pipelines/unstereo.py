@@ -18,7 +18,7 @@ import pandas as pd
 
 from jaxassoc.data import unstereo as data
 from jaxassoc.errors import InputError, ModelError
-from jaxassoc.metrics.unstereo import ETAS, AufcUnits, unstereo_eval
+from jaxassoc.metrics.unstereo import ETAS, LOG10_THRESHOLD, AufcUnits, unstereo_eval
 from jaxassoc.models.base import LanguageModel
 from jaxassoc.models.batching import run_batched
 from jaxassoc.models.heads import next_token_logprobs
@@ -96,13 +96,18 @@ def run_unstereo(
 
 
 def summarize(
-    scores: pd.DataFrame, *, etas: Sequence[float] = ETAS, aufc_units: AufcUnits = "parity"
+    scores: pd.DataFrame,
+    *,
+    etas: Sequence[float] = ETAS,
+    aufc_units: AufcUnits = "parity",
+    threshold: float = LOG10_THRESHOLD,
 ) -> pd.DataFrame:
     """One row per subset (``unconstrained`` and each η) of :func:`run_unstereo` output, with every field
     of :class:`~jaxassoc.metrics.unstereo.UnstereoResult` and the settings used."""
     results = unstereo_eval(scores["M_logprob"], scores["F_logprob"], scores.get("max_gender_pmi"),
-                            etas=etas, aufc_units=aufc_units)
+                            etas=etas, aufc_units=aufc_units, threshold=threshold)
     rows = [{"subset": key, **{f: r.item() for f, r in zip(res._fields, res)}} for key, res in results.items()]
     summary = pd.DataFrame(rows)
     summary["aufc_units"] = aufc_units
+    summary["threshold_log10"] = threshold
     return summary
