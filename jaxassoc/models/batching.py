@@ -86,6 +86,7 @@ def run_batched(
     max_length: int | None = None,
     shard: bool = False,
     progress: bool = False,
+    per_token: bool = True,
 ) -> list:
     """``fn(params, ids, mask)`` over all sequences; one output pytree (NumPy) per sequence, in input order.
 
@@ -94,7 +95,9 @@ def run_batched(
     next power of two >= the number of sequences when that is smaller; with ``shard=True`` it is rounded
     up to a multiple of the device count, the batch axis is split over all local devices and ``params``
     are replicated. Output leaves whose axis 1 has the padded length are cut to each sequence's tokens
-    (e.g. hidden states ``(T, D)``); other leaves are returned per row as they are.
+    (e.g. hidden states ``(T, D)``); other leaves are returned per row as they are. Pass
+    ``per_token=False`` when every output is per row and one of its axes could equal a bucket length
+    (e.g. logits of 16 attribute words): then nothing is cut.
     """
     if padding_side not in ("left", "right"):
         raise ConfigError(f"padding_side={padding_side!r}: use 'left' or 'right'")
@@ -123,5 +126,8 @@ def run_batched(
         out = jax.tree.map(np.asarray, fn(params, ids, mask))
         for row, i in enumerate(group):
             n = len(sequences[i])
-            results[i] = jax.tree.map(lambda leaf: _unpad(leaf, row, n, length, padding_side), out)
+            if per_token:
+                results[i] = jax.tree.map(lambda leaf: _unpad(leaf, row, n, length, padding_side), out)
+            else:
+                results[i] = jax.tree.map(lambda leaf: leaf[row], out)
     return results
