@@ -7,6 +7,9 @@
 ``nan_policy="propagate"`` returns NaN when any value is NaN (as scipy); ``"omit"`` keeps the
 pairwise-complete pairs (neither value NaN) through a mask, so it runs under ``jit`` without boolean
 indexing. A constant input (after omitting) or fewer than two pairs gives NaN, as scipy (which warns).
+
+Inputs are cast to float32 (values that differ only beyond float32 precision become ties) and p-values
+are computed in float32 with ``jax.scipy.special``: a p below ~1e-38 underflows to 0.
 """
 
 from __future__ import annotations
