@@ -139,3 +139,15 @@ def test_missing_extra_and_misshapen_tensors_are_named(tmp_path):
     assert "roberta.encoder.layer.1.output.LayerNorm.weight" in message
     assert "lm_head.dense.weight: (7, 32)" in message  # shape after the (out, in) -> (in, out) transpose
     assert "roberta.encoder.layer.2.output.dense.weight" in message
+
+
+def test_untied_mlm_checkpoint_uses_its_own_decoder(tmp_path):
+    folder = save_tiny_checkpoint(tmp_path, "bert", seed=9, tie_word_embeddings=False)
+    config, params = port(folder)
+    tensors = read_weights(folder).tensors
+    np.testing.assert_array_equal(params["head"].W, tensors["cls.predictions.decoder.weight"])
+    main, _ = compare(folder, "bert")
+    assert main <= 1e-4
+    del tensors["cls.predictions.decoder.weight"]
+    with pytest.raises(ModelError, match=r"missing tensors \['cls.predictions.decoder.weight'\]"):
+        bert.params_from_hf(tensors, config)

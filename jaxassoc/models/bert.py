@@ -64,6 +64,7 @@ class BertConfig:
     activation: str
     mlm_activation: str
     padding_idx: int  # RoBERTa's position offset; unused by BERT
+    tie_word_embeddings: bool
 
     @property
     def max_positions(self) -> int:
@@ -103,6 +104,7 @@ def _config(hf_config: dict, model_type: str) -> BertConfig:
         activation=activation,
         mlm_activation="gelu" if model_type == "roberta" else activation,
         padding_idx=int(hf_config.get("pad_token_id") or 0) if model_type == "roberta" else 0,
+        tie_word_embeddings=bool(hf_config.get("tie_word_embeddings", True)),
     )
 
 
@@ -144,15 +146,17 @@ def params_from_hf(tensors: Mapping[str, np.ndarray], config: BertConfig) -> dic
     }
     names = _mlm_names(c.model_type)
     head = None
-    if any(t.has(n) for n in names.values()):
+    if any(k.startswith(names["head"]) for k in t.tensors):
         body["mlm_transform"] = {
             "dense": {"w": t.take(names["dense"] + ".weight", (D, D), transpose=True),
                       "b": t.take(names["dense"] + ".bias", (D,))},
             "ln": {"scale": t.take(names["ln"] + ".weight", (D,)), "bias": t.take(names["ln"] + ".bias", (D,))},
         }
-        W = t.take(names["decoder"] + ".weight", (V, D)) if t.has(names["decoder"] + ".weight") else body["word"]
-        # Old checkpoints store the shared decoder bias twice (".bias" and "decoder.bias").
-        biases = [t.take(n, (V,)) for n in (names["bias"], names["decoder"] + ".bias") if t.has(n)]
+        decoder = names["decoder"] + ".weight"
+        W = t.take(decoder, (V, D)) if t.has(decoder) or not c.tie_word_embeddings else body["word"]
+        # HF applies ``decoder.bias``; tied checkpoints may store only the shared ``bias`` it is tied to,
+        # old ones store both (equal), untied transformers-5 ones both (only ``decoder.bias`` is used).
+        biases = [t.take(n, (V,)) for n in (names["decoder"] + ".bias", names["bias"]) if t.has(n)]
         b = biases[0] if biases else t.take(names["bias"], (V,))
         head = Head(W=np.array(W), b=b)
     t.finish(c.model_type)
@@ -161,10 +165,11 @@ def params_from_hf(tensors: Mapping[str, np.ndarray], config: BertConfig) -> dic
 
 def _mlm_names(model_type: str) -> dict[str, str]:
     if model_type == "roberta":
-        return {"dense": "lm_head.dense", "ln": "lm_head.layer_norm", "decoder": "lm_head.decoder",
-                "bias": "lm_head.bias"}
-    return {"dense": "cls.predictions.transform.dense", "ln": "cls.predictions.transform.LayerNorm",
-            "decoder": "cls.predictions.decoder", "bias": "cls.predictions.bias"}
+        return {"head": "lm_head.", "dense": "lm_head.dense", "ln": "lm_head.layer_norm",
+                "decoder": "lm_head.decoder", "bias": "lm_head.bias"}
+    return {"head": "cls.predictions.", "dense": "cls.predictions.transform.dense",
+            "ln": "cls.predictions.transform.LayerNorm", "decoder": "cls.predictions.decoder",
+            "bias": "cls.predictions.bias"}
 
 
 def position_ids(attention_mask: Int[Array, "B T"], config: BertConfig) -> Int[Array, "B T"]:
