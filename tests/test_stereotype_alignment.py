@@ -1,0 +1,103 @@
+"""Alignment with human ratings against scipy (Kendall τ-b), plain-Python P@3 and medians, on the real
+human ratings of Cao et al. (2022); the human-group mapping is checked for completeness."""
+
+import json
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.stats
+
+from jaxassoc.data import load_abc, load_human_ratings
+from jaxassoc.data._files import data_path
+from jaxassoc.errors import DataError, InputError
+from jaxassoc.metrics.stereotype_alignment import (
+    alignment,
+    emergent_scores,
+    human_group_indices,
+    pair_scores,
+)
+
+
+def _human_matrix():
+    ratings = load_human_ratings()
+    groups = list(dict.fromkeys(ratings.group))
+    pairs = list(dict.fromkeys(ratings.trait_pair))
+    return groups, ratings.pivot(index="group", columns="trait_pair", values="rating").loc[groups, pairs].to_numpy()
+
+
+def _p_at_3_reference(model_row, human_row):
+    order = sorted(range(len(model_row)), key=lambda t: -model_row[t])  # stable: earlier pair wins ties
+    low = sorted(range(len(model_row)), key=lambda t: model_row[t])
+    top = sum(human_row[t] > 50 for t in order[:3]) / 3
+    bottom = sum(human_row[t] < 50 for t in low[:3]) / 3
+    return (top + bottom) / 2, top, bottom
+
+
+def test_tau_and_p_at_3_match_scipy_and_a_python_loop_on_the_human_ratings():
+    groups, human = _human_matrix()
+    assert human.shape == (26, 16)
+    rng = np.random.default_rng(0)
+    model = (human - 50) / 10 + rng.normal(size=human.shape) * 2  # noisy model scores
+    model[3, :4] = model[3, 0]  # ties in one group
+    res = alignment(model, human)
+    for g in range(26):
+        ref = scipy.stats.kendalltau(model[g].astype(np.float32), human[g].astype(np.float32)).statistic
+        assert float(res.tau_per_group[g]) == pytest.approx(ref, abs=1e-5)
+        both, top, bottom = _p_at_3_reference(model[g].astype(np.float32), human[g])
+        assert float(res.p_at_3_per_group[g]) == pytest.approx(both)
+        assert float(res.p_at_3_top[g]) == pytest.approx(top)
+        assert float(res.p_at_3_bottom[g]) == pytest.approx(bottom)
+    overall = scipy.stats.kendalltau(model.astype(np.float32).ravel(), human.astype(np.float32).ravel()).statistic
+    assert float(res.tau_overall) == pytest.approx(overall, abs=1e-5)
+    assert float(res.p_at_3_overall) == pytest.approx(np.mean([_p_at_3_reference(m, h)[0] for m, h in zip(model.astype(np.float32), human)]))
+    perfect = alignment(human - 50, human)  # the human ratings themselves: τ = 1, the best P@3 possible
+    np.testing.assert_allclose(np.asarray(perfect.tau_per_group), 1.0, atol=1e-6)
+    best_top = np.minimum((human > 50).sum(axis=1), 3) / 3  # a group with < 3 right-pole pairs caps it
+    best_bottom = np.minimum((human < 50).sum(axis=1), 3) / 3
+    np.testing.assert_allclose(np.asarray(perfect.p_at_3_per_group), (best_top + best_bottom) / 2, atol=1e-6)
+
+
+def test_pair_scores_are_differences_of_ragged_medians():
+    rng = np.random.default_rng(1)
+    left, right = rng.normal(size=(5, 16, 4)), rng.normal(size=(5, 16, 4))
+    n_left, n_right = rng.integers(2, 5, 16), rng.integers(2, 5, 16)
+    lv = np.broadcast_to(np.arange(4) < n_left[:, None], (5, 16, 4))
+    rv = np.broadcast_to(np.arange(4) < n_right[:, None], (5, 16, 4))
+    ours = np.asarray(pair_scores(jnp.asarray(left), jnp.asarray(lv), jnp.asarray(right), jnp.asarray(rv)))
+    ref = np.array([[np.median(right[g, t, : n_right[t]]) - np.median(left[g, t, : n_left[t]]) for t in range(16)] for g in range(5)])
+    np.testing.assert_allclose(ours, ref, rtol=1e-5, atol=1e-6)
+
+
+def test_every_human_group_maps_to_a_template_group_or_the_prior_noun():
+    abc = load_abc()
+    with open(data_path("us_stereotypes/dataset/Aggregated_scores.json")) as f:
+        human_groups = list(json.load(f))
+    names = list(abc.groups["<sgroup>"]) + [abc.priors["<sgroup>"]]
+    idx = human_group_indices(human_groups, abc.human_groups, names)
+    assert len(set(idx)) == len(human_groups) == 26  # one-to-one
+    assert names[idx[human_groups.index("Blacks/African Americans")]] == "Black person"
+    assert names[idx[human_groups.index("average people")]] == "person"  # the prior noun itself
+    with pytest.raises(DataError, match="Martians"):
+        human_group_indices(human_groups + ["Martians"], abc.human_groups, names)
+    with pytest.raises(DataError, match="'women' -> 'woman'"):
+        human_group_indices(["women"], abc.human_groups, ["man"])
+
+
+def test_emergent_scores():
+    paired = jnp.array([[1.0, -2.0], [0.5, 0.0]])
+    first = jnp.array([[0.5, -1.0], [0.5, 1.0]])
+    second = jnp.array([[0.8, -3.0], [0.0, -1.0]])
+    res = emergent_scores(paired, first, second)
+    np.testing.assert_allclose(np.asarray(res.above_max), [[0.2, -1.0], [0.0, -1.0]], atol=1e-6)
+    np.testing.assert_allclose(np.asarray(res.below_min), [[0.5, 1.0], [0.5, 1.0]], atol=1e-6)
+
+
+def test_alignment_refuses_bad_shapes_and_nan_scores():
+    human = np.full((2, 16), 60.0)
+    with pytest.raises(InputError, match="groups, trait pairs"):
+        alignment(np.zeros((2, 15)), human)
+    model = np.zeros((2, 16))
+    model[1, 3] = np.nan
+    with pytest.raises(InputError, match=r"groups \[1\]"):
+        alignment(model, human)
