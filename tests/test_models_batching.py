@@ -110,3 +110,14 @@ def test_sharded_run_over_8_devices_equals_one_device(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert float(result.stdout.strip().splitlines()[-1]) <= 1e-5
+
+
+def test_per_row_outputs_are_not_cut_when_asked(model):
+    def fn(params, ids, mask):  # 16 scores per row: the same size as the 16-token bucket
+        return jnp.broadcast_to(mask.sum(1, keepdims=True), (ids.shape[0], 16)).astype(jnp.float32)
+
+    sequences = [[3, 4, 5], [7]]
+    cut = run_batched(jax.jit(fn), model.params, sequences, pad_id=0)
+    whole = run_batched(jax.jit(fn), model.params, sequences, pad_id=0, per_token=False)
+    assert [c.shape for c in cut] == [(3,), (1,)]  # the default mistakes the 16 scores for tokens
+    assert [w.shape for w in whole] == [(16,), (16,)] and whole[0][0] == 3 and whole[1][0] == 1
