@@ -157,3 +157,16 @@ def test_hub_id_resolves_from_the_hub_cache_and_records_the_commit(tmp_path, gpt
     assert (model.name, model.provenance.source, model.provenance.revision) == ("someorg/tiny-gpt2",
                                                                                 "someorg/tiny-gpt2", commit)
     np.testing.assert_array_equal(model.head.W, load_model(gpt2_folder).head.W)
+
+
+def test_bfloat16_safetensors_read_without_torch(tmp_path):
+    from safetensors.torch import save_file
+
+    from jaxassoc.models.checkpoint import read_safetensors
+
+    tensors = {"a": torch.randn(3, 5, dtype=torch.bfloat16), "b": torch.arange(4, dtype=torch.int64)}
+    save_file(tensors, tmp_path / "w.safetensors")
+    read = read_safetensors(tmp_path / "w.safetensors")
+    assert str(read["a"].dtype) == "bfloat16" and read["a"].shape == (3, 5)
+    np.testing.assert_array_equal(read["a"].astype(np.float32), tensors["a"].float().numpy())
+    np.testing.assert_array_equal(read["b"], [0, 1, 2, 3])
