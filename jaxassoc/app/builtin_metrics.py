@@ -1,13 +1,23 @@
-"""The built-in metrics: their config dataclasses and the adapters from a Job to a pipeline.
+"""The built-in metrics: each job module's config dataclass and run function, registered by name.
 
-Pipelines are imported when a job runs, not when the app starts, so ``jaxassoc --help`` and config
-errors stay fast.
+Job modules import their pipelines (and so JAX models) only when ``register_all`` runs, which the app
+does once at start-up.
 """
 
 from __future__ import annotations
 
 from jaxassoc.app.registry import register_metric
 
+LANGUAGE_MODELS = ("causal", "masked", "encoder")
+
 
 def register_all() -> None:
-    """Register every built-in metric (called once at start-up)."""
+    """Register every built-in metric."""
+    from jaxassoc.app.jobs import rpam, unstereo, weat
+
+    register_metric("weat", run=weat.run, config=weat.WeatMetricConfig, model_kinds=("static", *LANGUAGE_MODELS),
+                    description="WEAT / ZCA-whitened WEAT on static or contextual vectors")
+    register_metric("rpam", run=rpam.run, config=rpam.RpamMetricConfig, model_kinds=("causal",),
+                    description="RPAM Test / Valence / similarity on a causal LM")
+    register_metric("unstereo", run=unstereo.run, config=unstereo.UnstereoMetricConfig, model_kinds=("causal",),
+                    description="UnStereoEval US score and preference disparity on a causal LM")

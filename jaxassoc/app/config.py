@@ -107,7 +107,7 @@ GROUP_SCHEMAS: dict[str, type] = {
 }
 
 
-def register_configs(metric_schemas: dict[str, type]) -> None:
+def register_configs(metric_schemas: dict[str, type], metric_yamls: set[str] = frozenset()) -> None:
     """Register the app schema, one schema per group, and one per metric (``metric/<name>_schema``).
 
     Each metric's schema is also stored as ``metric/<name>`` with its defaults, so a plugin metric needs
@@ -120,5 +120,5 @@ def register_configs(metric_schemas: dict[str, type]) -> None:
     cs.store(group="metric", name="audit_schema", node=MetricConfig)
     for name, schema in metric_schemas.items():
         cs.store(group="metric", name=f"{name}_schema", node=schema)
-        # `metric=<name>` works without a YAML file (a plugin's metric): its defaults are the dataclass's.
-        cs.store(group="metric", name=name, node=schema(name=name))
+        if name not in metric_yamls:  # a plugin's metric: `metric=<name>` works without a YAML file
+            cs.store(group="metric", name=name, node=schema(name=name))

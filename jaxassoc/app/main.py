@@ -38,7 +38,8 @@ def main() -> None:
         load_plugins()
     except JaxassocError as e:
         sys.exit(f"jaxassoc: error: {e}")
-    register_configs({name: spec.config for name, spec in METRICS.items()})
+    yamls = {p.stem for p in (CONF_DIR / "metric").glob("*.yaml")}
+    register_configs({name: spec.config for name, spec in METRICS.items()}, yamls)
     if not (CONF_DIR / "config.yaml").is_file():
         sys.exit(
             f"jaxassoc: error: the config folder {CONF_DIR} is missing; install jaxassoc from its source "
@@ -57,7 +58,7 @@ def _app(cfg: DictConfig) -> None:
         else:
             result = run_job(cfg, output_dir)
             if result is not None and not cfg.quiet:
-                print(format_table(result.aggregates))
+                print(format_table(result.summary if result.summary is not None else result.aggregates))
                 print(f"results: {output_dir}")
     except JaxassocError as e:
         sys.exit(f"jaxassoc: error: {e}")
@@ -137,7 +138,7 @@ def run_audit(cfg: DictConfig, output_dir: Path) -> None:
             result_table = pd.read_parquet(output_dir / part.name / "aggregates.parquet")
             result_table = result_table[[c for c in result_table.columns if not c.startswith("prov_")]]
         else:
-            result_table = result.aggregates
+            result_table = result.summary if result.summary is not None else result.aggregates
         if not cfg.quiet:
             print(f"\n== {part.name} ({time.perf_counter() - start:.1f} s)")
             print(format_table(result_table))

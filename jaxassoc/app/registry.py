@@ -49,6 +49,7 @@ class JobResult:
     aggregates: pd.DataFrame
     provenance: dict[str, Any] = dataclasses.field(default_factory=dict)
     figures: dict[str, Any] = dataclasses.field(default_factory=dict)  # file stem -> matplotlib Figure
+    summary: pd.DataFrame | None = None  # a compact view to print (default: the aggregates)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -75,11 +75,15 @@ def run_unstereo(
     batch_size: int = 32,
     parity_preprocessing: bool = True,
     progress: bool = False,
+    rows: Sequence[int] | None = None,
 ) -> pd.DataFrame:
     """Per-pair scores of one dataset (as the original's results files): the dataset's columns plus
     ``M_template``, ``M_num_tokens`` (tokens without BOS), ``M_logprob``, the same with ``F_``,
-    ``FM_logprob`` = F − M, ``model``, ``parity_preprocessing``. Each distinct sentence is scored once."""
+    ``FM_logprob`` = F − M, ``model``, ``parity_preprocessing``. Each distinct sentence is scored once.
+    ``rows``: positions of the dataset's rows to score (e.g. a seeded sample); None scores all."""
     frame = data.load_dataset(dataset_name)
+    if rows is not None:
+        frame = frame.iloc[list(rows)].reset_index(drop=True)
     male, female = data.fill_templates(frame["template"].tolist(), parity_preprocessing=parity_preprocessing)
     unique = list(dict.fromkeys(male + female))
     scores = dict(zip(unique, score_sentences(model, unique, batch_size=batch_size, progress=progress)))

@@ -1,0 +1,1 @@
+"""Jobs: adapters from a Hydra :class:`~jaxassoc.app.registry.Job` to a pipeline and back to tables."""

@@ -1,0 +1,66 @@
+"""``metric=rpam``: RPAM on a causal LM; the dataset chooses the validation task (Hodel et al. 2026, §5).
+
+- ``weat_ws`` / ``weat_caliskan2017``: RPAM Test on every test (d, permutation p, bootstrap CI);
+- ``wordsim353``: pair scores vs human similarity (Spearman);
+- ``bellezza``: RPAM Valence vs human pleasantness (Spearman, Pearson); ``metric.group_size=k`` > 1
+  gives Bellezza-kX;
+- ``sst2``: balanced SST-2 valence classification (F1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax
+
+from jaxassoc import data
+from jaxassoc.app import resolve
+from jaxassoc.app.config import MetricConfig
+from jaxassoc.app.pipelines import rpam
+from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate
+from jaxassoc.app.registry import Job, JobResult
+from jaxassoc.errors import ConfigError
+
+TASKS = ("weat_ws", "weat_caliskan2017", "wordsim353", "bellezza", "sst2")
+
+
+@dataclass
+class RpamMetricConfig(MetricConfig):
+    normalise: bool = True  # False: the paper's ablation with full-vocabulary probabilities
+    swap_gender_roles: bool = True  # WEAT-WS C7/C8: gender terms as targets (App. B)
+    group_size: int = 1  # bellezza: k > 1 joins k words per target (Bellezza-kX)
+
+
+def run(job: Job) -> JobResult:
+    cfg, name = job.metric, job.dataset.name
+    if name not in TASKS:
+        raise ConfigError(f"metric=rpam has no task for dataset {name!r}; use one of {TASKS}")
+    if not job.template.text:
+        raise ConfigError("metric=rpam needs a template: template=tp1 (words) or template=tp2 (n-grams, sentences)")
+    template = PromptTemplate(job.template.name, job.template.text, job.template.quote)
+    model = resolve.language_model(job.model)
+    options = dict(normalise=cfg.normalise, add_bos=job.model.add_bos, batch_size=job.model.batch_size,
+                   shard=job.model.shard, progress=not job.quiet)
+    key = jax.random.key(job.seed)
+    s = job.stats
+    if name.startswith("weat"):
+        items, aggregates = rpam.weat_ws(
+            model, template, key, suite=name, swap_gender_roles=cfg.swap_gender_roles, ddof=s.ddof,
+            exact_bound=s.exact_bound, n_permutations=s.n_permutations, ties=s.ties,
+            n_bootstrap=s.n_bootstrap, confidence=s.confidence, **options,
+        )
+    elif name == "wordsim353":
+        items, aggregates = rpam.wordsim353(model, template, **options)
+    elif name == "bellezza" and cfg.group_size > 1:
+        items, aggregates = rpam.bellezza_groups(model, template, key, k=cfg.group_size, **options)
+    elif name == "bellezza":
+        items, aggregates = rpam.bellezza(model, template, **options)
+    else:
+        items, aggregates = rpam.sst2(model, template, key, **options)
+    provenance = {
+        **resolve.model_provenance(job.model, model),
+        "dataset_version": data.dataset_info(name).version,
+        "add_bos": model.vocab.add_bos if job.model.add_bos is None else job.model.add_bos,
+    }
+    compact = aggregates.drop(columns=[c for c in ("name", "roles", "p_exact") if c in aggregates.columns])
+    return JobResult(items=items, aggregates=aggregates, provenance=provenance, summary=compact)

@@ -1,0 +1,47 @@
+"""``metric=unstereo``: UnStereoEval gender preference on stereotype-free sentences (Belém et al. 2024)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from jaxassoc import data
+from jaxassoc.app import resolve
+from jaxassoc.app.config import MetricConfig
+from jaxassoc.app.pipelines.unstereo import run_unstereo, summarize
+from jaxassoc.app.registry import Job, JobResult
+from jaxassoc.errors import ConfigError
+from jaxassoc.metrics.unstereo import ETAS, LOG10_THRESHOLD
+
+DATASETS = {"use5": "USE-5", "use10": "USE-10", "use20": "USE-20", "winobias": "Winobias", "winogender": "Winogender"}
+
+
+@dataclass
+class UnstereoMetricConfig(MetricConfig):
+    parity_preprocessing: bool = True  # remove '"', strip, str.capitalize() as the original code
+    aufc_units: str = "parity"  # parity (log10 unconstrained, ln under MaxPMI filters) | log10 | ln
+    etas: list[float] = field(default_factory=lambda: list(ETAS))
+    threshold_log10: float = LOG10_THRESHOLD  # neutral iff |FM| in log10 units <= log10(1.65)
+
+
+def run(job: Job) -> JobResult:
+    cfg, name = job.metric, job.dataset.name
+    if name not in DATASETS:
+        raise ConfigError(f"metric=unstereo needs an UnStereoEval dataset ({sorted(DATASETS)}), not {name!r}")
+    model = resolve.language_model(job.model)
+    rows = None
+    if job.dataset.sample is not None:
+        frame = data.load_dataset(name)
+        rng = np.random.default_rng(job.seed)
+        rows = np.sort(rng.choice(len(frame), size=min(job.dataset.sample, len(frame)), replace=False))
+    scores = run_unstereo(model, DATASETS[name], batch_size=job.model.batch_size,
+                          parity_preprocessing=cfg.parity_preprocessing, progress=not job.quiet, rows=rows)
+    summary = summarize(scores, etas=tuple(cfg.etas), aufc_units=cfg.aufc_units, threshold=cfg.threshold_log10)
+    provenance = {
+        **resolve.model_provenance(job.model, model),
+        "dataset_version": data.dataset_info(name).version,
+        "dataset_rows": "all" if rows is None else f"seeded sample of {len(rows)} (seed {job.seed})",
+    }
+    compact = summary[["subset", "n", "us_score", "preference_disparity", "male_rel_ratio", "aufc"]]
+    return JobResult(items=scores, aggregates=summary, provenance=provenance, summary=compact)

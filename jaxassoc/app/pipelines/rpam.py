@@ -1,0 +1,185 @@
+"""RPAM's validation tasks (Hodel et al. 2026, §5, App. B-F) as plain functions over a loaded model.
+
+Each task returns ``(items, aggregates)`` DataFrames. The statistics follow METHODS.md §1:
+
+- WEAT-WS: RPAM Test on C1-C10; "F1" = share of tests with d > 0. C7/C8 use the gender terms as targets
+  and the math/science/arts words as attributes by default (App. B); ``swap_gender_roles=False`` keeps
+  the listed roles. Each row says which roles were used.
+- WS-353: C = every WS-353 word; pair score = mean of p(w2 | w1) and p(w1 | w2); Spearman with humans.
+- Bellezza: RPAM Valence of the 399 words vs human ratings (Spearman and Pearson); Bellezza-kX: seeded
+  groups of k words joined "w1 and w2 and ...", valence vs the mean rating (Spearman).
+- SST-2: 16 random positives dropped (seeded) to balance 428/428, valence binarised at the median, F1.
+- ``normalise=False``: the ablation with full-vocabulary probabilities instead of the softmax over C.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from jaxassoc import data, stats
+from jaxassoc.errors import InputError
+from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate, RpamInputs, rpam_inputs, tokenize_attributes
+from jaxassoc.metrics import rpam
+from jaxassoc.models.base import LanguageModel
+
+GENDER_ROLE_TESTS = ("C7", "C8")
+
+
+def probabilities(
+    model: LanguageModel,
+    targets: Sequence[str],
+    attributes: Sequence[str],
+    template: PromptTemplate,
+    *,
+    normalise: bool = True,
+    **run_options,
+) -> tuple[np.ndarray, RpamInputs]:
+    """p(v, t) for every target (rows) and attribute (columns), and the raw inputs it came from."""
+    tokens = tokenize_attributes(model.tokenizer, attributes, template)
+    inputs = rpam_inputs(model, targets, tokens, template, **run_options)
+    p = rpam.relative_probabilities(
+        jnp.asarray(inputs.first_logits),
+        jnp.asarray(inputs.continuation),
+        jnp.asarray(inputs.log_partition),
+        normalise=normalise,
+    )
+    return np.asarray(p), inputs
+
+
+def weat_ws(
+    model: LanguageModel,
+    template: PromptTemplate,
+    key: jax.Array,
+    *,
+    suite: str = "weat_ws",
+    swap_gender_roles: bool = True,
+    normalise: bool = True,
+    ddof: int = 1,
+    exact_bound: int = 1_000_000,
+    n_permutations: int = 100_000,
+    ties: str = "strict",
+    n_bootstrap: int = 10_000,
+    confidence: float = 0.95,
+    **run_options,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """RPAM Test on every test of a WEAT suite."""
+    rows, items = [], []
+    tests = data.load_weat_suite(suite).tests
+    for test, test_key in zip(tests, jax.random.split(key, len(tests))):
+        swapped = swap_gender_roles and test.id in GENDER_ROLE_TESTS
+        if swapped:
+            test = test.with_roles_swapped()
+        x, y, a, b = test.targets_x, test.targets_y, test.attributes_a, test.attributes_b
+        overlap = set(x + y) & set(a + b)
+        if overlap:
+            raise InputError(f"test {test.id}: {sorted(overlap)} are both targets and attributes")
+        p, inputs = probabilities(model, x + y, a + b, template, normalise=normalise, **run_options)
+        result = rpam.rpam_test(
+            test_key, jnp.asarray(p), n_x=len(x), n_a=len(a), ddof=ddof, exact_bound=exact_bound,
+            n_permutations=n_permutations, ties=ties, n_bootstrap=n_bootstrap, confidence=confidence,
+        )
+        rows.append(
+            {
+                "test": test.id,
+                "name": test.name,
+                "effect_size": float(result.d),
+                "p_value": float(result.p_value),
+                "p_exact": bool(result.exact),
+                "ci_low": float(result.ci_low),
+                "ci_high": float(result.ci_high),
+                "roles": "gender terms as targets" if swapped else "as listed",
+                "n_targets": len(x) + len(y),
+                "n_attributes": len(a) + len(b),
+                "n_multi_token_attributes": inputs.n_multi_token,
+            }
+        )
+        items += [
+            {"test": test.id, "target": t, "group": "X" if i < len(x) else "Y", "score": float(s)}
+            for i, (t, s) in enumerate(zip(x + y, np.asarray(result.associations)))
+        ]
+    aggregates = pd.DataFrame(rows)
+    summary = {"test": "all", "name": "share of tests with d > 0 (WEAT-WS F1)",
+               "effect_size": float((aggregates["effect_size"] > 0).mean())}
+    return pd.DataFrame(items), pd.concat([aggregates, pd.DataFrame([summary])], ignore_index=True)
+
+
+def wordsim353(
+    model: LanguageModel, template: PromptTemplate, *, normalise: bool = True, **run_options
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """WS-353: C = all words; pair score = mean(p(w2 | w1), p(w1 | w2)); Spearman with the human scores."""
+    pairs = data.load_wordsim353()
+    words = sorted(set(pairs["word1"]) | set(pairs["word2"]))
+    index = {w: i for i, w in enumerate(words)}
+    p, inputs = probabilities(model, words, words, template, normalise=normalise, **run_options)
+    i1, i2 = pairs["word1"].map(index).to_numpy(), pairs["word2"].map(index).to_numpy()
+    scores = (p[i1, i2] + p[i2, i1]) / 2
+    items = pairs.assign(score=scores)
+    rho = stats.spearman_test(jnp.asarray(scores), jnp.asarray(pairs["score"].to_numpy(float)))
+    aggregates = pd.DataFrame(
+        [{"benchmark": "WS-353", "statistic": "spearman", "correlation": float(rho.statistic),
+          "p_value": float(rho.p_value), "n": len(pairs), "n_multi_token_attributes": inputs.n_multi_token}]
+    )
+    return items, aggregates
+
+
+def _valence(model, targets, template, *, normalise, **run_options) -> tuple[np.ndarray, int]:
+    pleasant, unpleasant = data.valence_attributes()
+    p, inputs = probabilities(model, targets, pleasant + unpleasant, template, normalise=normalise, **run_options)
+    return np.asarray(rpam.rpam_valence(jnp.asarray(p), n_pleasant=len(pleasant))), inputs.n_multi_token
+
+
+def bellezza(
+    model: LanguageModel, template: PromptTemplate, *, normalise: bool = True, **run_options
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """RPAM Valence of the 399 Bellezza words vs the human ratings."""
+    words = data.load_bellezza()
+    valence, n_multi = _valence(model, list(words["word"]), template, normalise=normalise, **run_options)
+    human = jnp.asarray(words["valence"].to_numpy(float))
+    rows = []
+    for name, test in (("spearman", stats.spearman_test), ("pearson", stats.pearson_test)):
+        r = test(jnp.asarray(valence), human)
+        rows.append({"benchmark": "Bellezza", "statistic": name, "correlation": float(r.statistic),
+                     "p_value": float(r.p_value), "n": len(words), "normalised": normalise,
+                     "n_multi_token_attributes": n_multi})
+    return words[["word", "valence"]].assign(score=valence), pd.DataFrame(rows)
+
+
+def bellezza_groups(
+    model: LanguageModel, template: PromptTemplate, key: jax.Array, *, k: int = 5, normalise: bool = True,
+    **run_options,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Bellezza-kX (App. F): N/k seeded random groups of k words, "w1 and ... and wk" as one target."""
+    words = data.load_bellezza()
+    order = np.asarray(jax.random.permutation(key, len(words)))
+    groups = order[: len(words) // k * k].reshape(-1, k)
+    targets = [" and ".join(words["word"].iloc[g]) for g in groups]
+    human = np.array([words["valence"].iloc[g].mean() for g in groups])
+    valence, n_multi = _valence(model, targets, template, normalise=normalise, **run_options)
+    r = stats.spearman_test(jnp.asarray(valence), jnp.asarray(human))
+    aggregates = pd.DataFrame([{"benchmark": f"Bellezza-{k}X", "statistic": "spearman",
+                                "correlation": float(r.statistic), "p_value": float(r.p_value),
+                                "n": len(groups), "n_multi_token_attributes": n_multi}])
+    return pd.DataFrame({"target": targets, "human": human, "score": valence}), aggregates
+
+
+def sst2(
+    model: LanguageModel, template: PromptTemplate, key: jax.Array, *, normalise: bool = True, **run_options
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """SST-2 validation, balanced by dropping 16 seeded random positives; valence > median = positive."""
+    frame = data.load_sst2()
+    positives = np.flatnonzero(frame["label"].to_numpy() == 1)
+    n_drop = len(positives) - int((frame["label"] == 0).sum())
+    dropped = np.asarray(jax.random.choice(key, positives, (n_drop,), replace=False))
+    frame = frame.drop(index=dropped).reset_index(drop=True)
+    valence, n_multi = _valence(model, list(frame["sentence"]), template, normalise=normalise, **run_options)
+    predicted = (valence > np.median(valence)).astype(int)
+    f1 = stats.f1_score(jnp.asarray(frame["label"].to_numpy()), jnp.asarray(predicted))
+    aggregates = pd.DataFrame([{"benchmark": "SST-2", "statistic": "f1", "correlation": float(f1),
+                                "n": len(frame), "n_dropped_positives": n_drop,
+                                "n_multi_token_attributes": n_multi}])
+    return frame.assign(score=valence, predicted=predicted), aggregates

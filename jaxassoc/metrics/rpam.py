@@ -1,0 +1,133 @@
+"""RPAM: the Relative Probability Association Metric (Hodel, West & Caliskan 2026, §4 and App. E).
+
+The kernels take what a causal LM gives for each target prompt, as arrays:
+
+- ``first_logits[t, c]``: the next-token logit of attribute c's first token after target t's prompt;
+- ``continuation[t, c]``: for a multi-token attribute, the mean over its remaining subwords of their
+  full-vocabulary probabilities, each computed left to right with the earlier subwords appended
+  (App. E, after Kurita et al. 2019); 1 for single-token attributes;
+- ``log_partition[t]``: log Σ_V exp(logits) of the first position, only for the ablation without
+  normalisation (full-vocabulary probabilities instead of the softmax over C).
+
+p(v, t) = softmax_C(z(·, t))_v × continuation (Eq. in §4 "Formal definition of RPAM"); the attribute set
+C = A ∪ B is ordered A first. Everything is differentiable in the logits, and so, through the caller's
+forward pass, in the output head.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
+
+from jaxassoc import stats
+from jaxassoc.metrics.weat import effect_size
+
+
+class RpamTestResult(NamedTuple):
+    """RPAM Test (Eq. 1-2): d with its permutation p-value and a bootstrap CI over targets."""
+
+    d: Float[Array, ""]
+    associations: Float[Array, " n"]  # s(t, A, B) for X then Y
+    p_value: Float[Array, ""]
+    exact: Bool[Array, ""]
+    n_resamples: Int[Array, ""]
+    ci_low: Float[Array, ""]
+    ci_high: Float[Array, ""]
+
+
+@functools.partial(jax.jit, static_argnames=("normalise",))
+def relative_probabilities(
+    first_logits: Float[Array, "T C"],
+    continuation: Float[Array, "T C"] | None = None,
+    log_partition: Float[Array, " T"] | None = None,
+    *,
+    normalise: bool = True,
+) -> Float[Array, "T C"]:
+    """p(v, t): softmax over the attribute set of first-token logits, times the continuation factor.
+
+    ``normalise=False`` is the paper's ablation (App. F, Table 6): the full-vocabulary probability of
+    the first token, exp(z - log_partition), in place of the softmax over C.
+    """
+    if normalise:
+        p_first = jax.nn.softmax(first_logits, axis=-1)
+    else:
+        if log_partition is None:
+            raise ValueError("normalise=False needs log_partition (log-sum-exp over the vocabulary)")
+        p_first = jnp.exp(first_logits - log_partition[:, None])
+    return p_first if continuation is None else p_first * continuation
+
+
+@functools.partial(jax.jit, static_argnames=("n_a",))
+def association_scores(p: Float[Array, "T C"], *, n_a: int) -> Float[Array, " T"]:
+    """Eq. 2: s(t, A, B) = mean_{a∈A} p(a, t) - mean_{b∈B} p(b, t); columns are A then B."""
+    return p[:, :n_a].mean(axis=1) - p[:, n_a:].mean(axis=1)
+
+
+@functools.partial(jax.jit, static_argnames=("n_x", "n_a", "ddof", "normalise"))
+def rpam_effect_size(
+    first_logits: Float[Array, "T C"],
+    continuation: Float[Array, "T C"] | None = None,
+    log_partition: Float[Array, " T"] | None = None,
+    *,
+    n_x: int,
+    n_a: int,
+    ddof: int = 1,
+    normalise: bool = True,
+) -> Float[Array, ""]:
+    """Eq. 1 from logits alone (rows: X then Y targets): a scalar to differentiate."""
+    s = association_scores(relative_probabilities(first_logits, continuation, log_partition, normalise=normalise), n_a=n_a)
+    return effect_size(s[:n_x], s[n_x:], ddof=ddof)
+
+
+def rpam_test(
+    key: PRNGKeyArray,
+    p: Float[Array, "T C"],
+    *,
+    n_x: int,
+    n_a: int,
+    ddof: int = 1,
+    exact_bound: int = 1_000_000,
+    n_permutations: int = 100_000,
+    ties: str = "strict",
+    n_bootstrap: int = 10_000,
+    confidence: float = 0.95,
+) -> RpamTestResult:
+    """RPAM Test: d (Eq. 1), the one-sided permutation p-value of WEAT on s, and a bootstrap CI of d.
+
+    ``p`` holds p(v, t) for targets X then Y (rows) and attributes A then B (columns). The permutation
+    test and the CI are those of :func:`jaxassoc.metrics.weat.weat`, applied to the RPAM scores s.
+    """
+    key_perm, key_boot = jax.random.split(key)
+    s = association_scores(p, n_a=n_a)
+    perm = stats.permutation_test(
+        key_perm, s, n_x, exact_bound=exact_bound, n_permutations=n_permutations, alternative="greater", ties=ties
+    )
+    ci = stats.bootstrap_ci_groups(
+        key_boot,
+        functools.partial(_d, ddof=ddof),
+        (s[:n_x], s[n_x:]),
+        n_resamples=n_bootstrap,
+        confidence=confidence,
+    )
+    return RpamTestResult(
+        d=effect_size(s[:n_x], s[n_x:], ddof=ddof),
+        associations=s,
+        p_value=perm.p_value,
+        exact=perm.exact,
+        n_resamples=perm.n_resamples,
+        ci_low=ci.low,
+        ci_high=ci.high,
+    )
+
+
+def rpam_valence(p: Float[Array, "T C"], *, n_pleasant: int) -> Float[Array, " T"]:
+    """RPAM Valence (the SC-WEAT analogue): s(t, P, U) with P the pleasant, U the unpleasant words."""
+    return association_scores(p, n_a=n_pleasant)
+
+
+def _d(s_x: Float[Array, " nx"], s_y: Float[Array, " ny"], ddof: int) -> Float[Array, ""]:
+    return effect_size(s_x, s_y, ddof=ddof)
