@@ -45,8 +45,8 @@ from jaxassoc.metrics.set_exact import MARGIN, check_set_inputs
 class SolverSettings(NamedTuple):
     """Augmented-Lagrangian schedule (hashable: a static argument)."""
 
-    n_outer: int = 30
-    n_inner: int = 30
+    n_outer: int = 20
+    n_inner: int = 20
     rho_init: float = 1.0
     rho_growth: float = 2.0
     rho_max: float = 1e3  # larger ρ makes the inner problems ill-conditioned for L-BFGS in float32
@@ -144,7 +144,7 @@ def set_optax_kernel(
     gold: Int[Array, "P K"],
     valid: Bool[Array, "P K"],
     margin: float = MARGIN,
-    candidates: int | None = 512,
+    candidates: int | None = 128,
     settings: SolverSettings = SolverSettings(),
     chunk: int = 32,
 ) -> SharedSetResult:
@@ -176,7 +176,7 @@ def set_optax(
     valid: ArrayLike | None = None,
     *,
     margin: float = MARGIN,
-    candidates: int | None = 512,
+    candidates: int | None = 128,
     settings: SolverSettings = SolverSettings(),
     chunk: int = 32,
 ) -> SharedSetResult:
