@@ -51,6 +51,14 @@ def probabilities(
     return np.asarray(p), inputs
 
 
+def check_roles(test_id: str, x: Sequence[str], y: Sequence[str], a: Sequence[str], b: Sequence[str]) -> None:
+    """InputError when a word is both a target and an attribute of one RPAM Test (it would score itself)."""
+    overlap = set(x) | set(y)
+    overlap &= set(a) | set(b)
+    if overlap:
+        raise InputError(f"test {test_id}: {sorted(overlap)} are both targets and attributes; remove them from one side")
+
+
 def weat_ws(
     model: LanguageModel,
     template: PromptTemplate,
@@ -75,9 +83,7 @@ def weat_ws(
         if swapped:
             test = test.with_roles_swapped()
         x, y, a, b = test.targets_x, test.targets_y, test.attributes_a, test.attributes_b
-        overlap = set(x + y) & set(a + b)
-        if overlap:
-            raise InputError(f"test {test.id}: {sorted(overlap)} are both targets and attributes")
+        check_roles(test.id, x, y, a, b)
         p, inputs = probabilities(model, x + y, a + b, template, normalise=normalise, **run_options)
         result = rpam.rpam_test(
             test_key, jnp.asarray(p), n_x=len(x), n_a=len(a), ddof=ddof, exact_bound=exact_bound,

@@ -3,10 +3,11 @@ arrays the kernels in :mod:`jaxassoc.metrics.rpam` take (Hodel et al. 2026, §4,
 
 For T targets and an attribute set C:
 
-- one forward pass per target prompt gives the first-token logits of every attribute (only the rows of
-  C's first tokens are read from the head) and the full-vocabulary log-partition at the last position;
-- each multi-token attribute needs one more pass per target: the prompt followed by its subwords, from
-  which the probabilities of subwords 2..k are read at once (left to right, App. E).
+- the first-token logits of every attribute (only the rows of C's first tokens are kept) and the
+  full-vocabulary log-partition at the prompt's last position;
+- for each multi-token attribute, the prompt followed by its subwords, from which the probabilities of
+  subwords 2..k are read at once (left to right, App. E); the first-token logits come from the same
+  pass, so the prompt alone is run only when every attribute is a single token.
 
 Attributes are tokenised as they would follow the prompt: with a leading space after a word (TP1:
 ``... and`` + `` math``), without one after an opening quote (TP2: ``... and "`` + ``math``).
@@ -26,7 +27,7 @@ import numpy as np
 from jaxassoc.errors import InputError
 from jaxassoc.models.base import LanguageModel
 from jaxassoc.models.batching import run_batched
-from jaxassoc.models.heads import gather_positions, head_logits, last_positions
+from jaxassoc.models.heads import head_logits, last_positions
 
 TEMPLATE_FIELDS = frozenset({"target", "quote"})
 
@@ -115,21 +116,29 @@ class RpamInputs:
     continuation: np.ndarray  # (T, C): mean full-vocabulary probability of subwords 2..k (1: single token)
     log_partition: np.ndarray  # (T,): log-sum-exp over the vocabulary at the first position
     n_multi_token: int  # number of multi-token attributes
+    n_sequences: int  # forward-pass rows actually run (after deduplication)
 
 
-def _last_position_scores(params, input_ids, attention_mask, *, forward, rows):
-    """First-token logits of the attributes and the log-partition, at each prompt's last token."""
+PROMPT_BUCKETS = (8, 12, 16, 20, 24, 32, 40, 48, 64, 96, 128, 256, 512, 1024, 2048)
+"""Finer length buckets than run_batched's default: RPAM prompts are short (TP1 ~ 10 tokens)."""
+
+
+def _window_scores(params, input_ids, attention_mask, *, forward, rows, window):
+    """At the last ``window + 1`` positions of each row: attribute first-token logits, log-partition, and
+    the log-probability of the next token (full vocabulary); the head runs at those positions only.
+
+    Index j is position ``last - window + j`` (clamped at 0); the next-token entry at j = window is 0.
+    """
     hidden = forward(params["body"], input_ids, attention_mask).hidden
-    logits = head_logits(params["head"], gather_positions(hidden, last_positions(attention_mask)))
-    logits = logits.astype(jnp.float32)
-    return logits[:, rows], jax.nn.logsumexp(logits, axis=-1)
-
-
-def _sequence_logprobs(params, input_ids, attention_mask, *, forward):
-    """log p(token t+1 | ≤ t) at every position (full vocabulary)."""
-    hidden = forward(params["body"], input_ids, attention_mask).hidden
-    logp = jax.nn.log_softmax(head_logits(params["head"], hidden[:, :-1]).astype(jnp.float32), axis=-1)
-    return jnp.take_along_axis(logp, input_ids[:, 1:, None], axis=-1)[..., 0]
+    last = last_positions(attention_mask)
+    positions = jnp.maximum(last[:, None] - window + jnp.arange(window + 1)[None, :], 0)
+    picked = jnp.take_along_axis(hidden, positions[..., None], axis=1)
+    logits = head_logits(params["head"], picked).astype(jnp.float32)
+    log_partition = jax.nn.logsumexp(logits, axis=-1)
+    following = jnp.take_along_axis(input_ids, jnp.minimum(positions + 1, input_ids.shape[1] - 1), axis=1)
+    next_logprob = jnp.take_along_axis(logits, following[..., None], axis=-1)[..., 0] - log_partition
+    next_logprob = next_logprob.at[:, -1].set(0.0)
+    return logits[..., rows], log_partition, next_logprob
 
 
 def rpam_inputs(
@@ -142,34 +151,59 @@ def rpam_inputs(
     batch_size: int = 32,
     shard: bool = False,
     progress: bool = False,
+    buckets: Sequence[int] = PROMPT_BUCKETS,
 ) -> RpamInputs:
-    """Run the prompts of every target and read what RPAM needs (see the module docstring)."""
+    """Run the prompts of every target and read what RPAM needs (see the module docstring).
+
+    One pass per (target, multi-token attribute): the prompt followed by the attribute's subwords gives
+    both the first-token logits at the prompt's last position (identical under causal attention to a
+    pass over the prompt alone) and the subword probabilities, so the prompt-only pass is run only when
+    every attribute is a single token. Identical sequences run once, and the head is evaluated only at
+    the last few positions of each row.
+    """
     prompts = encode_prompts(model, [template.fill(t) for t in targets], add_bos=add_bos)
+    longest = max(len(a) for a in attributes.token_ids)
     for target, ids in zip(targets, prompts):
-        longest = max(len(a) for a in attributes.token_ids)
         if len(ids) + longest > model.max_positions:
             raise InputError(
                 f"target {target[:60]!r}: its prompt has {len(ids)} tokens, which with the longest attribute "
                 f"({longest} tokens) exceeds the context of {model.max_positions} tokens of model {model.name!r}"
             )
-    common = dict(batch_size=batch_size, pad_id=_pad_id(model), max_length=model.max_positions, shard=shard)
-    fn = jax.jit(functools.partial(_last_position_scores, forward=model.forward, rows=jnp.asarray(attributes.first_ids)))
-    outs = run_batched(fn, model.params, prompts, progress=progress, per_token=False, **common)
-    first_logits = np.stack([np.asarray(o[0]) for o in outs])
-    log_partition = np.array([float(o[1]) for o in outs])
-    continuation = np.ones_like(first_logits)
     multi = attributes.multi_token
-    if multi:
-        pairs = [(t, c) for t in range(len(targets)) for c in multi]
-        sequences = [prompts[t] + list(attributes.token_ids[c]) for t, c in pairs]
-        seq_fn = jax.jit(functools.partial(_sequence_logprobs, forward=model.forward))
-        logprobs = run_batched(seq_fn, model.params, sequences, per_token=False, **common)
-        for (t, c), lp, seq in zip(pairs, logprobs, sequences):
+    suffixes = [attributes.token_ids[c] for c in multi] or [()]
+    # (target, attribute or None) -> row of the deduplicated sequence list
+    unique: dict[tuple[int, ...], int] = {}
+    where: dict[tuple[int, int | None], int] = {}
+    for t, prompt in enumerate(prompts):
+        for c, suffix in zip(multi or (None,), suffixes):
+            where[t, c] = unique.setdefault(tuple(prompt) + tuple(suffix), len(unique))
+    sequences = [list(seq) for seq in unique]
+    window = longest if multi else 0  # the prompt's last position is last - k for a k-token suffix
+    fn = jax.jit(
+        functools.partial(
+            _window_scores, forward=model.forward, rows=jnp.asarray(attributes.first_ids), window=window
+        )
+    )
+    outs = run_batched(
+        fn, model.params, sequences, batch_size=batch_size, pad_id=_pad_id(model), max_length=model.max_positions,
+        shard=shard, progress=progress, per_token=False, buckets=buckets,
+    )
+    T, C = len(targets), len(attributes.words)
+    first_logits = np.empty((T, C), dtype=np.float32)
+    log_partition = np.empty(T, dtype=np.float64)
+    continuation = np.ones((T, C), dtype=np.float64)
+    for t in range(T):
+        c0 = multi[0] if multi else None
+        k0 = len(attributes.token_ids[c0]) if multi else 0
+        rows, lse, _ = outs[where[t, c0]]
+        first_logits[t] = rows[window - k0]  # the prompt's last position
+        log_partition[t] = lse[window - k0]
+        for c in multi:
             k = len(attributes.token_ids[c])
-            # positions of subwords 2..k among the next-token log-probs of the (unpadded) sequence
-            sub = np.asarray(lp)[len(seq) - k : len(seq) - 1]
-            continuation[t, c] = float(np.exp(sub).mean())
-    return RpamInputs(first_logits, continuation, log_partition, len(multi))
+            next_logprob = outs[where[t, c]][2]
+            # subwords 2..k are predicted at positions last-k+1 .. last-1
+            continuation[t, c] = np.exp(next_logprob[window - k + 1 : window]).mean()
+    return RpamInputs(first_logits, continuation.astype(np.float32), log_partition, len(multi), len(sequences))
 
 
 def _pad_id(model: LanguageModel) -> int:

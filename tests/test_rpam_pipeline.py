@@ -1,0 +1,141 @@
+"""RPAM host side on a tiny GPT-2: p(v, t) vs a straightforward transformers-PyTorch computation.
+
+The reference runs one full forward pass per prompt and per (prompt + subwords) with the torch model,
+takes the softmax over the attributes' first-token logits at the prompt's last position, and multiplies
+by the mean full-vocabulary probability of subwords 2..k read left to right (Hodel et al. 2026, App. E).
+"""
+
+import numpy as np
+import pytest
+import torch
+
+import jax.numpy as jnp
+
+from jaxassoc.app.pipelines import rpam as pipeline
+from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate, rpam_inputs, tokenize_attributes
+from jaxassoc.errors import InputError
+from jaxassoc.metrics import rpam
+from jaxassoc.models import load_model
+from models_helpers import load_torch, save_tiny_checkpoint
+
+TP1 = PromptTemplate("tp1", "These words are associated: {target} and")
+TP2 = PromptTemplate("tp2", 'This sentence and this word are associated: {quote}This is {target}{quote} and {quote}')
+# targets of different lengths (padding in one batch); attributes mixing single- and multi-token words
+TARGETS = ["doctor", "nurse", "a test of words", "music"]
+ATTRIBUTES = ["he", "music", "math", "a", "xylophone", "his", "word"]
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    folder = save_tiny_checkpoint(tmp_path_factory.mktemp("rpam"), "gpt2")
+    return load_model(folder), load_torch(folder, "gpt2")
+
+
+def _torch_p(torch_model, tokenizer, targets, attributes, template, normalise=True):
+    """p(v, t) by full torch forward passes, one sequence at a time."""
+    prefix = template.attribute_prefix
+    out = np.zeros((len(targets), len(attributes)))
+    for i, target in enumerate(targets):
+        prompt = tokenizer(template.fill(target), add_special_tokens=False)["input_ids"]
+        with torch.no_grad():
+            logits = torch_model(torch.tensor([prompt])).logits[0, -1].double()
+        ids = [tokenizer(prefix + a, add_special_tokens=False)["input_ids"] for a in attributes]
+        first = torch.stack([logits[a[0]] for a in ids])
+        p_first = torch.softmax(first, 0) if normalise else torch.exp(first - torch.logsumexp(logits, 0))
+        for j, a in enumerate(ids):
+            factor = 1.0
+            if len(a) > 1:
+                with torch.no_grad():
+                    seq_logits = torch_model(torch.tensor([prompt + a])).logits[0].double()
+                logp = torch.log_softmax(seq_logits, -1)
+                sub = [logp[len(prompt) + m - 1, a[m]].exp().item() for m in range(1, len(a))]
+                factor = float(np.mean(sub))
+            out[i, j] = p_first[j].item() * factor
+    return out
+
+
+@pytest.mark.parametrize("template", [TP1, TP2], ids=["tp1", "tp2"])
+@pytest.mark.parametrize("normalise", [True, False], ids=["softmax_C", "ablation"])
+def test_probabilities_match_torch(models, template, normalise):
+    model, torch_model = models
+    tokens = tokenize_attributes(model.tokenizer, ATTRIBUTES, template)
+    assert tokens.multi_token, "the test needs multi-token attributes"
+    assert len(tokens.multi_token) < len(ATTRIBUTES), "and single-token ones"
+    # batch_size 2 over 4 targets x several suffixes: padded batches of mixed lengths
+    p, inputs = pipeline.probabilities(model, TARGETS, ATTRIBUTES, template, normalise=normalise, batch_size=2)
+    expected = _torch_p(torch_model, model.tokenizer, TARGETS, ATTRIBUTES, template, normalise)
+    np.testing.assert_allclose(p, expected, rtol=1e-4, atol=1e-7)
+    assert inputs.n_multi_token == len(tokens.multi_token)
+    assert inputs.n_sequences == len(TARGETS) * len(tokens.multi_token)
+
+
+def test_single_token_attributes_run_prompts_only(models):
+    model, torch_model = models
+    single = [w for w, ids in zip(ATTRIBUTES, tokenize_attributes(model.tokenizer, ATTRIBUTES, TP1).token_ids)
+              if len(ids) == 1]
+    p, inputs = pipeline.probabilities(model, TARGETS, single, TP1, batch_size=3)
+    np.testing.assert_allclose(p, _torch_p(torch_model, model.tokenizer, TARGETS, single, TP1), rtol=1e-4)
+    assert inputs.n_multi_token == 0 and inputs.n_sequences == len(TARGETS)
+    np.testing.assert_allclose(inputs.continuation, 1.0)
+
+
+def test_attribute_tokenisation_follows_the_template(models):
+    tok = models[0].tokenizer
+    assert TP1.attribute_prefix == " " and TP2.attribute_prefix == ""
+    tp1 = tokenize_attributes(tok, ["math"], TP1).token_ids[0]
+    tp2 = tokenize_attributes(tok, ["math"], TP2).token_ids[0]
+    assert list(tp1) == tok(" math", add_special_tokens=False)["input_ids"]
+    assert list(tp2) == tok("math", add_special_tokens=False)["input_ids"]
+    assert tp1 != tp2
+    # the prompt ends where the attribute starts: no trailing space in TP1, an open quote in TP2
+    assert TP1.fill("x").endswith(" and") and TP2.fill("x").endswith(' and "')
+
+
+def test_duplicate_targets_share_passes_and_agree(models):
+    model, _ = models
+    p, inputs = pipeline.probabilities(model, ["doctor", "nurse", "doctor"], ATTRIBUTES, TP1)
+    np.testing.assert_array_equal(p[0], p[2])
+    n_multi = inputs.n_multi_token
+    assert inputs.n_sequences == 2 * n_multi
+
+
+def test_attribute_may_equal_a_target(models):
+    """Documented: WS-353 uses every word as target and attribute; only the RPAM Test refuses overlap."""
+    model, torch_model = models
+    words = ["math", "science", "art"]
+    p, _ = pipeline.probabilities(model, words, words, TP1)
+    np.testing.assert_allclose(p, _torch_p(torch_model, model.tokenizer, words, words, TP1), rtol=1e-4)
+    with pytest.raises(InputError, match=r"C1.*\['art'\].*both targets and attributes"):
+        pipeline.check_roles("C1", ["art", "math"], ["music"], ["art"], ["science"])
+
+
+def test_unequal_attribute_sets_are_allowed(models):
+    """A and B of different sizes: the means of Eq. 2 handle it (s = mean_A p - mean_B p)."""
+    model, _ = models
+    a, b = ["math", "he", "xylophone"], ["music"]
+    p, _ = pipeline.probabilities(model, TARGETS, a + b, TP1)
+    s = np.asarray(rpam.association_scores(jnp.asarray(p), n_a=3))
+    np.testing.assert_allclose(s, p[:, :3].mean(1) - p[:, 3], rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [("These words are associated: and", "no {target} slot"), ("{target} and {other}", "unknown slots")],
+)
+def test_bad_templates(text, match):
+    with pytest.raises(InputError, match=match):
+        PromptTemplate("bad", text)
+
+
+def test_bad_inputs(models):
+    model, _ = models
+    tok = model.tokenizer
+    with pytest.raises(InputError, match=r"duplicates \['math'\]"):
+        tokenize_attributes(tok, ["math", "art", "math"], TP1)
+    with pytest.raises(InputError, match="tokenises to nothing"):
+        tokenize_attributes(tok, ["math", ""], TP2)
+    with pytest.raises(InputError, match="empty target"):
+        pipeline.probabilities(model, ["doctor", "  "], ["math", "art"], TP1)
+    long_target = " ".join(["music"] * model.max_positions)
+    with pytest.raises(InputError, match=r"exceeds the context of 64 tokens"):
+        rpam_inputs(model, [long_target], tokenize_attributes(tok, ["math"], TP1), TP1)
