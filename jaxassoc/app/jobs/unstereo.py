@@ -9,7 +9,8 @@ import numpy as np
 from jaxassoc import data
 from jaxassoc.app import resolve
 from jaxassoc.app.config import MetricConfig
-from jaxassoc.app.pipelines.unstereo import run_unstereo, summarize
+from jaxassoc.app.cache import cached_arrays
+from jaxassoc.app.pipelines.unstereo import run_unstereo, score_sentences, summarize
 from jaxassoc.app.registry import Job, JobResult
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.unstereo import ETAS, LOG10_THRESHOLD
@@ -35,8 +36,15 @@ def run(job: Job) -> JobResult:
         frame = data.load_dataset(name)
         rng = np.random.default_rng(job.seed)
         rows = np.sort(rng.choice(len(frame), size=min(job.dataset.sample, len(frame)), replace=False))
-    scores = run_unstereo(model, DATASETS[name], batch_size=job.model.batch_size,
-                          parity_preprocessing=cfg.parity_preprocessing, progress=not job.quiet, rows=rows)
+    def scorer(sentences: list[str]) -> np.ndarray:
+        key = {"weights": model.provenance.weights_sha256, "tokenizer": model.provenance.tokenizer_sha256,
+               "dtype": job.model.dtype, "sentences": sentences}
+        compute = lambda: {"logprob": score_sentences(model, sentences, batch_size=job.model.batch_size,  # noqa: E731
+                                                      progress=not job.quiet)}
+        return cached_arrays(job.cache_dir, "sentence_logprobs", key, compute)["logprob"]
+
+    scores = run_unstereo(model, DATASETS[name], parity_preprocessing=cfg.parity_preprocessing, rows=rows,
+                          scorer=scorer)
     summary = summarize(scores, etas=tuple(cfg.etas), aufc_units=cfg.aufc_units, threshold=cfg.threshold_log10)
     provenance = {
         **resolve.model_provenance(job.model, model),

@@ -10,7 +10,7 @@ log-probabilities come back as float32 and are summed on the host in float64.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import jax
 import numpy as np
@@ -76,17 +76,21 @@ def run_unstereo(
     parity_preprocessing: bool = True,
     progress: bool = False,
     rows: Sequence[int] | None = None,
+    scorer: Callable[[list[str]], np.ndarray] | None = None,
 ) -> pd.DataFrame:
     """Per-pair scores of one dataset (as the original's results files): the dataset's columns plus
     ``M_template``, ``M_num_tokens`` (tokens without BOS), ``M_logprob``, the same with ``F_``,
     ``FM_logprob`` = F − M, ``model``, ``parity_preprocessing``. Each distinct sentence is scored once.
-    ``rows``: positions of the dataset's rows to score (e.g. a seeded sample); None scores all."""
+    ``rows``: positions of the dataset's rows to score (e.g. a seeded sample); None scores all.
+    ``scorer``: sentences -> log-likelihoods in place of :func:`score_sentences` (e.g. a cached one)."""
     frame = data.load_dataset(dataset_name)
     if rows is not None:
         frame = frame.iloc[list(rows)].reset_index(drop=True)
     male, female = data.fill_templates(frame["template"].tolist(), parity_preprocessing=parity_preprocessing)
     unique = list(dict.fromkeys(male + female))
-    scores = dict(zip(unique, score_sentences(model, unique, batch_size=batch_size, progress=progress)))
+    if scorer is None:
+        scorer = functools.partial(score_sentences, model, batch_size=batch_size, progress=progress)
+    scores = dict(zip(unique, scorer(unique)))
     lengths = dict(zip(unique, (len(ids) - 1 for ids in sentence_token_ids(model, unique))))
     out = frame.copy()
     for prefix, sentences in (("M", male), ("F", female)):

@@ -1,0 +1,60 @@
+"""On-disk cache of model outputs, so a sweep over statistics options or templates reuses forward passes.
+
+An entry is keyed by a hash of everything that determines it: the model's weight and tokenizer hashes,
+the exact inputs (sentences, token ids, options) and a namespace naming the computation. Entries are
+``.npz`` files of NumPy arrays, written atomically; reading one back gives the very arrays that were
+stored, so a cache hit is bit-identical to the recomputation that filled it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from jaxassoc.app.store import atomic_write
+
+log = logging.getLogger("jaxassoc")
+
+
+def cache_key(namespace: str, parts: dict[str, Any]) -> str:
+    """sha256 of the namespace and the JSON of ``parts`` (keys sorted; arrays as lists)."""
+    text = json.dumps({"namespace": namespace, **parts}, sort_keys=True, default=_jsonable)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def cached_arrays(
+    cache_dir: Path | None,
+    namespace: str,
+    parts: dict[str, Any],
+    compute: Callable[[], dict[str, np.ndarray]],
+) -> dict[str, np.ndarray]:
+    """``compute()``'s arrays, read from ``cache_dir`` when an entry with the same key exists.
+
+    ``cache_dir=None`` disables the cache.
+    """
+    if cache_dir is None:
+        return compute()
+    path = Path(cache_dir) / namespace / f"{cache_key(namespace, parts)}.npz"
+    if path.exists():
+        with np.load(path, allow_pickle=False) as stored:
+            log.info("cache hit: %s %s", namespace, path.name[:12])
+            return {name: stored[name] for name in stored.files}
+    arrays = {name: np.asarray(value) for name, value in compute().items()}
+    atomic_write(path, lambda p: _save(p, arrays))
+    return arrays
+
+
+def _save(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    with open(path, "wb") as f:
+        np.savez(f, **arrays)
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return str(value)

@@ -1,0 +1,71 @@
+"""A 2 x 2 sweep of a real metric on tiny checkpoints, its report, and the model-output cache."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from jaxassoc.app.cache import cache_key, cached_arrays
+from models_helpers import save_tiny_checkpoint
+
+
+@pytest.fixture(scope="module")
+def tiny_folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tiny")
+    return {  # a 256-token context: Winogender sentences are long for the tiny tokenizers
+        "gpt2": save_tiny_checkpoint(root / "gpt2", "gpt2", n_positions=256),
+        "llama": save_tiny_checkpoint(root / "llama", "llama", max_position_embeddings=256),
+    }
+
+
+def jaxassoc(cwd, *overrides):
+    env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
+    proc = subprocess.run([sys.executable, "-m", "jaxassoc", *overrides], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def test_unstereo_sweep_on_two_tiny_models_then_report_and_cache(tmp_path, tiny_folders):
+    sources = ",".join(str(p) for p in tiny_folders.values())
+    sweep = ["-m", "metric=unstereo", "dataset=winogender", "dataset.sample=12", "model.name=tiny",
+             f"model.source={sources}", "metric.aufc_units=parity,log10", "hydra.sweep.dir=sweep",
+             f"cache_dir={tmp_path / 'cache'}"]
+    first = jaxassoc(tmp_path, *sweep)
+    jobs = sorted(p.parent for p in (tmp_path / "sweep").rglob("results.json"))
+    assert len(jobs) == 4
+    # the two AuFC settings of one model share the forward passes: the second one is a cache hit
+    assert (first.stderr + first.stdout).count("cache hit: sentence_logprobs") == 2
+    items = [pd.read_parquet(j / "items.parquet") for j in jobs]
+    for model_dir in tiny_folders.values():
+        same_model = [t for t in items if (t["prov_model_source"] == str(model_dir)).all()]
+        assert len(same_model) == 2
+        np.testing.assert_array_equal(same_model[0]["M_logprob"], same_model[1]["M_logprob"])
+        assert (same_model[0]["prov_model_weights_sha256"] != "").all()
+    report = subprocess.run([sys.executable, "-m", "jaxassoc.app.report", str(tmp_path / "sweep")],
+                            capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0, report.stderr
+    table = pd.read_parquet(tmp_path / "sweep" / "report" / "table.parquet")
+    assert table["job"].nunique() == 4 and set(table["subset"]) >= {"unconstrained", "0.3"}
+
+
+def test_cache_hit_is_bit_identical_to_recomputation(tmp_path):
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"x": np.random.default_rng(0).normal(size=(7, 3)).astype(np.float32), "n": np.arange(4)}
+
+    parts = {"weights": "abc", "sentences": ["a b", "c"]}
+    fresh = cached_arrays(tmp_path, "demo", parts, compute)
+    again = cached_arrays(tmp_path, "demo", parts, compute)
+    assert len(calls) == 1
+    for name in fresh:
+        assert fresh[name].dtype == again[name].dtype
+        assert fresh[name].tobytes() == again[name].tobytes()
+    assert cache_key("demo", parts) != cache_key("demo", {**parts, "sentences": ["a b", "d"]})
+    cached_arrays(tmp_path, "demo", {**parts, "weights": "abd"}, compute)
+    assert len(calls) == 2  # another model: recomputed
