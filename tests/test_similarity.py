@@ -130,3 +130,21 @@ def test_context_sampling_is_seeded_and_bounded():
     assert len(a) == 20 and a == index.contexts("rose", max_contexts=20, seed=0)
     assert a != index.contexts("rose", max_contexts=20, seed=1)
     assert index.contexts("Rose", max_contexts=20, seed=0) == []  # whole-token, case-sensitive
+
+
+def test_contextual_reference_token_and_sentence_levels(minilm, torch_minilm):
+    from jaxassoc.embeddings.contextual import contextual_reference
+
+    texts = SENTENCES[:2]
+    enc, offsets, hidden = torch_minilm(texts)
+    tokens = [
+        hidden[-1][row, t] for row in range(2) for t, (a, b) in enumerate(offsets[row].tolist()) if b > a
+    ]
+    ref = contextual_reference(minilm, texts, level="token")
+    np.testing.assert_allclose(ref.vectors, np.stack(tokens), atol=2e-5)
+    assert ref.words[:3] == ["A", "man", "is"] and "token-level" in ref.description
+    mask = enc["attention_mask"].numpy()[..., None]
+    sent = contextual_reference(minilm, texts, level="sentence")
+    np.testing.assert_allclose(sent.vectors, (hidden[-1] * mask).sum(1) / mask.sum(1), atol=2e-5)
+    capped = contextual_reference(minilm, texts, level="token", max_items=5, seed=1)
+    assert capped.vectors.shape == (5, 384) and "5 items, seed 1" in capped.description

@@ -121,6 +121,7 @@ def check_word_set(
     whose dimension differs from ``dim``.
     """
     arr = np.asarray(vectors)
+
     def label(idx):
         return [words[i] if words is not None else f"row {i}" for i in idx]
 
@@ -181,6 +182,9 @@ def weat(
     of partitions is at most ``exact_bound``, else ``n_permutations`` random permutations drawn with
     ``key``; ``ties="strict"`` counts only strictly greater statistics, as Eq. 4 writes it. The CI of d
     resamples the targets of X and of Y within their own sets (A and B fixed), ``n_bootstrap`` times.
+    ``names`` and ``words`` (the words behind each set's rows) only label InputErrors. The Monte Carlo
+    p is #{S_i > S} / n_permutations without the observed partition added (see
+    :func:`jaxassoc.stats.permutation_test`), so it can be 0; its resolution is 1 / n_permutations.
     """
     words = words if words is not None else (None, None, None, None)
     x = check_word_set(names[0], x, words[0])
