@@ -1,0 +1,147 @@
+"""RPAM as a differentiable function of a causal LM's output head alone (Hodel et al. 2026, §4, App. E).
+
+The body of the model stays fixed, so its hidden states are computed once: :func:`prompt_states` runs the
+target prompts (and, for attributes of several tokens, the prompts followed by their subwords) and keeps
+the head inputs. :func:`head_rpam_inputs` then recomputes, from any head ``Head(W, b)``,
+
+- ``first_logits[t, c] = h_t · W[first(c)] + b[first(c)]``, the logit of attribute c's first token;
+- ``continuation[t, c]``: the mean over c's subwords 2..k of their full-vocabulary probability, each
+  read at the position before it (App. E); 1 for single-token attributes,
+
+which are exactly what :func:`jaxassoc.metrics.rpam.rpam_effect_size` takes (normalised RPAM, the
+default: the softmax over the attribute set C). Everything is jnp, so ``jax.grad`` reaches ``W`` and ``b``.
+Shared by ``attribution.py`` and ``mitigation.py``; the prompts and tokenisation are the app's own
+(:mod:`jaxassoc.app.pipelines.rpam_prompts`), so the numbers match ``jaxassoc metric=rpam``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Bool, Float, Int
+
+from jaxassoc import data
+from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate, encode_prompts, tokenize_attributes
+from jaxassoc.models import Head, LanguageModel, run_batched
+from jaxassoc.models.heads import gather_positions, last_positions
+
+TP1 = PromptTemplate("tp1", "These words are associated: {target} and")
+GENDER_ROLE_TESTS = ("C7", "C8")  # App. B: gender terms as targets (METHODS.md §1 default)
+
+
+class HeadStates(NamedTuple):
+    """Head inputs of one RPAM Test's prompts, for T targets and C attributes (a pytree)."""
+
+    first_hidden: Float[Array, "T D"]  # state at each target prompt's last token
+    first_ids: Int[Array, " C"]  # first token of each attribute
+    cont_hidden: Float[Array, "M K D"]  # states predicting subwords 2..k of the M multi-token pairs
+    cont_ids: Int[Array, "M K"]  # those subwords (padded)
+    cont_valid: Bool[Array, "M K"]
+    cont_target: Int[Array, " M"]  # row t of each pair
+    cont_attribute: Int[Array, " M"]  # column c of each pair
+
+
+class RpamTestSpec(NamedTuple):
+    """A WEAT-WS test as RPAM uses it: target words X, Y and attribute words A, B."""
+
+    id: str
+    x: tuple[str, ...]
+    y: tuple[str, ...]
+    a: tuple[str, ...]
+    b: tuple[str, ...]
+
+
+def weat_ws_tests(*, swap_gender_roles: bool = True) -> dict[str, RpamTestSpec]:
+    """WEAT-WS C1-C10 (App. B); C7/C8 with the gender terms as targets unless ``swap_gender_roles=False``."""
+    specs = {}
+    for test in data.load_weat_suite("weat_ws").tests:
+        if swap_gender_roles and test.id in GENDER_ROLE_TESTS:
+            test = test.with_roles_swapped()
+        specs[test.id] = RpamTestSpec(test.id, test.targets_x, test.targets_y, test.attributes_a, test.attributes_b)
+    return specs
+
+
+def pad_id(model: LanguageModel) -> int:
+    """The padding id for batching: the tokenizer's pad, else EOS, else 0 (masked out either way)."""
+    return next((int(i) for i in (model.vocab.pad_id, model.vocab.eos_id) if i is not None), 0)
+
+
+def _last_hidden(params, ids, mask, *, forward):
+    hidden = forward(params["body"], ids, mask).hidden
+    return gather_positions(hidden, last_positions(mask)).astype(jnp.float32)
+
+
+def _all_hidden(params, ids, mask, *, forward):
+    return forward(params["body"], ids, mask).hidden.astype(jnp.float32)
+
+
+def prompt_states(
+    model: LanguageModel,
+    targets: Sequence[str],
+    attributes: Sequence[str],
+    template: PromptTemplate = TP1,
+    *,
+    add_bos: bool | None = None,
+    batch_size: int = 32,
+) -> HeadStates:
+    """Run the body once over the prompts of ``targets`` and keep what the head needs (see module doc)."""
+    tokens = tokenize_attributes(model.tokenizer, attributes, template)
+    prompts = encode_prompts(model, [template.fill(t) for t in targets], add_bos=add_bos)
+    common = dict(batch_size=batch_size, pad_id=pad_id(model), max_length=model.max_positions)
+    last = jax.jit(functools.partial(_last_hidden, forward=model.forward))
+    first_hidden = np.stack(run_batched(last, model.params, prompts, per_token=False, **common))
+    pairs = [(t, c) for t in range(len(targets)) for c in tokens.multi_token]
+    K = max([len(tokens.token_ids[c]) - 1 for c in tokens.multi_token], default=1)
+    D = first_hidden.shape[1]
+    cont_hidden = np.zeros((len(pairs), K, D), np.float32)
+    cont_ids = np.zeros((len(pairs), K), np.int32)
+    cont_valid = np.zeros((len(pairs), K), bool)
+    if pairs:
+        sequences = [prompts[t] + list(tokens.token_ids[c]) for t, c in pairs]
+        states = run_batched(jax.jit(functools.partial(_all_hidden, forward=model.forward)), model.params,
+                             sequences, **common)
+        for m, ((t, c), seq, h) in enumerate(zip(pairs, sequences, states)):
+            k = len(tokens.token_ids[c])
+            # position p predicts token p + 1: subwords 2..k are predicted at len(seq)-k .. len(seq)-2
+            cont_hidden[m, : k - 1] = h[len(seq) - k : len(seq) - 1]
+            cont_ids[m, : k - 1] = tokens.token_ids[c][1:]
+            cont_valid[m, : k - 1] = True
+    return HeadStates(
+        first_hidden=jnp.asarray(first_hidden),
+        first_ids=jnp.asarray(tokens.first_ids),
+        cont_hidden=jnp.asarray(cont_hidden),
+        cont_ids=jnp.asarray(cont_ids),
+        cont_valid=jnp.asarray(cont_valid),
+        cont_target=jnp.asarray([t for t, _ in pairs], jnp.int32),
+        cont_attribute=jnp.asarray([c for _, c in pairs], jnp.int32),
+    )
+
+
+def head_rpam_inputs(head: Head, states: HeadStates) -> tuple[Float[Array, "T C"], Float[Array, "T C"]]:
+    """``(first_logits, continuation)`` of the RPAM kernels, recomputed from ``head`` (differentiable)."""
+    dtype = jnp.promote_types(head.W.dtype, jnp.float32)  # bf16 heads computed in f32; f64 kept
+    W = head.W.astype(dtype)
+    b = None if head.b is None else head.b.astype(dtype)
+    first_logits = states.first_hidden @ W[states.first_ids].T
+    if b is not None:
+        first_logits = first_logits + b[states.first_ids]
+    continuation = jnp.ones_like(first_logits)
+    if states.cont_ids.shape[0]:
+        logits = states.cont_hidden @ W.T
+        if b is not None:
+            logits = logits + b
+        logp = jnp.take_along_axis(jax.nn.log_softmax(logits, axis=-1), states.cont_ids[..., None], axis=-1)[..., 0]
+        valid = states.cont_valid
+        mean_p = jnp.sum(jnp.where(valid, jnp.exp(logp), 0.0), axis=-1) / jnp.sum(valid, axis=-1)
+        continuation = continuation.at[states.cont_target, states.cont_attribute].set(mean_p)
+    return first_logits, continuation
+
+
+def rpam_test_states(model: LanguageModel, spec: RpamTestSpec, **options) -> HeadStates:
+    """:func:`prompt_states` of one RPAM Test: rows X then Y, columns A then B."""
+    return prompt_states(model, spec.x + spec.y, spec.a + spec.b, **options)
