@@ -96,6 +96,7 @@ class AppConfig:
     quiet: bool = False
     resume: bool = True  # skip a job whose results already exist in its output folder
     cache_dir: Optional[str] = None  # on-disk cache of model outputs (None: no cache)
+    distributed: bool = False  # call jax.distributed.initialize() before any work (multi-host)
 
 
 GROUP_SCHEMAS: dict[str, type] = {

@@ -52,6 +52,14 @@ def _app(cfg: DictConfig) -> None:
     logging.getLogger("jaxassoc").setLevel(logging.WARNING if cfg.quiet else logging.INFO)
     logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)  # "no TPU" notices on CPU hosts
     output_dir = Path(HydraConfig.get().runtime.output_dir)
+    if cfg.distributed:
+        # Multi-host: every host runs the same command; the coordinator comes from the cluster
+        # environment (SLURM, TPU pod metadata) or JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES / JAX_PROCESS_ID.
+        import jax
+
+        jax.distributed.initialize()
+        log.info("distributed: process %d of %d, %d global devices",
+                 jax.process_index(), jax.process_count(), jax.device_count())
     try:
         if cfg.metric.name == "audit":
             run_audit(cfg, output_dir)
