@@ -302,3 +302,19 @@ def test_smollm2_logits_match_transformers_gguf_loader():
         assert np.abs(ours - ref)[real].max() <= 1e-3, side
     last = int(last_positions(jnp.asarray(mask))[0])
     assert tokenizer.decode(int(ours[0, last].argmax())) == " Paris"
+
+
+def test_load_model_reads_a_gguf_file(tiny):
+    """The dispatcher path: load_model(file.gguf) -> a llama LanguageModel whose logits match torch."""
+    from jaxassoc.models.loading import load_model
+
+    model, folder = tiny
+    lm = load_model(str(folder / "untied.gguf"))
+    assert (lm.family, lm.objective, lm.provenance.file_format) == ("llama", "causal", "gguf")
+    assert lm.vocab.add_bos and lm.vocab.bos_id == 1 and lm.vocab.word_initial_marker == "Ġ"
+    enc = lm.tokenizer(["the the", "he t the"], padding=True, return_tensors="np")
+    hidden = lm.forward(lm.params["body"], enc["input_ids"], enc["attention_mask"]).hidden
+    with torch.no_grad():
+        ref = model(input_ids=torch.tensor(enc["input_ids"]), attention_mask=torch.tensor(enc["attention_mask"]))
+    real = enc["attention_mask"].astype(bool)
+    assert np.abs(np.asarray(head_logits(lm.head, hidden)) - ref.logits.numpy())[real].max() <= 1e-4

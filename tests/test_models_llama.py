@@ -209,3 +209,26 @@ def test_bad_checkpoints_raise_model_error(tiny_mistral):
     no_head = {k: v for k, v in tensors.items() if k != "lm_head.weight"}
     with pytest.raises(ModelError, match="lm_head"):
         llama.params_from_hf(no_head, config)
+
+
+def test_load_model_dispatches_llama_and_mistral_folders(tmp_path):
+    """load_model on save_pretrained folders (with a tokenizer) gives the same logits as torch."""
+    from jaxassoc.models.loading import load_model
+    from models_helpers import tiny_tokenizer
+
+    tokenizer = tiny_tokenizer("llama")
+    tokenizer.pad_token = tokenizer.eos_token  # for padding the test batch only
+    for kind, fields in (("llama", {"num_key_value_heads": 2}), ("mistral", {"sliding_window": 3, "num_key_value_heads": 1})):
+        model = _build(kind, 2, **{**fields, "vocab_size": len(tokenizer)})
+        folder = tmp_path / kind
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        lm = load_model(str(folder))
+        assert (lm.family, lm.objective) == ("llama", "causal")
+        assert lm.config.sliding_window == fields.get("sliding_window")
+        enc = tokenizer(["The doctor said that he would help", "She studies"], padding=True, return_tensors="np")
+        ids, mask = enc["input_ids"], enc["attention_mask"]
+        hidden = lm.forward(lm.params["body"], ids, mask).hidden
+        with torch.no_grad():
+            ref = model(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask)).logits.numpy()
+        assert np.abs(np.asarray(head_logits(lm.head, hidden)) - ref)[mask.astype(bool)].max() <= 1e-4
