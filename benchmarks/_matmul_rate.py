@@ -2,11 +2,12 @@
 
 ``pin_threads(n)`` must run before numpy, jax or torch is imported (this module imports none of them at
 the top). What works in jax 0.10.2 on CPU: the XLA CPU client sizes its intra-op thread pool from the
-process's CPU affinity (``tsl::port::MaxParallelism``), and neither ``XLA_FLAGS`` nor ``jax.config`` has
-a thread-count option; ``--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1`` is only the
-old single-thread recipe and does not size the pool. So we restrict the affinity to ``n`` cores (which
-also binds torch and BLAS to the same cores), set the thread env variables for BLAS/OpenMP, and after
-import call ``torch.set_num_threads(n)``.
+process's CPU affinity, and we found no thread-count option in ``XLA_FLAGS`` or ``jax.config``: with
+``XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"`` (accepted, not
+rejected) a 2-CPU process still starts 2 ``tf_XLAEigen`` threads, while affinity to 1 CPU gives 1. So
+we restrict the affinity to ``n`` cores (which also binds torch and BLAS to the same cores), set the
+thread env variables for BLAS/OpenMP (and, for ``n = 1``, those XLA flags), and after import call
+``torch.set_num_threads(n)``.
 
 Run alone: ``python benchmarks/_matmul_rate.py --threads 2``.
 """
