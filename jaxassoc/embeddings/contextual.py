@@ -23,7 +23,7 @@ from typing import Literal
 
 import numpy as np
 
-from jaxassoc.embeddings.sentence import encode_batch, layer_states
+from jaxassoc.embeddings.sentence import token_states
 from jaxassoc.embeddings.static import Lookup
 from jaxassoc.embeddings.whitening import ReferenceSample
 from jaxassoc.errors import ConfigError, InputError
@@ -72,15 +72,13 @@ def _pooled_word_vectors(
     model: LanguageModel, texts: list[str], spans: list[tuple[int, int]], layer: int, batch_size: int
 ) -> np.ndarray:
     """For each text, the mean of ``layer`` over the subword tokens overlapping its character span."""
+    states, offsets = token_states(model, texts, layer=layer, batch_size=batch_size)
     out = []
-    for start in range(0, len(texts), batch_size):
-        ids, mask, offsets = encode_batch(model, texts[start : start + batch_size], rows=batch_size)
-        states = np.asarray(layer_states(model, ids, mask, layer))
-        for row, (lo, hi) in enumerate(spans[start : start + batch_size]):
-            tokens = [t for t, (a, b) in enumerate(offsets[row]) if b > a and a < hi and b > lo]
-            if not tokens:
-                raise InputError(f"no token of {texts[start + row]!r} covers characters {lo}..{hi}")
-            out.append(states[row, tokens].mean(axis=0))
+    for text, state, offset, (lo, hi) in zip(texts, states, offsets, spans):
+        tokens = [t for t, (a, b) in enumerate(offset) if b > a and a < hi and b > lo]
+        if not tokens:
+            raise InputError(f"no token of {text!r} covers characters {lo}..{hi}")
+        out.append(state[tokens].mean(axis=0))
     return np.stack(out)
 
 
@@ -101,28 +99,38 @@ class ContextualWordVectors:
         if self.fallback not in ("word", "templates", "drop"):
             raise ConfigError(f"contextual fallback {self.fallback!r}: use 'word', 'templates' or 'drop'")
 
+    def _plan(self, word: str) -> tuple[list[str], list[tuple[int, int]], str]:
+        """The contexts of ``word``, its character span in each, and how they were chosen."""
+        contexts = self.index.contexts(word, max_contexts=self.max_contexts, seed=self.seed)
+        if contexts:
+            return contexts, [_word_spans(c, word)[0] for c in contexts], f"{len(contexts)} contexts"
+        if self.fallback == "drop":
+            return [], [], "no context: dropped"
+        contexts = [word] if self.fallback == "word" else [t.format(word) for t in BLEACHED_TEMPLATES]
+        return contexts, [(c.index(word), c.index(word) + len(word)) for c in contexts], f"no context: fallback {self.fallback}"
+
+    def prefetch(self, words: Sequence[str]) -> None:
+        """Compute the vectors of every new word in one batched run over all their contexts."""
+        plans = {w: self._plan(w) for w in dict.fromkeys(words) if w not in self.cache}
+        texts = [c for contexts, _, _ in plans.values() for c in contexts]
+        spans = [sp for _, word_spans, _ in plans.values() for sp in word_spans]
+        pooled = _pooled_word_vectors(self.model, texts, spans, self.layer, self.batch_size) if texts else None
+        start = 0
+        for word, (contexts, _, how) in plans.items():
+            vector = pooled[start : start + len(contexts)].mean(axis=0) if contexts else None
+            self.cache[word] = (vector, how)
+            start += len(contexts)
+
     def vector(self, word: str) -> tuple[np.ndarray | None, str]:
         """The aggregated vector of ``word`` and how it was made (``"20 contexts"``, ``"fallback: word"``)."""
-        if word not in self.cache:
-            contexts = self.index.contexts(word, max_contexts=self.max_contexts, seed=self.seed)
-            if contexts:
-                spans = [_word_spans(c, word)[0] for c in contexts]
-                how = f"{len(contexts)} contexts"
-            elif self.fallback == "drop":
-                self.cache[word] = (None, "no context: dropped")
-                return self.cache[word]
-            else:
-                contexts = [word] if self.fallback == "word" else [t.format(word) for t in BLEACHED_TEMPLATES]
-                spans = [(c.index(word), c.index(word) + len(word)) for c in contexts]
-                how = f"no context: fallback {self.fallback}"
-            vectors = _pooled_word_vectors(self.model, contexts, spans, self.layer, self.batch_size)
-            self.cache[word] = (vectors.mean(axis=0), how)
+        self.prefetch([word])
         return self.cache[word]
 
     def __call__(self, words: Sequence[str], name: str = "word set") -> Lookup:
         if not words:
             raise InputError(f"{name!r} is empty: give it at least one word")
-        found = [(w, *self.vector(w)) for w in words]
+        self.prefetch(words)
+        found = [(w, *self.cache[w]) for w in words]
         kept = [w for w, v, _ in found if v is not None]
         if not kept:
             raise InputError(f"{name!r}: no word has a context in the reference corpus: {list(words)}")
@@ -155,19 +163,16 @@ def contextual_reference(
         chosen = [chosen[i] for i in sorted(rng.choice(len(chosen), size=max_items, replace=False))]
     if not chosen:
         raise InputError("contextual_reference: no sentences given")
+    states, offsets = token_states(model, chosen, layer=layer, batch_size=batch_size)
     vectors, labels = [], []
-    for start in range(0, len(chosen), batch_size):
-        texts = chosen[start : start + batch_size]
-        ids, mask, offsets = encode_batch(model, texts, rows=batch_size)
-        states = np.asarray(layer_states(model, ids, mask, layer))
-        for row, text in enumerate(texts):
-            tokens = [t for t, (a, b) in enumerate(offsets[row]) if b > a]
-            if level == "sentence":
-                vectors.append(states[row, : int(mask[row].sum())].mean(axis=0))
-                labels.append(text)
-            else:
-                vectors.extend(states[row, tokens])
-                labels.extend(text[offsets[row][t][0] : offsets[row][t][1]] for t in tokens)
+    for text, state, offset in zip(chosen, states, offsets):
+        if level == "sentence":
+            vectors.append(state.mean(axis=0))
+            labels.append(text)
+        else:
+            tokens = [t for t, (a, b) in enumerate(offset) if b > a]
+            vectors.extend(state[tokens])
+            labels.extend(text[offset[t][0] : offset[t][1]] for t in tokens)
     vectors = np.stack(vectors).astype(np.float32)
     if len(vectors) > max_items:
         keep = np.sort(rng.choice(len(vectors), size=max_items, replace=False))

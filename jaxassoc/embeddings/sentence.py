@@ -7,14 +7,17 @@ is not ``ForwardOutput.hidden`` for masked LMs, whose head input is after the ML
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
 from jaxassoc.errors import InputError
 from jaxassoc.models.base import LanguageModel
+from jaxassoc.models.batching import run_batched
 
 
 def mean_pool(hidden: Float[Array, "B T D"], mask: Int[Array, "B T"]) -> Float[Array, "B D"]:
@@ -23,38 +26,33 @@ def mean_pool(hidden: Float[Array, "B T D"], mask: Int[Array, "B T"]) -> Float[A
     return (hidden * weights).sum(axis=1) / jnp.maximum(weights.sum(axis=1), 1.0)
 
 
-def padded_length(n: int, multiple: int = 16) -> int:
-    """Round a batch's length up to a multiple of 16 so that few distinct shapes are compiled."""
-    return -(-n // multiple) * multiple
-
-
-def layer_states(model: LanguageModel, ids: np.ndarray, mask: np.ndarray, layer: int) -> Float[Array, "B T D"]:
-    """The hidden states of ``layer`` (HF ``hidden_states`` indexing) for a padded batch."""
-    out = model.forward(model.params["body"], jnp.asarray(ids), jnp.asarray(mask), all_layers=True)
-    n_layers = len(out.layers)
+def check_layer(model: LanguageModel, layer: int) -> None:
+    """InputError unless ``layer`` indexes the model's hidden states (embeddings + one per block)."""
+    one = jnp.ones((1, 1), jnp.int32)
+    n_layers = len(jax.eval_shape(lambda b: model.forward(b, one, one, all_layers=True), model.params["body"]).layers)
     if not -n_layers <= layer < n_layers:
         raise InputError(f"layer {layer} does not exist: {model.name} has hidden states 0..{n_layers - 1}")
-    return out.layers[layer]
 
 
-def encode_batch(
-    model: LanguageModel, texts: Sequence[str], *, max_length: int | None = None, rows: int | None = None
-):
-    """Token ids and mask padded to a multiple of 16 (and to ``rows`` rows with empty ones, so
-    that a short last batch reuses the compiled shape), plus the tokenizer's character offsets."""
+@functools.lru_cache(maxsize=8)
+def _layer_fn(forward, layer: int):
+    return jax.jit(lambda params, ids, mask: forward(params["body"], ids, mask, all_layers=True).layers[layer])
+
+
+def token_states(
+    model: LanguageModel, texts: Sequence[str], *, layer: int = -1, batch_size: int = 32, max_length: int | None = None
+) -> tuple[list[Float[np.ndarray, "T D"]], list[list[tuple[int, int]]]]:
+    """``layer``'s states of every token of each text (special tokens included), and the tokenizer's
+    character offsets; batched by :func:`jaxassoc.models.batching.run_batched` (length-sorted buckets)."""
+    if not texts:
+        raise InputError("no texts given")
+    check_layer(model, layer)
     max_length = max_length or model.max_positions
-    enc = model.tokenizer(
-        list(texts), truncation=True, max_length=max_length, return_offsets_mapping=True
-    )
-    length = min(padded_length(max(map(len, enc["input_ids"]))), max_length)
+    enc = model.tokenizer(list(texts), truncation=True, max_length=max_length, return_offsets_mapping=True)
     pad = model.vocab.pad_id if model.vocab.pad_id is not None else 0
-    n_rows = max(rows or 0, len(texts))
-    ids = np.full((n_rows, length), pad, dtype=np.int32)
-    mask = np.zeros((n_rows, length), dtype=np.int32)
-    for i, row in enumerate(enc["input_ids"]):
-        ids[i, : len(row)] = row
-        mask[i, : len(row)] = 1
-    return ids, mask, enc["offset_mapping"]
+    states = run_batched(_layer_fn(model.forward, layer), model.params, [list(ids) for ids in enc["input_ids"]],
+                         batch_size=batch_size, pad_id=pad, max_length=max_length)
+    return states, [list(map(tuple, o)) for o in enc["offset_mapping"]]
 
 
 def sentence_vectors(
@@ -66,19 +64,8 @@ def sentence_vectors(
     max_length: int | None = None,
 ) -> Float[np.ndarray, "n D"]:
     """Mean-pooled ``layer`` states of each sentence (special tokens included, as sentence-transformers
-    does), in input order; batches are sorted by length to limit padding."""
+    does), in input order."""
     if not sentences:
         raise InputError("sentence_vectors: no sentences given")
-    order = np.argsort([len(s) for s in sentences], kind="stable")
-    chunks = []
-    for start in range(0, len(order), batch_size):
-        idx = order[start : start + batch_size]
-        ids, mask, _ = encode_batch(
-            model, [sentences[i] for i in idx], max_length=max_length, rows=batch_size
-        )
-        pooled = mean_pool(layer_states(model, ids, mask, layer), jnp.asarray(mask))
-        chunks.append(np.asarray(pooled)[: len(idx)])
-    pooled = np.concatenate(chunks)
-    out = np.empty_like(pooled)
-    out[order] = pooled
-    return out
+    states, _ = token_states(model, sentences, layer=layer, batch_size=batch_size, max_length=max_length)
+    return np.stack([s.mean(axis=0) for s in states]).astype(np.float32)
