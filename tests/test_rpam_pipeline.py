@@ -12,8 +12,9 @@ import torch
 import jax.numpy as jnp
 
 from jaxassoc.app.pipelines import rpam as pipeline
+from jaxassoc.app.pipelines import rpam_downstream
 from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate, rpam_inputs, tokenize_attributes
-from jaxassoc.errors import InputError
+from jaxassoc.errors import ConfigError, InputError
 from jaxassoc.metrics import rpam
 from jaxassoc.models import load_model
 from models_helpers import load_torch, save_tiny_checkpoint
@@ -139,3 +140,47 @@ def test_bad_inputs(models):
     long_target = " ".join(["music"] * model.max_positions)
     with pytest.raises(InputError, match=r"exceeds the context of 64 tokens"):
         rpam_inputs(model, [long_target], tokenize_attributes(tok, ["math"], TP1), TP1)
+
+
+def _torch_greedy(torch_model, prompt, n_new, stop):
+    ids, new = list(prompt), []
+    for _ in range(n_new):
+        with torch.no_grad():
+            token = int(torch_model(torch.tensor([ids])).logits[0, -1].argmax())
+        ids.append(token)
+        new.append(token)
+        if stop[token]:
+            break
+    return new
+
+
+def test_greedy_generation_matches_torch(models):
+    model, torch_model = models
+    tok = model.tokenizer
+    prompts = [tok(t, add_special_tokens=False)["input_ids"] for t in ("The doctor said", "She studies math and", "a")]
+    stop = np.zeros(len(tok), dtype=bool)
+    got = rpam_downstream.greedy_generate(model, prompts, max_new_tokens=4, stop=stop, batch_size=2)
+    assert got == [_torch_greedy(torch_model, p, 4, stop) for p in prompts]
+    # a stop token ends a row early; the other rows go on
+    first = got[0][0]
+    stop[first] = True
+    got = rpam_downstream.greedy_generate(model, prompts, max_new_tokens=4, stop=stop, batch_size=4)
+    assert got == [_torch_greedy(torch_model, p, 4, stop) for p in prompts]
+    assert len(got[0]) == 1
+
+
+@pytest.mark.parametrize(
+    "answer, rating", [(" 4", 4), ("5.", 5), ("The rating is 2", 2), ("7", None), ("none", None), ("0", None)]
+)
+def test_parse_rating(answer, rating):
+    assert rpam_downstream.parse_rating(answer) == rating
+
+
+def test_rating_prompt_and_chat_template(models):
+    model, _ = models
+    text = rpam_downstream.RATING_PROMPT.format(word="sunshine")
+    assert text.endswith('The rating of the word "sunshine" is:') and "rate it as 5" in text
+    assert rpam_downstream.rating_prompts(model, ["sunshine"], chat_template=False)[0] == model.tokenizer(
+        text, add_special_tokens=False)["input_ids"]
+    with pytest.raises(ConfigError, match="no chat template.*chat_template=false"):
+        rpam_downstream.rating_prompts(model, ["sunshine"], chat_template=True)

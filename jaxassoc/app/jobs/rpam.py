@@ -3,7 +3,8 @@
 - ``weat_ws`` / ``weat_caliskan2017``: RPAM Test on every test (d, permutation p, bootstrap CI);
 - ``wordsim353``: pair scores vs human similarity (Spearman);
 - ``bellezza``: RPAM Valence vs human pleasantness (Spearman, Pearson); ``metric.group_size=k`` > 1
-  gives Bellezza-kX;
+  gives Bellezza-kX; ``metric.downstream=true`` instead compares RPAM Valence with the model's own 1-5
+  ratings of the words (Experiment 3, App. F; an instruct model, ``metric.chat_template``);
 - ``sst2``: balanced SST-2 valence classification (F1).
 """
 
@@ -16,7 +17,7 @@ import jax
 from jaxassoc import data
 from jaxassoc.app import resolve
 from jaxassoc.app.config import MetricConfig
-from jaxassoc.app.pipelines import rpam
+from jaxassoc.app.pipelines import rpam, rpam_downstream
 from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate
 from jaxassoc.app.registry import Job, JobResult
 from jaxassoc.errors import ConfigError
@@ -29,10 +30,17 @@ class RpamMetricConfig(MetricConfig):
     normalise: bool = True  # False: the paper's ablation with full-vocabulary probabilities
     swap_gender_roles: bool = True  # WEAT-WS C7/C8: gender terms as targets (App. B)
     group_size: int = 1  # bellezza: k > 1 joins k words per target (Bellezza-kX)
+    downstream: bool = False  # bellezza: Spearman of RPAM Valence vs the model's own 1-5 ratings (Exp. 3)
+    chat_template: bool = True  # downstream: wrap the rating prompt in the model's chat template
+    max_new_tokens: int = 4  # downstream: greedy tokens generated at most per answer
 
 
 def run(job: Job) -> JobResult:
     cfg, name = job.metric, job.dataset.name
+    if cfg.downstream and name != "bellezza":
+        raise ConfigError(f"metric.downstream=true is the Bellezza rating task: use dataset=bellezza, not {name!r}")
+    if cfg.max_new_tokens < 1:
+        raise ConfigError(f"metric.max_new_tokens={cfg.max_new_tokens} must be at least 1")
     if name not in TASKS:
         raise ConfigError(f"metric=rpam has no task for dataset {name!r}; use one of {TASKS}")
     if not job.template.text:
@@ -51,6 +59,12 @@ def run(job: Job) -> JobResult:
         )
     elif name == "wordsim353":
         items, aggregates = rpam.wordsim353(model, template, **options)
+    elif name == "bellezza" and cfg.downstream:
+        if cfg.group_size > 1:
+            raise ConfigError("metric.downstream=true rates single words: leave metric.group_size at 1")
+        items, aggregates = rpam_downstream.bellezza_downstream(
+            model, template, chat_template=cfg.chat_template, max_new_tokens=cfg.max_new_tokens, **options
+        )
     elif name == "bellezza" and cfg.group_size > 1:
         items, aggregates = rpam.bellezza_groups(model, template, key, k=cfg.group_size, **options)
     elif name == "bellezza":

@@ -123,9 +123,15 @@ PROMPT_BUCKETS = (8, 12, 16, 20, 24, 32, 40, 48, 64, 96, 128, 256, 512, 1024, 20
 """Finer length buckets than run_batched's default: RPAM prompts are short (TP1 ~ 10 tokens)."""
 
 
-def _window_scores(params, input_ids, attention_mask, *, forward, rows, window):
-    """At the last ``window + 1`` positions of each row: attribute first-token logits, log-partition, and
-    the log-probability of the next token (full vocabulary); the head runs at those positions only.
+ROW_MULTIPLE = 64
+"""Attribute rows are padded to a multiple of this, so tests with similar |C| share one compilation."""
+
+
+@functools.partial(jax.jit, static_argnames=("forward", "window"))
+def _window_scores(params, input_ids, attention_mask, *, forward, window):
+    """At the last ``window + 1`` positions of each row: the logits of the rows ``params["rows"]`` (the
+    attributes' first tokens), the log-partition, and the log-probability of the next token (full
+    vocabulary); the head runs at those positions only.
 
     Index j is position ``last - window + j`` (clamped at 0); the next-token entry at j = window is 0.
     """
@@ -138,7 +144,7 @@ def _window_scores(params, input_ids, attention_mask, *, forward, rows, window):
     following = jnp.take_along_axis(input_ids, jnp.minimum(positions + 1, input_ids.shape[1] - 1), axis=1)
     next_logprob = jnp.take_along_axis(logits, following[..., None], axis=-1)[..., 0] - log_partition
     next_logprob = next_logprob.at[:, -1].set(0.0)
-    return logits[..., rows], log_partition, next_logprob
+    return logits[..., params["rows"]], log_partition, next_logprob
 
 
 def rpam_inputs(
@@ -179,14 +185,12 @@ def rpam_inputs(
             where[t, c] = unique.setdefault(tuple(prompt) + tuple(suffix), len(unique))
     sequences = [list(seq) for seq in unique]
     window = longest if multi else 0  # the prompt's last position is last - k for a k-token suffix
-    fn = jax.jit(
-        functools.partial(
-            _window_scores, forward=model.forward, rows=jnp.asarray(attributes.first_ids), window=window
-        )
-    )
+    rows = np.zeros(-(-len(attributes.words) // ROW_MULTIPLE) * ROW_MULTIPLE, dtype=np.int32)
+    rows[: len(attributes.words)] = attributes.first_ids
+    fn = functools.partial(_window_scores, forward=model.forward, window=window)
     outs = run_batched(
-        fn, model.params, sequences, batch_size=batch_size, pad_id=_pad_id(model), max_length=model.max_positions,
-        shard=shard, progress=progress, per_token=False, buckets=buckets,
+        fn, {**model.params, "rows": jnp.asarray(rows)}, sequences, batch_size=batch_size, pad_id=_pad_id(model),
+        max_length=model.max_positions, shard=shard, progress=progress, per_token=False, buckets=buckets,
     )
     T, C = len(targets), len(attributes.words)
     first_logits = np.empty((T, C), dtype=np.float32)
@@ -195,8 +199,8 @@ def rpam_inputs(
     for t in range(T):
         c0 = multi[0] if multi else None
         k0 = len(attributes.token_ids[c0]) if multi else 0
-        rows, lse, _ = outs[where[t, c0]]
-        first_logits[t] = rows[window - k0]  # the prompt's last position
+        scores, lse, _ = outs[where[t, c0]]
+        first_logits[t] = scores[window - k0, :C]  # the prompt's last position
         log_partition[t] = lse[window - k0]
         for c in multi:
             k = len(attributes.token_ids[c])

@@ -1,0 +1,156 @@
+"""RPAM Experiment 3 downstream: an instruct model rates each Bellezza word 1-5 (Hodel et al. 2026, §5
+Experiment 3, App. F "Bellezza rating on Mistral-Instruct"), and RPAM Valence is compared with those ratings.
+
+The paper's adapted prompt is used verbatim, with the word in ASCII double quotes; the model's chat template
+wraps it when ``chat_template`` is on. Decoding is greedy for at most ``max_new_tokens`` tokens and stops
+early once every row of a batch has produced a digit or an end token; the rating is the first digit of the
+answer when it is 1-5, otherwise the answer is counted as unparsable and dropped.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+from jaxtyping import Bool
+
+from jaxassoc import stats
+from jaxassoc.app.pipelines.rpam import bellezza
+from jaxassoc.app.pipelines.rpam_prompts import PROMPT_BUCKETS, PromptTemplate, encode_prompts
+from jaxassoc.errors import ConfigError
+from jaxassoc.models.base import LanguageModel
+from jaxassoc.models.batching import run_batched
+from jaxassoc.models.heads import head_logits, last_positions
+
+RATING_PROMPT = (
+    "The purpose is to determine whether one has positive or negative feelings about different words. "
+    "Words can evoke various emotions. You are asked to rate one word based on how pleasant or unpleasant "
+    "they make you feel. Rate the word according to this 5-point scale:\n"
+    "- If the word has a very pleasant meaning for you, rate it as 5.\n"
+    "- If the word has a somewhat pleasant meaning, rate it as 4.\n"
+    "- If the word has no pleasant or unpleasant meaning, rate it as 3.\n"
+    "- If the word has a somewhat unpleasant meaning, rate it as 2.\n"
+    "- If the word has a very unpleasant meaning, rate it as 1.\n"
+    "Try to use all 5 points on the rating scale. The rating of the word \"{word}\" is:"
+)
+"""App. F, "Our adapted prompt" (the PDF's typeset quotes around WORD as ASCII ``"``)."""
+
+_DIGIT = re.compile(r"\d")
+
+
+def rating_prompts(model: LanguageModel, words: Sequence[str], *, chat_template: bool) -> list[list[int]]:
+    """Token ids of the rating prompt of each word, wrapped in the model's chat template when asked."""
+    texts = [RATING_PROMPT.format(word=w) for w in words]
+    if not chat_template:
+        return encode_prompts(model, texts)
+    if not getattr(model.tokenizer, "chat_template", None):
+        raise ConfigError(
+            f"model {model.name!r} has no chat template: set metric.chat_template=false to use the plain prompt"
+        )
+    chats = [
+        model.tokenizer.apply_chat_template([{"role": "user", "content": t}], add_generation_prompt=True, tokenize=False)
+        for t in texts
+    ]
+    return encode_prompts(model, chats, add_bos=False)  # the template writes its own special tokens
+
+
+def stop_tokens(tokenizer) -> np.ndarray:
+    """Boolean mask over the vocabulary: tokens that decide the answer (a digit) or end it (special tokens)."""
+    specials = set(tokenizer.all_special_ids)
+    return np.array(
+        [i in specials or bool(_DIGIT.search(tokenizer.decode([i]))) for i in range(len(tokenizer))], dtype=bool
+    )
+
+
+def _greedy(params, input_ids, attention_mask, *, forward, n_new, stop):
+    """Greedy continuation of each row by at most ``n_new`` tokens (full re-run per step, no KV cache).
+
+    Each row arrives with ``n_new`` placeholder tokens after its prompt (run_batched sizes the buffer);
+    they are masked out and overwritten. Stops when every row has produced a stop token.
+    """
+    B, L = input_ids.shape
+    rows = jnp.arange(B)
+    prompt_last = last_positions(attention_mask) - n_new
+    mask = (jnp.arange(L)[None, :] <= prompt_last[:, None]).astype(attention_mask.dtype) * attention_mask
+    new = jnp.full((B, n_new), -1, dtype=input_ids.dtype)
+
+    def step(carry):
+        i, ids, mask, new, done = carry
+        last = prompt_last + i
+        hidden = forward(params["body"], ids, mask).hidden[rows, last]
+        token = jnp.argmax(head_logits(params["head"], hidden), axis=-1).astype(ids.dtype)
+        ids = ids.at[rows, last + 1].set(token)
+        mask = mask.at[rows, last + 1].set(1)
+        new = new.at[:, i].set(jnp.where(done, -1, token))
+        return i + 1, ids, mask, new, done | stop[token]
+
+    carry = (0, input_ids, mask, new, jnp.zeros(B, dtype=bool))
+    *_, new, _ = jax.lax.while_loop(lambda c: (c[0] < n_new) & ~jnp.all(c[4]), step, carry)
+    return new
+
+
+def greedy_generate(
+    model: LanguageModel,
+    prompts: Sequence[Sequence[int]],
+    *,
+    max_new_tokens: int = 4,
+    stop: Bool[np.ndarray, " V"] | None = None,
+    batch_size: int = 32,
+    progress: bool = False,
+) -> list[list[int]]:
+    """Greedy new tokens of each prompt (up to ``max_new_tokens``; cut after the first stop token)."""
+    stop = np.zeros(model.head.W.shape[0], dtype=bool) if stop is None else stop
+    pad = next((int(t) for t in (model.vocab.pad_id, model.vocab.eos_id) if t is not None), 0)
+    fn = jax.jit(functools.partial(_greedy, forward=model.forward, n_new=max_new_tokens, stop=jnp.asarray(stop)))
+    padded = [list(p) + [pad] * max_new_tokens for p in prompts]
+    outs = run_batched(fn, model.params, padded, batch_size=batch_size, pad_id=pad, max_length=model.max_positions,
+                       per_token=False, buckets=PROMPT_BUCKETS, progress=progress)
+    return [[int(t) for t in out if t >= 0] for out in outs]
+
+
+def parse_rating(answer: str) -> int | None:
+    """The first digit of the answer if it is 1-5, else None (unparsable)."""
+    match = _DIGIT.search(answer)
+    return int(match.group()) if match and match.group() in "12345" else None
+
+
+def model_ratings(
+    model: LanguageModel, words: Sequence[str], *, chat_template: bool = True, max_new_tokens: int = 4,
+    batch_size: int = 32, progress: bool = False,
+) -> pd.DataFrame:
+    """The model's 1-5 rating of each word: columns word, answer (decoded), rating (NaN if unparsable)."""
+    prompts = rating_prompts(model, words, chat_template=chat_template)
+    new = greedy_generate(model, prompts, max_new_tokens=max_new_tokens, stop=stop_tokens(model.tokenizer),
+                          batch_size=batch_size, progress=progress)
+    answers = [model.tokenizer.decode(ids) for ids in new]
+    ratings = [parse_rating(a) for a in answers]
+    return pd.DataFrame({"word": list(words), "answer": answers,
+                         "rating": pd.array(ratings, dtype="Int64").astype(float)})
+
+
+def bellezza_downstream(
+    model: LanguageModel, template: PromptTemplate, *, chat_template: bool = True, max_new_tokens: int = 4,
+    normalise: bool = True, **run_options,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Spearman of RPAM Valence (the paper uses TP1) vs the model's own ratings of the 399 Bellezza words."""
+    items, _ = bellezza(model, template, normalise=normalise, **run_options)
+    rated = model_ratings(model, list(items["word"]), chat_template=chat_template, max_new_tokens=max_new_tokens,
+                          batch_size=run_options.get("batch_size", 32), progress=run_options.get("progress", False))
+    items = items.assign(answer=rated["answer"].to_numpy(), rating=rated["rating"].to_numpy())
+    kept = items.dropna(subset=["rating"])
+    row = {"benchmark": "Bellezza downstream", "statistic": "spearman", "n": len(kept),
+           "n_unparsable": len(items) - len(kept), "parse_rate": len(kept) / len(items),
+           "chat_template": chat_template, "max_new_tokens": max_new_tokens}
+    if len(kept) >= 3 and kept["rating"].nunique() > 1:
+        r = stats.spearman_test(jnp.asarray(kept["score"].to_numpy(float)), jnp.asarray(kept["rating"].to_numpy(float)))
+        human = stats.spearman_test(jnp.asarray(kept["valence"].to_numpy(float)), jnp.asarray(kept["rating"].to_numpy(float)))
+        row |= {"correlation": float(r.statistic), "p_value": float(r.p_value),
+                "ratings_vs_human_spearman": float(human.statistic)}
+    else:  # too few parsed or constant ratings: Spearman is undefined
+        row |= {"correlation": float("nan"), "p_value": float("nan"), "ratings_vs_human_spearman": float("nan")}
+    return items, pd.DataFrame([row])
