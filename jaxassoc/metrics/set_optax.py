@@ -94,7 +94,7 @@ def _solve_reduced(sub, r, gold_pos, valid, margin, settings: SolverSettings):
     def lagrangian(M, lam, rho):
         return 0.5 * jnp.sum(M * M) + jnp.sum(jnp.maximum(0.0, lam + rho * h(M)) ** 2 - lam**2) / (2 * rho)
 
-    opt = optax.lbfgs()
+    opt = optax.lbfgs()  # zoom line search: backtracking is faster but stalls on some problems
 
     def inner(M, lam, rho):
         fun = functools.partial(lagrangian, lam=lam, rho=rho)
@@ -144,9 +144,9 @@ def set_optax_kernel(
     gold: Int[Array, "P K"],
     valid: Bool[Array, "P K"],
     margin: float = MARGIN,
-    candidates: int | None = 128,
+    candidates: int | None = 64,
     settings: SolverSettings = SolverSettings(),
-    chunk: int = 32,
+    chunk: int = 256,
 ) -> SharedSetResult:
     """Shared-ΔA SeT of P problems of K contexts (padded contexts have ``valid`` False), ``chunk``
     problems at a time (vmapped). Assumes valid inputs (see :func:`set_optax`)."""
@@ -176,31 +176,53 @@ def set_optax(
     valid: ArrayLike | None = None,
     *,
     margin: float = MARGIN,
-    candidates: int | None = 128,
+    candidates: int | None = 64,
     settings: SolverSettings = SolverSettings(),
-    chunk: int = 32,
+    chunk: int = 256,
+    block: int = 1024,
+    tol: float = 1e-3,
 ) -> SharedSetResult:
     """SeT with one ΔA per problem shared by its contexts: ``x`` (P, K, D), ``gold`` (P, K).
 
-    A problem whose dropped constraints turn out violated is solved again with twice the working set
-    (up to the whole vocabulary). ``candidates=None`` uses the whole vocabulary from the start.
-    Infeasible problems (x̃_k = 0, or two collinear contexts asking for different golds) keep a
-    positive ``max_violation``: check it.
+    Problems run ``block`` at a time (the last block padded), so one compilation serves any P. A problem
+    whose dropped constraints turn out violated is solved again with twice the working set (up to the
+    whole vocabulary; ``candidates=None`` starts there); one whose constraints still miss by more than
+    ``tol`` (logit units) is solved once more with twice the iterations. Infeasible problems (x̃_k = 0, or
+    collinear contexts asking for different golds) keep a positive ``max_violation``: check it.
     """
     valid = _check_shared_inputs(W, b, x, gold, valid)
     if margin <= 0:
         raise InputError(f"SeT: the margin γ must be positive; got {margin}")
     W, b = jnp.asarray(W), None if b is None else jnp.asarray(b)
     x, gold = np.asarray(x), np.asarray(gold)
-    run = functools.partial(set_optax_kernel, W, b, margin=float(margin), settings=settings, chunk=chunk)
-    result = jax.tree_util.tree_map(np.array, run(x, gold, valid, candidates=candidates))
-    V = W.shape[0]
-    while candidates is not None and candidates < V and not result.working_set_ok.all():
+    V, P = W.shape[0], x.shape[0]
+    size = min(block, P)
+
+    def solve(idx, cand, sett):
+        parts = []
+        for start in range(0, len(idx), size):
+            part = idx[start : start + size]
+            padded = np.concatenate([part, np.repeat(part[:1], size - len(part))])
+            res = set_optax_kernel(
+                W, b, x[padded], gold[padded], valid[padded], margin=float(margin),
+                candidates=None if cand is None or cand >= V else cand, settings=sett, chunk=min(chunk, size),
+            )
+            parts.append([np.asarray(a)[: len(part)] for a in res])
+        return [np.concatenate(field) for field in zip(*parts)]
+
+    def redo(result, idx, cand, sett):
+        for field, values in zip(result, solve(idx, cand, sett)):
+            field[idx] = values
+
+    result = solve(np.arange(P), candidates, settings)
+    ok = 2  # SharedSetResult.working_set_ok
+    while candidates is not None and candidates < V and not result[ok].all():
         candidates = min(2 * candidates, V)
-        redo = np.flatnonzero(~result.working_set_ok)
-        again = run(x[redo], gold[redo], valid[redo], candidates=None if candidates >= V else candidates)
-        for field, values in zip(result, again):
-            field[redo] = np.asarray(values)
+        redo(result, np.flatnonzero(~result[ok]), candidates, settings)
+    slow = np.flatnonzero(result[1] > tol)
+    if slow.size:
+        longer = settings._replace(n_outer=2 * settings.n_outer, n_inner=2 * settings.n_inner)
+        redo(result, slow, candidates, longer)
     return SharedSetResult(*(jnp.asarray(v) for v in result))
 
 
