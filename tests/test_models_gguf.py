@@ -318,3 +318,43 @@ def test_load_model_reads_a_gguf_file(tiny):
         ref = model(input_ids=torch.tensor(enc["input_ids"]), attention_mask=torch.tensor(enc["attention_mask"]))
     real = enc["attention_mask"].astype(bool)
     assert np.abs(np.asarray(head_logits(lm.head, hidden)) - ref.logits.numpy())[real].max() <= 1e-4
+
+
+@pytest.fixture(scope="module")
+def sentencepiece_gguf(tmp_path_factory):
+    """A Llama-2 style file: SentencePiece BPE trained here on WikiText-2, scores instead of merges."""
+    from tokenizers import SentencePieceBPETokenizer
+
+    trained = SentencePieceBPETokenizer()
+    trained.train_from_iterator(_wikitext_lines(2000), vocab_size=1200, show_progress=False)
+    pieces = sorted(trained.get_vocab().items(), key=lambda kv: kv[1])
+    tokens = ["<unk>", "<s>", "</s>", *(f"<0x{b:02X}>" for b in range(256)), *(p for p, _ in pieces)]
+    types = [2, 3, 3] + [6] * 256 + [1] * len(pieces)
+    scores = [0.0] * 259 + [-float(i) for i in range(len(pieces))]
+    folder = tmp_path_factory.mktemp("spm")
+    writer = gguf.GGUFWriter(folder / "spm.gguf", arch="llama")
+    writer.add_tokenizer_model("llama")
+    writer.add_token_list(tokens)
+    writer.add_token_scores(scores)
+    writer.add_token_types(types)
+    writer.add_bos_token_id(1)
+    writer.add_eos_token_id(2)
+    writer.add_unk_token_id(0)
+    writer.add_pad_token_id(0)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.close()
+    return folder / "spm.gguf"
+
+
+def test_sentencepiece_tokenizer_matches_transformers(sentencepiece_gguf):
+    path = sentencepiece_gguf
+    ours = tokenizer_from_metadata(read_metadata(_open(path), path))
+    theirs = transformers.AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    assert ours.bos_token == theirs.bos_token == "<s>"
+    for text in _wikitext_lines(120) + CRAFTED + ["<s>inside</s> specials", "Ünïcödé ✓ 😀 byte fallback"]:
+        ids = ours(text)["input_ids"]
+        assert ids == theirs(text)["input_ids"], text
+        assert ids[0] == 1  # llama.cpp and transformers add BOS to a 'llama' vocabulary by default
+        assert ours.decode(ids, skip_special_tokens=True) == theirs.decode(ids, skip_special_tokens=True), text
+    assert "<0xF0>" in ours.convert_ids_to_tokens(ours("😀")["input_ids"])  # byte fallback
