@@ -46,9 +46,10 @@ TINY_TOKENS = ["<unk>", "<s>", "</s>", *BYTE_TOKENS, "Ġt", "he", "Ġthe"]
 TINY_MERGES = ["Ġ t", "h e", "Ġt he"]
 
 
-def _write_tiny_gguf(path, model, *, tied: bool, arch: str = "llama", pre: str = "gpt2"):
+def _write_tiny_gguf(path, model, *, tied: bool, arch: str = "llama", pre: str = "gpt2", extra=lambda w: None):
     cfg = model.config
     writer = gguf.GGUFWriter(path, arch=arch)
+    extra(writer)
     writer.add_block_count(cfg.num_hidden_layers)
     writer.add_context_length(cfg.max_position_embeddings)
     writer.add_embedding_length(cfg.hidden_size)
@@ -161,6 +162,21 @@ def test_unreadable_files_raise_model_error_naming_them(tiny, tmp_path):
     _write_tiny_gguf(tmp_path / "pre.gguf", model, tied=False, pre="no-such-pre")
     with pytest.raises(ModelError, match="no-such-pre"):
         read_gguf(tmp_path / "pre.gguf")
+
+
+def test_unsupported_gguf_options_are_refused(tiny, tmp_path):
+    """Rope scaling and experts in the metadata reach config_from_hf, which refuses them by name."""
+    model, _ = tiny
+    cases = {
+        "linear": lambda w: (w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR), w.add_rope_scaling_factor(2.0)),
+        "num_local_experts": lambda w: w.add_expert_count(8),
+    }
+    for words, extra in cases.items():
+        path = tmp_path / f"{words}.gguf"
+        _write_tiny_gguf(path, model, tied=False, extra=extra)
+        hf_config, _, _ = read_gguf(path)
+        with pytest.raises(ModelError, match=words):
+            llama.config_from_hf(hf_config)
 
 
 # --- the SmolLM2 GGUF tokenizer against transformers' -----------------------------------------------
