@@ -10,7 +10,7 @@ Field guide (module: what is there; paper):
   z = W (x − μ)), ``save_zca`` / ``load_zca``, and the reference samples ``reference_sample`` /
   ``corpus_word_types`` (``ReferenceSample``: corpus word types by default, as METHODS.md §2 pins).
 - :mod:`~jaxassoc.embeddings.sentence` — sentence vectors by masked mean pooling of a layer (Reimers &
-  Gurevych 2019): ``mean_pool``, ``sentence_vectors``, ``token_states``.
+  Gurevych 2019): ``mean_pool``, ``sentence_vectors``, ``token_states``, ``check_layer`` (a layer index the model has).
 - :mod:`~jaxassoc.embeddings.contextual` — word vectors from a contextual model, "aggregated" over up to
   20 corpus sentences (Bommasani, Davis & Cardie 2020): ``ContextIndex``, ``ContextualWordVectors``,
   ``contextual_reference`` (token- or sentence-level ZCA reference), ``BLEACHED_TEMPLATES`` (May et al.
@@ -26,7 +26,7 @@ from jaxassoc.embeddings.contextual import (
     ContextualWordVectors,
     contextual_reference,
 )
-from jaxassoc.embeddings.sentence import mean_pool, sentence_vectors, token_states
+from jaxassoc.embeddings.sentence import check_layer, mean_pool, sentence_vectors, token_states
 from jaxassoc.embeddings.static import (
     Lookup,
     StaticEmbeddings,
@@ -54,6 +54,7 @@ __all__ = [
     "StaticEmbeddings",
     "ZcaStats",
     "apply_zca",
+    "check_layer",
     "contextual_reference",
     "corpus_word_types",
     "fit_zca",

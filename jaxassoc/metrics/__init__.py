@@ -232,4 +232,5 @@ __all__ = [
     "weat_draws",
     "weat_effect_size",
     "weat_statistics",
+    "word_initial_mask",
 ]
