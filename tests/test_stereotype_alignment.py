@@ -3,6 +3,8 @@ human ratings of Cao et al. (2022); the human-group mapping is checked for compl
 
 import json
 
+import pandas as pd
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -101,3 +103,87 @@ def test_alignment_refuses_bad_shapes_and_nan_scores():
     model[1, 3] = np.nan
     with pytest.raises(InputError, match=r"groups \[1\]"):
         alignment(model, human)
+
+
+# --- the causal-LM pipeline (jaxassoc.app.pipelines.stereotypes) on a tiny Llama vs torch ----------
+import torch  # noqa: E402
+
+from jaxassoc.app.pipelines.stereotypes import (  # noqa: E402
+    causal_prefix,
+    human_alignment,
+    is_causal_template,
+    pair_matrix,
+    score_causal,
+)
+from jaxassoc.errors import ConfigError  # noqa: E402
+from jaxassoc.models import load_model  # noqa: E402
+from models_helpers import load_torch, save_tiny_checkpoint  # noqa: E402
+from reference_set_numpy import set_distance  # noqa: E402
+
+
+def _torch_terms(model, tok, prefix, word, bos_id):
+    """log p(first token), ILPS*'s renormalised log P(word), SeT word score (−max distance), with torch."""
+    prompt = [bos_id] + tok.encode(prefix, add_special_tokens=False)
+    trait = tok.encode(" " + word, add_special_tokens=False)
+    ids = torch.tensor([prompt + trait])
+    with torch.no_grad():
+        out = model(ids, output_hidden_states=True)
+    names = tok.convert_ids_to_tokens(list(range(len(tok))))
+    initial = np.array([n.startswith("Ġ") for n in names])
+    W = model.lm_head.weight.detach().double().numpy()
+    chain, distances = 0.0, []
+    for i, t in enumerate(trait):
+        pos = len(prompt) - 1 + i
+        probs = torch.softmax(out.logits[0, pos].double(), -1).numpy()
+        chain += np.log(probs[t] / probs[initial if i == 0 else ~initial].sum())
+        if i == 0:
+            first = np.log(probs[t])
+        x = out.hidden_states[-1][0, pos].double().numpy()  # after the final norm
+        distances.append(set_distance(W, None, x, t))
+    return first, chain, -max(distances)
+
+
+def test_causal_pipeline_matches_torch_on_a_tiny_llama(tmp_path):
+    folder = save_tiny_checkpoint(tmp_path, "llama", seed=2)
+    ours_model, ref_model = load_model(folder), load_torch(folder, "llama")
+    abc = load_abc()
+    template, groups, words = "The <sgroup> is <mask>.", ["doctor", "Amish person"], ["warm", "self-assured", "poor"]
+    df = score_causal(ours_model, abc, template, groups=groups, words=words, batch_size=4)
+    tok = ours_model.tokenizer
+    assert max(len(tok.encode(" " + w, add_special_tokens=False)) for w in words) > 1
+    bos = ours_model.vocab.bos_id
+    prior = {w: _torch_terms(ref_model, tok, "The person is", w, bos) for w in words}
+    for g in groups:
+        for w in words:
+            first, chain, set_score = _torch_terms(ref_model, tok, f"The {g} is", w, bos)
+            row = df[(df.group == g) & (df.word == w)].iloc[0]
+            assert row.ilps == pytest.approx(first - prior[w][0], abs=2e-4)
+            assert row.ilps_star == pytest.approx(chain - prior[w][1], abs=2e-4)
+            assert row.set == pytest.approx(set_score - prior[w][2], abs=2e-4)
+
+
+def test_causal_templates_and_prefixes():
+    abc = load_abc()
+    usable = [t for t in abc.all_templates if is_causal_template(t)]
+    assert len(usable) == 33  # all but "The <mask> people are <pgroup>." and "... more <mask> than others."
+    assert causal_prefix("Why are <pgroup> <mask>?", "<pgroup>", "doctors") == "Why are doctors"
+    with pytest.raises(ConfigError, match="must end the prompt"):
+        causal_prefix("<cpgroup> are more <mask> than others.", "<cpgroup>", "Doctors")
+
+
+def test_pair_matrix_and_human_alignment_on_synthetic_scores():
+    abc = load_abc()
+    slot = "<pgroup>"
+    groups = list(abc.groups[slot])
+    words = list(dict.fromkeys(w for syns in abc.traits.values() for w in syns))
+    rng = np.random.default_rng(3)
+    df = pd.DataFrame([(g, w, rng.normal()) for g in groups for w in words], columns=["group", "word", "set"])
+    pairs = pair_matrix(df, abc, "set")
+    assert pairs.shape == (51, 16)
+    g, (left, right) = "doctors", abc.trait_pairs[4]
+    sub = df[df.group == g].set_index("word")["set"]
+    expected = np.median(sub[list(abc.traits[right])]) - np.median(sub[list(abc.traits[left])])
+    assert float(pairs.loc[g].iloc[4]) == pytest.approx(expected, rel=1e-5)
+    res, present = human_alignment(pairs, abc, slot)
+    assert len(present) == 25 and "average people" not in present  # every human group but the prior's
+    assert res.tau_per_group.shape == (25,)

@@ -1,0 +1,200 @@
+"""ABC stereotype measurements (Cao et al. 2022) on a causal LM: prompts, ILPS, ILPS*, SeT, and alignment
+with the human ratings (METHODS.md §3). Plain functions, no Hydra.
+
+Causal adaptation: the trait must end the prompt, so only templates whose ``<mask>`` is followed by
+nothing but final punctuation are usable; the prompt is the template up to the mask (e.g. "The doctor
+is") and the trait is appended with a leading space. One teacher-forced pass per (group, trait word)
+gives, at the position before each trait token, the head input x (for SeT) and the next-token logits
+(for ILPS / ILPS*, chain rule over the trait's tokens). Every group is compared with the prior noun
+("person" / "people" / "People") in the same template. Whether a BOS token starts the prompt is the
+``bos`` switch (it changes small causal models' results markedly): record it with the results.
+
+Masked LMs would need one forward pass per subword (write-in); not wired here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from jaxassoc.data import AbcData, load_human_ratings
+from jaxassoc.data.stereotypes import MASK
+from jaxassoc.errors import ConfigError
+from jaxassoc.metrics.ilps import chain_rule_logprob, first_subword_logprob, word_initial_mask
+from jaxassoc.metrics.set_exact import set_exact
+from jaxassoc.metrics.set_score import set_word_scores
+from jaxassoc.metrics.stereotype_alignment import AlignmentResult, alignment, human_group_indices, pair_scores
+from jaxassoc.models import LanguageModel, run_batched
+
+_TRAILING = " .?!"
+
+
+class TraitProblems(NamedTuple):
+    """Token sequences (prompt + trait) and where each trait starts, one per (filler, word)."""
+
+    fillers: list[str]  # the groups, then the prior noun last
+    words: list[str]
+    sequences: list[list[int]]  # row-major over (filler, word)
+    trait_starts: list[int]
+    trait_tokens: list[list[int]]
+
+
+def is_causal_template(template: str) -> bool:
+    """True when ``<mask>`` is followed only by final punctuation."""
+    head, sep, tail = template.partition(MASK)
+    return bool(sep) and tail.strip(_TRAILING) == "" and head.strip() != ""
+
+
+def causal_prefix(template: str, slot: str, filler: str) -> str:
+    """The prompt before the trait: the template up to ``<mask>`` with the slot filled."""
+    if not is_causal_template(template):
+        raise ConfigError(
+            f"template {template!r} cannot be scored by a causal LM: the trait slot must end the prompt "
+            f"(use one of the templates whose {MASK} is followed only by punctuation)"
+        )
+    return template.partition(MASK)[0].replace(slot, filler).rstrip()
+
+
+def build_problems(
+    tokenizer, abc: AbcData, template: str, groups: Sequence[str], words: Sequence[str], *, bos_id: int | None
+) -> TraitProblems:
+    """Token sequences for every (group or prior, trait word) in one template (``bos_id``: prepend it)."""
+    slot = abc.slot_of(template)
+    fillers = list(groups) + [abc.priors[slot]]
+    sequences, starts, traits = [], [], []
+    for filler in fillers:
+        prefix = tokenizer.encode(causal_prefix(template, slot, filler), add_special_tokens=False)
+        prefix = ([bos_id] if bos_id is not None else []) + prefix
+        for word in words:
+            trait = tokenizer.encode(" " + word, add_special_tokens=False)
+            sequences.append(prefix + trait)
+            starts.append(len(prefix))
+            traits.append(trait)
+    return TraitProblems(fillers, list(words), sequences, starts, traits)
+
+
+def _head_inputs(model: LanguageModel, problems: TraitProblems, batch_size: int):
+    """x (N, S, D) at the positions predicting each trait token, the tokens (N, S) and their mask."""
+    forward = jax.jit(lambda params, ids, mask: model.forward(params["body"], ids, mask).hidden)
+    hidden = run_batched(forward, model.params, problems.sequences, batch_size=batch_size,
+                         pad_id=model.vocab.pad_id if model.vocab.pad_id is not None else 0)
+    S = max(len(t) for t in problems.trait_tokens)
+    D = hidden[0].shape[-1]
+    x = np.zeros((len(hidden), S, D), np.float32)
+    tokens = np.zeros((len(hidden), S), np.int32)
+    valid = np.zeros((len(hidden), S), bool)
+    for n, (h, start, trait) in enumerate(zip(hidden, problems.trait_starts, problems.trait_tokens)):
+        x[n, : len(trait)] = h[start - 1 : start - 1 + len(trait)]
+        tokens[n, : len(trait)], valid[n, : len(trait)] = trait, True
+    return x, tokens, valid
+
+
+def _ilps_terms(head, x, tokens, valid, word_initial, chunk: int = 32):
+    """Per problem: log P(first token) and ILPS*'s renormalised chain-rule log P(word)."""
+
+    @jax.jit
+    def terms(xc, tc, vc):
+        logits = xc @ head.W.T.astype(xc.dtype)
+        logits = logits if head.b is None else logits + head.b
+        return first_subword_logprob(logits[:, 0], tc[:, 0]), chain_rule_logprob(logits, tc, vc, word_initial)
+
+    first, chain = [], []
+    for start in range(0, len(x), chunk):
+        f, c = terms(jnp.asarray(x[start : start + chunk]), jnp.asarray(tokens[start : start + chunk]),
+                     jnp.asarray(valid[start : start + chunk]))
+        first.append(np.asarray(f))
+        chain.append(np.asarray(c))
+    return np.concatenate(first), np.concatenate(chain)
+
+
+def score_causal(
+    model: LanguageModel,
+    abc: AbcData,
+    template: str,
+    *,
+    groups: Sequence[str] | None = None,
+    words: Sequence[str] | None = None,
+    bos: bool = True,
+    set_transform: str = "neg_distance",
+    set_nan_policy: str = "propagate",
+    batch_size: int = 32,
+) -> pd.DataFrame:
+    """ILPS, ILPS* and SeT of every (group, trait word) in ``template``, each minus the prior noun's.
+
+    Columns: ``group``, ``word``, ``ilps``, ``ilps_star``, ``set`` (and the raw ``set_distance_max``,
+    the largest per-subword ‖ΔA‖_F of the group prompt). ``groups`` default to the template slot's
+    list, ``words`` to every synonym of every pole.
+    """
+    if model.objective != "causal":
+        raise ConfigError(f"score_causal needs a causal LM; {model.name!r} is {model.objective}")
+    if bos and model.vocab.bos_id is None:
+        raise ConfigError(f"bos=True but {model.name!r} has no BOS token; use bos=False")
+    slot = abc.slot_of(template)
+    groups = list(abc.groups[slot] if groups is None else groups)
+    words = list(dict.fromkeys(w for syns in abc.traits.values() for w in syns)) if words is None else list(words)
+    problems = build_problems(model.tokenizer, abc, template, groups, words,
+                              bos_id=model.vocab.bos_id if bos else None)
+    x, tokens, valid = _head_inputs(model, problems, batch_size)
+    head = model.head
+    marker = "wordpiece" if model.vocab.continuation_marker == "##" else (
+        "sentencepiece" if model.vocab.word_initial_marker == "▁" else "bpe")
+    initial = jnp.asarray(word_initial_mask(model.tokenizer, marker, vocab_size=head.W.shape[0]))
+    first, chain = _ilps_terms(head, x, tokens, valid, initial)
+    flat = set_exact(head.W, head.b, x[valid], tokens[valid])
+    distance = np.zeros(valid.shape, np.float32)
+    distance[valid] = np.asarray(flat.distance)
+    set_word = np.asarray(set_word_scores(jnp.asarray(distance), jnp.asarray(valid),
+                                          transform=set_transform, nan_policy=set_nan_policy))
+    shape = (len(problems.fillers), len(words))
+    first, chain, set_word = (a.reshape(shape) for a in (first, chain, set_word))
+    max_distance = np.where(valid, distance, 0.0).max(axis=1).reshape(shape)
+    rows = []
+    for g, group in enumerate(groups):
+        for w, word in enumerate(words):
+            rows.append((group, word, first[g, w] - first[-1, w], chain[g, w] - chain[-1, w],
+                         set_word[g, w] - set_word[-1, w], max_distance[g, w]))
+    return pd.DataFrame(rows, columns=["group", "word", "ilps", "ilps_star", "set", "set_distance_max"])
+
+
+def pair_matrix(scores: pd.DataFrame, abc: AbcData, metric: str) -> pd.DataFrame:
+    """Groups × the 16 trait pairs: median over right-pole synonyms − median over left-pole synonyms."""
+    table = scores.pivot(index="group", columns="word", values=metric)
+    K = max(len(s) for s in abc.traits.values())
+
+    def padded(pole):
+        syns = abc.traits[pole]
+        vals = np.zeros((len(table), K), np.float32)
+        vals[:, : len(syns)] = table[list(syns)].to_numpy()
+        return vals, np.arange(K) < len(syns)
+
+    columns = {}
+    for left, right in abc.trait_pairs:
+        (lv, lm), (rv, rm) = padded(left), padded(right)
+        lm, rm = np.broadcast_to(lm, lv.shape), np.broadcast_to(rm, rv.shape)
+        columns[f"{left} - {right}"] = np.asarray(pair_scores(lv, lm, rv, rm))
+    return pd.DataFrame(columns, index=table.index)
+
+
+def human_alignment(pairs: pd.DataFrame, abc: AbcData, slot: str) -> tuple[AlignmentResult, list[str]]:
+    """Kendall τ and P@3 against the human ratings, for the human groups among the scored ones.
+
+    ``pairs`` is indexed by group names as they fill ``slot`` (the template's). Human groups mapped to
+    the prior noun ("average people") are left out: their prior-normalised scores are 0 by construction.
+    """
+    ratings = load_human_ratings()
+    singular = dict(zip(abc.groups[slot], abc.groups["<sgroup>"]))
+    scored = {singular[name]: name for name in pairs.index}
+    prior = abc.priors["<sgroup>"]
+    human_groups = [g for g in dict.fromkeys(ratings.group) if abc.human_groups.get(g) != prior]
+    present = [g for g in human_groups if abc.human_groups.get(g) in scored]
+    human_group_indices(present, abc.human_groups, list(scored))  # DataError for unmapped groups
+    table = ratings.pivot(index="group", columns="trait_pair", values="rating")
+    labels = list(dict.fromkeys(ratings.trait_pair))  # the order of abc.trait_pairs
+    human = table.loc[present, labels].to_numpy()
+    model = pairs.loc[[scored[abc.human_groups[g]] for g in present]].to_numpy()
+    return alignment(model, human), present
