@@ -12,6 +12,7 @@ from jaxassoc import data
 from jaxassoc.app import resolve
 from jaxassoc.app.config import MetricConfig
 from jaxassoc.app.pipelines.weat import (
+    plot_cosine_heatmaps,
     plot_effect_size_heatmap,
     plot_raw_vs_whitened,
     run_anisotropy,
@@ -109,6 +110,8 @@ def run(job: Job) -> JobResult:
                 r = run_similarity_benchmark(embeddings, pairs, zca, key=key_sim, name=name,
                                              n_resamples=job.stats.n_bootstrap, confidence=job.stats.confidence)
                 aggregates.append(pd.DataFrame([{"test": "similarity", **r}]))
+        if cfg.anisotropy:
+            plot_cosine_heatmaps(key_aniso, reference.vectors, zca, job.output_dir / "cosine_matrices.png")
         plot_effect_size_heatmap({job.model.name: table}, job.output_dir / "weat_heatmap.png", alpha=job.stats.alpha)
         plot_raw_vs_whitened({job.model.name: table}, job.output_dir / "weat_raw_vs_whitened.png")
     provenance["dataset_version"] = data.dataset_info(job.dataset.name).version
