@@ -41,6 +41,10 @@ def run(job: Job) -> JobResult:
         raise ConfigError(f"metric.downstream=true is the Bellezza rating task: use dataset=bellezza, not {name!r}")
     if cfg.max_new_tokens < 1:
         raise ConfigError(f"metric.max_new_tokens={cfg.max_new_tokens} must be at least 1")
+    if job.dataset.sample is not None and name not in ("wordsim353", "bellezza", "sst2"):
+        raise ConfigError(f"dataset.sample is supported for wordsim353, bellezza and sst2, not {name!r}")
+    if name == "bellezza" and cfg.group_size > 1 and job.dataset.sample is not None:
+        raise ConfigError("dataset.sample does not apply to Bellezza-kX (metric.group_size > 1)")
     if name not in TASKS:
         raise ConfigError(f"metric=rpam has no task for dataset {name!r}; use one of {TASKS}")
     if not job.template.text:
@@ -58,19 +62,20 @@ def run(job: Job) -> JobResult:
             n_bootstrap=s.n_bootstrap, confidence=s.confidence, **options,
         )
     elif name == "wordsim353":
-        items, aggregates = rpam.wordsim353(model, template, **options)
+        items, aggregates = rpam.wordsim353(model, template, sample=job.dataset.sample, key=key, **options)
     elif name == "bellezza" and cfg.downstream:
         if cfg.group_size > 1:
             raise ConfigError("metric.downstream=true rates single words: leave metric.group_size at 1")
         items, aggregates = rpam_downstream.bellezza_downstream(
-            model, template, chat_template=cfg.chat_template, max_new_tokens=cfg.max_new_tokens, **options
+            model, template, chat_template=cfg.chat_template, max_new_tokens=cfg.max_new_tokens,
+            sample=job.dataset.sample, key=key, **options,
         )
     elif name == "bellezza" and cfg.group_size > 1:
         items, aggregates = rpam.bellezza_groups(model, template, key, k=cfg.group_size, **options)
     elif name == "bellezza":
-        items, aggregates = rpam.bellezza(model, template, **options)
+        items, aggregates = rpam.bellezza(model, template, sample=job.dataset.sample, key=key, **options)
     else:
-        items, aggregates = rpam.sst2(model, template, key, **options)
+        items, aggregates = rpam.sst2(model, template, key, sample=job.dataset.sample, **options)
     provenance = {
         **resolve.model_provenance(job.model, model),
         "dataset_version": data.dataset_info(name).version,

@@ -135,10 +135,10 @@ def model_ratings(
 
 def bellezza_downstream(
     model: LanguageModel, template: PromptTemplate, *, chat_template: bool = True, max_new_tokens: int = 4,
-    normalise: bool = True, **run_options,
+    normalise: bool = True, sample: int | None = None, key: jax.Array | None = None, **run_options,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Spearman of RPAM Valence (the paper uses TP1) vs the model's own ratings of the 399 Bellezza words."""
-    items, _ = bellezza(model, template, normalise=normalise, **run_options)
+    items, _ = bellezza(model, template, normalise=normalise, sample=sample, key=key, **run_options)
     rated = model_ratings(model, list(items["word"]), chat_template=chat_template, max_new_tokens=max_new_tokens,
                           batch_size=run_options.get("batch_size", 32), progress=run_options.get("progress", False))
     items = items.assign(answer=rated["answer"].to_numpy(), rating=rated["rating"].to_numpy())
