@@ -57,6 +57,15 @@ def set_distance(W: np.ndarray, b: np.ndarray | None, x: np.ndarray, gold: int, 
     return float(np.linalg.norm(A - B))
 
 
+def set_distance_lean(W: np.ndarray, b: np.ndarray | None, x: np.ndarray, gold: int, margin: float = 1.0) -> float:
+    """The same algorithm without forming A and B: ‖ΔA‖_F = ‖δ‖ ‖x̃‖ in the original's scaling."""
+    logits = W @ x if b is None else W @ x + b
+    sq = x @ x + (0.0 if b is None else 1.0)
+    gaps = (logits - logits[gold] + margin) / sq
+    gaps[gold] = 0.0
+    return float(np.linalg.norm(minimal_scaled_delta(gaps, gold)) * np.sqrt(sq))
+
+
 def original_score(distance: float) -> float:
     """The original transform log(1 − ‖ΔA‖_F): NaN past 1 (as NumPy, which warns)."""
     return math.log(1.0 - distance) if distance < 1.0 else (-math.inf if distance == 1.0 else math.nan)
