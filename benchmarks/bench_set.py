@@ -5,16 +5,15 @@ column-squishing loop, full B = A + δ x̃ᵀ formed, ‖B − A‖_F), in the s
 Suite: one template, the 51 ABC groups plus the prior noun, every synonym of the 32 trait poles, one
 problem per subword (subwords counted with the embedded all-MiniLM-L6-v2 WordPiece tokenizer). The head
 and head inputs are RANDOM with RoBERTa-large's sizes (V = 50,265, D = 1,024, with bias): logits of a few
-units and LayerNorm-like inputs; the real models are not wired in here. SeT's cost depends only on the
+units and LayerNorm-like inputs; the real models are not wired in here. SeT's cost depends mainly on the
 sizes, and the exact solver is checked against the baseline on the sampled problems.
 
 A second, leaner NumPy loop (same projection, but ‖ΔA‖_F = ‖δ‖ ‖x̃‖ without building A and B) shows
 how much of the original's time is the O(V·D) matrix update rather than the projection itself.
 
-The baselines are linear in the number of problems (the original-style one takes over a second per problem at
-these sizes), so they
-run on ``--baseline-sample`` problems and their time is scaled to the whole suite (the printout says so);
-``--baseline-sample 0`` runs it on every problem.
+The baselines are linear in the number of problems (the original-style one takes over a second per
+problem at these sizes), so they run on ``--baseline-sample`` problems and their time is scaled to the
+whole suite (the printout says so); ``--baseline-sample 0`` runs them on every problem.
 
 Run: ``python benchmarks/bench_set.py [--threads 2] [--vocab 50265 --dim 1024] [--baseline-sample 12]``.
 """
