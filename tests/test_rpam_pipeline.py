@@ -184,3 +184,21 @@ def test_rating_prompt_and_chat_template(models):
         text, add_special_tokens=False)["input_ids"]
     with pytest.raises(ConfigError, match="no chat template.*chat_template=false"):
         rpam_downstream.rating_prompts(model, ["sunshine"], chat_template=True)
+
+
+def test_bellezza_reports_both_normalisations_from_one_run(models):
+    from scipy import stats as sps
+
+    import jax
+
+    model, _ = models
+    key = jax.random.key(3)
+    items, agg = pipeline.bellezza(model, TP1, sample=6, key=key)
+    assert len(items) == 6 and sorted(agg["normalised"].unique()) == [False, True]
+    spearman = agg[(agg["statistic"] == "spearman") & agg["normalised"]]["correlation"].item()
+    assert spearman == pytest.approx(sps.spearmanr(items["score"], items["valence"]).statistic, abs=1e-5)
+    ablation, _ = pipeline.bellezza(model, TP1, sample=6, key=key, normalise=False)
+    pearson = agg[(agg["statistic"] == "pearson") & ~agg["normalised"]]["correlation"].item()
+    assert pearson == pytest.approx(sps.pearsonr(ablation["score"], ablation["valence"]).statistic, abs=1e-4)
+    with pytest.raises(InputError, match="at least 3"):
+        pipeline.subsample(items, 2, key)
