@@ -1,0 +1,144 @@
+"""The examples run as scripts on a tiny GPT-2 checkpoint, and their numbers match independent references:
+the app's own RPAM host side (``rpam_inputs``), NumPy re-computations, and torch/transformers for the
+perplexity; the plugin metric is swept through the real ``jaxassoc`` CLI."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from jaxassoc.app.pipelines.rpam_prompts import rpam_inputs, tokenize_attributes
+from jaxassoc.models import load_model
+from models_helpers import load_torch, save_tiny_checkpoint
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+sys.path.insert(0, str(EXAMPLES))
+import head_rpam  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return save_tiny_checkpoint(tmp_path_factory.mktemp("tiny"), "gpt2")
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tiny):
+    return load_model(tiny)
+
+
+def run_example(script, *args, cwd):
+    proc = subprocess.run([sys.executable, str(EXAMPLES / script), *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+def app_probabilities(model, spec):
+    """p(v, t) from the app's RPAM host side, computed in NumPy from its raw logits."""
+    inputs = rpam_inputs(model, spec.x + spec.y, tokenize_attributes(model.tokenizer, spec.a + spec.b, head_rpam.TP1),
+                         head_rpam.TP1)
+    z = inputs.first_logits - inputs.first_logits.max(axis=1, keepdims=True)
+    return np.exp(z) / np.exp(z).sum(axis=1, keepdims=True) * inputs.continuation, inputs
+
+
+def numpy_d(s, n_x):
+    return (s[:n_x].mean() - s[n_x:].mean()) / s.std(ddof=1)
+
+
+def test_head_rpam_reproduces_the_app_inputs(tiny_model):
+    spec = head_rpam.weat_ws_tests()["C7"]
+    first, cont = head_rpam.head_rpam_inputs(tiny_model.head, head_rpam.rpam_test_states(tiny_model, spec))
+    _, inputs = app_probabilities(tiny_model, spec)
+    assert inputs.n_multi_token > 0
+    np.testing.assert_allclose(np.asarray(first), inputs.first_logits, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(cont), inputs.continuation, rtol=1e-5, atol=1e-9)
+
+
+def test_attribution_table_and_d(tiny, tiny_model, tmp_path):
+    out = run_example("attribution.py", "--model", tiny, "--test", "C6", "--top", "4", "--json", "a.json", cwd=tmp_path)
+    assert "Attribute words ranked" in out and "Target words ranked" in out
+    result = json.loads((tmp_path / "a.json").read_text())
+    spec = head_rpam.weat_ws_tests()["C6"]
+    p, _ = app_probabilities(tiny_model, spec)
+    s = p[:, : len(spec.a)].mean(axis=1) - p[:, len(spec.a):].mean(axis=1)
+    np.testing.assert_allclose(result["d"], numpy_d(s, len(spec.x)), rtol=1e-4)
+    attributes, targets = pd.DataFrame(result["attributes"]), pd.DataFrame(result["targets"])
+    assert sorted(attributes["attribute"]) == sorted(spec.a + spec.b)
+    assert sorted(targets["target"]) == sorted(spec.x + spec.y)
+    assert (np.diff(attributes["grad_norm"]) <= 0).all() and (attributes["grad_norm"] > 0).all()
+    np.testing.assert_allclose(targets.set_index("target").loc[list(spec.x + spec.y), "s"], s, rtol=1e-4, atol=1e-9)
+    # ∂d/∂s sums to 0 (d is shift-invariant in s) and sign-separates X from Y when d is small
+    np.testing.assert_allclose(targets["dd_ds"].sum(), 0.0, atol=1e-3 * targets["dd_ds"].abs().max())
+
+
+def test_mitigation_shrinks_d_and_reports_perplexity(tiny, tiny_model, tmp_path):
+    # lr 1e-5: the tiny random model's s(t) are ~1e-6, so d is very sensitive to the head; a larger Adam step
+    # overshoots past d = 0 (on SmolLM2 the default 1e-3 converges, see examples/README.md)
+    out = run_example("mitigation.py", "--model", tiny, "--test", "C6", "--heldout", "C9", "--steps", "4",
+                      "--lr", "1e-5", "--n-lm", "6", "--n-eval", "6", "--max-tokens", "30", "--json", "m.json",
+                      cwd=tmp_path)
+    assert "perplexity (heldout sentences)" in out
+    result = json.loads((tmp_path / "m.json").read_text())
+    table = pd.DataFrame(result["table"]).set_index("test")
+    assert list(table.index) == ["C6", "C9"] and table.loc["C6", "trained"] and not table.loc["C9", "trained"]
+    assert abs(table.loc["C6", "d_after"]) < abs(table.loc["C6", "d_before"])
+    for tid in ("C6", "C9"):  # "before" is the untouched model's RPAM d
+        spec = head_rpam.weat_ws_tests()[tid]
+        p, _ = app_probabilities(tiny_model, spec)
+        s = p[:, : len(spec.a)].mean(axis=1) - p[:, len(spec.a):].mean(axis=1)
+        np.testing.assert_allclose(table.loc[tid, "d_before"], numpy_d(s, len(spec.x)), rtol=1e-4)
+    # perplexity before fine-tuning, against transformers on the same sentences (no BOS: GPT-2's default)
+    reference = load_torch(tiny, "gpt2")
+    nll, count = 0.0, 0
+    with torch.no_grad():
+        for sentence in result["lm_sentences"]:
+            ids = torch.tensor([tiny_model.tokenizer(sentence)["input_ids"]])
+            logp = torch.log_softmax(reference(ids).logits[0, :-1].double(), dim=-1)
+            nll -= logp.gather(1, ids[0, 1:, None]).sum().item()
+            count += ids.shape[1] - 1
+    np.testing.assert_allclose(result["ppl_lm_before"], np.exp(nll / count), rtol=1e-4)
+    assert result["n_lm_tokens"] == count and result["rows_changed"] > 0
+
+
+def test_custom_metric_script(tiny, tiny_model, tmp_path):
+    out = run_example("custom_metric.py", "--model", tiny, "--test", "C9", cwd=tmp_path)
+    spec = head_rpam.weat_ws_tests()["C9"]
+    p, _ = app_probabilities(tiny_model, spec)
+    s_log = np.log(p[:, : len(spec.a)].mean(axis=1)) - np.log(p[:, len(spec.a):].mean(axis=1))
+    first_line = out.splitlines()[0]
+    assert f"log-ratio d = {numpy_d(s_log, len(spec.x)):+.4f}" in first_line
+    s = p[:, : len(spec.a)].mean(axis=1) - p[:, len(spec.a):].mean(axis=1)
+    assert f"RPAM d = {numpy_d(s, len(spec.x)):+.4f}" in first_line
+
+
+def test_plugin_metric_sweeps_through_the_cli(tiny, tiny_model, tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(EXAMPLES), "JAXASSOC_PLUGINS": "rpam_logratio", "HYDRA_FULL_ERROR": "0"}
+    cmd = [sys.executable, "-m", "jaxassoc", "-m", "metric=rpam_logratio", f"model.source={tiny}", "model.name=tiny",
+           "model.kind=causal", "dataset=weat_ws", "template=tp1", "metric.tests=[C7,C9]",
+           "metric.swap_gender_roles=true,false", "stats.n_permutations=2000", "cache_dir=null",
+           "hydra.sweep.dir=sweep"]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    jobs = sorted(p.parent for p in (tmp_path / "sweep").rglob("results.json"))
+    assert len(jobs) == 2
+    swaps = []
+    for job in jobs:
+        agg = pd.read_parquet(job / "aggregates.parquet").set_index("test")
+        swap = json.loads((job / "results.json").read_text())["provenance"]["config"]["metric"]["swap_gender_roles"]
+        assert (agg["swap_gender_roles"] == swap).all()
+        swaps.append(swap)
+        assert list(agg.index) == ["C7", "C9"] and (agg["prov_model"] == "tiny").all()
+        specs = head_rpam.weat_ws_tests(swap_gender_roles=swap)
+        for tid in ("C7", "C9"):
+            p, _ = app_probabilities(tiny_model, specs[tid])
+            n_a = len(specs[tid].a)
+            s_log = np.log(p[:, :n_a].mean(axis=1)) - np.log(p[:, n_a:].mean(axis=1))
+            np.testing.assert_allclose(agg.loc[tid, "effect_size"], numpy_d(s_log, len(specs[tid].x)), rtol=1e-4)
+            assert 0.0 <= agg.loc[tid, "p_value"] <= 1.0
+    assert sorted(swaps) == [False, True]
