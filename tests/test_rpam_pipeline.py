@@ -202,3 +202,30 @@ def test_bellezza_reports_both_normalisations_from_one_run(models):
     assert pearson == pytest.approx(sps.pearsonr(ablation["score"], ablation["valence"]).statistic, abs=1e-4)
     with pytest.raises(InputError, match="at least 3"):
         pipeline.subsample(items, 2, key)
+
+
+@pytest.mark.slow
+def test_smollm2_probabilities_match_transformers():
+    """The embedded SmolLM2 (GGUF dequantised, loaded into transformers' LlamaForCausalLM) vs our port."""
+    import transformers
+
+    from jaxassoc.models.gguf import read_gguf
+    from jaxassoc.resources import smollm2_gguf
+
+    hf_config, tensors, _ = read_gguf(smollm2_gguf())
+    torch_model = transformers.LlamaForCausalLM(
+        transformers.LlamaConfig(**{k: v for k, v in hf_config.items() if k != "model_type"})
+    )
+    missing, unexpected = torch_model.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in tensors.items()},
+                                                      strict=False)
+    assert not unexpected and set(missing) <= {"lm_head.weight"}
+    if missing:
+        torch_model.lm_head.weight = torch_model.model.embed_tokens.weight
+    torch_model = torch_model.float().eval()
+    model = load_model("smollm2-135m")
+    targets, attributes = ["doctor", "a happy family", "insect"], ["math", "poetry", "sunrise", "caress", "vomit"]
+    for template in (TP1, TP2):
+        assert tokenize_attributes(model.tokenizer, attributes, template).multi_token
+        p, _ = pipeline.probabilities(model, targets, attributes, template, batch_size=4)
+        expected = _torch_p(torch_model, model.tokenizer, targets, attributes, template)
+        np.testing.assert_allclose(p, expected, rtol=2e-4, atol=1e-7)
