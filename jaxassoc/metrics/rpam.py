@@ -24,7 +24,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from jaxassoc import stats
-from jaxassoc.metrics.weat import effect_size
+from jaxassoc.metrics.weat import association_test, effect_size
 
 
 class RpamTestResult(NamedTuple):
@@ -101,33 +101,14 @@ def rpam_test(
     ``p`` holds p(v, t) for targets X then Y (rows) and attributes A then B (columns). The permutation
     test and the CI are those of :func:`jaxassoc.metrics.weat.weat`, applied to the RPAM scores s.
     """
-    key_perm, key_boot = jax.random.split(key)
     s = association_scores(p, n_a=n_a)
-    perm = stats.permutation_test(
-        key_perm, s, n_x, exact_bound=exact_bound, n_permutations=n_permutations, alternative="greater", ties=ties
+    test = association_test(
+        key, s, n_x, ddof=ddof, exact_bound=exact_bound, n_permutations=n_permutations, ties=ties,
+        n_bootstrap=n_bootstrap, confidence=confidence,
     )
-    ci = stats.bootstrap_ci_groups(
-        key_boot,
-        functools.partial(_d, ddof=ddof),
-        (s[:n_x], s[n_x:]),
-        n_resamples=n_bootstrap,
-        confidence=confidence,
-    )
-    return RpamTestResult(
-        d=effect_size(s[:n_x], s[n_x:], ddof=ddof),
-        associations=s,
-        p_value=perm.p_value,
-        exact=perm.exact,
-        n_resamples=perm.n_resamples,
-        ci_low=ci.low,
-        ci_high=ci.high,
-    )
+    return RpamTestResult(d=effect_size(s[:n_x], s[n_x:], ddof=ddof), associations=s, **test._asdict())
 
 
 def rpam_valence(p: Float[Array, "T C"], *, n_pleasant: int) -> Float[Array, " T"]:
     """RPAM Valence (the SC-WEAT analogue): s(t, P, U) with P the pleasant, U the unpleasant words."""
     return association_scores(p, n_a=n_pleasant)
-
-
-def _d(s_x: Float[Array, " nx"], s_y: Float[Array, " ny"], ddof: int) -> Float[Array, ""]:
-    return effect_size(s_x, s_y, ddof=ddof)

@@ -192,31 +192,44 @@ def weat(
     y, a, b = (
         check_word_set(n, v, w, dim=dim) for n, v, w in zip(names[1:], (y, a, b), words[1:])
     )
-    key_perm, key_boot = jax.random.split(key)
     st = weat_statistics(x, y, a, b, ddof=ddof)
-    n_x = x.shape[0]
+    test = association_test(
+        key, st.associations, x.shape[0], ddof=ddof, exact_bound=exact_bound, n_permutations=n_permutations,
+        ties=ties, n_bootstrap=n_bootstrap, confidence=confidence,
+    )
+    return WeatResult(d=st.d, S=st.S, **test._asdict())
+
+
+class AssociationTest(NamedTuple):
+    """The WEAT test on per-target association scores: permutation p and bootstrap CI of d."""
+
+    p_value: Float[Array, ""]
+    exact: Bool[Array, ""]
+    n_resamples: Int[Array, ""]
+    ci_low: Float[Array, ""]
+    ci_high: Float[Array, ""]
+
+
+def association_test(
+    key: PRNGKeyArray,
+    s: Float[Array, " n"],
+    n_x: int,
+    *,
+    ddof: int = 1,
+    exact_bound: int = 1_000_000,
+    n_permutations: int = 100_000,
+    ties: str = "strict",
+    n_bootstrap: int = 10_000,
+    confidence: float = 0.95,
+) -> AssociationTest:
+    """Eq. 4's one-sided permutation p of S = Σ_X s − Σ_Y s and a bootstrap CI of d (targets of X and of
+    Y resampled within their sets), from any per-target scores ``s`` (X first): WEAT's cosine
+    associations, RPAM's relative probabilities, ..."""
+    key_perm, key_boot = jax.random.split(key)
     perm = stats.permutation_test(
-        key_perm,
-        st.associations,
-        n_x,
-        exact_bound=exact_bound,
-        n_permutations=n_permutations,
-        alternative="greater",
-        ties=ties,
+        key_perm, s, n_x, exact_bound=exact_bound, n_permutations=n_permutations, alternative="greater", ties=ties
     )
     ci = stats.bootstrap_ci_groups(
-        key_boot,
-        _EffectSize(ddof),
-        (st.associations[:n_x], st.associations[n_x:]),
-        n_resamples=n_bootstrap,
-        confidence=confidence,
+        key_boot, _EffectSize(ddof), (s[:n_x], s[n_x:]), n_resamples=n_bootstrap, confidence=confidence
     )
-    return WeatResult(
-        d=st.d,
-        S=st.S,
-        p_value=perm.p_value,
-        exact=perm.exact,
-        n_resamples=perm.n_resamples,
-        ci_low=ci.low,
-        ci_high=ci.high,
-    )
+    return AssociationTest(perm.p_value, perm.exact, perm.n_resamples, ci.low, ci.high)
