@@ -20,7 +20,6 @@ import argparse
 import json
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 

@@ -46,7 +46,10 @@ def main(argv=None) -> dict:
                                  + (0.0 if model.head.b is None else model.head.b)))
     # vmap over a batch of heads: d under the original head scaled by 0.5, 1 and 2 (temperature)
     scales = jnp.asarray([0.5, 1.0, 2.0])
-    by_scale = jax.vmap(lambda c: both(Head(c * model.head.W, None if model.head.b is None else c * model.head.b)))(scales)
+    def scaled(c):
+        return both(Head(c * model.head.W, None if model.head.b is None else c * model.head.b))
+
+    by_scale = jax.vmap(scaled)(scales)
 
     print(f"{model.name}, WEAT-WS {spec.id}: log-ratio d = {float(d_log):+.4f}, RPAM d = {float(d_rpam):+.4f}")
     print(f"‖∂d_log/∂W‖_F = {float(jnp.linalg.norm(grad.W)):.4g}  (rows touched: "

@@ -75,10 +75,11 @@ def pick_sentences(split: str, n: int, max_tokens: int, tokenizer, seed: int) ->
 
 def effect_sizes(head: Head, states: dict, specs: dict) -> dict[str, float]:
     """RPAM Test d of every test under ``head``."""
-    return {
-        tid: float(rpam_effect_size(*head_rpam.head_rpam_inputs(head, st), n_x=len(specs[tid].x), n_a=len(specs[tid].a)))
-        for tid, st in states.items()
-    }
+    out = {}
+    for tid, st in states.items():
+        first, cont = head_rpam.head_rpam_inputs(head, st)
+        out[tid] = float(rpam_effect_size(first, cont, n_x=len(specs[tid].x), n_a=len(specs[tid].a)))
+    return out
 
 
 def mitigate(model: LanguageModel, *, test: str = "C6", steps: int = 40, lr: float = 1e-3, ppl_bound: float = 0.02,
