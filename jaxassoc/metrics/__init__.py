@@ -11,7 +11,8 @@ Field guide (module: what is there; paper):
 - :mod:`~jaxassoc.metrics.weat` — WEAT and SC-WEAT (Caliskan, Bryson & Narayanan 2017; ZCA-WEAT paper
   Eq. 1-4): ``associations`` s(w, A, B), ``effect_size`` d, ``weat_statistics``, ``weat_effect_size``
   (a scalar to differentiate), ``sc_weat_effect_size``; ``weat.weat(key, x, y, a, b)`` adds the
-  permutation p-value and a bootstrap CI (``WeatResult``).
+  permutation p-value and a bootstrap CI (``WeatResult``); ``association_test`` (``AssociationTest``)
+  is that p and CI on any per-target scores s (WEAT's, RPAM's or a user metric's).
 - :mod:`~jaxassoc.metrics.rpam` — RPAM (Hodel, West & Caliskan 2026, §4, App. E):
   ``relative_probabilities`` p(v, t), ``association_scores``, ``rpam_effect_size`` (Eq. 1 from the logits:
   differentiable in the output head), ``rpam_test`` (``RpamTestResult``), ``rpam_valence``.
@@ -133,8 +134,10 @@ from jaxassoc.metrics.unstereo import (
     unstereo_metrics,
 )
 from jaxassoc.metrics.weat import (
+    AssociationTest,
     WeatResult,
     WeatStatistics,
+    association_test,
     associations,
     check_word_set,
     cosine_similarities,
@@ -160,6 +163,7 @@ __all__ = [
     "weat",
     # result NamedTuples
     "AlignmentResult",
+    "AssociationTest",
     "Anisotropy",
     "CeatResult",
     "ContextualSet",
@@ -177,6 +181,7 @@ __all__ = [
     # functions
     "alignment",
     "association_scores",
+    "association_test",
     "associations",
     "aufc",
     "base_ilps",
