@@ -13,11 +13,14 @@ LANGUAGE_MODELS = ("causal", "masked", "encoder")
 
 def register_all() -> None:
     """Register every built-in metric."""
-    from jaxassoc.app.jobs import rpam, unstereo, weat
+    from jaxassoc.app.jobs import rpam, stereotypes, unstereo, weat
 
     register_metric("weat", run=weat.run, config=weat.WeatMetricConfig, model_kinds=("static", *LANGUAGE_MODELS),
                     description="WEAT / ZCA-whitened WEAT on static or contextual vectors")
     register_metric("rpam", run=rpam.run, config=rpam.RpamMetricConfig, model_kinds=("causal",),
                     description="RPAM Test / Valence / similarity on a causal LM")
+    for name in stereotypes.SCORES:
+        register_metric(name, run=stereotypes.run, config=stereotypes.StereotypeMetricConfig, model_kinds=("causal",),
+                        description=f"{name} stereotype scores aligned with human ratings (Cao et al. 2022)")
     register_metric("unstereo", run=unstereo.run, config=unstereo.UnstereoMetricConfig, model_kinds=("causal",),
                     description="UnStereoEval US score and preference disparity on a causal LM")

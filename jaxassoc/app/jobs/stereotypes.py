@@ -1,0 +1,99 @@
+"""``metric=ilps|ilps_star|set``: stereotype scores after Cao et al. 2022 on a causal LM, aligned with the
+human ratings of 25 groups x 16 ABC trait pairs (METHODS.md §3).
+
+One teacher-forced pass per (group, trait word) gives all three scores (cached on disk, so the three
+metrics of a sweep share it); the metric's name picks the score whose alignment is reported. Template
+selection follows the paper: with several templates, the best one by mean Kendall τ on the pilot groups
+(Asian, Black, Hispanic, immigrant) is reported on the held-out groups, beside the average over all
+templates. Masked LMs are not wired (the causal adaptation only); CEAT is a metric kernel
+(:mod:`jaxassoc.metrics.ceat`) without an app job yet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from jaxassoc import data
+from jaxassoc.app import resolve
+from jaxassoc.app.cache import cached_arrays
+from jaxassoc.app.config import MetricConfig
+from jaxassoc.app.pipelines.stereotypes import human_alignment, is_causal_template, pair_matrix, score_causal
+from jaxassoc.app.registry import Job, JobResult
+from jaxassoc.errors import ConfigError
+
+PILOT_GROUPS = ("Asian people", "Blacks/African Americans", "Hispanic people", "immigrants")
+SCORES = ("ilps", "ilps_star", "set")
+
+
+@dataclass
+class StereotypeMetricConfig(MetricConfig):
+    templates: list[str] = field(default_factory=lambda: ["Most <pgroup> are <mask>."])  # or ["all"]
+    bos: bool = True  # a BOS token starts each prompt (changes small causal models markedly)
+    set_transform: str = "neg_distance"  # neg_distance (default, finite) | log1m (the original's log(1 - d))
+    set_nan_policy: str = "propagate"  # propagate | python (the original's Python-min quirk)
+
+
+def _scores(job: Job, model, abc, template: str) -> pd.DataFrame:
+    """score_causal for the human-rated groups of the template's slot, through the on-disk cache."""
+    cfg = job.metric
+    slot = abc.slot_of(template)
+    to_slot = dict(zip(abc.groups["<sgroup>"], abc.groups[slot]))
+    groups = [to_slot[s] for s in dict.fromkeys(abc.human_groups.values()) if s in to_slot]
+    key = {"weights": model.provenance.weights_sha256, "tokenizer": model.provenance.tokenizer_sha256,
+           "template": template, "groups": groups, "bos": cfg.bos, "transform": cfg.set_transform,
+           "nan_policy": cfg.set_nan_policy, "dtype": job.model.dtype}
+
+    def compute():
+        frame = score_causal(model, abc, template, groups=groups, bos=cfg.bos, set_transform=cfg.set_transform,
+                             set_nan_policy=cfg.set_nan_policy, batch_size=job.model.batch_size)
+        return {c: frame[c].to_numpy(dtype=str if frame[c].dtype == object else None) for c in frame.columns}
+
+    return pd.DataFrame(cached_arrays(job.cache_dir, "stereotype_scores", key, compute))
+
+
+def run(job: Job) -> JobResult:
+    cfg, score = job.metric, job.metric.name
+    if score not in SCORES:
+        raise ConfigError(f"stereotype metric {score!r}: use one of {SCORES}")
+    if job.dataset.name != "abc":
+        raise ConfigError(f"metric={score} scores the ABC traits and groups of Cao et al. 2022: use dataset=abc")
+    abc = data.load_abc()
+    templates = [t for t in abc.all_templates if is_causal_template(t)] if cfg.templates == ["all"] else cfg.templates
+    for template in templates:
+        if template not in abc.all_templates or not is_causal_template(template):
+            raise ConfigError(f"template {template!r} is not one of the ABC templates whose trait ends the prompt")
+    model = resolve.language_model(job.model)
+    items, rows = [], []
+    for template in templates:
+        scores = _scores(job, model, abc, template)
+        result, present = human_alignment(pair_matrix(scores, abc, score), abc, abc.slot_of(template))
+        taus, p3 = np.asarray(result.tau_per_group), np.asarray(result.p_at_3_per_group)
+        pilot = np.array([g in PILOT_GROUPS for g in present])
+        rows.append({
+            "template": template, "score": score, "kendall_tau_overall": float(result.tau_overall),
+            "p_at_3_overall": float(result.p_at_3_overall),
+            "kendall_tau_pilot": float(np.nanmean(taus[pilot])), "kendall_tau_heldout": float(np.nanmean(taus[~pilot])),
+            "p_at_3_pilot": float(p3[pilot].mean()), "p_at_3_heldout": float(p3[~pilot].mean()),
+            "n_groups": len(present),
+        })
+        items.append(pd.DataFrame({"template": template, "group": present, "pilot": pilot,
+                                   "kendall_tau": taus, "p_at_3": p3}))
+    aggregates = pd.DataFrame(rows)
+    best = aggregates.loc[aggregates["kendall_tau_pilot"].idxmax()]
+    summary_rows = [
+        {"selection": "best template on the pilot groups", "template": best["template"],
+         "kendall_tau_heldout": best["kendall_tau_heldout"], "p_at_3_heldout": best["p_at_3_heldout"]},
+        {"selection": f"mean over {len(templates)} template(s)", "template": "",
+         "kendall_tau_heldout": aggregates["kendall_tau_heldout"].mean(),
+         "p_at_3_heldout": aggregates["p_at_3_heldout"].mean()},
+    ]
+    summary = pd.DataFrame(summary_rows).assign(score=score)
+    aggregates = pd.concat([aggregates, summary.rename(columns={"selection": "template_selection"})],
+                           ignore_index=True)
+    provenance = {**resolve.model_provenance(job.model, model), "dataset_version": data.dataset_info("abc").version,
+                  "pilot_groups": list(PILOT_GROUPS)}
+    return JobResult(items=pd.concat(items, ignore_index=True), aggregates=aggregates, provenance=provenance,
+                     summary=summary)
