@@ -44,9 +44,14 @@ def cached_arrays(
         with np.load(path, allow_pickle=False) as stored:
             log.info("cache hit: %s %s", namespace, path.name[:12])
             return {name: stored[name] for name in stored.files}
-    arrays = {name: np.asarray(value) for name, value in compute().items()}
+    arrays = {name: _plain(np.asarray(value)) for name, value in compute().items()}
     atomic_write(path, lambda p: _save(p, arrays))
     return arrays
+
+
+def _plain(array: np.ndarray) -> np.ndarray:
+    """Object arrays (e.g. pandas string columns) as fixed-width unicode, so no pickle is stored."""
+    return array.astype(str) if array.dtype == object else array
 
 
 def _save(path: Path, arrays: dict[str, np.ndarray]) -> None:

@@ -49,7 +49,7 @@ def _scores(job: Job, model, abc, template: str) -> pd.DataFrame:
     def compute():
         frame = score_causal(model, abc, template, groups=groups, bos=cfg.bos, set_transform=cfg.set_transform,
                              set_nan_policy=cfg.set_nan_policy, batch_size=job.model.batch_size)
-        return {c: frame[c].to_numpy(dtype=str if frame[c].dtype == object else None) for c in frame.columns}
+        return {c: frame[c].to_numpy() for c in frame.columns}
 
     return pd.DataFrame(cached_arrays(job.cache_dir, "stereotype_scores", key, compute))
 
