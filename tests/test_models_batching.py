@@ -121,3 +121,14 @@ def test_per_row_outputs_are_not_cut_when_asked(model):
     whole = run_batched(jax.jit(fn), model.params, sequences, pad_id=0, per_token=False)
     assert [c.shape for c in cut] == [(3,), (1,)]  # the default mistakes the 16 scores for tokens
     assert [w.shape for w in whole] == [(16,), (16,)] and whole[0][0] == 3 and whole[1][0] == 1
+
+
+def test_out_of_range_token_ids_are_refused_before_xla(model):
+    from jaxassoc.models import model_limits
+
+    limits = model_limits(model)
+    fn = hidden_fn(model)
+    with pytest.raises(InputError, match=r"sequence 1 has token ids \[%d\] outside" % limits["vocab_size"]):
+        run_batched(fn, model.params, [[1, 2], [3, limits["vocab_size"]]], **limits)
+    with pytest.raises(InputError, match=r"sequence 0 has token ids \[-1\]"):
+        run_batched(fn, model.params, [[-1]], **limits)

@@ -17,7 +17,7 @@ from jaxtyping import Array, Float, Int
 
 from jaxassoc.errors import InputError
 from jaxassoc.models.base import LanguageModel
-from jaxassoc.models.batching import run_batched
+from jaxassoc.models.batching import model_limits, run_batched
 
 
 def mean_pool(hidden: Float[Array, "B T D"], mask: Int[Array, "B T"]) -> Float[Array, "B D"]:
@@ -47,11 +47,11 @@ def token_states(
     if not texts:
         raise InputError("no texts given")
     check_layer(model, layer)
-    max_length = max_length or model.max_positions
-    enc = model.tokenizer(list(texts), truncation=True, max_length=max_length, return_offsets_mapping=True)
-    pad = model.vocab.pad_id if model.vocab.pad_id is not None else 0
+    limits = model_limits(model)
+    enc = model.tokenizer(list(texts), truncation=True, max_length=max_length or limits["max_length"],
+                          return_offsets_mapping=True)
     states = run_batched(_layer_fn(model.forward, layer), model.params, [list(ids) for ids in enc["input_ids"]],
-                         batch_size=batch_size, pad_id=pad, max_length=max_length)
+                         batch_size=batch_size, **limits)
     return states, [list(map(tuple, o)) for o in enc["offset_mapping"]]
 
 

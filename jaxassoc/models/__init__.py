@@ -5,7 +5,7 @@ over many sequences with one compilation per length bucket.
 """
 
 from jaxassoc.models.base import ForwardOutput, Head, LanguageModel, Provenance, VocabInfo
-from jaxassoc.models.batching import cast_params, run_batched
+from jaxassoc.models.batching import cast_params, model_limits, run_batched
 from jaxassoc.models.loading import load_model
 
 __all__ = [
@@ -16,5 +16,6 @@ __all__ = [
     "VocabInfo",
     "cast_params",
     "load_model",
+    "model_limits",
     "run_batched",
 ]

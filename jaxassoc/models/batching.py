@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxassoc.errors import ConfigError, InputError
+from jaxassoc.models.base import LanguageModel
 from jaxassoc.models.sharding import data_mesh, replicate, shard_batch
 
 DEFAULT_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048)
@@ -38,8 +39,19 @@ def bucket_length(length: int, buckets: Sequence[int], max_length: int | None) -
     return int(min(-(-length // top) * top, cap))
 
 
-def check_sequences(sequences: Sequence[Sequence[int]], max_length: int | None) -> None:
-    """InputError for an empty sequence or one longer than ``max_length``, naming its index and length."""
+def model_limits(model: LanguageModel) -> dict[str, int]:
+    """``pad_id``, ``max_length`` and ``vocab_size`` of a model: pass them to :func:`run_batched`, which
+    then refuses overlong sequences and out-of-range token ids before anything reaches XLA (whose
+    gathers would clamp a bad id silently)."""
+    pad = next((i for i in (model.vocab.pad_id, model.vocab.eos_id) if i is not None), 0)
+    return {"pad_id": int(pad), "max_length": model.max_positions, "vocab_size": int(model.config.vocab_size)}
+
+
+def check_sequences(
+    sequences: Sequence[Sequence[int]], max_length: int | None, vocab_size: int | None = None
+) -> None:
+    """InputError for an empty sequence, one longer than ``max_length`` or a token id outside
+    ``[0, vocab_size)``, naming the sequence's index."""
     if len(sequences) == 0:
         raise InputError("no sequences to run: pass at least one token sequence")
     for i, seq in enumerate(sequences):
@@ -50,6 +62,9 @@ def check_sequences(sequences: Sequence[Sequence[int]], max_length: int | None) 
                 f"sequence {i} has {len(seq)} tokens, more than the model's context of {max_length}: "
                 "shorten or drop it"
             )
+        if vocab_size is not None and (min(seq) < 0 or max(seq) >= vocab_size):
+            bad = [t for t in seq if not 0 <= t < vocab_size]
+            raise InputError(f"sequence {i} has token ids {bad[:5]} outside the vocabulary [0, {vocab_size})")
 
 
 def pad_batch(
@@ -84,6 +99,7 @@ def run_batched(
     pad_id: int,
     padding_side: str = "right",
     max_length: int | None = None,
+    vocab_size: int | None = None,
     shard: bool = False,
     progress: bool = False,
     per_token: bool = True,
@@ -103,7 +119,7 @@ def run_batched(
         raise ConfigError(f"padding_side={padding_side!r}: use 'left' or 'right'")
     if batch_size < 1:
         raise ConfigError(f"batch_size={batch_size} must be at least 1")
-    check_sequences(sequences, max_length)
+    check_sequences(sequences, max_length, vocab_size)
     B = min(batch_size, 1 << (len(sequences) - 1).bit_length())
     if shard:
         mesh = data_mesh()

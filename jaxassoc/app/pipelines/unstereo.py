@@ -20,7 +20,7 @@ from jaxassoc.data import unstereo as data
 from jaxassoc.errors import InputError, ModelError
 from jaxassoc.metrics.unstereo import ETAS, LOG10_THRESHOLD, AufcUnits, unstereo_eval
 from jaxassoc.models.base import LanguageModel
-from jaxassoc.models.batching import run_batched
+from jaxassoc.models.batching import model_limits, run_batched
 from jaxassoc.models.heads import next_token_logprobs
 
 
@@ -59,10 +59,9 @@ def score_sentences(
         model.params,
         sequences,
         batch_size=batch_size,
-        pad_id=model.vocab.pad_id if model.vocab.pad_id is not None else model.vocab.bos_id,
         padding_side="right",
-        max_length=model.max_positions,
         progress=progress,
+        **model_limits(model),
     )
     # Row i holds T-1 next-token log-probs; entries past the sentence are exactly 0 (masked).
     return np.array([row[: len(seq) - 1].astype(np.float64).sum() for row, seq in zip(per_token, sequences)])
