@@ -12,6 +12,12 @@ within ``ppl_bound`` (default +2%), with ``margin`` (0.5) of the bound left for 
 on. Only the head moves (its rows are untied from the input embeddings by ``load_model``), the body does
 not, so every hidden state is computed once.
 
+By default (``rows="attributes"``) only the head rows of the trained test's attribute tokens (first
+tokens and later subwords) may move. With ``rows="all"`` every row is trainable, and once the penalty is
+active Adam's per-parameter step sizes turn it into fine-tuning the whole head on the few LM sentences:
+measured on SmolLM2 with a +0.02% bound, their perplexity fell by 75% while held-out perplexity rose by
+10%, far past the bound. Restricting the rows keeps the edit small and the bound meaningful.
+
 Reported: d before/after on the trained test AND on the held-out WEAT-WS tests (App. B; C7/C8 with the
 gender terms as targets), and the perplexity change on the LM sentences and on held-out WikiText-2
 ``test`` sentences.
@@ -84,7 +90,8 @@ def effect_sizes(head: Head, states: dict, specs: dict) -> dict[str, float]:
 
 def mitigate(model: LanguageModel, *, test: str = "C6", steps: int = 40, lr: float = 1e-3, ppl_bound: float = 0.02,
              margin: float = 0.5, penalty: float = 1e4, n_lm: int = 64, n_eval: int = 128, max_tokens: int = 40,
-             seed: int = 0, heldout: tuple[str, ...] | None = None, log_every: int = 10) -> dict:
+             seed: int = 0, heldout: tuple[str, ...] | None = None, rows: str = "attributes",
+             log_every: int = 10) -> dict:
     """Run the loop; returns the before/after table and the perplexities (see the module docstring).
 
     ``heldout``: the WEAT-WS tests to evaluate besides ``test`` (None: all others).
@@ -110,12 +117,24 @@ def mitigate(model: LanguageModel, *, test: str = "C6", steps: int = 40, lr: flo
         return d**2 + penalty * jnp.maximum(dnll - tau, 0.0) ** 2, (d, dnll)
 
     opt = optax.adam(lr)
+    if rows not in ("attributes", "all"):
+        raise SystemExit(f"rows={rows!r}: use 'attributes' or 'all'")
+    trainable = np.ones(head0.W.shape[0], bool)
+    if rows == "attributes":
+        st = states[test]
+        trainable[:] = False
+        trainable[np.asarray(st.first_ids)] = True
+        trainable[np.asarray(st.cont_ids)[np.asarray(st.cont_valid)]] = True
+    row_mask = jnp.asarray(trainable, jnp.float32)
+
+    def keep_rows(tree):  # zero the update of every frozen head row (W rows and bias entries)
+        return Head(tree.W * row_mask[:, None], None if tree.b is None else tree.b * row_mask)
 
     @jax.jit
     def step(head, opt_state, train_states, hidden, targets):
         (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(head, train_states, hidden, targets)
-        updates, opt_state = opt.update(grads, opt_state, head)
-        return optax.apply_updates(head, updates), opt_state, loss, aux
+        updates, opt_state = opt.update(keep_rows(grads), opt_state, head)
+        return optax.apply_updates(head, keep_rows(updates)), opt_state, loss, aux
 
     before = effect_sizes(head0, states, specs)
     head, opt_state, start = head0, opt.init(head0), time.perf_counter()
@@ -131,7 +150,8 @@ def mitigate(model: LanguageModel, *, test: str = "C6", steps: int = 40, lr: flo
     changed = np.flatnonzero(np.abs(np.asarray(head.W - head0.W)).max(axis=1) > 0)
     return {
         "model": model.name, "test": test, "steps": steps, "lr": lr, "ppl_bound": ppl_bound, "penalty": penalty,
-        "margin": margin, "n_lm_tokens": int(lm_targets.shape[0]), "n_eval_tokens": int(ev_targets.shape[0]),
+        "margin": margin, "rows": rows, "n_trainable_rows": int(trainable.sum()),
+        "n_lm_tokens": int(lm_targets.shape[0]), "n_eval_tokens": int(ev_targets.shape[0]),
         "table": table,
         "ppl_lm_before": float(np.exp(nll0)), "ppl_lm_after": float(np.exp(nll1)),
         "ppl_heldout_before": float(np.exp(ev_nll0)), "ppl_heldout_after": float(np.exp(ev_nll1)),
@@ -149,6 +169,8 @@ def main(argv=None) -> None:
     parser.add_argument("--ppl-bound", type=float, default=0.02, help="allowed relative perplexity increase")
     parser.add_argument("--margin", type=float, default=0.5, help="share of the bound the LM sentences may use")
     parser.add_argument("--penalty", type=float, default=1e4)
+    parser.add_argument("--rows", default="attributes", choices=("attributes", "all"),
+                        help="head rows that may move: the trained test's attribute tokens (default) or all")
     parser.add_argument("--n-lm", type=int, default=64, help="WikiText-2 valid sentences in the LM loss")
     parser.add_argument("--n-eval", type=int, default=128, help="held-out WikiText-2 test sentences")
     parser.add_argument("--max-tokens", type=int, default=40)
@@ -159,7 +181,7 @@ def main(argv=None) -> None:
 
     model = load_model(args.model)
     out = mitigate(model, test=args.test, steps=args.steps, lr=args.lr, ppl_bound=args.ppl_bound,
-                   margin=args.margin, penalty=args.penalty, n_lm=args.n_lm, n_eval=args.n_eval,
+                   margin=args.margin, penalty=args.penalty, n_lm=args.n_lm, n_eval=args.n_eval, rows=args.rows,
                    max_tokens=args.max_tokens, seed=args.seed,
                    heldout=tuple(args.heldout.split(",")) if args.heldout else None)
     table = out["table"]
@@ -171,7 +193,7 @@ def main(argv=None) -> None:
     for name in ("lm", "heldout"):
         b, a = out[f"ppl_{name}_before"], out[f"ppl_{name}_after"]
         print(f"perplexity ({name} sentences): {b:.3f} -> {a:.3f} ({100 * (a / b - 1):+.2f}%; bound "
-              f"{100 * out['ppl_bound']:+.1f}%: {'kept' if a / b <= 1 + out['ppl_bound'] else 'EXCEEDED'})")
+              f"{100 * out['ppl_bound']:+.3g}%: {'kept' if a / b <= 1 + out['ppl_bound'] else 'EXCEEDED'})")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({**out, "table": table.to_dict("records")}, f, indent=1)

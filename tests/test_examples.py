@@ -103,7 +103,8 @@ def test_mitigation_shrinks_d_and_reports_perplexity(tiny, tiny_model, tmp_path)
             nll -= logp.gather(1, ids[0, 1:, None]).sum().item()
             count += ids.shape[1] - 1
     np.testing.assert_allclose(result["ppl_lm_before"], np.exp(nll / count), rtol=1e-4)
-    assert result["n_lm_tokens"] == count and result["rows_changed"] > 0
+    assert result["n_lm_tokens"] == count and 0 < result["rows_changed"] <= result["n_trainable_rows"]
+    assert result["rows"] == "attributes"
 
 
 def test_custom_metric_script(tiny, tiny_model, tmp_path):
