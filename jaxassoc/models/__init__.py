@@ -1,7 +1,20 @@
-"""Language-model ports (GPT-2, BERT/RoBERTa, Llama) as pure JAX functions over parameter pytrees.
+"""Language-model ports as pure JAX functions over parameter pytrees, with the last layer exposed.
 
-Start with :func:`load_model`; :func:`run_batched` runs a jitted function of ``(params, ids, mask)``
-over many sequences with one compilation per length bucket.
+- :func:`load_model` (``loading``): a local folder (safetensors, sharded safetensors, PyTorch ``.bin``
+  with torch installed), a ``.gguf`` file (``gguf``: dequantised, llama.cpp's Q/K permutation undone,
+  tokenizer rebuilt from the file's metadata without torch), an embedded name (``smollm2-135m``,
+  ``minilm-l6``) or a hub id + revision. The HF config is checked against what the port handles.
+- Families, one module each, with the same API (``config_from_hf``, ``params_from_hf``, ``forward``):
+  ``gpt2`` (GPT-2), ``bert`` (BERT and RoBERTa, masked LM head or encoder only), ``llama`` (Llama and
+  Mistral: RMSNorm, RoPE, GQA, SwiGLU, sliding window). Layers are stacked and scanned.
+- :class:`LanguageModel` (``base``): ``params = {"body": ..., "head": Head(W, b)}`` with the output head
+  untied from the input embeddings; ``forward(body, ids, mask, all_layers=False) -> ForwardOutput``
+  gives the head input (after the final norm / MLM transform) and every layer's states on request.
+- ``heads``: logits at chosen positions, the last real token of each row, next-token log-probs.
+- :func:`run_batched` (``batching``): a jitted ``fn(params, ids, mask)`` over many sequences, sorted
+  into length buckets (one compilation per bucket), optionally sharded over all devices;
+  :func:`model_limits` gives the pad id, context and vocabulary size it checks inputs against;
+  :func:`cast_params` for bf16 compute.
 """
 
 from jaxassoc.models.base import ForwardOutput, Head, LanguageModel, Provenance, VocabInfo
