@@ -68,9 +68,9 @@ def validation_table(jobs: list[dict]) -> pd.DataFrame:
             add(f"SST-2 ({tp}) F1", agg["correlation"].iloc[0])
         elif job["dataset"] == "bellezza" and job["downstream"]:
             r = agg.iloc[0]
-            add(f"Downstream Bellezza ratings ({tp}) Spearman rho", r["correlation"],
-                f"{note} parsed {int(r['n'])}/{int(r['n']) + int(r['n_unparsable'])} "
-                f"({r['parse_rate']:.0%}), chat_template={r['chat_template']}".strip())
+            chat = "chat template" if r["chat_template"] else "plain prompt"
+            add(f"Downstream ratings ({tp}; {chat}, {int(r['max_new_tokens'])} tokens) Spearman rho", r["correlation"],
+                f"{note} parsed {int(r['n'])}/{int(r['n']) + int(r['n_unparsable'])} ({r['parse_rate']:.0%})".strip())
         elif job["dataset"] == "bellezza" and job["group_size"] > 1:
             add(f"Bellezza-{job['group_size']}X ({tp}) Spearman rho", agg["correlation"].iloc[0])
         elif job["dataset"] == "bellezza":
