@@ -24,7 +24,7 @@ from jaxassoc.app.pipelines.rpam import bellezza
 from jaxassoc.app.pipelines.rpam_prompts import PROMPT_BUCKETS, PromptTemplate, encode_prompts
 from jaxassoc.errors import ConfigError
 from jaxassoc.models.base import LanguageModel
-from jaxassoc.models.batching import run_batched
+from jaxassoc.models.batching import model_limits, run_batched
 from jaxassoc.models.heads import head_logits, last_positions
 
 RATING_PROMPT = (
@@ -105,11 +105,11 @@ def greedy_generate(
 ) -> list[list[int]]:
     """Greedy new tokens of each prompt (up to ``max_new_tokens``; cut after the first stop token)."""
     stop = np.zeros(model.head.W.shape[0], dtype=bool) if stop is None else stop
-    pad = next((int(t) for t in (model.vocab.pad_id, model.vocab.eos_id) if t is not None), 0)
+    limits = model_limits(model)
     fn = jax.jit(functools.partial(_greedy, forward=model.forward, n_new=max_new_tokens, stop=jnp.asarray(stop)))
-    padded = [list(p) + [pad] * max_new_tokens for p in prompts]
-    outs = run_batched(fn, model.params, padded, batch_size=batch_size, pad_id=pad, max_length=model.max_positions,
-                       per_token=False, buckets=PROMPT_BUCKETS, progress=progress)
+    padded = [list(p) + [limits["pad_id"]] * max_new_tokens for p in prompts]
+    outs = run_batched(fn, model.params, padded, batch_size=batch_size, **limits, per_token=False,
+                       buckets=PROMPT_BUCKETS, progress=progress)
     return [[int(t) for t in out if t >= 0] for out in outs]
 
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from jaxassoc.errors import InputError
 from jaxassoc.models.base import LanguageModel
-from jaxassoc.models.batching import run_batched
+from jaxassoc.models.batching import model_limits, run_batched
 from jaxassoc.models.heads import head_logits, last_positions
 
 TEMPLATE_FIELDS = frozenset({"target", "quote"})
@@ -189,8 +189,8 @@ def rpam_inputs(
     rows[: len(attributes.words)] = attributes.first_ids
     fn = functools.partial(_window_scores, forward=model.forward, window=window)
     outs = run_batched(
-        fn, {**model.params, "rows": jnp.asarray(rows)}, sequences, batch_size=batch_size, pad_id=_pad_id(model),
-        max_length=model.max_positions, shard=shard, progress=progress, per_token=False, buckets=buckets,
+        fn, {**model.params, "rows": jnp.asarray(rows)}, sequences, batch_size=batch_size, **model_limits(model),
+        shard=shard, progress=progress, per_token=False, buckets=buckets,
     )
     T, C = len(targets), len(attributes.words)
     first_logits = np.empty((T, C), dtype=np.float32)
@@ -208,10 +208,3 @@ def rpam_inputs(
             # subwords 2..k are predicted at positions last-k+1 .. last-1
             continuation[t, c] = np.exp(next_logprob[window - k + 1 : window]).mean()
     return RpamInputs(first_logits, continuation.astype(np.float32), log_partition, len(multi), len(sequences))
-
-
-def _pad_id(model: LanguageModel) -> int:
-    for candidate in (model.vocab.pad_id, model.vocab.eos_id, 0):
-        if candidate is not None:
-            return int(candidate)
-    return 0
