@@ -48,7 +48,7 @@ def weat_table(jobs: list[dict]) -> pd.DataFrame:
         tests = agg[agg["test"] != "all"].set_index("test")
         label = f"{job['model']} {job['template'].upper()}"
         frames.append(tests[["effect_size", "p_value"]].rename(columns=lambda c: f"{label} {c}"))
-        share = agg.loc[agg["test"] == "all", "effect_size"].iloc[0]
+        share = agg.loc[agg["test"] == "all", "share_positive"].iloc[0]
         frames[-1].loc["share d>0", f"{label} effect_size"] = share
     return pd.concat(frames, axis=1) if frames else pd.DataFrame()
 

@@ -19,7 +19,7 @@ import pandas as pd
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from jaxassoc.app import builtin_metrics, store
+from jaxassoc.app import builtin_metrics, report, store
 from jaxassoc.app.config import register_configs
 from jaxassoc.app.provenance import config_hash, device_kind, package_versions
 from jaxassoc.app.registry import METRICS, Job, JobResult, get_metric, load_plugins
@@ -130,12 +130,13 @@ def run_job(cfg: DictConfig, output_dir: Path) -> JobResult | None:
 
 
 def run_audit(cfg: DictConfig, output_dir: Path) -> None:
-    """The default audit: each part of ``cfg.audit.parts`` is a job composed from its overrides."""
+    """The default audit: each part of ``cfg.audit.parts`` is a job composed from its overrides; the
+    parts' aggregates are gathered into one report (:mod:`jaxassoc.app.report`)."""
     if not cfg.audit.parts:
         raise ConfigError("metric=audit needs audit.parts; pick an audit with audit=<name>")
-    tables = []
+    forwarded = [o for o in HydraConfig.get().overrides.task if o.startswith(("stats.", "stats="))]
     for part in cfg.audit.parts:
-        part_cfg = hydra.compose(config_name="config", overrides=list(part.overrides))
+        part_cfg = hydra.compose(config_name="config", overrides=[*part.overrides, *forwarded])
         for key in ("seed", "quiet", "resume", "cache_dir"):
             part_cfg[key] = cfg[key]
         if part_cfg.metric.name == "audit":
@@ -150,10 +151,8 @@ def run_audit(cfg: DictConfig, output_dir: Path) -> None:
         if not cfg.quiet:
             print(f"\n== {part.name} ({time.perf_counter() - start:.1f} s)")
             print(format_table(result_table))
-        tables.append(result_table.assign(part=part.name))
-    combined = pd.concat(tables, ignore_index=True)
-    store.write_table(output_dir, "audit", combined)
-    print(f"\nreport folder: {output_dir}")
+    folder = report.write_report(output_dir)
+    print(f"\nreport: {folder / 'report.md'} (all parts' aggregates in {folder / 'table.parquet'})")
 
 
 def format_table(table: pd.DataFrame, max_rows: int = 40) -> str:

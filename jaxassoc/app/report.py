@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -28,21 +29,24 @@ NON_PROVENANCE = ("prov_model", "prov_metric", "prov_dataset", "prov_template", 
 
 
 def gather(sweep_dir: Path) -> pd.DataFrame:
-    """All finished jobs' aggregate rows, with the job folder and the key provenance columns."""
+    """All finished jobs' aggregate rows, with the job folder and the key provenance columns (named
+    without their ``prov_`` prefix unless a job's own column has that name)."""
     tables = []
     for results in sorted(Path(sweep_dir).rglob(store.RESULTS_JSON)):
         table = pd.read_parquet(results.parent / "aggregates.parquet")
-        keep = [c for c in table.columns if not c.startswith("prov_") or c in NON_PROVENANCE]
-        tables.append(table[keep].assign(job=str(results.parent.relative_to(sweep_dir))))
+        table = table[[c for c in table.columns if not c.startswith("prov_") or c in NON_PROVENANCE]]
+        table = table.rename(columns={c: c.removeprefix("prov_") for c in NON_PROVENANCE
+                                      if c.removeprefix("prov_") not in table.columns})
+        tables.append(table.assign(job=str(results.parent.relative_to(sweep_dir))))
     if not tables:
         raise SystemExit(f"jaxassoc-report: error: no finished job (no {store.RESULTS_JSON}) under {sweep_dir}")
-    table = pd.concat(tables, ignore_index=True)
-    return table.rename(columns={c: c.removeprefix("prov_") for c in NON_PROVENANCE})
+    return pd.concat(tables, ignore_index=True)
 
 
 def effect_size_heatmap(table: pd.DataFrame):
     """Models x tests heatmap of effect sizes (one panel; mean over other settings, noted in the title)."""
     grid = table.pivot_table(index="model", columns="test", values="effect_size", aggfunc="mean")
+    grid = grid[sorted(grid.columns, key=_natural)]
     fig, ax = plt.subplots(figsize=(max(5.0, 2.5 + 0.7 * grid.shape[1]), max(3.0, 1.5 + 0.5 * grid.shape[0])))
     limit = float(np.nanmax(np.abs(grid.to_numpy()))) or 1.0
     image = ax.imshow(grid.to_numpy(), cmap="RdBu_r", vmin=-limit, vmax=limit, aspect="auto")
@@ -55,6 +59,11 @@ def effect_size_heatmap(table: pd.DataFrame):
     ax.set_title("Effect sizes (mean over the sweep's other settings)")
     fig.tight_layout()
     return fig
+
+
+def _natural(label: str) -> tuple:
+    """W2 before W10: digit runs compare as numbers."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", str(label)))
 
 
 def raw_vs_whitened_scatter(table: pd.DataFrame):

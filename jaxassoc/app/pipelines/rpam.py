@@ -112,7 +112,7 @@ def weat_ws(
         ]
     aggregates = pd.DataFrame(rows)
     summary = {"test": "all", "name": "share of tests with d > 0 (WEAT-WS F1)",
-               "effect_size": float((aggregates["effect_size"] > 0).mean())}
+               "share_positive": float((aggregates["effect_size"] > 0).mean())}
     return pd.DataFrame(items), pd.concat([aggregates, pd.DataFrame([summary])], ignore_index=True)
 
 
