@@ -82,9 +82,19 @@ def raw_vs_whitened_scatter(table: pd.DataFrame):
 
 
 def correlation_bars(table: pd.DataFrame):
-    grid = table.pivot_table(index="benchmark", columns="model", values="correlation", aggfunc="mean")
-    fig, ax = plt.subplots(figsize=(1.5 + 1.2 * grid.shape[0], 3.5))
-    grid.plot.bar(ax=ax)
+    """Correlations with human judgements per benchmark (and statistic / setting), one bar per model."""
+    table = table[table["correlation"].notna()].copy()
+    label = table["benchmark"].astype(str)
+    if "statistic" in table:
+        label += " " + table["statistic"].fillna("").astype(str)
+    if "normalised" in table:
+        label += table["normalised"].map({False: " (no norm.)"}).fillna("")
+    table["label"] = label.str.strip()
+    grid = table.pivot_table(index="label", columns="model", values="correlation", aggfunc="mean")
+    fig, ax = plt.subplots(figsize=(2.5 + 1.2 * grid.shape[0], 4.5))
+    grid.plot.bar(ax=ax, rot=30)
+    plt.setp(ax.get_xticklabels(), ha="right")
+    ax.set_xlabel("")
     ax.set_ylabel("correlation with human judgements")
     ax.axhline(0, color="grey", lw=0.5)
     fig.tight_layout()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -21,24 +23,77 @@ from jaxassoc.app.pipelines.weat import (
 )
 from jaxassoc.app.registry import Job, JobResult
 from jaxassoc.embeddings.contextual import ContextIndex, ContextualWordVectors, contextual_reference
-from jaxassoc.embeddings.whitening import corpus_word_types, fit_zca, reference_sample
+from jaxassoc.embeddings.sentence import sentence_vectors
+from jaxassoc.embeddings.whitening import apply_zca, corpus_word_types, fit_zca, reference_sample
+from jaxassoc.metrics.similarity import compare_whitening
 from jaxassoc.errors import ConfigError
 
 
 @dataclass
 class WeatMetricConfig(MetricConfig):
     max_oov_share: float = 0.2  # refuse a word set that loses more than this share to the vocabulary
-    similarity: bool = True  # static vectors: WS-353 and SimLex-999 rho, raw vs whitened
+    similarity: bool = True  # WS-353, SimLex-999 and STS-B rho, raw vs whitened (needs whitening=zca)
     anisotropy: bool = True  # mean ± SD pairwise cosine before/after whitening
     layer: int = -1  # contextual: hidden layer to pool (-1: last)
     max_contexts: int = 20  # contextual: sentences per word (Bommasani et al. 2020)
     fallback: str = "word"  # contextual, no context in the corpus: word | templates | drop
     reference_level: str = "token"  # contextual ZCA fit: token | sentence states
     reference_sentences: int = 100_000  # contextual ZCA fit: at most this many corpus sentences
+    corpus: str = "wikitext2"  # reference corpus: wikitext2 (test+valid, offline) or a text file, one sentence a line
+    similarity_contexts: int = 5  # contextual WS-353 / SimLex word vectors: sentences per word
 
 
-def _corpus_sentences() -> list[str]:
-    return data.wikitext2_sentences("test") + data.wikitext2_sentences("valid")
+def _corpus_sentences(corpus: str) -> list[str]:
+    """Reference-corpus sentences: WikiText-2 (test + valid) or the non-empty lines of a text file."""
+    if corpus == "wikitext2":
+        return data.wikitext2_sentences("test") + data.wikitext2_sentences("valid")
+    path = Path(corpus).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"metric.corpus={corpus!r}: no such file; use wikitext2 or a text file, one sentence a line")
+    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _words(sentence: str) -> list[str]:
+    return re.findall(r"[a-z]+(?:'[a-z]+)?", sentence.lower())
+
+
+def _similarity_row(name: str, key, raw, whitened, human, n_dropped: int, stats_cfg) -> dict:
+    r = compare_whitening(key, raw, whitened, np.asarray(human, np.float32),
+                          n_resamples=stats_cfg.n_bootstrap, confidence=stats_cfg.confidence)
+    return {"test": "similarity", "benchmark": name, "n_pairs": int(r.n_pairs), "n_dropped": n_dropped,
+            **{f: float(v) for f, v in r._asdict().items() if f != "n_pairs"}, "n_resamples": stats_cfg.n_bootstrap}
+
+
+def _static_stsb(embeddings, zca, key, stats_cfg) -> dict:
+    """STS-B dev: a sentence is the mean of its in-vocabulary word vectors (whitened: of the whitened ones)."""
+    pairs = data.load_stsb("dev")
+    sides, keep = [], np.ones(len(pairs), bool)
+    for column in ("sentence1", "sentence2"):
+        words = [[w for w in _words(t) if w in embeddings] for t in pairs[column]]
+        keep &= np.array([bool(w) for w in words])
+        sides.append(words)
+    raw, white = [], []
+    for words in sides:
+        vectors = [embeddings.lookup(w, oov="error").vectors for w, k in zip(words, keep) if k]
+        raw.append(np.stack([v.mean(axis=0) for v in vectors]))
+        white.append(np.stack([np.asarray(apply_zca(zca, v)).mean(axis=0) for v in vectors]))
+    return _similarity_row("STS-B", key, tuple(raw), tuple(white), pairs["score"][keep], int((~keep).sum()), stats_cfg)
+
+
+def _contextual_similarity(model, vectors, zca, key, cfg, stats_cfg, batch_size) -> list[dict]:
+    """WS-353 and SimLex-999 with contextual word vectors; STS-B with mean-pooled sentence vectors."""
+    rows = []
+    words_fn = ContextualWordVectors(model, vectors.index, layer=cfg.layer, max_contexts=cfg.similarity_contexts,
+                                     seed=vectors.seed, fallback="word", batch_size=batch_size)
+    for (name, pairs), k in zip((("WS-353", data.load_wordsim353()), ("SimLex-999", data.load_simlex999())),
+                                jax.random.split(key, 2)):
+        u, v = words_fn(list(pairs.word1), name).vectors, words_fn(list(pairs.word2), name).vectors
+        rows.append(_similarity_row(name, k, (u, v), (apply_zca(zca, u), apply_zca(zca, v)), pairs.score, 0, stats_cfg))
+    stsb = data.load_stsb("dev")
+    u, v = (sentence_vectors(model, list(stsb[c]), layer=cfg.layer, batch_size=batch_size) for c in ("sentence1", "sentence2"))
+    rows.append(_similarity_row("STS-B", jax.random.fold_in(key, 2), (u, v), (apply_zca(zca, u), apply_zca(zca, v)),
+                                stsb.score, 0, stats_cfg))
+    return rows
 
 
 def run(job: Job) -> JobResult:
@@ -53,20 +108,20 @@ def run(job: Job) -> JobResult:
         vectors = embeddings
         if whitening.name == "zca":
             word_types = (
-                corpus_word_types(" ".join(data.load_wikitext2("test") + data.load_wikitext2("valid")).split())
+                corpus_word_types(" ".join(_corpus_sentences(cfg.corpus)).split())
                 if whitening.reference == "corpus_word_types"
                 else None
             )
             if whitening.reference not in ("corpus_word_types", "vocabulary_uniform"):
                 raise ConfigError(f"whitening.reference {whitening.reference!r}: corpus_word_types | vocabulary_uniform")
             reference = reference_sample(
-                embeddings, word_types=word_types, corpus_name="WikiText-2 (test+valid)",
+                embeddings, word_types=word_types, corpus_name="WikiText-2 (test+valid)" if cfg.corpus == "wikitext2" else cfg.corpus,
                 max_items=whitening.max_samples, seed=job.seed,
             )
         provenance.update(resolve.model_provenance(job.model, embeddings))
     else:
         model = resolve.language_model(job.model)
-        sentences = _corpus_sentences()
+        sentences = _corpus_sentences(cfg.corpus)
         vectors = ContextualWordVectors(
             model, ContextIndex.build(sentences), layer=cfg.layer, max_contexts=cfg.max_contexts,
             seed=job.seed, fallback=cfg.fallback, batch_size=job.model.batch_size,
@@ -110,6 +165,10 @@ def run(job: Job) -> JobResult:
                 r = run_similarity_benchmark(embeddings, pairs, zca, key=key_sim, name=name,
                                              n_resamples=job.stats.n_bootstrap, confidence=job.stats.confidence)
                 aggregates.append(pd.DataFrame([{"test": "similarity", **r}]))
+            aggregates.append(pd.DataFrame([_static_stsb(embeddings, zca, jax.random.fold_in(key_sim, 2), job.stats)]))
+        elif cfg.similarity:
+            aggregates.append(pd.DataFrame(_contextual_similarity(
+                model, vectors, zca, key_sim, cfg, job.stats, job.model.batch_size)))
         if cfg.anisotropy:
             plot_cosine_heatmaps(key_aniso, reference.vectors, zca, job.output_dir / "cosine_matrices.png")
         plot_effect_size_heatmap({job.model.name: table}, job.output_dir / "weat_heatmap.png", alpha=job.stats.alpha)
