@@ -24,6 +24,7 @@ import argparse
 import time
 
 from _matmul_rate import jax_gflops, pin_threads, torch_gflops
+from _reference import torch_llama_from_gguf
 
 TP1 = "These words are associated: {target} and"
 
@@ -51,24 +52,6 @@ def workload(bellezza_words: int, ws_pairs: int):
     ws_words = sorted(set(pairs["word1"]) | set(pairs["word2"]))
     tasks.append(("WS-353", ws_words, ws_words))
     return tasks
-
-
-def _torch_model(path):
-    import numpy as np
-    import torch
-    import transformers
-
-    from jaxassoc.models.gguf import read_gguf
-
-    hf_config, tensors, _ = read_gguf(path)
-    config = transformers.LlamaConfig(**{k: v for k, v in hf_config.items() if k != "model_type"})
-    model = transformers.LlamaForCausalLM(config)
-    state = {k: torch.from_numpy(np.array(v)) for k, v in tensors.items()}
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    assert not unexpected and set(missing) <= {"lm_head.weight"}, (missing, unexpected)
-    if missing:  # tied head
-        model.lm_head.weight = model.model.embed_tokens.weight
-    return model.float().eval()
 
 
 def _torch_batches(model, sequences, batch_size, pad_id, read):
@@ -147,7 +130,7 @@ def main(argv=None) -> None:
     jax_p = run_jax()
     jax_s = time.perf_counter() - start
 
-    torch_model = _torch_model(smollm2_gguf())
+    torch_model, _ = torch_llama_from_gguf(smollm2_gguf())
     pad = model.vocab.pad_id if model.vocab.pad_id is not None else model.vocab.eos_id
     encoded = [
         (encode_prompts(model, [template.fill(x) for x in t]), tokenize_attributes(model.tokenizer, a, template).token_ids)

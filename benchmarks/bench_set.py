@@ -21,19 +21,11 @@ Run: ``python benchmarks/bench_set.py [--threads 2] [--vocab 50265 --dim 1024] [
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 
-
-def pin_threads(n: int) -> list[int]:
-    """Bind this process (XLA's pool is sized from the affinity, BLAS from the env) to ``n`` CPUs."""
-    cpus = sorted(os.sched_getaffinity(0))[:n]
-    os.sched_setaffinity(0, cpus)
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = str(len(cpus))
-    return cpus
+from _matmul_rate import pin_threads
 
 
 def suite_problem_count() -> tuple[int, int, int]:
@@ -61,7 +53,7 @@ def main() -> None:
     parser.add_argument("--optax-block", type=int, default=1024, help="optax solver: problems per compiled call")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    cpus = pin_threads(args.threads)
+    cpus = pin_threads(args.threads)["cpus"]
 
     import jax
     import jax.numpy as jnp

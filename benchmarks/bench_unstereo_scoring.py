@@ -14,18 +14,10 @@ framework's measured float32 matmul rate on the same threads. Run:
 """
 
 import argparse
-import os
 import time
 
-
-def _pin_threads(n: int) -> None:
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = str(n)
-    os.environ["XLA_FLAGS"] = (
-        os.environ.get("XLA_FLAGS", "")
-        + f" --xla_cpu_multi_thread_eigen={'true' if n > 1 else 'false'}"
-        + f" intra_op_parallelism_threads={n}"
-    )
+from _matmul_rate import jax_gflops, pin_threads, torch_gflops
+from _reference import torch_llama_from_gguf
 
 
 def _flops(cfg: dict, lengths) -> float:
@@ -36,48 +28,6 @@ def _flops(cfg: dict, lengths) -> float:
     per_token = 2 * (L * (2 * d * d + 2 * d * kv * head_dim + 3 * d * ff) + V * d)
     # causal attention: QK^T and AV, 2 * 2 * d FLOPs per (query, key <= query) pair per layer
     return sum(T * per_token + 4 * L * d * T * (T + 1) / 2 for T in lengths)
-
-
-def _matmul_rate_jax(n=1024, repeats=10):
-    import jax
-    import jax.numpy as jnp
-
-    a = jnp.ones((n, n), jnp.float32)
-    f = jax.jit(lambda x: x @ x)
-    f(a).block_until_ready()
-    t = time.perf_counter()
-    for _ in range(repeats):
-        f(a).block_until_ready()
-    return 2 * n**3 * repeats / (time.perf_counter() - t) / 1e9
-
-
-def _matmul_rate_torch(n=1024, repeats=10):
-    import torch
-
-    a = torch.ones((n, n))
-    a @ a
-    t = time.perf_counter()
-    for _ in range(repeats):
-        a @ a
-    return 2 * n**3 * repeats / (time.perf_counter() - t) / 1e9
-
-
-def _torch_model(path):
-    import numpy as np
-    import torch
-    import transformers
-
-    from jaxassoc.models.gguf import read_gguf
-
-    hf_config, tensors, _ = read_gguf(path)
-    config = transformers.LlamaConfig(**{k: v for k, v in hf_config.items() if k != "model_type"})
-    model = transformers.LlamaForCausalLM(config)
-    state = {k: torch.from_numpy(np.array(v)) for k, v in tensors.items()}
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    assert not unexpected and set(missing) <= {"lm_head.weight"}, (missing, unexpected)
-    if missing:  # tied head
-        model.lm_head.weight = model.model.embed_tokens.weight
-    return model.float().eval(), hf_config
 
 
 def _torch_scores(model, sequences, batch_size, pad_id):
@@ -109,7 +59,7 @@ def main(argv=None) -> None:
     parser.add_argument("--limit", type=int, default=256, help="first N distinct sentences (0: all)")
     parser.add_argument("--batch-size", type=int, default=32)
     args = parser.parse_args(argv)
-    _pin_threads(args.threads)
+    print(pin_threads(args.threads))
 
     import numpy as np
     import torch
@@ -135,14 +85,14 @@ def main(argv=None) -> None:
     jax_scores = score_sentences(model, sentences, batch_size=args.batch_size)
     jax_s = time.perf_counter() - t
 
-    torch_model, hf_config = _torch_model(smollm2_gguf())
+    torch_model, hf_config = torch_llama_from_gguf(smollm2_gguf())
     _torch_scores(torch_model, sequences[: args.batch_size], args.batch_size, model.vocab.pad_id)  # warm-up
     t = time.perf_counter()
     torch_scores = _torch_scores(torch_model, sequences, args.batch_size, model.vocab.pad_id)
     torch_s = time.perf_counter() - t
 
     gflop = _flops(hf_config, lengths) / 1e9
-    jax_peak, torch_peak = _matmul_rate_jax(), _matmul_rate_torch()
+    jax_peak, torch_peak = jax_gflops(), torch_gflops()
     print(f"SmolLM2-135M (GGUF Q4_1 dequantised to float32), {args.dataset}: {len(sentences)} sentences, "
           f"{sum(lengths)} tokens incl. BOS (mean {np.mean(lengths):.1f}), batch {args.batch_size}, "
           f"{args.threads} thread(s); {gflop:.1f} GFLOP of useful matmul work")

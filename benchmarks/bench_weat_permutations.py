@@ -8,18 +8,9 @@ printout says so). Run: ``python benchmarks/bench_weat_permutations.py [--thread
 """
 
 import argparse
-import os
 import sys
 
-
-def _pin_threads(n: int) -> None:
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = str(n)
-    os.environ["XLA_FLAGS"] = (
-        os.environ.get("XLA_FLAGS", "")
-        + f" --xla_cpu_multi_thread_eigen={'true' if n > 1 else 'false'}"
-        + f" intra_op_parallelism_threads={n}"
-    )
+from _matmul_rate import pin_threads
 
 
 def _wefe_style_p(X, Y, A, B, n_permutations, rng):
@@ -67,7 +58,7 @@ def main(argv=None) -> None:
     parser.add_argument("--permutations", type=int, default=100_000)
     parser.add_argument("--baseline-permutations", type=int, default=2_000)
     args = parser.parse_args(argv)
-    _pin_threads(args.threads)
+    print(pin_threads(args.threads))
 
     import time
 

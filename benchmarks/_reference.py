@@ -1,0 +1,22 @@
+"""The PyTorch reference model of the benchmarks: transformers' ``LlamaForCausalLM`` holding exactly the
+weights jaxassoc reads from a GGUF file (``jaxassoc.models.gguf.read_gguf``, dequantised to float32), so
+both frameworks compute with the same numbers. transformers' own GGUF loading needs ``accelerate``."""
+
+
+def torch_llama_from_gguf(path):
+    """``(model, hf_config)``: an eval-mode float32 ``LlamaForCausalLM`` with the GGUF's tensors."""
+    import numpy as np
+    import torch
+    import transformers
+
+    from jaxassoc.models.gguf import read_gguf
+
+    hf_config, tensors, _ = read_gguf(path)
+    config = transformers.LlamaConfig(**{k: v for k, v in hf_config.items() if k != "model_type"})
+    model = transformers.LlamaForCausalLM(config)
+    state = {k: torch.from_numpy(np.array(v)) for k, v in tensors.items()}
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    assert not unexpected and set(missing) <= {"lm_head.weight"}, (missing, unexpected)
+    if missing:  # tied head
+        model.lm_head.weight = model.model.embed_tokens.weight
+    return model.float().eval(), hf_config
