@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from jaxassoc import data
-from jaxassoc.app import resolve
+from jaxassoc.app import resolve, store
 from jaxassoc.app.config import MetricConfig
 from jaxassoc.app.pipelines.weat import (
     plot_cosine_heatmaps,
@@ -24,7 +24,7 @@ from jaxassoc.app.pipelines.weat import (
 from jaxassoc.app.registry import Job, JobResult
 from jaxassoc.embeddings.contextual import ContextIndex, ContextualWordVectors, contextual_reference
 from jaxassoc.embeddings.sentence import sentence_vectors
-from jaxassoc.embeddings.whitening import apply_zca, corpus_word_types, fit_zca, reference_sample
+from jaxassoc.embeddings.whitening import apply_zca, corpus_word_types, fit_zca, reference_sample, save_zca
 from jaxassoc.metrics.similarity import compare_whitening
 from jaxassoc.errors import ConfigError
 
@@ -153,8 +153,14 @@ def run(job: Job) -> JobResult:
         table["words_total"] = len(how)
     aggregates.append(table)
     if zca is not None:
+        save_zca(zca, job.output_dir / "zca.npz", metadata={  # reload with jaxassoc.embeddings.load_zca
+            "model": job.model.name, "reference": reference.description, "eps": whitening.eps})
         if cfg.anisotropy:
             a = run_anisotropy(key_aniso, reference.vectors, zca)
+            spectrum = pd.DataFrame({"component": np.arange(1, len(a["explained_variance_raw"]) + 1),
+                                     "explained_variance_raw": a["explained_variance_raw"],
+                                     "explained_variance_whitened": a["explained_variance_whitened"]})
+            store.write_table(job.output_dir, "explained_variance", spectrum)
             aggregates.append(pd.DataFrame([{
                 "test": "anisotropy", "name": "mean ± SD pairwise cosine (2,000 reference vectors)",
                 "cosine_mean_raw": a["mean_raw"], "cosine_sd_raw": a["sd_raw"],
