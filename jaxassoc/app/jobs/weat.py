@@ -65,19 +65,22 @@ def _similarity_row(name: str, key, raw, whitened, human, n_dropped: int, stats_
 
 
 def _static_stsb(embeddings, zca, key, stats_cfg) -> dict:
-    """STS-B dev: a sentence is the mean of its in-vocabulary word vectors (whitened: of the whitened ones)."""
+    """STS-B dev: a sentence is the mean of its in-vocabulary word vectors (whitened: of the whitened ones).
+    Pairs where a sentence has no in-vocabulary word are dropped and counted."""
     pairs = data.load_stsb("dev")
-    sides, keep = [], np.ones(len(pairs), bool)
-    for column in ("sentence1", "sentence2"):
-        words = [[w for w in _words(t) if w in embeddings] for t in pairs[column]]
-        keep &= np.array([bool(w) for w in words])
-        sides.append(words)
-    raw, white = [], []
-    for words in sides:
-        vectors = [embeddings.lookup(w, oov="error").vectors for w, k in zip(words, keep) if k]
-        raw.append(np.stack([v.mean(axis=0) for v in vectors]))
-        white.append(np.stack([np.asarray(apply_zca(zca, v)).mean(axis=0) for v in vectors]))
-    return _similarity_row("STS-B", key, tuple(raw), tuple(white), pairs["score"][keep], int((~keep).sum()), stats_cfg)
+    sides = [[[w for w in _words(t) if w in embeddings] for t in pairs[c]] for c in ("sentence1", "sentence2")]
+    keep = np.array([bool(a) and bool(b) for a, b in zip(*sides)])
+    vocabulary = sorted({w for side in sides for words in side for w in words})
+    raw_rows = embeddings.lookup(vocabulary, oov="error").vectors
+    white_rows = np.asarray(apply_zca(zca, raw_rows))  # one whitening call for every word used
+    row = {w: i for i, w in enumerate(vocabulary)}
+
+    def mean_vectors(matrix, side):
+        return np.stack([matrix[[row[w] for w in words]].mean(axis=0) for words, k in zip(side, keep) if k])
+
+    raw = tuple(mean_vectors(raw_rows, side) for side in sides)
+    white = tuple(mean_vectors(white_rows, side) for side in sides)
+    return _similarity_row("STS-B", key, raw, white, pairs["score"][keep], int((~keep).sum()), stats_cfg)
 
 
 def _contextual_similarity(model, vectors, zca, key, cfg, stats_cfg, batch_size) -> list[dict]:
