@@ -7,6 +7,8 @@ config's source, revision, dtype and kind); the app is the only layer that keeps
 from __future__ import annotations
 
 import functools
+import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ from jaxassoc.models.loading import load_model
 from jaxassoc.resources import glove_files
 
 KINDS = ("causal", "masked", "encoder", "static")
+log = logging.getLogger("jaxassoc")
 
 
 def language_model(cfg: ModelConfig) -> LanguageModel:
@@ -30,7 +33,11 @@ def language_model(cfg: ModelConfig) -> LanguageModel:
 
 @functools.lru_cache(maxsize=2)
 def _load_language_model(source: str, revision: str | None, dtype: str, name: str) -> LanguageModel:
-    return load_model(source, revision=revision, dtype=dtype, name=name)
+    start = time.perf_counter()
+    model = load_model(source, revision=revision, dtype=dtype, name=name)
+    log.info("loaded %s (%s, %s) in %.1f s", name, model.family, model.provenance.file_format,
+             time.perf_counter() - start)
+    return model
 
 
 def static_embeddings(cfg: ModelConfig) -> StaticEmbeddings:
@@ -40,6 +47,13 @@ def static_embeddings(cfg: ModelConfig) -> StaticEmbeddings:
 
 @functools.lru_cache(maxsize=2)
 def _load_static(source: str) -> StaticEmbeddings:
+    start = time.perf_counter()
+    embeddings = _read_static(source)
+    log.info("loaded %s (%d words) in %.1f s", source, len(embeddings.words), time.perf_counter() - start)
+    return embeddings
+
+
+def _read_static(source: str) -> StaticEmbeddings:
     if source == "glove-6b-50d":
         return load_embedded_glove()
     path = Path(source).expanduser()
