@@ -26,7 +26,7 @@ import numpy as np
 
 from jaxassoc.errors import InputError
 from jaxassoc.models.base import LanguageModel
-from jaxassoc.models.batching import model_limits, run_batched
+from jaxassoc.models.batching import FINE_BUCKETS, model_limits, run_batched
 from jaxassoc.models.heads import head_logits, last_positions
 
 TEMPLATE_FIELDS = frozenset({"target", "quote"})
@@ -119,8 +119,7 @@ class RpamInputs:
     n_sequences: int  # forward-pass rows actually run (after deduplication)
 
 
-PROMPT_BUCKETS = (8, 12, 16, 20, 24, 32, 40, 48, 64, 96, 128, 256, 512, 1024, 2048)
-"""Finer length buckets than run_batched's default: RPAM prompts are short (TP1 ~ 10 tokens)."""
+PROMPT_BUCKETS = FINE_BUCKETS  # RPAM prompts are short (TP1 ~ 10 tokens)
 
 
 ROW_MULTIPLE = 64

@@ -20,7 +20,7 @@ from jaxassoc.data import unstereo as data
 from jaxassoc.errors import InputError, ModelError
 from jaxassoc.metrics.unstereo import ETAS, LOG10_THRESHOLD, AufcUnits, unstereo_eval
 from jaxassoc.models.base import LanguageModel
-from jaxassoc.models.batching import model_limits, run_batched
+from jaxassoc.models.batching import FINE_BUCKETS, model_limits, run_batched
 from jaxassoc.models.heads import next_token_logprobs
 
 
@@ -59,6 +59,7 @@ def score_sentences(
         model.params,
         sequences,
         batch_size=batch_size,
+        buckets=FINE_BUCKETS,  # sentences of 10-40 tokens: little padding
         padding_side="right",
         progress=progress,
         **model_limits(model),
