@@ -20,3 +20,20 @@ def torch_llama_from_gguf(path):
     if missing:  # tied head
         model.lm_head.weight = model.model.embed_tokens.weight
     return model.float().eval(), hf_config
+
+
+def torch_padded_batches(sequences, batch_size, pad_id):
+    """``(rows, ids, mask)`` for length-sorted, right-padded torch batches; ``rows`` are input indices.
+    The reference side pads each batch to its own longest sequence (no length buckets)."""
+    import torch
+
+    order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))
+    for start in range(0, len(order), batch_size):
+        rows = order[start : start + batch_size]
+        length = max(len(sequences[i]) for i in rows)
+        ids = torch.full((len(rows), length), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), length), dtype=torch.long)
+        for row, i in enumerate(rows):
+            ids[row, : len(sequences[i])] = torch.tensor(sequences[i])
+            mask[row, : len(sequences[i])] = 1
+        yield rows, ids, mask

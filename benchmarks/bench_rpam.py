@@ -24,7 +24,7 @@ import argparse
 import time
 
 from _matmul_rate import jax_gflops, pin_threads, torch_gflops
-from _reference import torch_llama_from_gguf
+from _reference import torch_llama_from_gguf, torch_padded_batches
 
 TP1 = "These words are associated: {target} and"
 
@@ -58,19 +58,11 @@ def _torch_batches(model, sequences, batch_size, pad_id, read):
     """``read(logits_row, sequence)`` of every sequence, run in length-sorted right-padded batches."""
     import torch
 
-    order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))
     out = [None] * len(sequences)
     with torch.inference_mode():
-        for start in range(0, len(order), batch_size):
-            group = order[start : start + batch_size]
-            L = max(len(sequences[i]) for i in group)
-            ids = torch.full((len(group), L), pad_id, dtype=torch.long)
-            mask = torch.zeros((len(group), L), dtype=torch.long)
-            for row, i in enumerate(group):
-                ids[row, : len(sequences[i])] = torch.tensor(sequences[i])
-                mask[row, : len(sequences[i])] = 1
+        for rows, ids, mask in torch_padded_batches(sequences, batch_size, pad_id):
             logits = model(input_ids=ids, attention_mask=mask).logits
-            for row, i in enumerate(group):
+            for row, i in enumerate(rows):
                 out[i] = read(logits[row], sequences[i])
     return out
 

@@ -17,7 +17,7 @@ import argparse
 import time
 
 from _matmul_rate import jax_gflops, pin_threads, torch_gflops
-from _reference import torch_llama_from_gguf
+from _reference import torch_llama_from_gguf, torch_padded_batches
 
 
 def _flops(cfg: dict, lengths) -> float:
@@ -34,20 +34,12 @@ def _torch_scores(model, sequences, batch_size, pad_id):
     import numpy as np
     import torch
 
-    order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))
     out = np.zeros(len(sequences))
     with torch.inference_mode():
-        for start in range(0, len(order), batch_size):
-            group = order[start : start + batch_size]
-            T = max(len(sequences[i]) for i in group)
-            ids = torch.full((len(group), T), pad_id, dtype=torch.long)
-            mask = torch.zeros((len(group), T), dtype=torch.long)
-            for row, i in enumerate(group):
-                ids[row, : len(sequences[i])] = torch.tensor(sequences[i])
-                mask[row, : len(sequences[i])] = 1
+        for rows, ids, mask in torch_padded_batches(sequences, batch_size, pad_id):
             logp = torch.log_softmax(model(input_ids=ids, attention_mask=mask).logits[:, :-1].float(), dim=-1)
             picked = logp.gather(2, ids[:, 1:, None])[..., 0] * mask[:, 1:]
-            for row, i in enumerate(group):
+            for row, i in enumerate(rows):
                 out[i] = picked[row].double().sum().item()
     return out
 
