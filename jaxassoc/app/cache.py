@@ -14,11 +14,22 @@ import logging
 from pathlib import Path
 from typing import Any, Callable
 
+import jax
 import numpy as np
 
 from jaxassoc.app.store import atomic_write
 
 log = logging.getLogger("jaxassoc")
+
+
+def model_key(model: Any) -> dict[str, Any]:
+    """The parts of a key that pin down a loaded language model: weight and tokenizer hashes, and the
+    parameters' dtype (the same file loaded as float32 or bfloat16 gives different outputs)."""
+    return {
+        "weights": model.provenance.weights_sha256,
+        "tokenizer": model.provenance.tokenizer_sha256,
+        "dtypes": sorted({str(leaf.dtype) for leaf in jax.tree.leaves(model.params)}),
+    }
 
 
 def cache_key(namespace: str, parts: dict[str, Any]) -> str:

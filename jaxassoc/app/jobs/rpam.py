@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import jax
+import pandas as pd
 
 from jaxassoc import data
 from jaxassoc.app import resolve
@@ -20,6 +21,7 @@ from jaxassoc.app.config import MetricConfig
 from jaxassoc.app.pipelines import rpam, rpam_downstream
 from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate
 from jaxassoc.app.registry import Job, JobResult
+from jaxassoc.app.stages import stage
 from jaxassoc.errors import ConfigError
 
 TASKS = ("weat_ws", "weat_caliskan2017", "wordsim353", "bellezza", "sst2")
@@ -52,30 +54,10 @@ def run(job: Job) -> JobResult:
     template = PromptTemplate(job.template.name, job.template.text, job.template.quote)
     model = resolve.language_model(job.model)
     options = dict(normalise=cfg.normalise, add_bos=job.model.add_bos, batch_size=job.model.batch_size,
-                   shard=job.model.shard, progress=not job.quiet)
-    key = jax.random.key(job.seed)
-    s = job.stats
-    if name.startswith("weat"):
-        items, aggregates = rpam.weat_ws(
-            model, template, key, suite=name, swap_gender_roles=cfg.swap_gender_roles, ddof=s.ddof,
-            exact_bound=s.exact_bound, n_permutations=s.n_permutations, ties=s.ties,
-            n_bootstrap=s.n_bootstrap, confidence=s.confidence, **options,
-        )
-    elif name == "wordsim353":
-        items, aggregates = rpam.wordsim353(model, template, sample=job.dataset.sample, key=key, **options)
-    elif name == "bellezza" and cfg.downstream:
-        if cfg.group_size > 1:
-            raise ConfigError("metric.downstream=true rates single words: leave metric.group_size at 1")
-        items, aggregates = rpam_downstream.bellezza_downstream(
-            model, template, chat_template=cfg.chat_template, max_new_tokens=cfg.max_new_tokens,
-            sample=job.dataset.sample, key=key, **options,
-        )
-    elif name == "bellezza" and cfg.group_size > 1:
-        items, aggregates = rpam.bellezza_groups(model, template, key, k=cfg.group_size, **options)
-    elif name == "bellezza":
-        items, aggregates = rpam.bellezza(model, template, sample=job.dataset.sample, key=key, **options)
-    else:
-        items, aggregates = rpam.sst2(model, template, key, sample=job.dataset.sample, **options)
+                   shard=job.model.shard, progress=not job.quiet, cache_dir=job.cache_dir)
+    with stage("rpam", f"{name} items scored") as scored:
+        items, aggregates = _task(job, model, template, options)
+        scored.count = len(items)
     provenance = {
         **resolve.model_provenance(job.model, model),
         "dataset_version": data.dataset_info(name).version,
@@ -83,3 +65,29 @@ def run(job: Job) -> JobResult:
     }
     compact = aggregates.drop(columns=[c for c in ("name", "roles", "p_exact") if c in aggregates.columns])
     return JobResult(items=items, aggregates=aggregates, provenance=provenance, summary=compact)
+
+
+def _task(job: Job, model, template: PromptTemplate, options: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(items, aggregates)`` of the task the dataset names (forward passes through the cache)."""
+    cfg, name, s = job.metric, job.dataset.name, job.stats
+    key = jax.random.key(job.seed)
+    if name.startswith("weat"):
+        return rpam.weat_ws(
+            model, template, key, suite=name, swap_gender_roles=cfg.swap_gender_roles, ddof=s.ddof,
+            exact_bound=s.exact_bound, n_permutations=s.n_permutations, ties=s.ties,
+            n_bootstrap=s.n_bootstrap, confidence=s.confidence, **options,
+        )
+    if name == "wordsim353":
+        return rpam.wordsim353(model, template, sample=job.dataset.sample, key=key, **options)
+    if name == "bellezza" and cfg.downstream:
+        if cfg.group_size > 1:
+            raise ConfigError("metric.downstream=true rates single words: leave metric.group_size at 1")
+        return rpam_downstream.bellezza_downstream(
+            model, template, chat_template=cfg.chat_template, max_new_tokens=cfg.max_new_tokens,
+            sample=job.dataset.sample, key=key, **options,
+        )
+    if name == "bellezza" and cfg.group_size > 1:
+        return rpam.bellezza_groups(model, template, key, k=cfg.group_size, **options)
+    if name == "bellezza":
+        return rpam.bellezza(model, template, sample=job.dataset.sample, key=key, **options)
+    return rpam.sst2(model, template, key, sample=job.dataset.sample, **options)

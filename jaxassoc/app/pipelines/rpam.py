@@ -25,7 +25,7 @@ import pandas as pd
 
 from jaxassoc import data, stats
 from jaxassoc.errors import InputError
-from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate, RpamInputs, rpam_inputs, tokenize_attributes
+from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate, RpamInputs, cached_rpam_inputs, tokenize_attributes
 from jaxassoc.metrics import rpam
 from jaxassoc.models.base import LanguageModel
 
@@ -41,9 +41,11 @@ def probabilities(
     normalise: bool = True,
     **run_options,
 ) -> tuple[np.ndarray, RpamInputs]:
-    """p(v, t) for every target (rows) and attribute (columns), and the raw inputs it came from."""
+    """p(v, t) for every target (rows) and attribute (columns), and the raw inputs it came from.
+
+    ``run_options`` go to :func:`cached_rpam_inputs` (``cache_dir`` turns the on-disk cache on)."""
     tokens = tokenize_attributes(model.tokenizer, attributes, template)
-    inputs = rpam_inputs(model, targets, tokens, template, **run_options)
+    inputs = cached_rpam_inputs(model, targets, tokens, template, **run_options)
     p = rpam.relative_probabilities(
         jnp.asarray(inputs.first_logits),
         jnp.asarray(inputs.continuation),

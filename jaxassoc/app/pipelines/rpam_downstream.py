@@ -20,6 +20,7 @@ import pandas as pd
 from jaxtyping import Bool
 
 from jaxassoc import stats
+from jaxassoc.app.cache import cached_arrays, model_key
 from jaxassoc.app.pipelines.rpam import bellezza
 from jaxassoc.app.pipelines.rpam_prompts import PROMPT_BUCKETS, PromptTemplate, encode_prompts
 from jaxassoc.errors import ConfigError
@@ -137,11 +138,19 @@ def bellezza_downstream(
     model: LanguageModel, template: PromptTemplate, *, chat_template: bool = True, max_new_tokens: int = 4,
     normalise: bool = True, sample: int | None = None, key: jax.Array | None = None, **run_options,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Spearman of RPAM Valence (the paper uses TP1) vs the model's own ratings of the 399 Bellezza words."""
+    """Spearman of RPAM Valence (the paper uses TP1) vs the model's own ratings of the 399 Bellezza words.
+
+    With ``cache_dir`` in ``run_options`` the RPAM passes are shared with ``dataset=bellezza`` and the
+    generated answers are cached too."""
     items, _ = bellezza(model, template, normalise=normalise, sample=sample, key=key, **run_options)
-    rated = model_ratings(model, list(items["word"]), chat_template=chat_template, max_new_tokens=max_new_tokens,
-                          batch_size=run_options.get("batch_size", 32), progress=run_options.get("progress", False))
-    items = items.assign(answer=rated["answer"].to_numpy(), rating=rated["rating"].to_numpy())
+    words, batch_size = list(items["word"]), run_options.get("batch_size", 32)
+    parts = {**model_key(model), "words": words, "chat_template": chat_template, "max_new_tokens": max_new_tokens,
+             "batch_size": batch_size}
+    rated = cached_arrays(run_options.get("cache_dir"), "rpam_ratings", parts, lambda: {
+        column: values.to_numpy() for column, values in model_ratings(
+            model, words, chat_template=chat_template, max_new_tokens=max_new_tokens, batch_size=batch_size,
+            progress=run_options.get("progress", False)).items()})
+    items = items.assign(answer=rated["answer"], rating=rated["rating"])
     kept = items.dropna(subset=["rating"])
     row = {"benchmark": "Bellezza downstream", "statistic": "spearman", "n": len(kept),
            "n_unparsable": len(items) - len(kept), "parse_rate": len(kept) / len(items),

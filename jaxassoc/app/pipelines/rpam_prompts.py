@@ -19,11 +19,13 @@ import dataclasses
 import functools
 import string
 from collections.abc import Sequence
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxassoc.app.cache import cached_arrays, model_key
 from jaxassoc.errors import InputError
 from jaxassoc.models.base import LanguageModel
 from jaxassoc.models.batching import FINE_BUCKETS, model_limits, run_batched
@@ -207,3 +209,42 @@ def rpam_inputs(
             # subwords 2..k are predicted at positions last-k+1 .. last-1
             continuation[t, c] = np.exp(next_logprob[window - k + 1 : window]).mean()
     return RpamInputs(first_logits, continuation.astype(np.float32), log_partition, len(multi), len(sequences))
+
+
+def cached_rpam_inputs(
+    model: LanguageModel,
+    targets: Sequence[str],
+    attributes: Attributes,
+    template: PromptTemplate,
+    *,
+    cache_dir: Path | None = None,
+    add_bos: bool | None = None,
+    batch_size: int = 32,
+    shard: bool = False,
+    progress: bool = False,
+    buckets: Sequence[int] = PROMPT_BUCKETS,
+) -> RpamInputs:
+    """:func:`rpam_inputs` through the on-disk cache (:mod:`jaxassoc.app.cache`; ``cache_dir=None``: off).
+
+    The key holds what decides the arrays bit for bit: the model (weights, tokenizer, dtypes), the filled
+    prompts, BOS, the attributes' token ids, and the batching (batch size, buckets, devices). Statistics
+    options and ``normalise`` are not in it, so the ablation and other statistics reuse the passes.
+    """
+    parts = {
+        **model_key(model),
+        "prompts": [template.fill(t) for t in targets],
+        "add_bos": model.vocab.add_bos if add_bos is None else add_bos,
+        "attribute_ids": [list(ids) for ids in attributes.token_ids],
+        "batch_size": batch_size,
+        "buckets": list(buckets),
+        "devices": jax.device_count() if shard else 1,
+    }
+
+    def compute() -> dict[str, np.ndarray]:
+        inputs = rpam_inputs(model, targets, attributes, template, add_bos=add_bos, batch_size=batch_size,
+                             shard=shard, progress=progress, buckets=buckets)
+        return {f.name: np.asarray(getattr(inputs, f.name)) for f in dataclasses.fields(RpamInputs)}
+
+    arrays = cached_arrays(cache_dir, "rpam_inputs", parts, compute)
+    return RpamInputs(arrays["first_logits"], arrays["continuation"], arrays["log_partition"],
+                      int(arrays["n_multi_token"]), int(arrays["n_sequences"]))
