@@ -1,0 +1,79 @@
+"""``metric=ceat``: CEAT (Guo & Caliskan 2021; METHODS.md §3) on a WEAT suite (``dataset=weat_caliskan2017``,
+``weat_ws``) with any language model's contextual embeddings.
+
+Per-word pools of contextual embeddings come from the reference corpus (see
+:mod:`jaxassoc.app.pipelines.ceat`) and are cached on disk keyed by the model hashes, the corpus text,
+layer, pool size, context seed and fallback, never by the job seed or N: a rerun with another seed or N
+reuses them bit for bit. Writes ``items`` (one row per test, set and word: contexts used and how),
+``aggregates`` (one row per test: CES, its variance, τ², one-sided p, per-draw summaries) and
+``draws`` (every draw's effect size and variance).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import jax
+
+from jaxassoc import data
+from jaxassoc.app import resolve, store
+from jaxassoc.app.cache import cached_arrays
+from jaxassoc.app.config import MetricConfig
+from jaxassoc.app.pipelines.ceat import ContextPools, context_pools, corpus_sentences, run_ceat_suite, word_table
+from jaxassoc.app.registry import Job, JobResult
+from jaxassoc.embeddings.contextual import ContextIndex
+from jaxassoc.errors import ConfigError
+from jaxassoc.metrics.ceat import N_DRAWS
+
+
+@dataclass
+class CeatMetricConfig(MetricConfig):
+    n_draws: int = N_DRAWS  # random draws of one context per word (Guo & Caliskan: 10,000)
+    tests: list[str] = field(default_factory=list)  # a subset of the suite's test ids ([]: all)
+    layer: int = -1  # hidden layer to pool (-1: last)
+    max_contexts: int = 100  # corpus sentences per word at most (the pool a draw picks from)
+    context_seed: int = 0  # which sentences enter a pool (not the job seed: pools are reused across seeds)
+    fallback: str = "word"  # a word without any corpus context: word | templates | drop
+    max_oov_share: float = 0.2  # with fallback drop: refuse a set that loses more than this share
+    corpus: str = "wikitext2"  # wikitext2 (test+valid, offline) or a text file, one sentence a line
+    chunk: int = 1000  # draws evaluated at a time (memory)
+
+
+def _tests(job: Job):
+    if job.dataset.name not in data.SUITE_NAMES:
+        raise ConfigError(f"metric=ceat runs on a WEAT suite: use dataset= one of {list(data.SUITE_NAMES)}")
+    suite = data.load_weat_suite(job.dataset.name)
+    wanted = job.metric.tests or list(suite.ids)
+    unknown = [t for t in wanted if t not in suite.ids]
+    if unknown:
+        raise ConfigError(f"metric.tests names {unknown}, not in {job.dataset.name} ({list(suite.ids)})")
+    return [suite.test(t) for t in wanted], [suite.ids.index(t) for t in wanted]
+
+
+def run(job: Job) -> JobResult:
+    cfg = job.metric
+    if cfg.n_draws < 2:
+        raise ConfigError(f"metric.n_draws={cfg.n_draws}: the random-effects model needs at least 2 draws")
+    tests, positions = _tests(job)
+    words = sorted({w for t in tests for w in (*t.targets_x, *t.targets_y, *t.attributes_a, *t.attributes_b)})
+    model = resolve.language_model(job.model)
+    sentences, corpus = corpus_sentences(cfg.corpus)
+    key = {"weights": model.provenance.weights_sha256, "tokenizer": model.provenance.tokenizer_sha256,
+           "dtype": job.model.dtype, "corpus": corpus, "layer": cfg.layer, "max_contexts": cfg.max_contexts,
+           "context_seed": cfg.context_seed, "fallback": cfg.fallback, "words": words}
+
+    def compute():
+        return context_pools(model, ContextIndex.build(sentences), words, layer=cfg.layer,
+                             max_contexts=cfg.max_contexts, seed=cfg.context_seed, fallback=cfg.fallback,
+                             batch_size=job.model.batch_size).to_arrays()
+
+    pools = ContextPools.from_arrays(cached_arrays(job.cache_dir, "ceat_contexts", key, compute))
+    aggregates, draws = run_ceat_suite(pools, tests, positions, key=jax.random.key(job.seed), n_draws=cfg.n_draws,
+                                       chunk=cfg.chunk, max_oov_share=cfg.max_oov_share)
+    aggregates = aggregates.assign(suite=job.dataset.name, corpus=corpus, layer=cfg.layer,
+                                   max_contexts=cfg.max_contexts, fallback=cfg.fallback)
+    store.write_table(job.output_dir, "draws", draws)
+    provenance = {**resolve.model_provenance(job.model, model),
+                  "dataset_version": data.dataset_info(job.dataset.name).version, "corpus": corpus}
+    summary = aggregates[["test", "ces", "ces_se", "tau_squared", "p_value", "n_draws", "contexts_per_word_mean"]]
+    return JobResult(items=word_table(pools, tests), aggregates=aggregates, provenance=provenance, summary=summary)
