@@ -14,15 +14,19 @@ from jaxassoc import data
 from jaxassoc.app import resolve, store
 from jaxassoc.app.config import MetricConfig
 from jaxassoc.app.pipelines.weat import (
+    cached_reference,
     plot_cosine_heatmaps,
     plot_effect_size_heatmap,
     plot_raw_vs_whitened,
+    prefetch_word_vectors,
     run_anisotropy,
     run_similarity_benchmark,
     run_weat_experiment,
+    suite_words,
 )
 from jaxassoc.app.registry import Job, JobResult
-from jaxassoc.embeddings.contextual import ContextIndex, ContextualWordVectors, contextual_reference
+from jaxassoc.app.stages import stage
+from jaxassoc.embeddings.contextual import ContextIndex, ContextualWordVectors
 from jaxassoc.embeddings.sentence import sentence_vectors
 from jaxassoc.embeddings.whitening import apply_zca, corpus_word_types, fit_zca, reference_sample, save_zca
 from jaxassoc.metrics.similarity import compare_whitening
@@ -83,13 +87,16 @@ def _static_stsb(embeddings, zca, key, stats_cfg) -> dict:
     return _similarity_row("STS-B", key, raw, white, pairs["score"][keep], int((~keep).sum()), stats_cfg)
 
 
-def _contextual_similarity(model, vectors, zca, key, cfg, stats_cfg, batch_size) -> list[dict]:
+def _contextual_similarity(model, vectors, zca, key, cfg, job: Job) -> list[dict]:
     """WS-353 and SimLex-999 with contextual word vectors; STS-B with mean-pooled sentence vectors."""
-    rows = []
+    rows, stats_cfg, batch_size = [], job.stats, job.model.batch_size
     words_fn = ContextualWordVectors(model, vectors.index, layer=cfg.layer, max_contexts=cfg.similarity_contexts,
                                      seed=vectors.seed, fallback="word", batch_size=batch_size)
-    for (name, pairs), k in zip((("WS-353", data.load_wordsim353()), ("SimLex-999", data.load_simlex999())),
-                                jax.random.split(key, 2)):
+    benchmarks = (("WS-353", data.load_wordsim353()), ("SimLex-999", data.load_simlex999()))
+    with stage("weat", "similarity word vectors extracted") as extracted:
+        words = [w for _, pairs in benchmarks for w in (*pairs.word1, *pairs.word2)]
+        extracted.count = prefetch_word_vectors(words_fn, words, cache_dir=job.cache_dir, quiet=job.quiet)
+    for (name, pairs), k in zip(benchmarks, jax.random.split(key, 2)):
         u, v = words_fn(list(pairs.word1), name).vectors, words_fn(list(pairs.word2), name).vectors
         rows.append(_similarity_row(name, k, (u, v), (apply_zca(zca, u), apply_zca(zca, v)), pairs.score, 0, stats_cfg))
     stsb = data.load_stsb("dev")
@@ -129,23 +136,32 @@ def run(job: Job) -> JobResult:
             model, ContextIndex.build(sentences), layer=cfg.layer, max_contexts=cfg.max_contexts,
             seed=job.seed, fallback=cfg.fallback, batch_size=job.model.batch_size,
         )
+        with stage("weat", "word vectors extracted") as extracted:
+            extracted.count = prefetch_word_vectors(vectors, suite_words(suite), cache_dir=job.cache_dir,
+                                                    quiet=job.quiet)
         if whitening.name == "zca":
             rng = np.random.default_rng(job.seed)
             if len(sentences) > cfg.reference_sentences:
                 sentences = [sentences[i] for i in sorted(rng.choice(len(sentences), cfg.reference_sentences, replace=False))]
-            reference = contextual_reference(
-                model, sentences, level=cfg.reference_level, layer=cfg.layer,
-                max_items=whitening.max_samples, seed=job.seed, batch_size=job.model.batch_size,
-            )
+            with stage("weat", "reference vectors extracted") as extracted:
+                reference = cached_reference(
+                    model, sentences, cache_dir=job.cache_dir, level=cfg.reference_level, layer=cfg.layer,
+                    max_items=whitening.max_samples, seed=job.seed, batch_size=job.model.batch_size,
+                )
+                extracted.count = len(reference.vectors)
         provenance.update(resolve.model_provenance(job.model, model))
-    zca = fit_zca(reference.vectors, eps=whitening.eps) if whitening.name == "zca" else None
-    table = run_weat_experiment(
-        vectors, suite, key=key_weat, whitening=zca,
-        whitening_description=reference.description if zca is not None else "",
-        ddof=job.stats.ddof, exact_bound=job.stats.exact_bound, n_permutations=job.stats.n_permutations,
-        ties=job.stats.ties, n_bootstrap=job.stats.n_bootstrap, alpha=job.stats.alpha,
-        max_oov_share=cfg.max_oov_share,
-    )
+    zca = None
+    if whitening.name == "zca":
+        with stage("weat", f"whitening fitted on {len(reference.vectors):,} vectors"):
+            zca = fit_zca(reference.vectors, eps=whitening.eps)
+    with stage("weat", f"{job.dataset.name} tests scored", len(suite.tests)):
+        table = run_weat_experiment(
+            vectors, suite, key=key_weat, whitening=zca,
+            whitening_description=reference.description if zca is not None else "",
+            ddof=job.stats.ddof, exact_bound=job.stats.exact_bound, n_permutations=job.stats.n_permutations,
+            ties=job.stats.ties, n_bootstrap=job.stats.n_bootstrap, alpha=job.stats.alpha,
+            max_oov_share=cfg.max_oov_share,
+        )
     table["effect_size"] = table["d_whitened"] if zca is not None else table["d_raw"]
     table["effect_size_raw"] = table["d_raw"]
     if zca is not None:
@@ -176,8 +192,7 @@ def run(job: Job) -> JobResult:
                 aggregates.append(pd.DataFrame([{"test": "similarity", **r}]))
             aggregates.append(pd.DataFrame([_static_stsb(embeddings, zca, jax.random.fold_in(key_sim, 2), job.stats)]))
         elif cfg.similarity:
-            aggregates.append(pd.DataFrame(_contextual_similarity(
-                model, vectors, zca, key_sim, cfg, job.stats, job.model.batch_size)))
+            aggregates.append(pd.DataFrame(_contextual_similarity(model, vectors, zca, key_sim, cfg, job)))
         if cfg.anisotropy:
             plot_cosine_heatmaps(key_aniso, reference.vectors, zca, job.output_dir / "cosine_matrices.png")
         plot_effect_size_heatmap({job.model.name: table}, job.output_dir / "weat_heatmap.png", alpha=job.stats.alpha)

@@ -9,6 +9,9 @@
 - :func:`run_static_experiments`: all three for a static embedding with one ZCA fit.
 - Figures: :func:`plot_effect_size_heatmap` (Figure 3), :func:`plot_raw_vs_whitened` (Figure 4),
   :func:`plot_cosine_heatmaps` (Figure 1).
+- Contextual models: :func:`prefetch_word_vectors` and :func:`cached_reference` run the forward passes
+  through the app's on-disk cache (:mod:`jaxassoc.app.cache`), so a sweep over whitening or statistics
+  options extracts the vectors once.
 
 Vectors come from a :class:`~jaxassoc.embeddings.static.StaticEmbeddings` or any ``vectors_fn(words,
 name) -> Lookup`` (e.g. contextual word vectors). No Hydra here: the app wires these into its config.
@@ -16,6 +19,7 @@ name) -> Lookup`` (e.g. contextual word vectors). No Hydra here: the app wires t
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -24,8 +28,12 @@ import matplotlib
 import numpy as np
 import pandas as pd
 
+from jaxassoc.app.cache import cached_arrays, model_key
+from jaxassoc.app.stages import progress
+from jaxassoc.embeddings.contextual import ContextualWordVectors, contextual_reference
 from jaxassoc.embeddings.static import Lookup, StaticEmbeddings
 from jaxassoc.embeddings.whitening import (
+    ReferenceSample,
     ZcaStats,
     apply_zca,
     corpus_word_types,
@@ -231,6 +239,78 @@ def run_static_experiments(
             whitening_description=f"{ref.description}; eps {eps:g}", **weat_options,
         ),  # fmt: skip
     }
+
+
+def suite_words(suite) -> list[str]:
+    """Every target and attribute word of a WEAT suite, once each, in order of appearance."""
+    sets = ((t.targets_x, t.targets_y, t.attributes_a, t.attributes_b) for t in suite.tests)
+    return list(dict.fromkeys(w for test_sets in sets for words in test_sets for w in words))
+
+
+def text_sha256(texts: Sequence[str]) -> str:
+    """sha256 of the texts joined by newlines: a cache key part for a corpus."""
+    digest = hashlib.sha256()
+    for text in texts:
+        digest.update(text.encode())
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def prefetch_word_vectors(
+    vectors: ContextualWordVectors,
+    words: Sequence[str],
+    *,
+    cache_dir: Path | None,
+    quiet: bool = True,
+    chunk_words: int = 64,
+) -> int:
+    """Fill ``vectors.cache`` with every new word's aggregated vector (Bommasani et al. 2020), in chunks of
+    ``chunk_words`` (a progress bar unless ``quiet``), each chunk through the on-disk cache.
+
+    The key holds the model (weights, tokenizer, dtypes), the corpus (hash of the indexed sentences), the
+    layer, ``max_contexts``, seed, fallback, batch size and the chunk's words. Returns how many words
+    were new."""
+    new = [w for w in dict.fromkeys(words) if w not in vectors.cache]
+    base = {**model_key(vectors.model), "corpus": text_sha256(vectors.index.sentences), "layer": vectors.layer,
+            "max_contexts": vectors.max_contexts, "seed": vectors.seed, "fallback": vectors.fallback,
+            "batch_size": vectors.batch_size}
+    chunks = [new[i : i + chunk_words] for i in range(0, len(new), chunk_words)]
+    for chunk in progress(chunks, "word vectors", quiet=quiet, unit="chunk"):
+        arrays = cached_arrays(cache_dir, "contextual_word_vectors", {**base, "words": chunk},
+                               lambda chunk=chunk: _extract(vectors, chunk))
+        for word, has, vector, how in zip(chunk, arrays["has_vector"], arrays["vectors"], arrays["how"]):
+            vectors.cache[word] = (vector if has else None, str(how))
+    return len(new)
+
+
+def _extract(vectors: ContextualWordVectors, words: list[str]) -> dict[str, np.ndarray]:
+    vectors.prefetch(words)
+    found = [vectors.cache[w] for w in words]
+    dim = next((v.shape[0] for v, _ in found if v is not None), 0)
+    dtype = next((v.dtype for v, _ in found if v is not None), np.float32)
+    return {
+        "has_vector": np.array([v is not None for v, _ in found]),
+        "vectors": np.stack([v if v is not None else np.zeros(dim, dtype) for v, _ in found]),
+        "how": np.array([how for _, how in found]),
+    }
+
+
+def cached_reference(
+    model, sentences: Sequence[str], *, cache_dir: Path | None, level: str = "token", layer: int = -1,
+    max_items: int = 100_000, seed: int = 0, batch_size: int = 32,
+) -> ReferenceSample:
+    """:func:`~jaxassoc.embeddings.contextual.contextual_reference` through the on-disk cache (key: model,
+    sentences' hash and every argument)."""
+    parts = {**model_key(model), "sentences": text_sha256(sentences), "level": level, "layer": layer,
+             "max_items": max_items, "seed": seed, "batch_size": batch_size}
+
+    def compute() -> dict[str, np.ndarray]:
+        ref = contextual_reference(model, sentences, level=level, layer=layer, max_items=max_items, seed=seed,
+                                   batch_size=batch_size)
+        return {"vectors": ref.vectors, "words": np.array(ref.words), "description": np.array(ref.description)}
+
+    arrays = cached_arrays(cache_dir, "contextual_reference", parts, compute)
+    return ReferenceSample(arrays["vectors"], [str(x) for x in arrays["words"]], str(arrays["description"]))
 
 
 def plot_effect_size_heatmap(results: Mapping[str, pd.DataFrame], path: str | Path, *, alpha=0.05):
