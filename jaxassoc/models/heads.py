@@ -38,8 +38,14 @@ def last_positions(attention_mask: Int[Array, "B T"]) -> Int[Array, " B"]:
 def next_token_logprobs(
     head: Head, hidden: Float[Array, "B T D"], input_ids: Int[Array, "B T"], attention_mask: Int[Array, "B T"]
 ) -> Float[Array, "B T-1"]:
-    """log p(token t+1 | tokens <= t) for every position; 0 where either token is padding."""
-    logp = jax.nn.log_softmax(head_logits(head, hidden[:, :-1]).astype(jnp.float32), axis=-1)
-    picked = jnp.take_along_axis(logp, input_ids[:, 1:, None], axis=-1)[..., 0]
-    valid = (attention_mask[:, 1:] * attention_mask[:, :-1]).astype(bool)
-    return jnp.where(valid, picked, 0.0)
+    """log p(token t+1 | tokens <= t) for every position; 0 where either token is padding or where t+1
+    starts another packed segment (the mask holds segment ids, see ``layers.positions_from_mask``).
+
+    Computed as the picked logit minus the log-sum-exp of its row, so the full log-softmax array is
+    never written to memory (the head is most of the cost of a small model).
+    """
+    logits = head_logits(head, hidden[:, :-1]).astype(jnp.float32)
+    picked = jnp.take_along_axis(logits, input_ids[:, 1:, None], axis=-1)[..., 0]
+    logp = picked - jax.nn.logsumexp(logits, axis=-1)
+    valid = (attention_mask[:, 1:] > 0) & (attention_mask[:, 1:] == attention_mask[:, :-1])
+    return jnp.where(valid, logp, 0.0)

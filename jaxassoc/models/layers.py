@@ -71,12 +71,31 @@ def required_fields(family: str) -> Iterator[None]:
 
 
 def positions_from_mask(attention_mask: Int[Array, "B T"]) -> Int[Array, "B T"]:
-    """Position of each real token counted from the sequence's first real token (left or right padding).
+    """Position of each real token counted from the start of its sequence (left or right padding).
 
-    Padding positions get the position of the nearest real token before them (0 before the first), so
-    they never index past the position table.
+    The mask is 0 for padding and otherwise a segment id: a plain 0/1 mask holds one sequence per row,
+    and a *packed* row holds several contiguous sequences with distinct ids (e.g. ``1 1 1 2 2 0``), each
+    counted from 0. Padding positions get the position of the nearest real token before them (0 before
+    the first), so they never index past the position table.
     """
-    return jnp.maximum(jnp.cumsum(attention_mask, axis=1) - 1, 0)
+    real = attention_mask > 0
+    count = jnp.cumsum(real, axis=1)  # real tokens up to and including t
+    previous = jnp.pad(attention_mask[:, :-1], ((0, 0), (1, 0)))
+    starts = real & (attention_mask != previous)  # first token of a segment
+    before = jax.lax.cummax(jnp.where(starts, count - 1, 0), axis=1)  # real tokens before t's segment
+    return jnp.maximum(count - 1 - before, 0)
+
+
+def segment_allowed(attention_mask: Int[Array, "B T"]) -> Bool[Array, "B T T"]:
+    """Keys (last axis) a query (middle axis) may see, ignoring order: real keys of its own segment.
+
+    A padding query sees every real key, so its (unused) output stays finite. For a 0/1 mask this is
+    "every real key", the usual padding mask.
+    """
+    real_key = (attention_mask > 0)[:, None, :]
+    same = attention_mask[:, :, None] == attention_mask[:, None, :]
+    padding_query = (attention_mask == 0)[:, :, None]
+    return real_key & (same | padding_query)
 
 
 def attention(
@@ -117,7 +136,7 @@ def padding_allowed(attention_mask: Int[Array, "B T"]) -> Bool[Array, "B 1 1 T"]
 
 
 def causal_allowed(attention_mask: Int[Array, "B T"]) -> Bool[Array, "B 1 T T"]:
-    """Keys a query may attend to in a causal decoder: real tokens at or before it."""
+    """Keys a query may attend to in a causal decoder: real tokens of its segment at or before it."""
     T = attention_mask.shape[1]
     causal = jnp.tril(jnp.ones((T, T), dtype=bool))
-    return causal[None, None] & attention_mask.astype(bool)[:, None, None, :]
+    return (causal[None] & segment_allowed(attention_mask))[:, None]

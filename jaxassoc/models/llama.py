@@ -9,7 +9,8 @@ causal mask. The layers' parameters are stacked on a leading axis and run with `
 Numerics follow ``transformers.models.llama.modeling_llama``: RMSNorm and softmax in float32, rotary
 angles from float32 position ids, everything else in the parameters' dtype (fp32 by default; cast the
 params to bf16 for bf16). Position ids come from the cumulative sum of the attention mask, so a
-left-padded row gets the same positions, hence the same states, as the unpadded sequence.
+left-padded row gets the same positions, hence the same states, as the unpadded sequence; a mask of
+segment ids runs several packed sequences in one row (``layers.positions_from_mask``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from jaxtyping import Array, Float, Int
 
 from jaxassoc.errors import ModelError
 from jaxassoc.models.base import ForwardOutput, Head
+from jaxassoc.models.layers import positions_from_mask, segment_allowed
 
 MODEL_TYPES = ("llama", "mistral")
 OBJECTIVE = "causal"
@@ -218,13 +220,13 @@ def apply_rope(x: Float[Array, "B T H d"], cos: Float[Array, "B T d"], sin: Floa
 
 
 def attention_mask_bias(attention_mask: Int[Array, "B T"], sliding_window: int | None, dtype) -> Array:
-    """Additive ``(B, 1, 1, T, T)`` bias: 0 where query t may see key s (causal, real key, in the window)."""
+    """Additive ``(B, 1, 1, T, T)`` bias: 0 where query t may see key s (causal, same segment, in the window)."""
     T = attention_mask.shape[1]
     q, k = jnp.arange(T)[:, None], jnp.arange(T)[None, :]
     allowed = k <= q
     if sliding_window is not None and sliding_window < T:
         allowed = allowed & (k > q - sliding_window)
-    allowed = allowed[None] & attention_mask.astype(bool)[:, None, :]
+    allowed = allowed[None] & segment_allowed(attention_mask)
     return jnp.where(allowed, 0.0, jnp.finfo(dtype).min).astype(dtype)[:, None, None]
 
 
@@ -259,7 +261,7 @@ def forward(
     the last one after the final norm (so ``layers[-1] == hidden``).
     """
     x = body["embed"][input_ids]
-    positions = jnp.maximum(jnp.cumsum(attention_mask, axis=1) - 1, 0)
+    positions = positions_from_mask(attention_mask)
     cos, sin = rope_tables(positions, config.head_dim, config.rope_theta, x.dtype)
     bias = attention_mask_bias(attention_mask, config.sliding_window, x.dtype)
 

@@ -1,0 +1,133 @@
+"""Packed rows (several sequences per row, told apart by segment ids in the mask) against transformers
+running each sequence alone, for every causal port: GPT-2, Llama and Mistral with a sliding window."""
+
+import itertools
+import json
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+import transformers
+from safetensors.numpy import load_file
+
+from jaxassoc.errors import ConfigError, InputError
+from jaxassoc.models import gpt2, llama
+from jaxassoc.models.base import Head
+from jaxassoc.models.heads import next_token_logprobs
+from jaxassoc.models.layers import positions_from_mask
+from jaxassoc.models.packing import pack_rows, packed_row, run_packed
+
+VOCAB = 97
+FAMILIES = {
+    "gpt2": (transformers.GPT2LMHeadModel, transformers.GPT2Config, gpt2,
+             dict(n_layer=2, n_embd=32, n_head=4, n_positions=64, bos_token_id=0, eos_token_id=0)),
+    "llama": (transformers.LlamaForCausalLM, transformers.LlamaConfig, llama,
+              dict(num_hidden_layers=2, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+                   intermediate_size=64, max_position_embeddings=64)),
+    "mistral": (transformers.MistralForCausalLM, transformers.MistralConfig, llama,
+                dict(num_hidden_layers=2, hidden_size=32, num_attention_heads=4, num_key_value_heads=1,
+                     intermediate_size=64, max_position_embeddings=64, sliding_window=4)),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def port(request, tmp_path_factory):
+    """(torch model, our forward, our params) of one tiny random checkpoint."""
+    model_cls, config_cls, module, fields = FAMILIES[request.param]
+    torch.manual_seed(0)
+    model = model_cls(config_cls(vocab_size=VOCAB, **fields)).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("bias") or "norm" in name or "ln" in name:
+                p.add_(0.1 * torch.randn_like(p))
+    folder = tmp_path_factory.mktemp(request.param)
+    model.save_pretrained(folder)
+    config = module.config_from_hf(json.loads((folder / "config.json").read_text()))
+    params = module.params_from_hf(load_file(folder / "model.safetensors"), config)
+
+    def forward(body, ids, mask):
+        return module.forward(body, jnp.asarray(ids), jnp.asarray(mask), config=config)
+
+    return model, forward, params
+
+
+def _sequences(seed=0, n=9):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(1, VOCAB, size=int(k)).tolist() for k in rng.integers(1, 14, size=n)]
+
+
+def test_pack_rows_places_every_sequence_once_within_the_row():
+    lengths = [5, 9, 3, 12, 1, 7, 7, 2, 16, 4]
+    rows = pack_rows(lengths, 16)
+    assert sorted(itertools.chain(*rows)) == list(range(len(lengths)))
+    assert all(sum(lengths[i] for i in row) <= 16 for row in rows)
+    assert all(row == sorted(row) for row in rows)
+    # 66 tokens need at least 5 rows of 16; first-fit decreasing finds 5 here
+    assert len(rows) == 5
+    assert pack_rows(lengths, 16) == rows  # deterministic
+    with pytest.raises(ConfigError, match="row_length=8 is shorter than a sequence of 16 tokens"):
+        pack_rows(lengths, 8)
+
+
+def test_positions_restart_at_each_segment():
+    mask = jnp.array([[1, 1, 1, 2, 2, 3, 0, 0], [0, 0, 1, 1, 1, 1, 1, 1], [1, 1, 0, 0, 0, 0, 0, 0]])
+    expected = [[0, 1, 2, 0, 1, 0, 0, 0], [0, 0, 0, 1, 2, 3, 4, 5], [0, 1, 1, 1, 1, 1, 1, 1]]
+    np.testing.assert_array_equal(positions_from_mask(mask), expected)
+
+
+def test_packed_row_matches_each_sequence_run_alone_in_transformers(port):
+    torch_model, forward, params = port
+    sequences = _sequences()
+    rows = pack_rows([len(s) for s in sequences], 32)
+    assert any(len(r) >= 3 for r in rows)  # the test really packs
+    for members in rows:
+        ids, segments, starts = packed_row(sequences, members, 32, pad_id=0)
+        hidden = np.asarray(forward(params["body"], ids[None], segments[None]).hidden[0])
+        logp = np.asarray(next_token_logprobs(params["head"], jnp.asarray(hidden[None]), jnp.asarray(ids[None]),
+                                              jnp.asarray(segments[None]))[0])
+        for m, start in zip(members, starts):
+            seq = sequences[m]
+            with torch.no_grad():
+                out = torch_model(torch.tensor([seq]), output_hidden_states=True)
+            ref_hidden = out.hidden_states[-1][0].numpy()  # after the final norm, as our ``hidden``
+            np.testing.assert_allclose(hidden[start : start + len(seq)], ref_hidden, atol=2e-5, rtol=1e-4)
+            ref_logp = torch.log_softmax(out.logits[0].double(), -1)[:-1].gather(1, torch.tensor(seq[1:])[:, None])
+            np.testing.assert_allclose(logp[start : start + len(seq) - 1], ref_logp[:, 0].numpy(), atol=1e-4)
+            last = start + len(seq) - 1
+            if last < len(logp):
+                assert logp[last] == 0.0  # nothing scored across the boundary to the next segment
+
+
+def test_run_packed_returns_outputs_in_input_order(port):
+    _, forward, params = port
+    sequences = _sequences(seed=1, n=20)
+
+    def fn(p, ids, segments):
+        return forward(p["body"], ids, segments).hidden
+
+    packed = run_packed(fn, params, sequences, pad_id=0, row_length=32, tokens_per_batch=64)
+    for seq, out in zip(sequences, packed):
+        alone = np.asarray(fn(params, np.array([seq]), np.ones((1, len(seq)), np.int32))[0])
+        assert out.shape == alone.shape
+        np.testing.assert_allclose(out, alone, atol=2e-5, rtol=1e-4)
+
+
+def test_next_token_logprobs_is_zero_across_segments_and_padding():
+    head = Head(W=jnp.eye(4, 3), b=None)
+    hidden = jnp.ones((1, 6, 3))
+    ids = jnp.array([[1, 2, 0, 3, 0, 0]])
+    segments = jnp.array([[1, 1, 2, 2, 0, 0]])
+    logp = np.asarray(next_token_logprobs(head, hidden, ids, segments))[0]
+    assert logp[0] != 0.0 and logp[2] != 0.0  # within a segment
+    assert logp[1] == 0.0 and logp[3] == 0.0 and logp[4] == 0.0  # into the next segment / padding
+
+
+def test_run_packed_bad_input():
+    fn = lambda p, ids, segments: ids  # noqa: E731
+    with pytest.raises(InputError, match="sequence 1 is empty"):
+        run_packed(fn, None, [[1], []], pad_id=0)
+    with pytest.raises(InputError, match="sequence 0 has 70 tokens, more than the model's context of 64"):
+        run_packed(fn, None, [[1] * 70], pad_id=0, max_length=64)
+    with pytest.raises(ConfigError, match="row_length=128 exceeds the model's context of 64"):
+        run_packed(fn, None, [[1] * 5], pad_id=0, row_length=128, max_length=64)
