@@ -132,7 +132,7 @@ def test_score_sentences_matches_transformers(tiny):
     from jaxassoc.app.pipelines.unstereo import score_sentences
 
     model, torch_model = tiny
-    got = score_sentences(model, SENTENCES, batch_size=4)
+    got = score_sentences(model, SENTENCES, tokens_per_batch=256)
     assert got.dtype == np.float64 and got.shape == (4,)
     expected = _torch_scores(torch_model, model.tokenizer, model.vocab.bos_id, SENTENCES)
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-4)
@@ -142,18 +142,18 @@ def test_padding_cannot_change_a_score(tiny):
     from jaxassoc.app.pipelines.unstereo import score_sentences
 
     model, _ = tiny
-    alone = score_sentences(model, ["She studies math."], batch_size=1)
-    padded = score_sentences(model, SENTENCES, batch_size=4)  # padded to the longest (bucket 32)
-    single_batches = score_sentences(model, SENTENCES, batch_size=1)
-    np.testing.assert_allclose(padded[1], alone[0], rtol=1e-6, atol=1e-5)
-    np.testing.assert_allclose(padded, single_batches, rtol=1e-6, atol=1e-5)
+    alone = [score_sentences(model, [s])[0] for s in SENTENCES]
+    packed = score_sentences(model, SENTENCES)  # all four sentences share one packed row
+    one_row_per_batch = score_sentences(model, SENTENCES * 40, tokens_per_batch=1)  # 160 sentences, 8 rows
+    np.testing.assert_allclose(packed, alone, rtol=1e-6, atol=1e-5)
+    np.testing.assert_allclose(one_row_per_batch, np.tile(packed, 40), rtol=1e-6, atol=1e-5)
 
 
 def test_run_unstereo_and_summary(tiny):
     from jaxassoc.app.pipelines.unstereo import run_unstereo, score_sentences, summarize
 
     model, _ = tiny
-    scores = run_unstereo(model, "Winogender", batch_size=64)
+    scores = run_unstereo(model, "Winogender", tokens_per_batch=512)
     assert len(scores) == 240
     male, female = u.fill_templates(u.load_winogender()["template"].tolist())
     assert scores["M_template"].tolist() == male and scores["F_template"].tolist() == female
@@ -203,6 +203,6 @@ def test_smollm2_scores_match_transformers_on_the_same_weights():
         torch_model.lm_head.weight = torch_model.model.embed_tokens.weight
     male, female = u.fill_templates(u.load_use(5)["template"].tolist()[:4])
     sentences = male + female
-    got = score_sentences(model, sentences, batch_size=8)
+    got = score_sentences(model, sentences)
     expected = _torch_scores(torch_model.float().eval(), model.tokenizer, model.vocab.bos_id, sentences)
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-3)

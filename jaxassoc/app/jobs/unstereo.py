@@ -12,6 +12,7 @@ from jaxassoc.app.config import MetricConfig
 from jaxassoc.app.cache import cached_arrays
 from jaxassoc.app.pipelines.unstereo import run_unstereo, score_sentences, summarize
 from jaxassoc.app.registry import Job, JobResult
+from jaxassoc.app.stages import stage
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.unstereo import ETAS, LOG10_THRESHOLD
 
@@ -24,6 +25,7 @@ class UnstereoMetricConfig(MetricConfig):
     aufc_units: str = "parity"  # parity (log10 unconstrained, ln under MaxPMI filters) | log10 | ln
     etas: list[float] = field(default_factory=lambda: list(ETAS))
     threshold_log10: float = LOG10_THRESHOLD  # neutral iff |FM| in log10 units <= log10(1.65)
+    tokens_per_batch: int = 1024  # sentences are packed into rows of 128 tokens; this many tokens per batch
 
 
 def run(job: Job) -> JobResult:
@@ -39,12 +41,14 @@ def run(job: Job) -> JobResult:
     def scorer(sentences: list[str]) -> np.ndarray:
         key = {"weights": model.provenance.weights_sha256, "tokenizer": model.provenance.tokenizer_sha256,
                "dtype": job.model.dtype, "sentences": sentences}
-        compute = lambda: {"logprob": score_sentences(model, sentences, batch_size=job.model.batch_size,  # noqa: E731
-                                                      progress=not job.quiet)}
+        compute = lambda: {"logprob": score_sentences(  # noqa: E731
+            model, sentences, tokens_per_batch=cfg.tokens_per_batch, progress=not job.quiet)}
         return cached_arrays(job.cache_dir, "sentence_logprobs", key, compute)["logprob"]
 
-    scores = run_unstereo(model, DATASETS[name], parity_preprocessing=cfg.parity_preprocessing, rows=rows,
-                          scorer=scorer)
+    with stage("unstereo", f"{DATASETS[name]} sentence pairs scored") as scored:
+        scores = run_unstereo(model, DATASETS[name], parity_preprocessing=cfg.parity_preprocessing, rows=rows,
+                              scorer=scorer)
+        scored.count = len(scores)
     summary = summarize(scores, etas=tuple(cfg.etas), aufc_units=cfg.aufc_units, threshold=cfg.threshold_log10)
     provenance = {
         **resolve.model_provenance(job.model, model),

@@ -2,9 +2,11 @@
 
 A sentence's score is the summed natural-log probability of all its tokens given a prepended BOS token,
 without length normalisation (METHODS.md §4; the original's ``M_logprob``/``F_logprob``). Sentences are
-right-padded in batches; causal attention and the mask in :func:`jaxassoc.models.heads.next_token_logprobs`
-make each padded position contribute exactly 0 and leave the real positions unchanged. Per-token
-log-probabilities come back as float32 and are summed on the host in float64.
+packed end to end into rows of fixed length (:func:`jaxassoc.models.packing.run_packed`): positions restart
+and attention stays within each sentence, and :func:`jaxassoc.models.heads.next_token_logprobs` gives 0
+across a sentence boundary and on padding, so a sentence's score does not depend on its neighbours (tested
+against transformers scoring each sentence alone). Per-token log-probabilities come back as float32 and
+are summed on the host in float64.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import functools
 from collections.abc import Callable, Sequence
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
@@ -20,8 +23,9 @@ from jaxassoc.data import unstereo as data
 from jaxassoc.errors import InputError, ModelError
 from jaxassoc.metrics.unstereo import ETAS, LOG10_THRESHOLD, AufcUnits, unstereo_eval
 from jaxassoc.models.base import LanguageModel
-from jaxassoc.models.batching import FINE_BUCKETS, model_limits, run_batched
+from jaxassoc.models.batching import model_limits
 from jaxassoc.models.heads import next_token_logprobs
+from jaxassoc.models.packing import run_packed
 
 
 def sentence_token_ids(model: LanguageModel, sentences: Sequence[str]) -> list[list[int]]:
@@ -42,37 +46,43 @@ def sentence_token_ids(model: LanguageModel, sentences: Sequence[str]) -> list[l
 
 
 @functools.partial(jax.jit, static_argnames=("forward",))
-def _token_logprobs(params, ids, mask, *, forward):
-    """Next-token log-probs of a padded batch; ``forward`` (static) keeps one compilation per model."""
-    return next_token_logprobs(params["head"], forward(params["body"], ids, mask).hidden, ids, mask)
+def _token_logprobs(params, ids, segments, *, forward):
+    """Column t: log p(token t+1 | its sentence up to t), 0 at a sentence's last token and on padding;
+    ``forward`` (static) keeps one compilation per model."""
+    logp = next_token_logprobs(params["head"], forward(params["body"], ids, segments).hidden, ids, segments)
+    return jnp.pad(logp, ((0, 0), (0, 1)))
 
 
 def score_sentences(
-    model: LanguageModel, sentences: Sequence[str], *, batch_size: int = 32, progress: bool = False
+    model: LanguageModel,
+    sentences: Sequence[str],
+    *,
+    tokens_per_batch: int = 1024,
+    progress: bool = False,
 ) -> np.ndarray:
-    """log P(sentence | BOS): float64 sum of natural-log token probabilities, one per sentence."""
+    """log P(sentence | BOS): float64 sum of natural-log token probabilities, one per sentence.
+
+    ``tokens_per_batch``: size of each packed batch (rows of 128 tokens, or longer for long sentences).
+    """
     if len(sentences) == 0:
         raise InputError("score_sentences needs at least one sentence")
     sequences = sentence_token_ids(model, sentences)
-    per_token = run_batched(
+    per_token = run_packed(
         functools.partial(_token_logprobs, forward=model.forward),
         model.params,
         sequences,
-        batch_size=batch_size,
-        buckets=FINE_BUCKETS,  # sentences of 10-40 tokens: little padding
-        padding_side="right",
+        tokens_per_batch=tokens_per_batch,
         progress=progress,
         **model_limits(model),
     )
-    # Row i holds T-1 next-token log-probs; entries past the sentence are exactly 0 (masked).
-    return np.array([row[: len(seq) - 1].astype(np.float64).sum() for row, seq in zip(per_token, sequences)])
+    return np.array([row.astype(np.float64).sum() for row in per_token])
 
 
 def run_unstereo(
     model: LanguageModel,
     dataset_name: str,
     *,
-    batch_size: int = 32,
+    tokens_per_batch: int = 1024,
     parity_preprocessing: bool = True,
     progress: bool = False,
     rows: Sequence[int] | None = None,
@@ -89,7 +99,7 @@ def run_unstereo(
     male, female = data.fill_templates(frame["template"].tolist(), parity_preprocessing=parity_preprocessing)
     unique = list(dict.fromkeys(male + female))
     if scorer is None:
-        scorer = functools.partial(score_sentences, model, batch_size=batch_size, progress=progress)
+        scorer = functools.partial(score_sentences, model, tokens_per_batch=tokens_per_batch, progress=progress)
     scores = dict(zip(unique, scorer(unique)))
     lengths = dict(zip(unique, (len(ids) - 1 for ids in sentence_token_ids(model, unique))))
     out = frame.copy()
