@@ -13,7 +13,7 @@ LANGUAGE_MODELS = ("causal", "masked", "encoder")
 
 def register_all() -> None:
     """Register every built-in metric."""
-    from jaxassoc.app.jobs import ceat, rpam, stereotypes, unstereo, weat
+    from jaxassoc.app.jobs import ceat, intersectional, rpam, stereotypes, unstereo, weat
 
     register_metric("weat", run=weat.run, config=weat.WeatMetricConfig, model_kinds=("static", *LANGUAGE_MODELS),
                     description="WEAT / ZCA-whitened WEAT on static or contextual vectors")
@@ -26,3 +26,6 @@ def register_all() -> None:
                     description="UnStereoEval US score and preference disparity on a causal LM")
     register_metric("ceat", run=ceat.run, config=ceat.CeatMetricConfig, model_kinds=LANGUAGE_MODELS,
                     description="CEAT (random-effects WEAT over contextual embeddings) on a WEAT suite")
+    register_metric("intersectional", run=intersectional.run, config=intersectional.IntersectionalMetricConfig,
+                    model_kinds=("causal",),
+                    description="paired ABC groups: identity order, dominant domains, emergent associations")

@@ -1,0 +1,133 @@
+"""``metric=intersectional dataset=abc``: stereotypes of paired groups on a causal LM (Cao et al. 2022, §5.2;
+METHODS.md §3): identity order, dominant domains, emergent associations and the top-k table.
+
+Single and paired groups (pairing rule: :mod:`jaxassoc.app.pipelines.intersectional`) are scored in
+one template with :func:`jaxassoc.app.pipelines.stereotypes.score_causal` (ILPS, ILPS* and SeT from one
+pass, each minus the prior noun; ``metric.score`` picks which is analysed; cached on disk). A trait is
+an ABC pole (median over its synonyms; ``trait_level=pole``, the default, so "more egotistic" reads
+directly) or a trait pair (right − left pole; ``trait_level=pair``). Writes ``items`` (every paired group ×
+trait: S, its components' S, above-max, below-min, order difference), ``aggregates`` (the top-k
+emergent table, the most negative below-min rows, the order summary and the domain table, told apart by
+``table``), ``correlations``, ``domains`` and ``intersectional.md`` (the top-k table first).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from jaxassoc import data
+from jaxassoc.app import report, resolve, store
+from jaxassoc.app.cache import cached_arrays
+from jaxassoc.app.config import MetricConfig
+from jaxassoc.app.pipelines.intersectional import (
+    component_correlations,
+    domain_dominance,
+    emergent_table,
+    order_summary,
+    paired_groups,
+    top_emergent,
+    trait_matrix,
+)
+from jaxassoc.app.pipelines.stereotypes import is_causal_template, score_causal
+from jaxassoc.app.registry import Job, JobResult
+from jaxassoc.errors import ConfigError
+
+SCORES = ("set", "ilps", "ilps_star")
+TOP_COLUMNS = ["rank", "paired", "first", "second", "trait", "above_max", "below_min", "score", "first_score",
+               "second_score"]
+
+
+@dataclass
+class IntersectionalMetricConfig(MetricConfig):
+    score: str = "set"  # set (the paper's choice for §5.2) | ilps | ilps_star
+    template: str = "Most <pgroup> are <mask>."  # one ABC template whose trait ends the prompt
+    groups: list[str] = field(default_factory=list)  # singular ABC groups to pair ([]: all 51)
+    traits: list[str] = field(default_factory=list)  # ABC poles ([]: all 32)
+    trait_level: str = "pole"  # pole (median over synonyms) | pair (right - left pole)
+    top_k: int = 50  # rows of the emergent table (the paper's Table A10: 50)
+    dominance_threshold: float = 0.1  # a domain dominates another by this mean-tau difference (paper: 0.1)
+    bos: bool = True  # a BOS token starts each prompt
+    set_transform: str = "neg_distance"  # neg_distance (finite default) | log1m (the original's log(1 - d))
+    set_nan_policy: str = "propagate"  # propagate | python (the original's Python-min quirk)
+
+
+def _check(job: Job, abc) -> list[str]:
+    cfg = job.metric
+    if job.dataset.name != "abc":
+        raise ConfigError("metric=intersectional pairs the ABC groups of Cao et al. 2022: use dataset=abc")
+    if cfg.score not in SCORES:
+        raise ConfigError(f"metric.score={cfg.score!r}: use one of {list(SCORES)}")
+    if cfg.template not in abc.all_templates or not is_causal_template(cfg.template):
+        raise ConfigError(f"metric.template {cfg.template!r} is not an ABC template whose trait ends the prompt")
+    poles = list(cfg.traits) or list(abc.traits)
+    unknown = [p for p in poles if p not in abc.traits]
+    if unknown:
+        raise ConfigError(f"metric.traits {unknown} are not ABC poles; use names from {list(abc.traits)}")
+    if cfg.top_k < 1:
+        raise ConfigError(f"metric.top_k={cfg.top_k}: it must be at least 1")
+    return poles
+
+
+def run(job: Job) -> JobResult:
+    cfg = job.metric
+    abc = data.load_abc()
+    poles = _check(job, abc)
+    slot = abc.slot_of(cfg.template)
+    singles = list(cfg.groups) or list(abc.groups["<sgroup>"])
+    pairs = paired_groups(abc, slot, singles)
+    if pairs.empty:
+        raise ConfigError(f"metric.groups {singles} form no paired group (same domain or no modifier; see "
+                          "jaxassoc.app.pipelines.intersectional)")
+    in_slot = dict(zip(abc.groups["<sgroup>"], abc.groups[slot]))
+    fillers = [in_slot[g] for g in singles] + list(pairs["paired"])
+    words = list(dict.fromkeys(w for p in poles for w in abc.traits[p]))
+    model = resolve.language_model(job.model)
+    key = {"weights": model.provenance.weights_sha256, "tokenizer": model.provenance.tokenizer_sha256,
+           "template": cfg.template, "groups": fillers, "words": words, "bos": cfg.bos,
+           "transform": cfg.set_transform, "nan_policy": cfg.set_nan_policy, "dtype": job.model.dtype}
+
+    def compute():
+        frame = score_causal(model, abc, cfg.template, groups=fillers, words=words, bos=cfg.bos,
+                             set_transform=cfg.set_transform, set_nan_policy=cfg.set_nan_policy,
+                             batch_size=job.model.batch_size)
+        return {c: frame[c].to_numpy() for c in frame.columns}
+
+    scores = pd.DataFrame(cached_arrays(job.cache_dir, "stereotype_scores_intersectional", key, compute))
+    traits = trait_matrix(scores, abc, cfg.score, poles, cfg.trait_level)
+    traits = traits.rename(index={in_slot[g]: g for g in singles})
+    emergent = emergent_table(traits, pairs)
+    correlations = component_correlations(traits, pairs)
+    domains, domain_counts = domain_dominance(correlations, cfg.dominance_threshold)
+    top = top_emergent(emergent, cfg.top_k)[TOP_COLUMNS]
+    bottom = top_emergent(emergent, cfg.top_k, column="below_min", largest=False)[TOP_COLUMNS]
+    order = pd.DataFrame([order_summary(correlations, emergent)])
+    for stem, table in (("correlations", correlations), ("domains", domains), ("domain_counts", domain_counts),
+                        ("top_emergent", top), ("trait_scores", traits.reset_index(names="group"))):
+        store.write_table(job.output_dir, stem, table)
+    settings = {"measure": cfg.score, "abc_template": cfg.template, "trait_level": cfg.trait_level}
+    _write_markdown(job, top, bottom, order, domains, domain_counts, settings)
+    aggregates = pd.concat([top.assign(table=f"top_{cfg.top_k}_above_max"),
+                            bottom.assign(table=f"top_{cfg.top_k}_below_min"),
+                            order.assign(table="identity_order"), domains.assign(table="domain_pairs")],
+                           ignore_index=True).assign(**settings)
+    provenance = {**resolve.model_provenance(job.model, model), "dataset_version": data.dataset_info("abc").version,
+                  "n_single_groups": len(singles), "n_paired_groups": len(pairs), "bos": cfg.bos}
+    return JobResult(items=emergent.assign(**settings), aggregates=aggregates, provenance=provenance,
+                     summary=top[["rank", "paired", "trait", "above_max", "score", "first_score", "second_score"]])
+
+
+def _write_markdown(job, top, bottom, order, domains, domain_counts, settings) -> None:
+    cfg = job.metric
+    lines = [
+        f"# Intersectional groups: {job.model.name}, {cfg.score}, \"{cfg.template}\", traits by {cfg.trait_level}",
+        "", f"## Top {len(top)} emergent associations: S(g, t) − max(S(g1, t), S(g2, t))", "",
+        report.markdown_table(top), "",
+        f"## Top {len(bottom)} below the minimum: S(g, t) − min(S(g1, t), S(g2, t))", "",
+        report.markdown_table(bottom), "", "## Identity order (Kendall τ-b over traits)", "",
+        report.markdown_table(order), "", f"## Dominant domains (difference ≥ {cfg.dominance_threshold})", "",
+        report.markdown_table(domains), "", report.markdown_table(domain_counts), "",
+    ]
+    text = "\n".join(lines)
+    store.atomic_write(job.output_dir / "intersectional.md", lambda p: p.write_text(text))
