@@ -45,3 +45,66 @@ def test_progress_bar_on_stderr_unless_quiet(capsys):
     assert progress(items, "scoring", quiet=True) is items
     assert list(progress(items, "scoring", quiet=True)) == items
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.slow  # three CLI runs, ~45 s on 2 cores
+def test_cli_stage_lines_and_bars_then_quiet_mode_silences_them(tmp_path):
+    """A real job on a tiny GPT-2: stage lines and progress bars; quiet=true keeps only the results."""
+    import os
+    import subprocess
+    import sys
+
+    from models_helpers import save_tiny_checkpoint
+
+    folder = save_tiny_checkpoint(tmp_path, "gpt2")
+    common = ["metric=rpam", "dataset=wordsim353", "dataset.sample=6", "template=tp1", "model.name=tiny",
+              f"model.source={folder}", "cache_dir=null"]
+    env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
+
+    def run(*overrides):
+        proc = subprocess.run([sys.executable, "-m", "jaxassoc", *common, *overrides], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return proc
+
+    loud = run("hydra.run.dir=loud")
+    assert "model: tiny loaded (gpt2, safetensors, float32) in " in loud.stdout + loud.stderr
+    assert "rpam: 6 wordsim353 items scored in " in loud.stdout + loud.stderr
+    assert "batches" in loud.stderr  # the scoring loop's tqdm bar
+    quiet = run("hydra.run.dir=quiet", "quiet=true")
+    assert "loaded" not in quiet.stdout + quiet.stderr and "items scored" not in quiet.stdout + quiet.stderr
+    assert "batches" not in quiet.stderr
+    assert (tmp_path / "quiet" / "results.json").is_file()
+    # errors still reach the user in quiet mode
+    bad = subprocess.run([sys.executable, "-m", "jaxassoc", *common, "dataset=abc", "quiet=true"], cwd=tmp_path,
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert bad.returncode != 0 and "jaxassoc: error:" in bad.stderr and "'abc'" in bad.stderr
+
+
+def test_job_bars_and_stage_lines_off_in_quiet_mode(tmp_path, capsys, caplog):
+    """In process: the RPAM job shows its batch bar and stage line; with quiet it shows neither."""
+    from jaxassoc.app import resolve
+    from jaxassoc.app.config import DatasetConfig, ModelConfig, StatsConfig, TemplateConfig, WhiteningConfig
+    from jaxassoc.app.jobs import rpam as rpam_job
+    from jaxassoc.app.registry import Job
+    from models_helpers import save_tiny_checkpoint
+
+    folder = save_tiny_checkpoint(tmp_path, "gpt2")
+    capsys.readouterr()
+
+    def job(quiet):
+        return Job(model=ModelConfig(name="tiny", source=str(folder)),
+                   metric=rpam_job.RpamMetricConfig(name="rpam"), dataset=DatasetConfig(name="wordsim353", sample=6),
+                   template=TemplateConfig(name="tp1", text="These words are associated: {target} and"),
+                   whitening=WhiteningConfig(), stats=StatsConfig(), seed=0, output_dir=tmp_path, quiet=quiet)
+
+    caplog.set_level(logging.INFO, logger="jaxassoc")
+    rpam_job.run(job(quiet=False))
+    assert "batches" in capsys.readouterr().err
+    assert any(r.getMessage().startswith("rpam: 6 wordsim353 items scored in ") for r in caplog.records)
+    caplog.clear()
+    caplog.set_level(logging.WARNING, logger="jaxassoc")  # what main does for quiet=true
+    rpam_job.run(job(quiet=True))
+    assert capsys.readouterr().err == ""
+    assert caplog.records == []
+    resolve._load_language_model.cache_clear()

@@ -7,13 +7,12 @@ config's source, revision, dtype and kind); the app is the only layer that keeps
 from __future__ import annotations
 
 import functools
-import logging
-import time
 from pathlib import Path
 from typing import Any
 
 from jaxassoc.app.config import ModelConfig
 from jaxassoc.app.provenance import file_sha256
+from jaxassoc.app.stages import stage
 from jaxassoc.embeddings.static import StaticEmbeddings, load_embedded_glove, load_glove_text, load_word2vec_binary
 from jaxassoc.errors import ConfigError, ModelError
 from jaxassoc.models.base import LanguageModel
@@ -21,7 +20,6 @@ from jaxassoc.models.loading import load_model
 from jaxassoc.resources import glove_files
 
 KINDS = ("causal", "masked", "encoder", "static")
-log = logging.getLogger("jaxassoc")
 
 
 def language_model(cfg: ModelConfig) -> LanguageModel:
@@ -33,10 +31,9 @@ def language_model(cfg: ModelConfig) -> LanguageModel:
 
 @functools.lru_cache(maxsize=2)
 def _load_language_model(source: str, revision: str | None, dtype: str, name: str) -> LanguageModel:
-    start = time.perf_counter()
-    model = load_model(source, revision=revision, dtype=dtype, name=name)
-    log.info("loaded %s (%s, %s) in %.1f s", name, model.family, model.provenance.file_format,
-             time.perf_counter() - start)
+    with stage("model", f"{name} loaded") as loaded:
+        model = load_model(source, revision=revision, dtype=dtype, name=name)
+        loaded.what += f" ({model.family}, {model.provenance.file_format}, {dtype})"
     return model
 
 
@@ -47,9 +44,9 @@ def static_embeddings(cfg: ModelConfig) -> StaticEmbeddings:
 
 @functools.lru_cache(maxsize=2)
 def _load_static(source: str) -> StaticEmbeddings:
-    start = time.perf_counter()
-    embeddings = _read_static(source)
-    log.info("loaded %s (%d words) in %.1f s", source, len(embeddings.words), time.perf_counter() - start)
+    with stage("model", f"{source} loaded") as loaded:
+        embeddings = _read_static(source)
+        loaded.what += f" ({len(embeddings.words):,} words)"
     return embeddings
 
 

@@ -40,7 +40,8 @@ def run(job: Job) -> JobResult:
         rows = np.sort(rng.choice(len(frame), size=min(job.dataset.sample, len(frame)), replace=False))
     def scorer(sentences: list[str]) -> np.ndarray:
         key = {"weights": model.provenance.weights_sha256, "tokenizer": model.provenance.tokenizer_sha256,
-               "dtype": job.model.dtype, "sentences": sentences}
+               "dtype": job.model.dtype, "sentences": sentences,
+               "tokens_per_batch": cfg.tokens_per_batch}  # the packing decides the bits of a recomputation
         compute = lambda: {"logprob": score_sentences(  # noqa: E731
             model, sentences, tokens_per_batch=cfg.tokens_per_batch, progress=not job.quiet)}
         return cached_arrays(job.cache_dir, "sentence_logprobs", key, compute)["logprob"]
