@@ -21,6 +21,7 @@ from jaxassoc.app.cache import cached_arrays
 from jaxassoc.app.config import MetricConfig
 from jaxassoc.app.pipelines.ceat import ContextPools, context_pools, corpus_sentences, run_ceat_suite, word_table
 from jaxassoc.app.registry import Job, JobResult
+from jaxassoc.app.stages import stage
 from jaxassoc.embeddings.contextual import ContextIndex
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.ceat import N_DRAWS
@@ -67,9 +68,12 @@ def run(job: Job) -> JobResult:
                              max_contexts=cfg.max_contexts, seed=cfg.context_seed, fallback=cfg.fallback,
                              batch_size=job.model.batch_size).to_arrays()
 
-    pools = ContextPools.from_arrays(cached_arrays(job.cache_dir, "ceat_contexts", key, compute))
-    aggregates, draws = run_ceat_suite(pools, tests, positions, key=jax.random.key(job.seed), n_draws=cfg.n_draws,
-                                       chunk=cfg.chunk, max_oov_share=cfg.max_oov_share)
+    with stage("ceat", "words' context pools built or read from the cache", len(words)) as st:
+        pools = ContextPools.from_arrays(cached_arrays(job.cache_dir, "ceat_contexts", key, compute))
+        st.what = f"words' context pools ({int(pools.counts.sum()):,} embeddings) built or read from the cache"
+    with stage("ceat", f"tests x {cfg.n_draws:,} draws combined", len(tests)):
+        aggregates, draws = run_ceat_suite(pools, tests, positions, key=jax.random.key(job.seed),
+                                           n_draws=cfg.n_draws, chunk=cfg.chunk, max_oov_share=cfg.max_oov_share)
     aggregates = aggregates.assign(suite=job.dataset.name, corpus=corpus, layer=cfg.layer,
                                    max_contexts=cfg.max_contexts, fallback=cfg.fallback)
     store.write_table(job.output_dir, "draws", draws)

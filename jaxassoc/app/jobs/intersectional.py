@@ -32,6 +32,7 @@ from jaxassoc.app.pipelines.intersectional import (
 )
 from jaxassoc.app.pipelines.stereotypes import is_causal_template, score_causal
 from jaxassoc.app.registry import Job, JobResult
+from jaxassoc.app.stages import stage
 from jaxassoc.errors import ConfigError
 
 SCORES = ("set", "ilps", "ilps_star")
@@ -94,7 +95,9 @@ def run(job: Job) -> JobResult:
                              batch_size=job.model.batch_size)
         return {c: frame[c].to_numpy() for c in frame.columns}
 
-    scores = pd.DataFrame(cached_arrays(job.cache_dir, "stereotype_scores_intersectional", key, compute))
+    with stage("intersectional", "(group, trait word) prompts scored or read from the cache",
+               (len(fillers) + 1) * len(words)):
+        scores = pd.DataFrame(cached_arrays(job.cache_dir, "stereotype_scores_intersectional", key, compute))
     traits = trait_matrix(scores, abc, cfg.score, poles, cfg.trait_level)
     traits = traits.rename(index={in_slot[g]: g for g in singles})
     emergent = emergent_table(traits, pairs)
