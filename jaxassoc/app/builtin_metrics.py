@@ -20,7 +20,8 @@ def register_all() -> None:
     register_metric("rpam", run=rpam.run, config=rpam.RpamMetricConfig, model_kinds=("causal",),
                     description="RPAM Test / Valence / similarity on a causal LM")
     for name in stereotypes.SCORES:
-        register_metric(name, run=stereotypes.run, config=stereotypes.StereotypeMetricConfig, model_kinds=("causal",),
+        register_metric(name, run=stereotypes.run, config=stereotypes.StereotypeMetricConfig,
+                        model_kinds=("causal", "masked"),
                         description=f"{name} stereotype scores aligned with human ratings (Cao et al. 2022)")
     register_metric("unstereo", run=unstereo.run, config=unstereo.UnstereoMetricConfig, model_kinds=("causal",),
                     description="UnStereoEval US score and preference disparity on a causal LM")

@@ -1,12 +1,15 @@
-"""``metric=ilps|ilps_star|set``: stereotype scores after Cao et al. 2022 on a causal LM, aligned with the
-human ratings of 25 groups x 16 ABC trait pairs (METHODS.md §3).
+"""``metric=ilps|ilps_star|set``: stereotype scores after Cao et al. 2022 on a causal or masked LM, aligned
+with the human ratings of 25 groups x 16 ABC trait pairs (METHODS.md §3).
 
-One teacher-forced pass per (group, trait word) gives all three scores (cached on disk, so the three
-metrics of a sweep share it); the metric's name picks the score whose alignment is reported. Template
-selection follows the paper: with several templates, the best one by mean Kendall τ on the pilot groups
-(Asian, Black, Hispanic, immigrant) is reported on the held-out groups, beside the average over all
-templates. Masked LMs are not wired (the causal adaptation only); CEAT is a metric kernel
-(:mod:`jaxassoc.metrics.ceat`) without an app job yet.
+The model's objective picks the path: a causal LM gets one teacher-forced pass per (group, trait word)
+with the trait ending the prompt (:func:`~jaxassoc.app.pipelines.stereotypes.score_causal`; 33 of the 35
+templates, ``bos`` switch), a masked LM (BERT, RoBERTa) one pass per write-in step with one mask per trait
+subword (:func:`~jaxassoc.app.pipelines.stereotypes_mlm.score_masked`; all 35 templates, ``bos`` unused).
+Either gives all three scores, cached on disk, so the three metrics of a sweep share the passes; the
+metric's name picks the score whose alignment is reported. Template selection follows the paper: with
+several templates, the best one by mean Kendall τ on the pilot groups (Asian, Black, Hispanic,
+immigrant) is reported on the held-out groups, beside the average over all templates. CEAT is a metric
+kernel (:mod:`jaxassoc.metrics.ceat`) without an app job yet.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from jaxassoc.app import resolve
 from jaxassoc.app.cache import cached_arrays
 from jaxassoc.app.config import MetricConfig
 from jaxassoc.app.pipelines.stereotypes import human_alignment, is_causal_template, pair_matrix, score_causal
+from jaxassoc.app.pipelines.stereotypes_mlm import score_masked
 from jaxassoc.app.registry import Job, JobResult
 from jaxassoc.errors import ConfigError
 
@@ -31,13 +35,20 @@ SCORES = ("ilps", "ilps_star", "set")
 @dataclass
 class StereotypeMetricConfig(MetricConfig):
     templates: list[str] = field(default_factory=lambda: ["Most <pgroup> are <mask>."])  # or ["all"]
-    bos: bool = True  # a BOS token starts each prompt (changes small causal models markedly)
+    bos: bool = True  # causal LMs: a BOS token starts each prompt (changes small models markedly); masked: unused
     set_transform: str = "neg_distance"  # neg_distance (default, finite) | log1m (the original's log(1 - d))
     set_nan_policy: str = "propagate"  # propagate | python (the original's Python-min quirk)
 
 
+def usable_templates(abc, objective: str) -> list[str]:
+    """The ABC templates a model can score: all 35 for a masked LM, those whose trait ends the prompt
+    for a causal one."""
+    return [t for t in abc.all_templates if objective == "masked" or is_causal_template(t)]
+
+
 def _scores(job: Job, model, abc, template: str) -> pd.DataFrame:
-    """score_causal for the human-rated groups of the template's slot, through the on-disk cache."""
+    """score_causal / score_masked (by the model's objective) for the human-rated groups of the template's
+    slot, through the on-disk cache."""
     cfg = job.metric
     slot = abc.slot_of(template)
     to_slot = dict(zip(abc.groups["<sgroup>"], abc.groups[slot]))
@@ -45,10 +56,16 @@ def _scores(job: Job, model, abc, template: str) -> pd.DataFrame:
     key = {"weights": model.provenance.weights_sha256, "tokenizer": model.provenance.tokenizer_sha256,
            "template": template, "groups": groups, "bos": cfg.bos, "transform": cfg.set_transform,
            "nan_policy": cfg.set_nan_policy, "dtype": job.model.dtype}
+    options = dict(groups=groups, set_transform=cfg.set_transform, set_nan_policy=cfg.set_nan_policy,
+                   batch_size=job.model.batch_size)
+    if model.objective == "masked":
+        key.update(bos=None, prompt="masked write-in")
 
     def compute():
-        frame = score_causal(model, abc, template, groups=groups, bos=cfg.bos, set_transform=cfg.set_transform,
-                             set_nan_policy=cfg.set_nan_policy, batch_size=job.model.batch_size)
+        if model.objective == "masked":
+            frame = score_masked(model, abc, template, **options)
+        else:
+            frame = score_causal(model, abc, template, bos=cfg.bos, **options)
         return {c: frame[c].to_numpy() for c in frame.columns}
 
     return pd.DataFrame(cached_arrays(job.cache_dir, "stereotype_scores", key, compute))
@@ -61,11 +78,17 @@ def run(job: Job) -> JobResult:
     if job.dataset.name != "abc":
         raise ConfigError(f"metric={score} scores the ABC traits and groups of Cao et al. 2022: use dataset=abc")
     abc = data.load_abc()
-    templates = [t for t in abc.all_templates if is_causal_template(t)] if cfg.templates == ["all"] else cfg.templates
+    usable = usable_templates(abc, job.model.kind)
+    templates = usable if cfg.templates == ["all"] else cfg.templates
     for template in templates:
-        if template not in abc.all_templates or not is_causal_template(template):
-            raise ConfigError(f"template {template!r} is not one of the ABC templates whose trait ends the prompt")
+        if template not in usable:
+            kind = "ABC templates" if job.model.kind == "masked" else "ABC templates whose trait ends the prompt"
+            raise ConfigError(f"template {template!r} is not one of the {len(usable)} {kind} "
+                              f"(model.kind={job.model.kind}); metric.templates=[all] takes every one")
     model = resolve.language_model(job.model)
+    if model.objective != job.model.kind:
+        raise ConfigError(f"model {job.model.name!r} is a {model.objective} LM but model.kind={job.model.kind}: "
+                          f"set model.kind={model.objective}")
     items, rows = [], []
     for template in templates:
         scores = _scores(job, model, abc, template)
@@ -94,6 +117,7 @@ def run(job: Job) -> JobResult:
     aggregates = pd.concat([aggregates, summary.rename(columns={"selection": "template_selection"})],
                            ignore_index=True)
     provenance = {**resolve.model_provenance(job.model, model), "dataset_version": data.dataset_info("abc").version,
-                  "pilot_groups": list(PILOT_GROUPS)}
+                  "pilot_groups": list(PILOT_GROUPS),
+                  "prompt": "masked write-in" if model.objective == "masked" else f"causal, bos={cfg.bos}"}
     return JobResult(items=pd.concat(items, ignore_index=True), aggregates=aggregates, provenance=provenance,
                      summary=summary)

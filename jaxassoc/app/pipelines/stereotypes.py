@@ -9,7 +9,9 @@ gives, at the position before each trait token, the head input x (for SeT) and t
 ("person" / "people" / "People") in the same template. Whether a BOS token starts the prompt is the
 ``bos`` switch (it changes small causal models' results markedly): record it with the results.
 
-Masked LMs would need one forward pass per subword (write-in); not wired here.
+Masked LMs (one forward pass per write-in step) are in :mod:`jaxassoc.app.pipelines.stereotypes_mlm`; both
+paths end in :func:`scores_from_head_inputs`, which turns head inputs at the trait's subwords into the
+three scores.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import pandas as pd
 
 from jaxassoc.data import AbcData, load_human_ratings
 from jaxassoc.data.stereotypes import MASK
-from jaxassoc.errors import ConfigError
+from jaxassoc.errors import ConfigError, InputError
 from jaxassoc.metrics.ilps import chain_rule_logprob, first_subword_logprob, word_initial_mask
 from jaxassoc.metrics.set_exact import set_exact
 from jaxassoc.metrics.set_score import set_word_scores
@@ -60,6 +62,30 @@ def causal_prefix(template: str, slot: str, filler: str) -> str:
     return template.partition(MASK)[0].replace(slot, filler).rstrip()
 
 
+def default_words(abc: AbcData) -> list[str]:
+    """Every synonym of every trait pole, each once, in the data's order."""
+    return list(dict.fromkeys(w for syns in abc.traits.values() for w in syns))
+
+
+def trait_tokens(tokenizer, word: str, *, leading_space: bool) -> list[int]:
+    """The trait's token ids as they follow the prompt (``leading_space``: a space precedes the trait).
+
+    InputError for a word that tokenises to nothing or to the tokenizer's unknown token: its scores would
+    measure the model's guesses of ``[UNK]``, not of the trait.
+    """
+    ids = tokenizer.encode((" " if leading_space else "") + word, add_special_tokens=False)
+    if not ids:
+        raise InputError(f"trait word {word!r} tokenises to no tokens; pass non-empty trait words")
+    unk = getattr(tokenizer, "unk_token_id", None)
+    if unk is not None and unk in ids:
+        raise InputError(
+            f"trait word {word!r} tokenises to the unknown token {tokenizer.unk_token!r} "
+            f"({tokenizer.convert_ids_to_tokens(ids)}): this tokenizer cannot score it; leave it out of "
+            "`words` or use a model whose vocabulary covers it"
+        )
+    return ids
+
+
 def build_problems(
     tokenizer, abc: AbcData, template: str, groups: Sequence[str], words: Sequence[str], *, bos_id: int | None
 ) -> TraitProblems:
@@ -71,7 +97,7 @@ def build_problems(
         prefix = tokenizer.encode(causal_prefix(template, slot, filler), add_special_tokens=False)
         prefix = ([bos_id] if bos_id is not None else []) + prefix
         for word in words:
-            trait = tokenizer.encode(" " + word, add_special_tokens=False)
+            trait = trait_tokens(tokenizer, word, leading_space=True)
             sequences.append(prefix + trait)
             starts.append(len(prefix))
             traits.append(trait)
@@ -93,22 +119,68 @@ def _head_inputs(model: LanguageModel, problems: TraitProblems, batch_size: int)
     return x, tokens, valid
 
 
+@jax.jit
+def _ilps_chunk(head, x, tokens, valid, word_initial):
+    logits = x @ head.W.T.astype(x.dtype)
+    logits = logits if head.b is None else logits + head.b
+    return first_subword_logprob(logits[:, 0], tokens[:, 0]), chain_rule_logprob(logits, tokens, valid, word_initial)
+
+
 def _ilps_terms(head, x, tokens, valid, word_initial, chunk: int = 32):
-    """Per problem: log P(first token) and ILPS*'s renormalised chain-rule log P(word)."""
-
-    @jax.jit
-    def terms(xc, tc, vc):
-        logits = xc @ head.W.T.astype(xc.dtype)
-        logits = logits if head.b is None else logits + head.b
-        return first_subword_logprob(logits[:, 0], tc[:, 0]), chain_rule_logprob(logits, tc, vc, word_initial)
-
+    """Per problem: log P(first token) and ILPS*'s renormalised chain-rule log P(word), ``chunk`` problems
+    at a time (the last chunk padded, so one compilation per trait length serves every template)."""
+    head = jax.tree.map(jnp.asarray, head)  # on the device once, not per chunk
+    n = len(x)
+    pad = -n % chunk
+    x, tokens, valid = (np.concatenate([a, np.zeros((pad, *a.shape[1:]), a.dtype)]) for a in (x, tokens, valid))
     first, chain = [], []
-    for start in range(0, len(x), chunk):
-        f, c = terms(jnp.asarray(x[start : start + chunk]), jnp.asarray(tokens[start : start + chunk]),
-                     jnp.asarray(valid[start : start + chunk]))
+    for start in range(0, n + pad, chunk):
+        f, c = _ilps_chunk(head, *(jnp.asarray(a[start : start + chunk]) for a in (x, tokens, valid)), word_initial)
         first.append(np.asarray(f))
         chain.append(np.asarray(c))
-    return np.concatenate(first), np.concatenate(chain)
+    return np.concatenate(first)[:n], np.concatenate(chain)[:n]
+
+
+def marker_kind(model: LanguageModel) -> str:
+    """How the tokenizer marks word starts: ``"wordpiece"`` (``##``), ``"sentencepiece"`` (``▁``) or ``"bpe"`` (``Ġ``)."""
+    if model.vocab.continuation_marker == "##":
+        return "wordpiece"
+    return "sentencepiece" if model.vocab.word_initial_marker == "▁" else "bpe"
+
+
+def scores_from_head_inputs(
+    model: LanguageModel,
+    fillers: Sequence[str],
+    words: Sequence[str],
+    x: np.ndarray,
+    tokens: np.ndarray,
+    valid: np.ndarray,
+    *,
+    set_transform: str = "neg_distance",
+    set_nan_policy: str = "propagate",
+) -> pd.DataFrame:
+    """ILPS, ILPS* and SeT from the head inputs at each trait subword, each group minus the prior noun.
+
+    ``x`` (N, S, D), ``tokens`` and ``valid`` (N, S) are row-major over (filler, word), the prior noun the
+    last filler; step i of a row is the head input that predicts its subword i (after subwords < i).
+    """
+    head = model.head
+    initial = jnp.asarray(word_initial_mask(model.tokenizer, marker_kind(model), vocab_size=head.W.shape[0]))
+    first, chain = _ilps_terms(head, x, tokens, valid, initial)
+    flat = set_exact(head.W, head.b, x[valid], tokens[valid])
+    distance = np.zeros(valid.shape, np.float32)
+    distance[valid] = np.asarray(flat.distance)
+    set_word = np.asarray(set_word_scores(jnp.asarray(distance), jnp.asarray(valid),
+                                          transform=set_transform, nan_policy=set_nan_policy))
+    shape = (len(fillers), len(words))
+    first, chain, set_word = (a.reshape(shape) for a in (first, chain, set_word))
+    max_distance = np.where(valid, distance, 0.0).max(axis=1).reshape(shape)
+    rows = []
+    for g, group in enumerate(fillers[:-1]):
+        for w, word in enumerate(words):
+            rows.append((group, word, first[g, w] - first[-1, w], chain[g, w] - chain[-1, w],
+                         set_word[g, w] - set_word[-1, w], max_distance[g, w]))
+    return pd.DataFrame(rows, columns=["group", "word", "ilps", "ilps_star", "set", "set_distance_max"])
 
 
 def score_causal(
@@ -135,29 +207,12 @@ def score_causal(
         raise ConfigError(f"bos=True but {model.name!r} has no BOS token; use bos=False")
     slot = abc.slot_of(template)
     groups = list(abc.groups[slot] if groups is None else groups)
-    words = list(dict.fromkeys(w for syns in abc.traits.values() for w in syns)) if words is None else list(words)
+    words = default_words(abc) if words is None else list(words)
     problems = build_problems(model.tokenizer, abc, template, groups, words,
                               bos_id=model.vocab.bos_id if bos else None)
     x, tokens, valid = _head_inputs(model, problems, batch_size)
-    head = model.head
-    marker = "wordpiece" if model.vocab.continuation_marker == "##" else (
-        "sentencepiece" if model.vocab.word_initial_marker == "▁" else "bpe")
-    initial = jnp.asarray(word_initial_mask(model.tokenizer, marker, vocab_size=head.W.shape[0]))
-    first, chain = _ilps_terms(head, x, tokens, valid, initial)
-    flat = set_exact(head.W, head.b, x[valid], tokens[valid])
-    distance = np.zeros(valid.shape, np.float32)
-    distance[valid] = np.asarray(flat.distance)
-    set_word = np.asarray(set_word_scores(jnp.asarray(distance), jnp.asarray(valid),
-                                          transform=set_transform, nan_policy=set_nan_policy))
-    shape = (len(problems.fillers), len(words))
-    first, chain, set_word = (a.reshape(shape) for a in (first, chain, set_word))
-    max_distance = np.where(valid, distance, 0.0).max(axis=1).reshape(shape)
-    rows = []
-    for g, group in enumerate(groups):
-        for w, word in enumerate(words):
-            rows.append((group, word, first[g, w] - first[-1, w], chain[g, w] - chain[-1, w],
-                         set_word[g, w] - set_word[-1, w], max_distance[g, w]))
-    return pd.DataFrame(rows, columns=["group", "word", "ilps", "ilps_star", "set", "set_distance_max"])
+    return scores_from_head_inputs(model, problems.fillers, words, x, tokens, valid,
+                                   set_transform=set_transform, set_nan_policy=set_nan_policy)
 
 
 def pair_matrix(scores: pd.DataFrame, abc: AbcData, metric: str) -> pd.DataFrame:
