@@ -9,8 +9,10 @@ runs one job; ``jaxassoc -m ...`` sweeps. Every job writes its tables into its H
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -52,24 +54,70 @@ def _app(cfg: DictConfig) -> None:
     logging.getLogger("jaxassoc").setLevel(logging.WARNING if cfg.quiet else logging.INFO)
     logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)  # "no TPU" notices on CPU hosts
     output_dir = Path(HydraConfig.get().runtime.output_dir)
-    if cfg.distributed:
-        # Multi-host: every host runs the same command; the coordinator comes from the cluster
-        # environment (SLURM, TPU pod metadata) or JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES / JAX_PROCESS_ID.
-        import jax
-
-        jax.distributed.initialize()
-        log.info("distributed: process %d of %d, %d global devices",
-                 jax.process_index(), jax.process_count(), jax.device_count())
     try:
+        if cfg.distributed:
+            start_distributed(os.environ)
         if cfg.metric.name == "audit":
             run_audit(cfg, output_dir)
         else:
             result = run_job(cfg, output_dir)
-            if result is not None and not cfg.quiet:
+            if result is not None and not cfg.quiet and is_writer():
                 print(format_table(result.summary if result.summary is not None else result.aggregates))
                 print(f"results: {output_dir}")
     except JaxassocError as e:
         sys.exit(f"jaxassoc: error: {e}")
+
+
+DISTRIBUTED_ENV = ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID")
+
+
+def distributed_options(env: Mapping[str, str]) -> dict[str, Any]:
+    """Arguments of ``jax.distributed.initialize`` from ``JAX_COORDINATOR_ADDRESS`` (host:port),
+    ``JAX_NUM_PROCESSES`` and ``JAX_PROCESS_ID``; ``{}`` when none is set, so that JAX detects the cluster
+    (SLURM, Open MPI, Cloud TPU, Kubernetes). See ``docs/multihost.md``."""
+    given = {name: env[name] for name in DISTRIBUTED_ENV if env.get(name)}
+    if not given:
+        return {}
+    missing = [name for name in DISTRIBUTED_ENV if name not in given]
+    if missing:
+        raise ConfigError(
+            f"distributed=true: {', '.join(sorted(given))} set but {', '.join(missing)} not; set all three "
+            "(the same address and count on every host, the process id 0..n-1 per host) or none (auto-detect)"
+        )
+    numbers = {}
+    for name in DISTRIBUTED_ENV[1:]:
+        try:
+            numbers[name] = int(given[name])
+        except ValueError:
+            raise ConfigError(f"distributed=true: {name}={given[name]!r} is not an integer") from None
+    n, pid = numbers["JAX_NUM_PROCESSES"], numbers["JAX_PROCESS_ID"]
+    if n < 1 or not 0 <= pid < n:
+        raise ConfigError(f"distributed=true: JAX_PROCESS_ID={pid} must lie in 0..JAX_NUM_PROCESSES-1 ({n - 1})")
+    return {"coordinator_address": given["JAX_COORDINATOR_ADDRESS"], "num_processes": n, "process_id": pid}
+
+
+def start_distributed(env: Mapping[str, str]) -> None:
+    """``jax.distributed.initialize`` before any work (multi-host: one process per host, same command)."""
+    import jax
+
+    options = distributed_options(env)
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")  # CPU-only clusters and local tests
+    try:
+        jax.distributed.initialize(**options)
+    except (RuntimeError, ValueError) as e:
+        raise ConfigError(
+            f"distributed=true: jax.distributed.initialize failed ({e}); run under SLURM / Open MPI / a TPU "
+            "slice, or set JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID on every host"
+        ) from e
+    log.info("distributed: process %d of %d, %d global devices (%d local)",
+             jax.process_index(), jax.process_count(), jax.device_count(), jax.local_device_count())
+
+
+def is_writer() -> bool:
+    """Only process 0 writes results and reports (every process computes all of them)."""
+    import jax
+
+    return jax.process_index() == 0
 
 
 def make_job(cfg: DictConfig, output_dir: Path) -> Job:
@@ -122,6 +170,8 @@ def run_job(cfg: DictConfig, output_dir: Path) -> JobResult | None:
     provenance.update(result.provenance)
     seconds = time.perf_counter() - start
     log.info("%s on %s / %s: %.1f s", cfg.metric.name, cfg.model.name, cfg.dataset.name, seconds)
+    if not is_writer():
+        return result
     for stem, figure in result.figures.items():
         store.atomic_write(output_dir / f"{stem}.png", lambda p, f=figure: f.savefig(p, format="png", dpi=120))
     summary = {"seconds": round(seconds, 3)}
@@ -148,9 +198,11 @@ def run_audit(cfg: DictConfig, output_dir: Path) -> None:
             result_table = result_table[[c for c in result_table.columns if not c.startswith("prov_")]]
         else:
             result_table = result.summary if result.summary is not None else result.aggregates
-        if not cfg.quiet:
+        if not cfg.quiet and is_writer():
             print(f"\n== {part.name} ({time.perf_counter() - start:.1f} s)")
             print(format_table(result_table))
+    if not is_writer():
+        return
     folder = report.write_report(output_dir)
     print(f"\nreport: {folder / 'report.md'} (all parts' aggregates in {folder / 'table.parquet'})")
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from jaxassoc.errors import ConfigError, InputError
 from jaxassoc.models.base import LanguageModel
-from jaxassoc.models.sharding import data_mesh, replicate, shard_batch
+from jaxassoc.models.sharding import data_mesh, replicate, shard_batch, to_host
 
 DEFAULT_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048)
 FINE_BUCKETS = (8, 12, 16, 20, 24, 32, 40, 48, 64, 96, 128, 256, 512, 1024, 2048)
@@ -111,9 +111,11 @@ def run_batched(
     ``fn`` should be jitted: shapes are ``(B, bucket)`` with one fixed ``B`` per call, so it compiles at
     most once per bucket (``fn._cache_size()`` counts compilations). ``B`` is ``batch_size``, or the
     next power of two >= the number of sequences when that is smaller; with ``shard=True`` it is rounded
-    up to a multiple of the device count, the batch axis is split over all local devices and ``params``
-    are replicated. Output leaves whose axis 1 has the padded length are cut to each sequence's tokens
-    (e.g. hidden states ``(T, D)``); other leaves are returned per row as they are. Pass
+    up to a multiple of the device count, the batch axis is split over all devices and ``params`` are
+    replicated; with several processes (multi-host) each feeds its own rows and every process gets all
+    outputs back (:mod:`jaxassoc.models.sharding`). Output leaves whose axis 1 has the padded length are
+    cut to each sequence's tokens (e.g. hidden states ``(T, D)``); other leaves are returned per row as
+    they are. Pass
     ``per_token=False`` when every output is per row and one of its axes could equal a bucket length
     (e.g. logits of 16 attribute words): then nothing is cut.
     """
@@ -141,7 +143,8 @@ def run_batched(
         ids, mask = pad_batch(batch, length, B, pad_id, padding_side)
         if shard:
             ids, mask = shard_batch((ids, mask), mesh)
-        out = jax.tree.map(np.asarray, fn(params, ids, mask))
+        out = fn(params, ids, mask)
+        out = to_host(out) if shard else jax.tree.map(np.asarray, out)  # to_host: all rows on every process
         for row, i in enumerate(group):
             n = len(sequences[i])
             if per_token:

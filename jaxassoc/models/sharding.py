@@ -1,16 +1,30 @@
-"""Data parallelism over local devices: the batch axis split over a 1-D ``("data",)`` mesh, params replicated."""
+"""Data parallelism over all devices: the batch axis split over a 1-D ``("data",)`` mesh, params replicated.
+
+On one host (``jax.process_count() == 1``) arrays are placed with ``device_put`` and read back with
+``np.asarray``. With several processes (``jax.distributed.initialize``, one process per host) the mesh
+spans every global device, ordered by process so that each process's devices hold one contiguous block
+of rows: every process builds the same global batch on its host, feeds only its own rows
+(:func:`process_rows`, ``jax.make_array_from_process_local_data``), and the outputs are gathered back
+(``multihost_utils.process_allgather``) so every process gets all rows. See ``docs/multihost.md``.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import jax
+import numpy as np
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from jaxassoc.errors import ConfigError
 
 
 def data_mesh() -> Mesh:
-    """A mesh of all local devices along one ``"data"`` axis."""
-    return Mesh(jax.devices(), ("data",))
+    """A mesh of all global devices (on one host: its local devices) along one ``"data"`` axis, ordered
+    by (process, device id) so that each process owns a contiguous block of the batch axis."""
+    return Mesh(sorted(jax.devices(), key=lambda d: (d.process_index, d.id)), ("data",))
 
 
 def batch_sharding(mesh: Mesh | None = None) -> NamedSharding:
@@ -22,11 +36,65 @@ def replicated_sharding(mesh: Mesh | None = None) -> NamedSharding:
     return NamedSharding(mesh or data_mesh(), P())
 
 
+def process_rows(device_processes: Sequence[int], global_batch: int, process: int) -> slice:
+    """The rows of a global batch that ``process`` feeds, when the batch axis is split evenly over devices
+    owned by ``device_processes`` (the process index of each device, in mesh order).
+
+    ConfigError when the batch does not divide over the devices, or when the process's devices are not
+    one contiguous block of the mesh (its rows would not be one slice).
+    """
+    n_dev = len(device_processes)
+    if n_dev == 0 or global_batch % n_dev:
+        raise ConfigError(f"a global batch of {global_batch} rows does not split evenly over {n_dev} devices")
+    mine = [i for i, p in enumerate(device_processes) if p == process]
+    if not mine:
+        raise ConfigError(f"process {process} owns no device of the mesh {list(device_processes)}")
+    if mine != list(range(mine[0], mine[-1] + 1)):
+        raise ConfigError(f"process {process}'s devices are not contiguous in the mesh {list(device_processes)}")
+    per_device = global_batch // n_dev
+    return slice(mine[0] * per_device, (mine[-1] + 1) * per_device)
+
+
+def _mesh_processes(mesh: Mesh) -> list[int]:
+    return [d.process_index for d in mesh.devices.flat]
+
+
 def replicate(tree: Any, mesh: Mesh | None = None) -> Any:
-    """Place every array of a pytree (e.g. params) on all devices of the mesh."""
-    return jax.device_put(tree, replicated_sharding(mesh))
+    """Place every array of a pytree (e.g. params) on all devices of the mesh. With several processes
+    each one fills its own devices from its host copy (all processes hold the same params)."""
+    sharding = replicated_sharding(mesh)
+    if jax.process_count() == 1:
+        return jax.device_put(tree, sharding)
+
+    def place(x):
+        host = np.asarray(x)
+        return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+
+    return jax.tree.map(place, tree)
 
 
 def shard_batch(tree: Any, mesh: Mesh | None = None) -> Any:
-    """Split the leading axis of every array of a pytree over the mesh (size must divide evenly)."""
-    return jax.device_put(tree, batch_sharding(mesh))
+    """Split the leading axis of every array of a pytree over the mesh (size must divide evenly).
+
+    Every process passes the same global batch; with several processes each feeds only its
+    :func:`process_rows` and the result is one global array per leaf."""
+    mesh = mesh or data_mesh()
+    sharding = batch_sharding(mesh)
+    if jax.process_count() == 1:
+        return jax.device_put(tree, sharding)
+    processes, me = _mesh_processes(mesh), jax.process_index()
+
+    def feed(x):
+        host = np.asarray(x)
+        rows = process_rows(processes, host.shape[0], me)
+        return jax.make_array_from_process_local_data(sharding, host[rows], host.shape)
+
+    return jax.tree.map(feed, tree)
+
+
+def to_host(tree: Any) -> Any:
+    """Every leaf as a NumPy array holding all rows: ``np.asarray`` on one process, an all-gather of the
+    global arrays across processes otherwise."""
+    if jax.process_count() == 1:
+        return jax.tree.map(np.asarray, tree)
+    return jax.tree.map(np.asarray, multihost_utils.process_allgather(tree, tiled=True))
