@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# Cao et al. 2022 on the embedded SmolLM2 (causal adaptation): ILPS, ILPS* and SeT over every ABC template
-# whose trait ends the prompt, aligned with the human ratings; the best template is chosen on the pilot
-# groups and reported on the held-out groups, beside the mean over all templates.
-# The three metrics share one forward pass per (template, group, trait word) through the on-disk cache.
-# Masked LMs (bert-large-cased, roberta-large in the paper) are not wired into the app yet.
+# Cao et al. 2022: ILPS, ILPS* and SeT over every ABC template the model can score, aligned with the human
+# ratings; the best template is chosen on the pilot groups and reported on the held-out groups, beside the
+# mean over all templates. See README.md.
+#   experiments/set_cao2022/run.sh                                        # embedded SmolLM2 (offline, causal)
+#   MODELS=bert-large-cased,roberta-large experiments/set_cao2022/run.sh  # the paper's masked LMs (hub)
+#   MODELS=bert-large-cased experiments/set_cao2022/run.sh model.source=/path/to/bert-large-cased
+# Extra arguments are Hydra overrides for every job. The three metrics share the forward passes through
+# the on-disk cache; one multirun per metric, since Hydra composes a sweep's base config before it picks a
+# metric and metric.templates must then exist.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 sweep=${SWEEP_DIR:-multirun/set_cao2022}
-.venv/bin/jaxassoc -m metric=set,ilps,ilps_star dataset=abc "model=${MODELS:-smollm2-135m}" \
-  'metric.templates=[all]' "hydra.sweep.dir=$sweep" "$@"
+for metric in set ilps ilps_star; do
+  .venv/bin/jaxassoc -m "metric=$metric" dataset=abc "model=${MODELS:-smollm2-135m}" \
+    'metric.templates=[all]' "hydra.sweep.dir=$sweep" "$@"
+done
 .venv/bin/jaxassoc-report "$sweep"
