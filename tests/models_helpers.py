@@ -29,6 +29,7 @@ FAMILIES = {
     "bert-encoder": ("BertModel", "BertConfig", "wordpiece"),
     "roberta": ("RobertaForMaskedLM", "RobertaConfig", "bpe"),
     "llama": ("LlamaForCausalLM", "LlamaConfig", "bpe"),
+    "mistral": ("MistralForCausalLM", "MistralConfig", "bpe"),  # pass sliding_window=... to exercise it
 }
 
 TINY = dict(layers=2, hidden=32, heads=4, intermediate=64, positions=64)
@@ -54,6 +55,7 @@ def tiny_tokenizer(family: str) -> transformers.PreTrainedTokenizerFast:
         "gpt2": ["<|endoftext|>"],
         "roberta": ["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
         "llama": ["<unk>", "<s>", "</s>"],
+        "mistral": ["<unk>", "<s>", "</s>"],
     }[family]
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -88,7 +90,7 @@ def tiny_config(family: str, vocab_size: int, **overrides) -> transformers.Pretr
     if family == "gpt2":
         fields = dict(n_layer=s["layers"], n_embd=s["hidden"], n_head=s["heads"], n_positions=s["positions"],
                       bos_token_id=0, eos_token_id=0)
-    elif family == "llama":
+    elif family in ("llama", "mistral"):
         fields = dict(num_hidden_layers=s["layers"], hidden_size=s["hidden"], num_attention_heads=s["heads"],
                       num_key_value_heads=2, intermediate_size=s["intermediate"],
                       max_position_embeddings=s["positions"], bos_token_id=1, eos_token_id=2)

@@ -61,6 +61,16 @@ class Provenance:
     file_format: Literal["safetensors", "pytorch", "gguf"]
 
 
+class Decoder(NamedTuple):
+    """Incremental decoding of a causal port with a key/value cache (``models.decoding``)."""
+
+    init_cache: Callable[..., Any]
+    """``init_cache(batch, length, dtype)``: an empty cache pytree for rows of ``length`` columns."""
+    forward_cached: Callable[..., tuple[Float[Array, "B t D"], Any]]
+    """``forward_cached(body, ids, mask, cache, start) -> (hidden, cache)``: the head input of the tokens at
+    columns ``[start, start + t)``, with the full-length mask; earlier columns come from the cache."""
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class LanguageModel:
     """A loaded port: parameters, tokenizer, and the jit-compiled forward function."""
@@ -75,6 +85,7 @@ class LanguageModel:
     provenance: Provenance
     forward: Callable[..., ForwardOutput]  # forward(body, input_ids, attention_mask, all_layers=False)
     max_positions: int  # the context length
+    decoder: Decoder | None = None  # causal ports: KV-cache decoding; None for encoders
 
     @property
     def head(self) -> Head:

@@ -12,12 +12,12 @@ the blocks are stacked and scanned.
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Int
+from jaxtyping import Array, Float, Int
 
 from jaxassoc.errors import ModelError
 from jaxassoc.models.base import ForwardOutput, Head
@@ -131,16 +131,23 @@ def params_from_hf(tensors: Mapping[str, np.ndarray], config: GPT2Config) -> dic
     return {"body": body, "head": Head(W=W, b=None)}
 
 
-def _block(h: jax.Array, p: dict, allowed: jax.Array, config: GPT2Config) -> jax.Array:
+def _project(h: jax.Array, p: dict, config: GPT2Config):
+    """Queries, keys and values ``(B, T, H, K)`` of one block's input."""
+    q, k, v = jnp.split(dense(layer_norm(h, p["ln_1"], config.layer_norm_eps), p["c_attn"]), 3, axis=-1)
+    return tuple(split_heads(a, config.n_head) for a in (q, k, v))
+
+
+def _attend(h: jax.Array, p: dict, q, k, v, allowed: jax.Array, config: GPT2Config) -> jax.Array:
+    """``h + Attn`` (queries of h's tokens over the given keys/values) then ``h + MLP(LayerNorm(h))``."""
     c = config
-    act = ACTIVATIONS[c.activation]
-    x = layer_norm(h, p["ln_1"], c.layer_norm_eps)
-    q, k, v = jnp.split(dense(x, p["c_attn"]), 3, axis=-1)
     scale = head_scale(c.d_model // c.n_head) if c.scale_attn_weights else 1.0
-    a = attention(split_heads(q, c.n_head), split_heads(k, c.n_head), split_heads(v, c.n_head), allowed, scale)
-    h = h + dense(merge_heads(a), p["c_proj"])
+    h = h + dense(merge_heads(attention(q, k, v, allowed, scale)), p["c_proj"])
     x = layer_norm(h, p["ln_2"], c.layer_norm_eps)
-    return h + dense(act(dense(x, p["c_fc"])), p["mlp_proj"])
+    return h + dense(ACTIVATIONS[c.activation](dense(x, p["c_fc"])), p["mlp_proj"])
+
+
+def _block(h: jax.Array, p: dict, allowed: jax.Array, config: GPT2Config) -> jax.Array:
+    return _attend(h, p, *_project(h, p, config), allowed, config)
 
 
 def forward(
@@ -170,3 +177,43 @@ def forward(
     if all_layers:
         layers = (embedded, *(per_layer[i] for i in range(config.n_layer - 1)), hidden)
     return ForwardOutput(hidden=hidden, layers=layers)
+
+
+class KVCache(NamedTuple):
+    """Keys and values of every block for ``T`` columns: each ``(layers, B, T, heads, head_dim)``."""
+
+    k: Float[Array, "L B T H K"]
+    v: Float[Array, "L B T H K"]
+
+
+def init_cache(config: GPT2Config, batch: int, length: int, dtype=jnp.float32) -> KVCache:
+    """An empty cache for ``batch`` rows of ``length`` columns (prompt + new tokens)."""
+    shape = (config.n_layer, batch, length, config.n_head, config.d_model // config.n_head)
+    return KVCache(jnp.zeros(shape, dtype), jnp.zeros(shape, dtype))
+
+
+def forward_cached(
+    body: dict,
+    input_ids: Int[Array, "B t"],
+    attention_mask: Int[Array, "B T"],
+    cache: KVCache,
+    start: Int[Array, ""],
+    *,
+    config: GPT2Config,
+) -> tuple[Float[Array, "B t D"], KVCache]:
+    """Hidden states (after ``ln_f``) of the tokens at columns ``[start, start + t)`` of rows described by
+    the full-length mask, reading earlier keys/values from ``cache`` and writing these tokens' into it."""
+    t = input_ids.shape[1]
+    positions = jax.lax.dynamic_slice_in_dim(positions_from_mask(attention_mask), start, t, axis=1)
+    h = jnp.take(body["wte"], input_ids, axis=0) + jnp.take(body["wpe"], positions, axis=0)
+    allowed = jax.lax.dynamic_slice_in_dim(causal_allowed(attention_mask), start, t, axis=2)
+
+    def step(h, xs):
+        p, k_all, v_all = xs
+        q, k, v = _project(h, p, config)
+        k_all = jax.lax.dynamic_update_slice_in_dim(k_all, k.astype(k_all.dtype), start, axis=1)
+        v_all = jax.lax.dynamic_update_slice_in_dim(v_all, v.astype(v_all.dtype), start, axis=1)
+        return _attend(h, p, q, k_all, v_all, allowed, config), (k_all, v_all)
+
+    h, (k, v) = jax.lax.scan(step, h, (body["blocks"], cache.k, cache.v))
+    return layer_norm(h, body["ln_f"], config.layer_norm_eps), KVCache(k, v)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -230,20 +230,31 @@ def attention_mask_bias(attention_mask: Int[Array, "B T"], sliding_window: int |
     return jnp.where(allowed, 0.0, jnp.finfo(dtype).min).astype(dtype)[:, None, None]
 
 
-def _block(config: LlamaConfig, x, layer, cos, sin, bias):
-    """One decoder layer: ``x + Attn(RMSNorm(x))`` then ``x + SwiGLU(RMSNorm(x))``."""
+def _project(config: LlamaConfig, x, layer, cos, sin):
+    """Queries ``(B, T, KV, G, d)``, rotated keys and values ``(B, T, KV, d)`` of one layer's input."""
     B, T, _ = x.shape
     KV, G, d = config.num_key_value_heads, config.num_attention_heads // config.num_key_value_heads, config.head_dim
     h = rms_norm(x, layer["attn_norm"], config.rms_norm_eps)
     q = apply_rope((h @ layer["q"]).reshape(B, T, KV * G, d), cos, sin).reshape(B, T, KV, G, d)
     k = apply_rope((h @ layer["k"]).reshape(B, T, KV, d), cos, sin)
-    v = (h @ layer["v"]).reshape(B, T, KV, d)
+    return q, k, (h @ layer["v"]).reshape(B, T, KV, d)
+
+
+def _attend(config: LlamaConfig, x, layer, q, k, v, bias):
+    """``x + Attn`` (queries of x's T tokens over keys/values of S tokens) then ``x + SwiGLU(RMSNorm(x))``."""
+    B, T, _ = x.shape
+    d = config.head_dim
     scores = jnp.einsum("btkgd,bskd->bkgts", q, k) / jnp.sqrt(jnp.asarray(d, x.dtype)) + bias
     probs = jax.nn.softmax(scores.astype(jnp.float32), axis=-1).astype(x.dtype)
-    attended = jnp.einsum("bkgts,bskd->btkgd", probs, v).reshape(B, T, KV * G * d)
+    attended = jnp.einsum("bkgts,bskd->btkgd", probs, v).reshape(B, T, config.num_attention_heads * d)
     x = x + attended @ layer["o"]
     h = rms_norm(x, layer["mlp_norm"], config.rms_norm_eps)
     return x + (jax.nn.silu(h @ layer["gate"]) * (h @ layer["up"])) @ layer["down"]
+
+
+def _block(config: LlamaConfig, x, layer, cos, sin, bias):
+    """One decoder layer: ``x + Attn(RMSNorm(x))`` then ``x + SwiGLU(RMSNorm(x))``."""
+    return _attend(config, x, layer, *_project(config, x, layer, cos, sin), bias)
 
 
 @functools.partial(jax.jit, static_argnames=("config", "all_layers"))
@@ -275,3 +286,50 @@ def forward(
         return ForwardOutput(hidden=hidden, layers=None)
     layers = (x, *(stacked[i] for i in range(config.num_hidden_layers - 1)), hidden)
     return ForwardOutput(hidden=hidden, layers=layers)
+
+
+class KVCache(NamedTuple):
+    """Keys and values of every layer for ``T`` columns: each ``(layers, B, T, KV heads, head_dim)``."""
+
+    k: Float[Array, "L B T KV d"]
+    v: Float[Array, "L B T KV d"]
+
+
+def init_cache(config: LlamaConfig, batch: int, length: int, dtype=jnp.float32) -> KVCache:
+    """An empty cache for ``batch`` rows of ``length`` columns (prompt + new tokens)."""
+    shape = (config.num_hidden_layers, batch, length, config.num_key_value_heads, config.head_dim)
+    return KVCache(jnp.zeros(shape, dtype), jnp.zeros(shape, dtype))
+
+
+def forward_cached(
+    body: dict,
+    input_ids: Int[Array, "B t"],
+    attention_mask: Int[Array, "B T"],
+    cache: KVCache,
+    start: Int[Array, ""],
+    *,
+    config: LlamaConfig,
+) -> tuple[Float[Array, "B t D"], KVCache]:
+    """Hidden states of the tokens at columns ``[start, start + t)`` of rows described by the full-length
+    mask, reading earlier columns' keys/values from ``cache`` and writing these tokens' into it.
+
+    A prompt pass (``start = 0``, all prompt columns) followed by one-token steps gives the same states as
+    :func:`forward` over the whole sequence (tested), at the cost of one token per step.
+    """
+    t = input_ids.shape[1]
+    x = body["embed"][input_ids]
+    positions = jax.lax.dynamic_slice_in_dim(positions_from_mask(attention_mask), start, t, axis=1)
+    cos, sin = rope_tables(positions, config.head_dim, config.rope_theta, x.dtype)
+    bias = jax.lax.dynamic_slice_in_dim(
+        attention_mask_bias(attention_mask, config.sliding_window, x.dtype), start, t, axis=3
+    )
+
+    def step(x, xs):
+        layer, k_all, v_all = xs
+        q, k, v = _project(config, x, layer, cos, sin)
+        k_all = jax.lax.dynamic_update_slice_in_dim(k_all, k.astype(k_all.dtype), start, axis=1)
+        v_all = jax.lax.dynamic_update_slice_in_dim(v_all, v.astype(v_all.dtype), start, axis=1)
+        return _attend(config, x, layer, q, k_all, v_all, bias), (k_all, v_all)
+
+    out, (k, v) = jax.lax.scan(step, x, (body["layers"], cache.k, cache.v))
+    return rms_norm(out, body["norm"], config.rms_norm_eps), KVCache(k, v)

@@ -8,6 +8,7 @@ all_layers)``. Family modules are imported lazily.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import json
@@ -20,7 +21,7 @@ import jax.numpy as jnp
 import transformers
 
 from jaxassoc.errors import ConfigError, ModelError
-from jaxassoc.models.base import LanguageModel, Provenance, VocabInfo
+from jaxassoc.models.base import Decoder, LanguageModel, Provenance, VocabInfo
 from jaxassoc.models.batching import cast_params
 from jaxassoc.models.checkpoint import read_weights, sha256_files
 from jaxassoc.resources import EMBEDDED
@@ -103,6 +104,17 @@ def load_model(
         ),
         forward=jax.jit(forward, static_argnames=("all_layers",)),
         max_positions=int(config.max_positions),
+        decoder=_decoder(module, config),
+    )
+
+
+def _decoder(module, config) -> Decoder | None:
+    """The port's KV-cache decoding functions bound to its config (causal families only)."""
+    if not hasattr(module, "forward_cached"):
+        return None
+    return Decoder(
+        init_cache=functools.partial(module.init_cache, config),
+        forward_cached=functools.partial(module.forward_cached, config=config),
     )
 
 
