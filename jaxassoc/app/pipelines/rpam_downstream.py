@@ -9,7 +9,6 @@ answer when it is 1-5, otherwise the answer is counted as unparsable and dropped
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Sequence
 
@@ -17,16 +16,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
-from jaxtyping import Bool
 
 from jaxassoc import stats
 from jaxassoc.app.cache import cached_arrays, model_key
 from jaxassoc.app.pipelines.rpam import bellezza
-from jaxassoc.app.pipelines.rpam_prompts import PROMPT_BUCKETS, PromptTemplate, encode_prompts
+from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate, encode_prompts
 from jaxassoc.errors import ConfigError
 from jaxassoc.models.base import LanguageModel
-from jaxassoc.models.batching import model_limits, run_batched
-from jaxassoc.models.heads import head_logits, last_positions
+from jaxassoc.models.decoding import greedy_generate
 
 RATING_PROMPT = (
     "The purpose is to determine whether one has positive or negative feelings about different words. "
@@ -66,52 +63,6 @@ def stop_tokens(tokenizer) -> np.ndarray:
     return np.array(
         [i in specials or bool(_DIGIT.search(tokenizer.decode([i]))) for i in range(len(tokenizer))], dtype=bool
     )
-
-
-def _greedy(params, input_ids, attention_mask, *, forward, n_new, stop):
-    """Greedy continuation of each row by at most ``n_new`` tokens (full re-run per step, no KV cache).
-
-    Each row arrives with ``n_new`` placeholder tokens after its prompt (run_batched sizes the buffer);
-    they are masked out and overwritten. Stops when every row has produced a stop token.
-    """
-    B, L = input_ids.shape
-    rows = jnp.arange(B)
-    prompt_last = last_positions(attention_mask) - n_new
-    mask = (jnp.arange(L)[None, :] <= prompt_last[:, None]).astype(attention_mask.dtype) * attention_mask
-    new = jnp.full((B, n_new), -1, dtype=input_ids.dtype)
-
-    def step(carry):
-        i, ids, mask, new, done = carry
-        last = prompt_last + i
-        hidden = forward(params["body"], ids, mask).hidden[rows, last]
-        token = jnp.argmax(head_logits(params["head"], hidden), axis=-1).astype(ids.dtype)
-        ids = ids.at[rows, last + 1].set(token)
-        mask = mask.at[rows, last + 1].set(1)
-        new = new.at[:, i].set(jnp.where(done, -1, token))
-        return i + 1, ids, mask, new, done | stop[token]
-
-    carry = (0, input_ids, mask, new, jnp.zeros(B, dtype=bool))
-    *_, new, _ = jax.lax.while_loop(lambda c: (c[0] < n_new) & ~jnp.all(c[4]), step, carry)
-    return new
-
-
-def greedy_generate(
-    model: LanguageModel,
-    prompts: Sequence[Sequence[int]],
-    *,
-    max_new_tokens: int = 4,
-    stop: Bool[np.ndarray, " V"] | None = None,
-    batch_size: int = 32,
-    progress: bool = False,
-) -> list[list[int]]:
-    """Greedy new tokens of each prompt (up to ``max_new_tokens``; cut after the first stop token)."""
-    stop = np.zeros(model.head.W.shape[0], dtype=bool) if stop is None else stop
-    limits = model_limits(model)
-    fn = jax.jit(functools.partial(_greedy, forward=model.forward, n_new=max_new_tokens, stop=jnp.asarray(stop)))
-    padded = [list(p) + [limits["pad_id"]] * max_new_tokens for p in prompts]
-    outs = run_batched(fn, model.params, padded, batch_size=batch_size, **limits, per_token=False,
-                       buckets=PROMPT_BUCKETS, progress=progress)
-    return [[int(t) for t in out if t >= 0] for out in outs]
 
 
 def parse_rating(answer: str) -> int | None:
