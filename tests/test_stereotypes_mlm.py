@@ -162,3 +162,24 @@ def test_bad_templates_traits_and_models(tiny, tmp_path):
     causal = load_model(save_tiny_checkpoint(tmp_path, "gpt2"))
     with pytest.raises(ConfigError, match="needs a masked LM"):
         score_masked(causal, ABC, "The <sgroup> is <mask>.", groups=["doctor"], words=["warm"])
+
+
+def test_prompts_on_a_real_wordpiece_vocabulary_equal_the_tokenised_sentences():
+    """The embedded all-MiniLM-L6-v2 tokenizer (BERT's uncased 30,522 WordPieces; the model itself has no
+    MLM head): every template, every trait word, no [UNK]; the prompt with the trait written in is the
+    tokenised sentence."""
+    from jaxassoc.app.pipelines.stereotypes import default_words
+    from jaxassoc.resources import minilm_dir
+
+    tok = transformers.AutoTokenizer.from_pretrained(minilm_dir())
+    words = default_words(ABC)
+    for template in ABC.all_templates:
+        slot = ABC.slot_of(template)
+        groups = list(ABC.groups[slot][::10])
+        problems = build_masked_problems(tok, ABC, template, groups, words, mask_id=tok.mask_token_id)
+        for n, (ids, start, trait) in enumerate(zip(problems.prompts, problems.mask_starts, problems.trait_tokens)):
+            assert ids[start : start + len(trait)] == [tok.mask_token_id] * len(trait)
+            ids = list(ids)
+            ids[start : start + len(trait)] = trait
+            filler, word = problems.fillers[n // len(words)], words[n % len(words)]
+            assert ids == tok(template.replace(slot, filler).replace("<mask>", word))["input_ids"]
