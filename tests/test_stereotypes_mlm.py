@@ -156,6 +156,8 @@ def test_bad_templates_traits_and_models(tiny, tmp_path):
         score_masked(bert, ABC, "<mask> <sgroup> is <mask>.", groups=["doctor"], words=["warm"])
     with pytest.raises(InputError, match="'zealous'.*unknown token"):  # the tiny WordPiece lacks 'z'
         score_masked(bert, ABC, "The <sgroup> is <mask>.", groups=["doctor"], words=["warm", "zealous"])
+    with pytest.raises(InputError, match="no trait words"):
+        score_masked(bert, ABC, "The <sgroup> is <mask>.", groups=["doctor"], words=[])
     encoder = load_model(save_tiny_checkpoint(tmp_path, "bert-encoder"))
     with pytest.raises(ConfigError, match="no MLM head"):
         score_masked(encoder, ABC, "The <sgroup> is <mask>.", groups=["doctor"], words=["warm"])

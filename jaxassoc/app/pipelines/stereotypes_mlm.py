@@ -38,7 +38,7 @@ import pandas as pd
 from jaxassoc.app.pipelines.stereotypes import default_words, scores_from_head_inputs, trait_tokens
 from jaxassoc.data import AbcData
 from jaxassoc.data.stereotypes import MASK
-from jaxassoc.errors import ConfigError, ModelError
+from jaxassoc.errors import ConfigError, InputError, ModelError
 from jaxassoc.models import LanguageModel, model_limits, run_batched
 
 
@@ -159,6 +159,8 @@ def score_masked(
     slot = abc.slot_of(template)
     groups = list(abc.groups[slot] if groups is None else groups)
     words = default_words(abc) if words is None else list(words)
+    if not words:
+        raise InputError("score_masked: no trait words to score; pass at least one word (or words=None for all)")
     problems = build_masked_problems(model.tokenizer, abc, template, groups, words, mask_id=model.vocab.mask_id)
     x, tokens, valid = write_in_head_inputs(model, problems, batch_size)
     return scores_from_head_inputs(model, problems.fillers, words, x, tokens, valid,
