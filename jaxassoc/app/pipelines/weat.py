@@ -262,14 +262,15 @@ def prefetch_word_vectors(
     *,
     cache_dir: Path | None,
     quiet: bool = True,
-    chunk_words: int = 64,
+    chunk_words: int = 128,
 ) -> int:
     """Fill ``vectors.cache`` with every new word's aggregated vector (Bommasani et al. 2020), in chunks of
     ``chunk_words`` (a progress bar unless ``quiet``), each chunk through the on-disk cache.
 
     The key holds the model (weights, tokenizer, dtypes), the corpus (hash of the indexed sentences), the
     layer, ``max_contexts``, seed, fallback, batch size and the chunk's words. Returns how many words
-    were new."""
+    were new. (MiniLM, the 359 words of weat_caliskan2017: chunks of 64 took 109 s, one run 91 s, one
+    run per word set 117 s on a shared 2-core CPU; 128 keeps a few bar steps at near one-run speed.)"""
     new = [w for w in dict.fromkeys(words) if w not in vectors.cache]
     base = {**model_key(vectors.model), "corpus": text_sha256(vectors.index.sentences), "layer": vectors.layer,
             "max_contexts": vectors.max_contexts, "seed": vectors.seed, "fallback": vectors.fallback,
