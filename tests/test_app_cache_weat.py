@@ -123,3 +123,20 @@ def test_weat_job_sweep_over_statistics_reuses_vectors(folder, tmp_path, calls, 
     np.testing.assert_array_equal(first.items["d_raw"], second.items["d_raw"])
     np.testing.assert_array_equal(first.items["d_whitened"], second.items["d_whitened"])
     resolve._load_language_model.cache_clear()
+
+
+def test_sentence_vectors_hit_is_bit_identical_and_layer_misses(model, folder, tmp_path, monkeypatch):
+    from jaxassoc.embeddings.sentence import sentence_vectors
+
+    counted = []
+    monkeypatch.setattr(weat_job, "sentence_vectors", lambda *a, **k: counted.append(1) or sentence_vectors(*a, **k))
+    job = _job(folder, tmp_path, 100)
+    first = weat_job._sentence_vectors(model, SENTENCES, -1, job)
+    hit = weat_job._sentence_vectors(model, SENTENCES, -1, job)
+    assert len(counted) == 1
+    fresh = sentence_vectors(model, SENTENCES, layer=-1, batch_size=job.model.batch_size)
+    assert hit.dtype == first.dtype == fresh.dtype
+    assert np.array_equal(hit, first) and np.array_equal(fresh, first)
+    weat_job._sentence_vectors(model, SENTENCES, 1, job)
+    weat_job._sentence_vectors(model, SENTENCES[:-1], -1, job)
+    assert len(counted) == 3

@@ -12,6 +12,7 @@ import pandas as pd
 
 from jaxassoc import data
 from jaxassoc.app import resolve, store
+from jaxassoc.app.cache import cached_arrays, model_key
 from jaxassoc.app.config import MetricConfig
 from jaxassoc.app.pipelines.weat import (
     cached_reference,
@@ -23,6 +24,7 @@ from jaxassoc.app.pipelines.weat import (
     run_similarity_benchmark,
     run_weat_experiment,
     suite_words,
+    text_sha256,
 )
 from jaxassoc.app.registry import Job, JobResult
 from jaxassoc.app.stages import stage
@@ -87,6 +89,14 @@ def _static_stsb(embeddings, zca, key, stats_cfg) -> dict:
     return _similarity_row("STS-B", key, raw, white, pairs["score"][keep], int((~keep).sum()), stats_cfg)
 
 
+def _sentence_vectors(model, sentences: list[str], layer: int, job: Job) -> np.ndarray:
+    """Mean-pooled sentence vectors through the on-disk cache (model, sentences, layer, batch size)."""
+    parts = {**model_key(model), "sentences": text_sha256(sentences), "layer": layer,
+             "batch_size": job.model.batch_size}
+    return cached_arrays(job.cache_dir, "sentence_vectors", parts, lambda: {"vectors": sentence_vectors(
+        model, sentences, layer=layer, batch_size=job.model.batch_size)})["vectors"]
+
+
 def _contextual_similarity(model, vectors, zca, key, cfg, job: Job) -> list[dict]:
     """WS-353 and SimLex-999 with contextual word vectors; STS-B with mean-pooled sentence vectors."""
     rows, stats_cfg, batch_size = [], job.stats, job.model.batch_size
@@ -100,7 +110,8 @@ def _contextual_similarity(model, vectors, zca, key, cfg, job: Job) -> list[dict
         u, v = words_fn(list(pairs.word1), name).vectors, words_fn(list(pairs.word2), name).vectors
         rows.append(_similarity_row(name, k, (u, v), (apply_zca(zca, u), apply_zca(zca, v)), pairs.score, 0, stats_cfg))
     stsb = data.load_stsb("dev")
-    u, v = (sentence_vectors(model, list(stsb[c]), layer=cfg.layer, batch_size=batch_size) for c in ("sentence1", "sentence2"))
+    with stage("weat", "STS-B sentence vectors extracted", 2 * len(stsb)):
+        u, v = (_sentence_vectors(model, list(stsb[c]), cfg.layer, job) for c in ("sentence1", "sentence2"))
     rows.append(_similarity_row("STS-B", jax.random.fold_in(key, 2), (u, v), (apply_zca(zca, u), apply_zca(zca, v)),
                                 stsb.score, 0, stats_cfg))
     return rows
