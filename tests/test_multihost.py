@@ -95,6 +95,9 @@ TWO_PROCESSES = textwrap.dedent(
     many = run_batched(fn, model.params, seqs, batch_size=6, pad_id=0, shard=True)
     assert len(many) == len(seqs) and all(m.shape == o.shape for m, o in zip(many, one))
     print("maxdiff", max(float(np.abs(a - b).max()) for a, b in zip(one, many)))
+    from jaxassoc.models.sharding import all_processes
+    assert all_processes(True) and not all_processes(pid == 0) and not all_processes(pid == 1)
+    print("agreed")
     """
 )
 
@@ -124,6 +127,7 @@ def test_two_processes_each_feed_their_rows_and_get_all_outputs(tmp_path):
         assert returncode == 0, err[-3000:]
         line = [x for x in out.splitlines() if x.startswith("maxdiff")][-1]
         assert float(line.split()[1]) <= 1e-5
+        assert "agreed" in out
 
 
 def test_distributed_options_from_the_environment():

@@ -18,6 +18,7 @@ import jax
 import numpy as np
 
 from jaxassoc.app.store import atomic_write
+from jaxassoc.models.sharding import all_processes
 
 log = logging.getLogger("jaxassoc")
 
@@ -51,7 +52,7 @@ def cached_arrays(
     if cache_dir is None:
         return compute()
     path = Path(cache_dir) / namespace / f"{cache_key(namespace, parts)}.npz"
-    if path.exists():
+    if all_processes(path.exists()):  # multi-host: a hit only when every host has the entry
         with np.load(path, allow_pickle=False) as stored:
             log.info("cache hit: %s %s", namespace, path.name[:12])
             return {name: stored[name] for name in stored.files}

@@ -4,6 +4,7 @@
 (model, metric, dataset) job on the embedded offline models. ``jaxassoc model=... metric=... dataset=...``
 runs one job; ``jaxassoc -m ...`` sweeps. Every job writes its tables into its Hydra output folder
 (see :mod:`jaxassoc.app.store`); a rerun of the same job finds ``results.json`` there and skips it.
+``distributed=true`` runs one process per host over all global devices (``docs/multihost.md``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from jaxassoc.app.config import register_configs
 from jaxassoc.app.provenance import config_hash, device_kind, package_versions
 from jaxassoc.app.registry import METRICS, Job, JobResult, get_metric, load_plugins
 from jaxassoc.errors import ConfigError, JaxassocError
+from jaxassoc.models.sharding import all_processes
 
 log = logging.getLogger("jaxassoc")
 
@@ -162,7 +164,7 @@ def run_job(cfg: DictConfig, output_dir: Path) -> JobResult | None:
     """Run one (model, metric, dataset) job into ``output_dir``; None when resume skips it."""
     job = make_job(cfg, output_dir)
     provenance = job_provenance(cfg)
-    if cfg.resume and store.is_finished(output_dir, provenance["config_hash"]):
+    if cfg.resume and all_processes(store.is_finished(output_dir, provenance["config_hash"])):
         log.info("skip %s: finished results in %s", cfg.metric.name, output_dir)
         return None
     start = time.perf_counter()

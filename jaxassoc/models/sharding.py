@@ -98,3 +98,13 @@ def to_host(tree: Any) -> Any:
     if jax.process_count() == 1:
         return jax.tree.map(np.asarray, tree)
     return jax.tree.map(np.asarray, multihost_utils.process_allgather(tree, tiled=True))
+
+
+def all_processes(flag: bool) -> bool:
+    """True when ``flag`` is true on every process (an all-gather; the flag itself on one process).
+
+    Processes must take the same branch before a collective: e.g. skip a forward pass only when every
+    host finds it in the cache, or the others would wait on it forever."""
+    if jax.process_count() == 1:
+        return bool(flag)
+    return bool(np.all(multihost_utils.process_allgather(np.asarray(bool(flag)))))
