@@ -96,7 +96,7 @@ def bellezza_downstream(
     items, _ = bellezza(model, template, normalise=normalise, sample=sample, key=key, **run_options)
     words, batch_size = list(items["word"]), run_options.get("batch_size", 32)
     parts = {**model_key(model), "words": words, "chat_template": chat_template, "max_new_tokens": max_new_tokens,
-             "batch_size": batch_size}
+             "batch_size": batch_size, "decoder": "kv_cache"}  # answers of the earlier full re-run decoder miss
     rated = cached_arrays(run_options.get("cache_dir"), "rpam_ratings", parts, lambda: {
         column: values.to_numpy() for column, values in model_ratings(
             model, words, chat_template=chat_template, max_new_tokens=max_new_tokens, batch_size=batch_size,
