@@ -174,3 +174,28 @@ def test_intersectional_cli_on_a_tiny_llama(tmp_path):
         scores.loc["Black person", "warm"], scores.loc["woman", "warm"], scores.loc["Black women", "warm"])
     text = (run / "intersectional.md").read_text()
     assert "Top 5 emergent associations" in text and top.iloc[0]["paired"] in text
+
+
+def test_intersectional_cli_on_a_tiny_roberta_uses_the_masked_path(tmp_path):
+    from jaxassoc.app.pipelines.stereotypes_mlm import score_masked
+    from jaxassoc.models.loading import load_model
+
+    folder = save_tiny_checkpoint(tmp_path, "roberta")
+    template = "<cpgroup> are more <mask> than others."  # the trait is not at the end: masked LMs only
+    proc = subprocess.run(
+        [sys.executable, "-m", "jaxassoc", "metric=intersectional", "dataset=abc", "model=roberta-base",
+         "model.name=tiny", f"model.source={folder}", f"metric.template='{template}'",
+         "metric.groups=[Black person,woman]", "metric.traits=[warm,cold]", "metric.top_k=3",
+         "hydra.run.dir=run", "cache_dir=null"],
+        cwd=tmp_path, env={**os.environ, "HYDRA_FULL_ERROR": "0"}, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    scores = pd.read_parquet(tmp_path / "run" / "trait_scores.parquet").set_index("group")
+    pairs = paired_groups(ABC, "<cpgroup>", ["Black person", "woman"])
+    fillers = {g: ABC.groups["<cpgroup>"][ABC.groups["<sgroup>"].index(g)] for g in ("Black person", "woman")}
+    fillers.update({p: p for p in pairs["paired"]})
+    words = list(dict.fromkeys(ABC.traits["warm"] + ABC.traits["cold"]))
+    direct = score_masked(load_model(folder), ABC, template, groups=list(fillers.values()), words=words)
+    warm = direct[direct.word.isin(ABC.traits["warm"])].groupby("group")["set"].median()
+    assert set(scores.index) == set(fillers)
+    for group, filler in fillers.items():
+        np.testing.assert_allclose(scores.loc[group, "warm"], warm[filler], rtol=1e-6)

@@ -28,5 +28,5 @@ def register_all() -> None:
     register_metric("ceat", run=ceat.run, config=ceat.CeatMetricConfig, model_kinds=LANGUAGE_MODELS,
                     description="CEAT (random-effects WEAT over contextual embeddings) on a WEAT suite")
     register_metric("intersectional", run=intersectional.run, config=intersectional.IntersectionalMetricConfig,
-                    model_kinds=("causal",),
+                    model_kinds=("causal", "masked"),
                     description="paired ABC groups: identity order, dominant domains, emergent associations")

@@ -1,9 +1,10 @@
-"""``metric=intersectional dataset=abc``: stereotypes of paired groups on a causal LM (Cao et al. 2022, §5.2;
+"""``metric=intersectional dataset=abc``: stereotypes of paired groups (Cao et al. 2022, §5.2;
 METHODS.md §3): identity order, dominant domains, emergent associations and the top-k table.
 
 Single and paired groups (pairing rule: :mod:`jaxassoc.app.pipelines.intersectional`) are scored in
-one template with :func:`jaxassoc.app.pipelines.stereotypes.score_causal` (ILPS, ILPS* and SeT from one
-pass, each minus the prior noun; ``metric.score`` picks which is analysed; cached on disk). A trait is
+one template with :func:`jaxassoc.app.pipelines.stereotypes.score_causal` on a causal LM or
+:func:`jaxassoc.app.pipelines.stereotypes_mlm.score_masked` on a masked LM (the paper's RoBERTa setting)
+(ILPS, ILPS* and SeT from the same passes, each minus the prior noun; ``metric.score`` picks which is analysed; cached on disk). A trait is
 an ABC pole (median over its synonyms; ``trait_level=pole``, the default, so "more egotistic" reads
 directly) or a trait pair (right − left pole; ``trait_level=pair``). Writes ``items`` (every paired group ×
 trait: S, its components' S, above-max, below-min, order difference), ``aggregates`` (the top-k
@@ -31,6 +32,7 @@ from jaxassoc.app.pipelines.intersectional import (
     trait_matrix,
 )
 from jaxassoc.app.pipelines.stereotypes import is_causal_template, score_causal
+from jaxassoc.app.pipelines.stereotypes_mlm import score_masked
 from jaxassoc.app.registry import Job, JobResult
 from jaxassoc.app.stages import stage
 from jaxassoc.errors import ConfigError
@@ -43,13 +45,13 @@ TOP_COLUMNS = ["rank", "paired", "first", "second", "trait", "above_max", "below
 @dataclass
 class IntersectionalMetricConfig(MetricConfig):
     score: str = "set"  # set (the paper's choice for §5.2) | ilps | ilps_star
-    template: str = "Most <pgroup> are <mask>."  # one ABC template whose trait ends the prompt
+    template: str = "Most <pgroup> are <mask>."  # one ABC template (causal LMs: one whose trait ends the prompt)
     groups: list[str] = field(default_factory=list)  # singular ABC groups to pair ([]: all 51)
     traits: list[str] = field(default_factory=list)  # ABC poles ([]: all 32)
     trait_level: str = "pole"  # pole (median over synonyms) | pair (right - left pole)
     top_k: int = 50  # rows of the emergent table (the paper's Table A10: 50)
     dominance_threshold: float = 0.1  # a domain dominates another by this mean-tau difference (paper: 0.1)
-    bos: bool = True  # a BOS token starts each prompt
+    bos: bool = True  # causal LMs: a BOS token starts each prompt
     set_transform: str = "neg_distance"  # neg_distance (finite default) | log1m (the original's log(1 - d))
     set_nan_policy: str = "propagate"  # propagate | python (the original's Python-min quirk)
 
@@ -60,8 +62,11 @@ def _check(job: Job, abc) -> list[str]:
         raise ConfigError("metric=intersectional pairs the ABC groups of Cao et al. 2022: use dataset=abc")
     if cfg.score not in SCORES:
         raise ConfigError(f"metric.score={cfg.score!r}: use one of {list(SCORES)}")
-    if cfg.template not in abc.all_templates or not is_causal_template(cfg.template):
-        raise ConfigError(f"metric.template {cfg.template!r} is not an ABC template whose trait ends the prompt")
+    if cfg.template not in abc.all_templates:
+        raise ConfigError(f"metric.template {cfg.template!r} is not an ABC template: use one of {abc.all_templates}")
+    if job.model.kind == "causal" and not is_causal_template(cfg.template):
+        raise ConfigError(f"metric.template {cfg.template!r}: a causal LM needs an ABC template whose trait ends "
+                          "the prompt")
     poles = list(cfg.traits) or list(abc.traits)
     unknown = [p for p in poles if p not in abc.traits]
     if unknown:
@@ -89,10 +94,16 @@ def run(job: Job) -> JobResult:
            "template": cfg.template, "groups": fillers, "words": words, "bos": cfg.bos,
            "transform": cfg.set_transform, "nan_policy": cfg.set_nan_policy, "dtype": job.model.dtype}
 
+    options = {"groups": fillers, "words": words, "set_transform": cfg.set_transform,
+               "set_nan_policy": cfg.set_nan_policy, "batch_size": job.model.batch_size}
+    if model.objective == "masked":
+        key = {**key, "bos": None, "prompt": "masked write-in"}
+
     def compute():
-        frame = score_causal(model, abc, cfg.template, groups=fillers, words=words, bos=cfg.bos,
-                             set_transform=cfg.set_transform, set_nan_policy=cfg.set_nan_policy,
-                             batch_size=job.model.batch_size)
+        if model.objective == "masked":
+            frame = score_masked(model, abc, cfg.template, **options)
+        else:
+            frame = score_causal(model, abc, cfg.template, bos=cfg.bos, **options)
         return {c: frame[c].to_numpy() for c in frame.columns}
 
     with stage("intersectional", "(group, trait word) prompts scored or read from the cache",
