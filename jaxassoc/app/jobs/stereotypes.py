@@ -8,8 +8,8 @@ subword (:func:`~jaxassoc.app.pipelines.stereotypes_mlm.score_masked`; all 35 te
 Either gives all three scores, cached on disk, so the three metrics of a sweep share the passes; the
 metric's name picks the score whose alignment is reported. Template selection follows the paper: with
 several templates, the best one by mean Kendall τ on the pilot groups (Asian, Black, Hispanic,
-immigrant) is reported on the held-out groups, beside the average over all templates. CEAT is a metric
-kernel (:mod:`jaxassoc.metrics.ceat`) without an app job yet.
+immigrant) is reported on the held-out groups, beside the average over all templates. CEAT has its own
+job (``metric=ceat``, :mod:`jaxassoc.app.jobs.ceat`), as do paired groups (``metric=intersectional``).
 """
 
 from __future__ import annotations
