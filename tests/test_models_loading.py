@@ -170,3 +170,14 @@ def test_bfloat16_safetensors_read_without_torch(tmp_path):
     assert str(read["a"].dtype) == "bfloat16" and read["a"].shape == (3, 5)
     np.testing.assert_array_equal(read["a"].astype(np.float32), tensors["a"].float().numpy())
     np.testing.assert_array_equal(read["b"], [0, 1, 2, 3])
+
+
+def test_progress_bar_over_weight_files_only_when_asked(tmp_path, capsys):
+    folder = save_tiny_checkpoint(tmp_path, "gpt2", fmt="sharded")
+    load_model(folder)
+    assert "reading" not in capsys.readouterr().err
+    model = load_model(folder, progress=True)
+    err = capsys.readouterr().err
+    n_files = len(list(folder.glob("*.safetensors")))
+    assert n_files > 1 and f"reading {folder.name}" in err and f"/{n_files} " in err
+    assert isinstance(model, LanguageModel)

@@ -7,6 +7,7 @@ config's source, revision, dtype and kind); the app is the only layer that keeps
 from __future__ import annotations
 
 import functools
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,8 @@ def language_model(cfg: ModelConfig) -> LanguageModel:
 @functools.lru_cache(maxsize=2)
 def _load_language_model(source: str, revision: str | None, dtype: str, name: str) -> LanguageModel:
     with stage("model", f"{name} loaded") as loaded:
-        model = load_model(source, revision=revision, dtype=dtype, name=name)
+        progress = logging.getLogger("jaxassoc").isEnabledFor(logging.INFO)  # off with quiet=true
+        model = load_model(source, revision=revision, dtype=dtype, name=name, progress=progress)
         loaded.what += f" ({model.family}, {model.provenance.file_format}, {dtype})"
     return model
 

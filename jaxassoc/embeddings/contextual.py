@@ -151,10 +151,11 @@ def contextual_reference(
     max_items: int = 100_000,
     seed: int = 0,
     batch_size: int = 32,
+    progress: bool = False,
 ) -> ReferenceSample:
     """Vectors to fit ZCA on for a contextual model: up to ``max_items`` sentences (seeded draw), then
     either all their non-special token states (themselves capped at ``max_items``, seeded) or their
-    mean-pooled sentence vectors."""
+    mean-pooled sentence vectors. ``progress``: a bar over the batches."""
     if level not in ("token", "sentence"):
         raise ConfigError(f"contextual reference level {level!r}: use 'token' or 'sentence'")
     rng = np.random.default_rng(seed)
@@ -163,7 +164,7 @@ def contextual_reference(
         chosen = [chosen[i] for i in sorted(rng.choice(len(chosen), size=max_items, replace=False))]
     if not chosen:
         raise InputError("contextual_reference: no sentences given")
-    states, offsets = token_states(model, chosen, layer=layer, batch_size=batch_size)
+    states, offsets = token_states(model, chosen, layer=layer, batch_size=batch_size, progress=progress)
     vectors, labels = [], []
     for text, state, offset in zip(chosen, states, offsets):
         if level == "sentence":

@@ -40,10 +40,17 @@ def _layer_fn(forward, layer: int):
 
 
 def token_states(
-    model: LanguageModel, texts: Sequence[str], *, layer: int = -1, batch_size: int = 32, max_length: int | None = None
+    model: LanguageModel,
+    texts: Sequence[str],
+    *,
+    layer: int = -1,
+    batch_size: int = 32,
+    max_length: int | None = None,
+    progress: bool = False,
 ) -> tuple[list[Float[np.ndarray, "T D"]], list[list[tuple[int, int]]]]:
     """``layer``'s states of every token of each text (special tokens included), and the tokenizer's
-    character offsets; batched by :func:`jaxassoc.models.batching.run_batched` (length-sorted buckets)."""
+    character offsets; batched by :func:`jaxassoc.models.batching.run_batched` (length-sorted buckets;
+    ``progress``: a bar over the batches)."""
     if not texts:
         raise InputError("no texts given")
     check_layer(model, layer)
@@ -51,7 +58,7 @@ def token_states(
     enc = model.tokenizer(list(texts), truncation=True, max_length=max_length or limits["max_length"],
                           return_offsets_mapping=True)
     states = run_batched(_layer_fn(model.forward, layer), model.params, [list(ids) for ids in enc["input_ids"]],
-                         batch_size=batch_size, **limits)
+                         batch_size=batch_size, progress=progress, **limits)
     return states, [list(map(tuple, o)) for o in enc["offset_mapping"]]
 
 
@@ -62,10 +69,12 @@ def sentence_vectors(
     layer: int = -1,
     batch_size: int = 64,
     max_length: int | None = None,
+    progress: bool = False,
 ) -> Float[np.ndarray, "n D"]:
     """Mean-pooled ``layer`` states of each sentence (special tokens included, as sentence-transformers
     does), in input order."""
     if not sentences:
         raise InputError("sentence_vectors: no sentences given")
-    states, _ = token_states(model, sentences, layer=layer, batch_size=batch_size, max_length=max_length)
+    states, _ = token_states(model, sentences, layer=layer, batch_size=batch_size, max_length=max_length,
+                             progress=progress)
     return np.stack([s.mean(axis=0) for s in states]).astype(np.float32)

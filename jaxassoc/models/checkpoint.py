@@ -99,8 +99,9 @@ def _torch_to_numpy(t) -> np.ndarray:
     return t.numpy()
 
 
-def read_weights(folder: Path) -> Weights:
-    """The weights of a HF checkpoint folder: safetensors first, else PyTorch ``.bin``; shards followed."""
+def read_weights(folder: Path, *, progress: bool = False) -> Weights:
+    """The weights of a HF checkpoint folder: safetensors first, else PyTorch ``.bin``; shards followed
+    (with a progress bar over the files when ``progress``)."""
     folder = Path(folder)
     for name, reader, fmt in (
         ("model.safetensors", read_safetensors, "safetensors"),
@@ -118,7 +119,12 @@ def read_weights(folder: Path) -> Weights:
         else:
             continue
         tensors: dict[str, np.ndarray] = {}
-        for file in files:
+        todo = files
+        if progress:
+            from tqdm.auto import tqdm
+
+            todo = tqdm(files, desc=f"reading {folder.name}", unit="file", leave=False)
+        for file in todo:
             tensors.update(reader(file))
         return Weights(tensors=tensors, files=files, file_format=fmt)
     raise ModelError(

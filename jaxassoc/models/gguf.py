@@ -43,13 +43,14 @@ _BLOCK_NAMES = {
 _BLOCK = re.compile(r"^blk\.(\d+)\.(.+)$")
 
 
-def read_gguf(path: str | Path) -> tuple[dict, dict[str, np.ndarray], Any]:
+def read_gguf(path: str | Path, *, progress: bool = False) -> tuple[dict, dict[str, np.ndarray], Any]:
     """``(hf_config, tensors, tokenizer)`` of a llama-architecture GGUF file.
 
     ``hf_config`` uses transformers' ``LlamaConfig`` keys (so ``llama.config_from_hf`` reads it),
     ``tensors`` maps Hugging Face names to float32 arrays (dequantised, Q/K un-permuted) and
     ``tokenizer`` is a ``PreTrainedTokenizerFast`` built from the file's metadata.
     Raises ModelError naming the file when it is missing, corrupt, truncated or of another architecture.
+    ``progress``: a progress bar over the tensors being dequantised.
     """
     from jaxassoc.models.gguf_tokenizer import tokenizer_from_metadata
 
@@ -57,7 +58,7 @@ def read_gguf(path: str | Path) -> tuple[dict, dict[str, np.ndarray], Any]:
     reader = _open(path)
     metadata = read_metadata(reader, path)
     config = config_from_metadata(metadata, tensor_names=[t.name for t in reader.tensors], path=path)
-    tensors = _read_tensors(reader, config, path)
+    tensors = _read_tensors(reader, config, path, progress)
     tokenizer = tokenizer_from_metadata(metadata, source=str(path))
     return config, tensors, tokenizer
 
@@ -153,7 +154,7 @@ def reverse_permute(weight: np.ndarray, n_head: int) -> np.ndarray:
     return weight.reshape(n_head, dim, 2, *weight.shape[1:]).swapaxes(1, 2).reshape(weight.shape)
 
 
-def _read_tensors(reader, config: dict, path: Path) -> dict[str, np.ndarray]:
+def _read_tensors(reader, config: dict, path: Path, progress: bool) -> dict[str, np.ndarray]:
     from gguf.quants import dequantize
 
     unknown = [t.name for t in reader.tensors if _hf_name(t.name) is None]
@@ -163,7 +164,12 @@ def _read_tensors(reader, config: dict, path: Path) -> dict[str, np.ndarray]:
             "the dense Llama architecture jaxassoc implements (e.g. rope frequency factors or experts)"
         )
     tensors = {}
-    for tensor in reader.tensors:
+    todo = reader.tensors
+    if progress:
+        from tqdm.auto import tqdm
+
+        todo = tqdm(todo, desc=f"dequantising {path.name}", unit="tensor", leave=False)
+    for tensor in todo:
         try:
             weight = np.asarray(dequantize(tensor.data, tensor.tensor_type), dtype=np.float32)
         except Exception as e:

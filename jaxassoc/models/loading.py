@@ -55,14 +55,20 @@ def family_module(model_type: str | None) -> ModuleType:
 
 
 def load_model(
-    source: str | Path, *, revision: str | None = None, dtype: str = "float32", name: str | None = None
+    source: str | Path,
+    *,
+    revision: str | None = None,
+    dtype: str = "float32",
+    name: str | None = None,
+    progress: bool = False,
 ) -> LanguageModel:
     """Load a model port.
 
     ``source``: a local folder (config.json + model.safetensors / sharded safetensors / pytorch_model.bin
     and tokenizer files), a ``.gguf`` file, an embedded name (``jaxassoc.resources.EMBEDDED``) or a hub id
     (downloaded at ``revision`` with huggingface_hub). ``dtype``: parameter dtype (float32, bfloat16,
-    float16). The output head is untied from the input embeddings.
+    float16). The output head is untied from the input embeddings. ``progress``: progress bars while
+    weight files are read (per file) or a GGUF is dequantised (per tensor).
     """
     if dtype not in DTYPES:
         raise ConfigError(f"model dtype {dtype!r} is not supported; use one of {sorted(DTYPES)}")
@@ -72,11 +78,11 @@ def load_model(
             raise ModelError(f"{path} is a file but not a .gguf: pass a checkpoint folder or a .gguf file")
         from jaxassoc.models.gguf import read_gguf
 
-        hf_config, tensors, tokenizer = read_gguf(path)
+        hf_config, tensors, tokenizer = read_gguf(path, progress=progress)
         weights_sha, file_format = sha256_files([path]), "gguf"
     else:
         hf_config = _read_config(path)
-        weights = read_weights(path)
+        weights = read_weights(path, progress=progress)
         tensors, weights_sha, file_format = weights.tensors, weights.sha256(), weights.file_format
         tokenizer = _read_tokenizer(path)
     module = family_module(hf_config.get("model_type"))

@@ -94,7 +94,7 @@ def _sentence_vectors(model, sentences: list[str], layer: int, job: Job) -> np.n
     parts = {**model_key(model), "sentences": text_sha256(sentences), "layer": layer,
              "batch_size": job.model.batch_size}
     return cached_arrays(job.cache_dir, "sentence_vectors", parts, lambda: {"vectors": sentence_vectors(
-        model, sentences, layer=layer, batch_size=job.model.batch_size)})["vectors"]
+        model, sentences, layer=layer, batch_size=job.model.batch_size, progress=not job.quiet)})["vectors"]
 
 
 def _contextual_similarity(model, vectors, zca, key, cfg, job: Job) -> list[dict]:
@@ -158,6 +158,7 @@ def run(job: Job) -> JobResult:
                 reference = cached_reference(
                     model, sentences, cache_dir=job.cache_dir, level=cfg.reference_level, layer=cfg.layer,
                     max_items=whitening.max_samples, seed=job.seed, batch_size=job.model.batch_size,
+                    progress=not job.quiet,
                 )
                 extracted.count = len(reference.vectors)
         provenance.update(resolve.model_provenance(job.model, model))

@@ -298,16 +298,16 @@ def _extract(vectors: ContextualWordVectors, words: list[str]) -> dict[str, np.n
 
 def cached_reference(
     model, sentences: Sequence[str], *, cache_dir: Path | None, level: str = "token", layer: int = -1,
-    max_items: int = 100_000, seed: int = 0, batch_size: int = 32,
+    max_items: int = 100_000, seed: int = 0, batch_size: int = 32, progress: bool = False,
 ) -> ReferenceSample:
     """:func:`~jaxassoc.embeddings.contextual.contextual_reference` through the on-disk cache (key: model,
-    sentences' hash and every argument)."""
+    sentences' hash and every argument but ``progress``)."""
     parts = {**model_key(model), "sentences": text_sha256(sentences), "level": level, "layer": layer,
              "max_items": max_items, "seed": seed, "batch_size": batch_size}
 
     def compute() -> dict[str, np.ndarray]:
         ref = contextual_reference(model, sentences, level=level, layer=layer, max_items=max_items, seed=seed,
-                                   batch_size=batch_size)
+                                   batch_size=batch_size, progress=progress)
         return {"vectors": ref.vectors, "words": np.array(ref.words), "description": np.array(ref.description)}
 
     arrays = cached_arrays(cache_dir, "contextual_reference", parts, compute)
