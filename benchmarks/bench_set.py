@@ -1,6 +1,8 @@
-"""SeT on the Cao et al. (2022) suite: jaxassoc's exact solver (vmapped) and optax solver (batched) vs the
-original per-problem algorithm (``tests/reference_set_numpy.py``: A and x̃ built per call, sort, Python
-column-squishing loop, full B = A + δ x̃ᵀ formed, ‖B − A‖_F), in the same process on the same CPUs.
+"""SeT on the Cao et al. (2022) suite: jaxassoc's exact and optax solvers vs the original per-problem algorithm.
+
+Ours: the exact solver (vmapped) and the optax solver (batched). The original: per problem, the NumPy
+algorithm of ``tests/reference_set_numpy.py`` (A and x̃ built per call, sort, Python column-squishing
+loop, full B = A + δ x̃ᵀ formed, ‖B − A‖_F). Same process, same CPUs.
 
 ``--model random`` (default): one template, the 51 ABC groups plus the prior noun, every synonym of the
 32 trait poles, one problem per subword (subwords counted with the embedded all-MiniLM-L6-v2 WordPiece
@@ -160,7 +162,8 @@ def smollm2_suite(args, cpus) -> None:
     W, b = model.head.W, model.head.b
     scope = "" if args.max_problems is None else f" (--max-problems {args.max_problems}: evenly spaced prompts)"
     print(f"suite: SmolLM2-135M (V={W.shape[0]}, D={W.shape[1]}, no bias), {len(templates)} template(s), "
-          f"{len(suite.sequences)} prompts (group or prior noun x trait word), {n} SeT problems (one per trait token){scope}")
+          f"{len(suite.sequences)} prompts (group or prior noun x trait word), "
+          f"{n} SeT problems (one per trait token){scope}")
 
     x, t_forward = timed(lambda: head_inputs(model, suite, batch_size=args.batch_size))
     (d_exact, _), t_exact = timed(lambda: solve_exact(W, b, x, suite.gold, block=args.exact_block))
@@ -206,7 +209,8 @@ def smollm2_suite(args, cpus) -> None:
     for name, t in rows:
         print(f"{name:<52}{t:>10.1f}{n / t:>12.1f}{t_base / t:>9.1f}x")
     if star:
-        print(f"* measured on {len(picks)} evenly spaced problems ({t_torch + t_numpy:.1f} s), scaled x{scale:.1f} to the suite")
+        print(f"* measured on {len(picks)} evenly spaced problems ({t_torch + t_numpy:.1f} s), "
+              f"scaled x{scale:.1f} to the suite")
     print("jaxassoc times include compilation (one per forward bucket and per solver block shape)")
 
 
@@ -215,7 +219,8 @@ def main() -> None:
     parser.add_argument("--model", choices=("random", "smollm2"), default="random")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--baseline-sample", type=int, default=None,
-                        help="problems the baselines run on, scaled to the suite (default 12 random, 200 smollm2; 0: all)")
+                        help="problems the baselines run on, scaled to the suite "
+                             "(default 12 random, 200 smollm2; 0: all)")
     parser.add_argument("--optax-block", type=int, default=1024, help="optax solver: problems per compiled call")
     random_group = parser.add_argument_group("--model random")
     random_group.add_argument("--vocab", type=int, default=50_265)
@@ -224,7 +229,8 @@ def main() -> None:
     random_group.add_argument("--seed", type=int, default=0)
     real_group = parser.add_argument_group("--model smollm2")
     real_group.add_argument("--templates", choices=("default", "all"), default="default")
-    real_group.add_argument("--max-problems", type=int, default=None, help="about N problems from evenly spaced prompts")
+    real_group.add_argument("--max-problems", type=int, default=None,
+                            help="about N problems from evenly spaced prompts")
     real_group.add_argument("--batch-size", type=int, default=64, help="prompts per forward pass")
     real_group.add_argument("--exact-block", type=int, default=2048, help="exact solver: problems per compiled call")
     args = parser.parse_args()

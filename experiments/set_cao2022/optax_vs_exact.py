@@ -193,7 +193,8 @@ def main() -> None:
           f"{stats['max_violation']:.2e} logits; working sets verified: {bool(ws_ok.all())}")
     print(f"exact ‖ΔA‖_F: median {np.median(d_exact):.4f}, max {d_exact.max():.4f}; pool size mean "
           f"{pool.mean():.1f}, max {pool.max()}")
-    print(f"time (compilation included): forward passes {t_forward:.1f} s, exact {t_exact:.1f} s, optax {t_optax:.1f} s")
+    print(f"time (compilation included): forward passes {t_forward:.1f} s, exact {t_exact:.1f} s, "
+          f"optax {t_optax:.1f} s")
 
     tokens = model.tokenizer.convert_ids_to_tokens(suite.gold.tolist())
     p = suite.problem_prompt
