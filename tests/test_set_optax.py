@@ -118,3 +118,30 @@ def test_bad_inputs_raise_input_errors():
         set_optax(W, b, X, np.zeros((2, 2), int), np.array([[True, False], [False, False]]))
     with pytest.raises(InputError, match="outside the vocabulary"):
         set_optax(W, b, X, np.full((2, 2), 20))
+
+
+def test_a_moved_but_all_loose_solution_is_solved_again_with_more_iterations(monkeypatch):
+    """At the minimum some constraint is tight, so ΔA ≠ 0 with every constraint loose means the solver
+    stopped early: that problem is redone with the longer schedule (found on SmolLM2's suite, where a
+    problem in a vmapped block of 64 came back 2.6 times too far)."""
+    import jaxassoc.metrics.set_optax as module
+    from jaxassoc.metrics.set_optax import SharedSetResult, SolverSettings
+
+    calls = []
+
+    def fake_kernel(W, b, x, gold, valid, *, settings, **_):
+        calls.append((settings, len(x)))
+        n = len(x)
+        longer = settings.n_outer > SolverSettings().n_outer
+        distance = np.where(np.asarray(x).sum(axis=(1, 2)) == 0, 0.0, 0.2 if longer else 0.6)
+        violation = np.full(n, 0.0 if longer else -0.7, np.float32)
+        return SharedSetResult(jnp.asarray(distance, jnp.float32), jnp.asarray(violation), jnp.ones(n, bool))
+
+    monkeypatch.setattr(module, "set_optax_kernel", fake_kernel)
+    W = np.eye(4, 3, dtype=np.float32)
+    x = np.ones((3, 1, 3), np.float32)
+    x[1] = 0.0  # this one "needs no change": loose constraints are fine when nothing moved
+    out = set_optax(W, None, x, np.zeros((3, 1), int), candidates=None)
+    assert [c[0].n_outer for c in calls] == [20, 40]
+    np.testing.assert_allclose(np.asarray(out.distance), [0.2, 0.0, 0.2])  # rows 0 and 2 redone, row 1 kept
+

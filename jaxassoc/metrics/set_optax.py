@@ -187,8 +187,10 @@ def set_optax(
     Problems run ``block`` at a time (the last block padded), so one compilation serves any P. A problem
     whose dropped constraints turn out violated is solved again with twice the working set (up to the
     whole vocabulary; ``candidates=None`` starts there); one whose constraints still miss by more than
-    ``tol`` (logit units) is solved once more with twice the iterations. Infeasible problems (x̃_k = 0, or
-    collinear contexts asking for different golds) keep a positive ``max_violation``: check it.
+    ``tol`` (logit units), or that moved (ΔA ≠ 0) while every constraint stays loose by more than ``tol``
+    (not converged: at the minimum some constraint is tight), is solved once more with twice the
+    iterations. Infeasible problems (x̃_k = 0, or collinear contexts asking for different golds) keep a
+    positive ``max_violation``: check it.
     """
     valid = _check_shared_inputs(W, b, x, gold, valid)
     if margin <= 0:
@@ -219,7 +221,8 @@ def set_optax(
     while candidates is not None and candidates < V and not result[ok].all():
         candidates = min(2 * candidates, V)
         redo(result, np.flatnonzero(~result[ok]), candidates, settings)
-    slow = np.flatnonzero(result[1] > tol)
+    distance, violation = result[0], result[1]
+    slow = np.flatnonzero((violation > tol) | ((distance > 0) & (violation < -tol)))
     if slow.size:
         longer = settings._replace(n_outer=2 * settings.n_outer, n_inner=2 * settings.n_inner)
         redo(result, slow, candidates, longer)
