@@ -15,6 +15,9 @@
   into length buckets (one compilation per bucket), optionally sharded over all devices;
   :func:`model_limits` gives the pad id, context and vocabulary size it checks inputs against;
   :func:`cast_params` for bf16 compute.
+- ``packing``: many short sequences packed end to end into fixed rows (segment ids in the mask; the
+  causal ports restart positions and attend within each sequence), one compiled shape.
+- ``decoding``: greedy generation with a key/value cache (``LanguageModel.decoder`` of the causal ports).
 """
 
 from jaxassoc.models.base import ForwardOutput, Head, LanguageModel, Provenance, VocabInfo
