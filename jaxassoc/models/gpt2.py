@@ -12,7 +12,7 @@ the blocks are stacked and scanned.
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping, NamedTuple
+from typing import Mapping
 
 import jax
 import jax.numpy as jnp
@@ -24,6 +24,7 @@ from jaxassoc.models.base import ForwardOutput, Head
 from jaxassoc.models.checkpoint import TensorTaker
 from jaxassoc.models.layers import (
     ACTIVATIONS,
+    KVCache,
     attention,
     causal_allowed,
     check_activation,
@@ -34,6 +35,7 @@ from jaxassoc.models.layers import (
     positions_from_mask,
     required_fields,
     split_heads,
+    write_columns,
 )
 
 MODEL_TYPES: tuple[str, ...] = ("gpt2",)
@@ -179,12 +181,6 @@ def forward(
     return ForwardOutput(hidden=hidden, layers=layers)
 
 
-class KVCache(NamedTuple):
-    """Keys and values of every block for ``T`` columns: each ``(layers, B, T, heads, head_dim)``."""
-
-    k: Float[Array, "L B T H K"]
-    v: Float[Array, "L B T H K"]
-
 
 def init_cache(config: GPT2Config, batch: int, length: int, dtype=jnp.float32) -> KVCache:
     """An empty cache for ``batch`` rows of ``length`` columns (prompt + new tokens)."""
@@ -211,8 +207,7 @@ def forward_cached(
     def step(h, xs):
         p, k_all, v_all = xs
         q, k, v = _project(h, p, config)
-        k_all = jax.lax.dynamic_update_slice_in_dim(k_all, k.astype(k_all.dtype), start, axis=1)
-        v_all = jax.lax.dynamic_update_slice_in_dim(v_all, v.astype(v_all.dtype), start, axis=1)
+        k_all, v_all = write_columns(k_all, v_all, k, v, start)
         return _attend(h, p, q, k_all, v_all, allowed, config), (k_all, v_all)
 
     h, (k, v) = jax.lax.scan(step, h, (body["blocks"], cache.k, cache.v))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -140,3 +140,17 @@ def causal_allowed(attention_mask: Int[Array, "B T"]) -> Bool[Array, "B 1 T T"]:
     T = attention_mask.shape[1]
     causal = jnp.tril(jnp.ones((T, T), dtype=bool))
     return (causal[None] & segment_allowed(attention_mask))[:, None]
+
+
+class KVCache(NamedTuple):
+    """Keys and values of every layer for ``T`` columns: each ``(layers, B, T, key/value heads, head_dim)``."""
+
+    k: Float[Array, "L B T H K"]
+    v: Float[Array, "L B T H K"]
+
+
+def write_columns(k_all: Array, v_all: Array, k: Array, v: Array, start) -> tuple[Array, Array]:
+    """One layer's cached keys/values ``(B, T, H, K)`` with the new tokens' written at columns ``start...``."""
+    k_all = jax.lax.dynamic_update_slice_in_dim(k_all, k.astype(k_all.dtype), start, axis=1)
+    v_all = jax.lax.dynamic_update_slice_in_dim(v_all, v.astype(v_all.dtype), start, axis=1)
+    return k_all, v_all

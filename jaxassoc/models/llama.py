@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -26,7 +26,7 @@ from jaxtyping import Array, Float, Int
 
 from jaxassoc.errors import ModelError
 from jaxassoc.models.base import ForwardOutput, Head
-from jaxassoc.models.layers import positions_from_mask, segment_allowed
+from jaxassoc.models.layers import KVCache, positions_from_mask, segment_allowed, write_columns
 
 MODEL_TYPES = ("llama", "mistral")
 OBJECTIVE = "causal"
@@ -288,12 +288,6 @@ def forward(
     return ForwardOutput(hidden=hidden, layers=layers)
 
 
-class KVCache(NamedTuple):
-    """Keys and values of every layer for ``T`` columns: each ``(layers, B, T, KV heads, head_dim)``."""
-
-    k: Float[Array, "L B T KV d"]
-    v: Float[Array, "L B T KV d"]
-
 
 def init_cache(config: LlamaConfig, batch: int, length: int, dtype=jnp.float32) -> KVCache:
     """An empty cache for ``batch`` rows of ``length`` columns (prompt + new tokens)."""
@@ -327,8 +321,7 @@ def forward_cached(
     def step(x, xs):
         layer, k_all, v_all = xs
         q, k, v = _project(config, x, layer, cos, sin)
-        k_all = jax.lax.dynamic_update_slice_in_dim(k_all, k.astype(k_all.dtype), start, axis=1)
-        v_all = jax.lax.dynamic_update_slice_in_dim(v_all, v.astype(v_all.dtype), start, axis=1)
+        k_all, v_all = write_columns(k_all, v_all, k, v, start)
         return _attend(config, x, layer, q, k_all, v_all, bias), (k_all, v_all)
 
     out, (k, v) = jax.lax.scan(step, x, (body["layers"], cache.k, cache.v))
