@@ -11,21 +11,25 @@ from jaxassoc.errors import DataError
 BOM = "\ufeff"
 
 
-def _not_utf8(source: str, raw: bytes, error: UnicodeDecodeError, first_line: int = 1) -> DataError:
+RESAVE = "re-save it as UTF-8"
+
+
+def _not_utf8(source: str, raw: bytes, error: UnicodeDecodeError, first_line: int = 1, fix: str = RESAVE) -> DataError:
     line = first_line + raw.count(b"\n", 0, error.start)
     column = error.start - (raw.rfind(b"\n", 0, error.start) + 1) + 1
     return DataError(
         f"{source}, line {line}, column {column}: {raw[error.start : error.end]!r} is not UTF-8 (the file "
-        "is in another encoding, e.g. Latin-1); re-save it as UTF-8"
+        f"is in another encoding, e.g. Latin-1); {fix}"
     )
 
 
-def decode_utf8(raw: bytes, source: str) -> str:
-    """``raw`` decoded as UTF-8 without a leading BOM; ``source`` names the file in the error."""
+def decode_utf8(raw: bytes, source: str, fix: str = RESAVE) -> str:
+    """``raw`` decoded as UTF-8 without a leading BOM; ``source`` names the file in the error, ``fix``
+    says what to do."""
     try:
         return raw.decode("utf-8").removeprefix(BOM)
     except UnicodeDecodeError as e:
-        raise _not_utf8(source, raw, e) from None
+        raise _not_utf8(source, raw, e, fix=fix) from None
 
 
 def read_utf8(path: Path, source: str) -> str:
