@@ -42,7 +42,8 @@ def read_text(relative: str) -> str:
     """The UTF-8 text of a packaged file, line ends kept as stored; DataError naming the file and line if
     it is not UTF-8."""
     path = data_path(relative)
-    return decode_utf8(path.read_bytes(), f"packaged data file {path}", fix=f"reinstall jaxassoc with `{_REINSTALL}`")
+    fix = f"reinstall jaxassoc with `{_REINSTALL}`"
+    return decode_utf8(path.read_bytes(), f"packaged data file {path}", fix=fix)
 
 
 def read_lines(relative: str) -> list[str]:
@@ -103,7 +104,8 @@ def read_csv(
     source = path if relative.endswith(".gz") else io.StringIO(read_text(relative))
     try:
         frame = pd.read_csv(source, **options)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError, EOFError, zlib.error) as e:
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError, EOFError,
+            zlib.error) as e:
         raise malformed_error(relative, " ".join(str(e).split()) or type(e).__name__) from None
     if "index_col" not in options and not isinstance(frame.index, pd.RangeIndex):
         # pandas silently turns the first column into an index when the first rows have one field too many

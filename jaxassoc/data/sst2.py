@@ -27,5 +27,7 @@ def load_sst2(split: str = "validation") -> pd.DataFrame:
     rows = [line.split("\t") for line in lines[1:]]
     for number, row in enumerate(rows, 2):
         if len(row) != 2 or row[1] not in ("0", "1"):
-            raise malformed_error(relative, f"line {number} must be '<sentence><TAB><0 or 1>', not {lines[number - 1]!r}")
+            raise malformed_error(
+                relative, f"line {number} must be '<sentence><TAB><0 or 1>', not {lines[number - 1]!r}"
+            )
     return pd.DataFrame({"sentence": [row[0] for row in rows], "label": [int(row[1]) for row in rows]})

@@ -36,9 +36,10 @@ def load_stsb(split: str = "dev") -> pd.DataFrame:
     for number, row in enumerate(rows, first):
         if len(row) < needed:
             raise malformed_error(relative, f"line {number} has {len(row)} tab-separated fields, not {needed} or more")
+        score = row[columns["score"]]
         try:
-            float(row[columns["score"]])
+            float(score)
         except ValueError:
-            raise malformed_error(relative, f"line {number}: the score {row[columns['score']]!r} is not a number") from None
+            raise malformed_error(relative, f"line {number}: the score {score!r} is not a number") from None
     frame = pd.DataFrame({name: [row[i] for row in rows] for name, i in columns.items()})
     return frame[["sentence1", "sentence2", "score", "genre"]].astype({"score": "float64"})

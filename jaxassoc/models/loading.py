@@ -86,8 +86,8 @@ def load_model(
         weights = read_weights(path, progress=progress)
         tensors, weights_sha, file_format = weights.tensors, weights.sha256(), weights.file_format
         tokenizer = _read_tokenizer(path)
-    module = family_module(hf_config.get("model_type"))
     try:
+        module = family_module(hf_config.get("model_type"))
         config = module.config_from_hf(hf_config)
         params = module.params_from_hf(tensors, config)
     except ModelError as e:
