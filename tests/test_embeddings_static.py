@@ -45,7 +45,7 @@ def test_word2vec_binary_roundtrip(tmp_path):
 def test_truncated_word2vec_file_is_a_data_error(tmp_path):
     path = tmp_path / "w.bin"
     path.write_bytes(b"2 3\nthe " + struct.pack("<3f", 1, 2, 3))
-    with pytest.raises(DataError, match="ends after 1 of 2 words"):
+    with pytest.raises(DataError, match="ends after 1 of the 2 words its header announces"):
         load_word2vec_binary(path)
 
 
@@ -92,3 +92,69 @@ def test_embedded_glove_matches_its_files():
     raw = np.load(matrix_path, mmap_mode="r")
     for w in ("the", "flower", "tarantula", "short-term"):
         np.testing.assert_array_equal(emb.lookup([w.upper()]).vectors[0], raw[words.index(w)])
+
+
+# --- malformed files are refused by name (file, line), never misread --------------------------------
+
+
+def _glove(tmp_path, content: bytes):
+    path = tmp_path / "g.txt"
+    path.write_bytes(content)
+    return path
+
+
+def test_glove_row_with_an_extra_number_is_refused_naming_file_and_line(tmp_path):
+    path = _glove(tmp_path, b"the 1 2 3\nbusiness -0.36044 4 5 6\nflower 7 8 9\n")
+    with pytest.raises(DataError, match=r"g\.txt, line 2: 5 fields where a word and 3 numbers"):
+        load_glove_text(path)
+    with pytest.raises(DataError, match=r"g\.txt, line 2: 3 fields"):
+        load_glove_text(_glove(tmp_path, b"the 1 2 3\nbusiness 4 5\n"))
+
+
+def test_glove_utf8_bom_is_dropped_and_other_encodings_are_refused(tmp_path):
+    emb = load_glove_text(_glove(tmp_path, "\ufeffthe 1 2 3\ncafé 4 5 6\n".encode()))
+    assert list(emb.words) == ["the", "café"] and "the" in emb
+    with pytest.raises(DataError, match=r"g\.txt, line 2, column 4: b'\\xe9' is not UTF-8.*Latin-1"):
+        load_glove_text(_glove(tmp_path, "the 1 2 3\ncafé 4 5 6\n".encode("latin-1")))
+
+
+def test_glove_non_numbers_and_non_finite_entries_name_the_line_and_word(tmp_path):
+    with pytest.raises(DataError, match=r"line 2 \(word 'business'\): 'x' is not a number"):
+        load_glove_text(_glove(tmp_path, b"the 1 2 3\nbusiness 4 x 6\n"))
+    for bad in (b"nan", b"inf", b"-inf"):
+        with pytest.raises(DataError, match=r"line 3 \(word 'flower'\): the vector has NaN or infinite"):
+            load_glove_text(_glove(tmp_path, b"the 1 2 3\nbusiness 4 5 6\nflower 7 " + bad + b" 9\n"))
+
+
+def test_word2vec_text_header_is_read_and_its_counts_checked(tmp_path):
+    emb = load_glove_text(_glove(tmp_path, b"2 3\nthe 1 2 3\nbusiness 4 5 6\n"))
+    assert list(emb.words) == ["the", "business"] and emb.dim == 3
+    with pytest.raises(DataError, match=r"header \(line 1\) announces 3 words but the file has 2"):
+        load_glove_text(_glove(tmp_path, b"3 3\nthe 1 2 3\nbusiness 4 5 6\n"))
+
+
+def test_glove_crlf_and_blank_lines_read_as_plain_rows(tmp_path):
+    emb = load_glove_text(_glove(tmp_path, b"the 1 2 3\r\n\r\nbusiness 4 5 6\r\n"))
+    assert list(emb.words) == ["the", "business"]
+    np.testing.assert_array_equal(emb.matrix, [[1, 2, 3], [4, 5, 6]])
+
+
+def _word2vec(path, header: bytes, entries) -> None:
+    with path.open("wb") as f:
+        f.write(header)
+        for word, row in entries:
+            f.write(word + b" " + struct.pack("<3f", *row) + b"\n")
+
+
+def test_word2vec_binary_refuses_non_utf8_words_extra_data_and_nan(tmp_path):
+    path = tmp_path / "w.bin"
+    _word2vec(path, b"2 3\n", [(b"the", (1, 2, 3)), ("café".encode("latin-1"), (4, 5, 6))])
+    with pytest.raises(DataError, match=r"w\.bin, word 1: b'caf\\xe9' is not UTF-8"):
+        load_word2vec_binary(path)
+    _word2vec(path, b"1 3\n", [(b"the", (1, 2, 3)), (b"cafe", (4, 5, 6))])
+    with pytest.raises(DataError, match=r"w\.bin has data after the 1 words its header announces"):
+        load_word2vec_binary(path)
+    assert list(load_word2vec_binary(path, limit=1).words) == ["the"]
+    _word2vec(path, b"2 3\n", [(b"the", (1, 2, 3)), (b"cafe", (4, float("nan"), 6))])
+    with pytest.raises(DataError, match=r"w\.bin, word 1 \(word 'cafe'\): the vector has NaN"):
+        load_word2vec_binary(path)

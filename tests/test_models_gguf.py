@@ -336,6 +336,25 @@ def test_load_model_reads_a_gguf_file(tiny):
     assert np.abs(np.asarray(head_logits(lm.head, hidden)) - ref.logits.numpy())[real].max() <= 1e-4
 
 
+def test_empty_gguf_metadata_without_vocabulary_and_nan_tensors_are_named(tiny, tmp_path):
+    import copy
+
+    from jaxassoc.models.loading import load_model
+
+    model, _ = tiny
+    (tmp_path / "empty.gguf").write_bytes(b"")
+    with pytest.raises(ModelError, match=r"cannot read GGUF file .*empty\.gguf"):
+        read_gguf(tmp_path / "empty.gguf")
+    with pytest.raises(ModelError, match=r"x\.gguf: the metadata holds no vocabulary \(tokenizer\.ggml\.tokens\)"):
+        tokenizer_from_metadata({"tokenizer.ggml.model": "gpt2"}, source="x.gguf")
+    broken = copy.deepcopy(model)
+    with torch.no_grad():
+        broken.model.layers[1].mlp.down_proj.weight[0, 0] = float("nan")
+    _write_tiny_gguf(tmp_path / "nan.gguf", broken, tied=False)
+    with pytest.raises(ModelError, match=r"nan\.gguf: tensors \['model\.layers\.1\.mlp\.down_proj\.weight'\] hold NaN"):
+        load_model(tmp_path / "nan.gguf")
+
+
 @pytest.fixture(scope="module")
 def sentencepiece_gguf(tmp_path_factory):
     """A Llama-2 style file: SentencePiece BPE trained here on WikiText-2, scores instead of merges."""

@@ -125,7 +125,7 @@ def test_missing_extra_and_misshapen_tensors_are_named(folder):
         gpt2.params_from_hf(tensors, config)
     message = str(err.value)
     assert "transformer.h.1.mlp.c_fc.bias" in message
-    assert "transformer.h.0.attn.c_proj.weight: (3, 3)" in message
+    assert "transformer.h.0.attn.c_proj.weight: found (3, 3), expected (32, 32)" in message
     assert "transformer.extra.weight" in message
 
 

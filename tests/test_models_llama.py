@@ -204,7 +204,7 @@ def test_bad_checkpoints_raise_model_error(tiny_mistral):
     with pytest.raises(ModelError, match="model.layers.9.extra"):
         llama.params_from_hf({**tensors, "model.layers.9.extra": np.zeros(3)}, config)
     bad = dict(tensors, **{"model.norm.weight": np.zeros(7, np.float32)})
-    with pytest.raises(ModelError, match=r"model\.norm\.weight: \(7,\)"):
+    with pytest.raises(ModelError, match=r"model\.norm\.weight: found \(7,\), expected \(64,\)"):
         llama.params_from_hf(bad, config)
     no_head = {k: v for k, v in tensors.items() if k != "lm_head.weight"}
     with pytest.raises(ModelError, match="lm_head"):

@@ -181,3 +181,106 @@ def test_progress_bar_over_weight_files_only_when_asked(tmp_path, capsys):
     n_files = len(list(folder.glob("*.safetensors")))
     assert n_files > 1 and f"reading {folder.name}" in err and f"/{n_files} " in err
     assert isinstance(model, LanguageModel)
+
+
+# --- broken folders and corrupt files: a ModelError naming the file and what is wrong ----------------
+
+
+def _copy(gpt2_folder, tmp_path, name="broken"):
+    folder = tmp_path / name
+    shutil.copytree(gpt2_folder, folder)
+    return folder
+
+
+def test_folder_without_tokenizer_files_is_refused_naming_them(tmp_path, gpt2_folder):
+    folder = _copy(gpt2_folder, tmp_path)
+    for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt"):
+        (folder / f).unlink(missing_ok=True)
+    with pytest.raises(ModelError, match=r"broken has no tokenizer: it needs tokenizer\.json, or vocab\.json \+ "
+                                         r"merges\.txt, vocab\.txt or tokenizer\.model"):
+        load_model(folder)
+    (folder / "vocab.json").write_text("{}")
+    with pytest.raises(ModelError, match=r"found only \['vocab\.json'\]"):
+        load_model(folder)
+
+
+@pytest.mark.parametrize(
+    "cut, problem",
+    [
+        (0, "it is 0 bytes long"),
+        (5, "it is 5 bytes long"),
+        (100, r"the header claims \d+ bytes but the file has 100"),
+        (0.5, r"tensor '[\w.]+' \(F32 \[\d+(, \d+)*\], \d+ bytes\) should lie at bytes \d+-\d+ of the data, "
+              r"which has \d+ bytes"),
+        (-1, r"tensor '[\w.]+' .* should lie at bytes"),
+    ],
+)
+def test_corrupt_safetensors_is_a_model_error_naming_file_and_problem(tmp_path, gpt2_folder, cut, problem):
+    folder = _copy(gpt2_folder, tmp_path)
+    weights = folder / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[: int(cut * len(data)) if isinstance(cut, float) else cut])
+    with pytest.raises(ModelError, match=rf"broken/model\.safetensors is not a valid checkpoint file: {problem}"):
+        load_model(folder)
+
+
+def test_bad_shard_index_is_a_model_error_naming_it(tmp_path):
+    folder = save_tiny_checkpoint(tmp_path, "gpt2", fmt="sharded")
+    index = folder / "model.safetensors.index.json"
+    for text, problem in (("{not json", "is not valid JSON"), ('{"metadata": {}}', "has no 'weight_map'"),
+                          ('{"weight_map": {}}', "lists no shard files"), ("[1, 2]", "not a valid shard index")):
+        index.write_text(text)
+        with pytest.raises(ModelError, match=rf"model\.safetensors\.index\.json {problem}|index\.json .*{problem}"):
+            load_model(folder)
+
+
+@pytest.mark.parametrize("cut", [0, 100, 0.5])
+def test_truncated_pytorch_bin_is_a_model_error_naming_it(tmp_path, cut):
+    folder = save_tiny_checkpoint(tmp_path, "bert", fmt="bin")
+    weights = folder / "pytorch_model.bin"
+    data = weights.read_bytes()
+    weights.write_bytes(data[: int(cut * len(data)) if isinstance(cut, float) else cut])
+    with pytest.raises(ModelError, match=r"pytorch_model\.bin is not a valid checkpoint file: torch cannot load it"):
+        load_model(folder)
+
+
+def test_shapes_that_disagree_with_the_config_name_tensor_found_and_expected(tmp_path, gpt2_folder):
+    folder = _copy(gpt2_folder, tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(config | {"n_embd": 64}))
+    with pytest.raises(ModelError, match=r"broken: the checkpoint does not match its GPT-2 config: tensors with "
+                                         r"the wrong shape \['transformer\.wte\.weight: found \(\d+, 32\), "
+                                         r"expected \(\d+, 64\)'.* and \d+ more"):
+        load_model(folder)
+    llama = save_tiny_checkpoint(tmp_path, "llama")
+    config = json.loads((llama / "config.json").read_text())
+    (llama / "config.json").write_text(json.dumps(config | {"intermediate_size": 48}))
+    with pytest.raises(ModelError, match=r"llama-safetensors-0: .*'model\.layers\.0\.mlp\.gate_proj\.weight: "
+                                         r"found \(64, 32\), expected \(48, 32\)'"):
+        load_model(llama)
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+def test_non_finite_weights_are_refused_naming_the_tensor(tmp_path, gpt2_folder, value):
+    from safetensors.numpy import load_file, save_file
+
+    folder = _copy(gpt2_folder, tmp_path)
+    tensors = load_file(folder / "model.safetensors")
+    tensors["transformer.h.1.mlp.c_fc.weight"][3, 5] = value
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(ModelError, match=r"broken: tensors \['transformer\.h\.1\.mlp\.c_fc\.weight'\] hold NaN or "
+                                         r"infinite values"):
+        load_model(folder)
+
+
+def test_weights_that_overflow_in_float16_are_named_by_parameter(tmp_path, gpt2_folder):
+    from safetensors.numpy import load_file, save_file
+
+    folder = _copy(gpt2_folder, tmp_path)
+    tensors = load_file(folder / "model.safetensors")
+    tensors["transformer.ln_f.bias"][0] = 1e6  # finite in float32, infinite in float16
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+    assert np.isfinite(np.asarray(load_model(folder).params["body"]["ln_f"]["bias"])).all()
+    with pytest.raises(ModelError, match=r"parameters \[\"\['body'\]\['ln_f'\]\['bias'\]\"\] overflow to "
+                                         r"infinity in float16"):
+        load_model(folder, dtype="float16")

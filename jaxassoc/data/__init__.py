@@ -8,7 +8,7 @@ UnStereoEval loaders live in ``jaxassoc.data.unstereo`` and are imported lazily.
 """
 
 from jaxassoc.data.ceat import load_ceat_wordlists
-from jaxassoc.data.corpus import detokenize_wikitext, load_wikitext2, wikitext2_sentences
+from jaxassoc.data.corpus import detokenize_wikitext, load_text_corpus, load_wikitext2, wikitext2_sentences
 from jaxassoc.data.registry import DATASETS, DatasetInfo, dataset_info, load_dataset
 from jaxassoc.data.similarity import load_simlex999, load_wordsim353
 from jaxassoc.data.sst2 import load_sst2
@@ -33,6 +33,7 @@ __all__ = [
     "load_human_ratings",
     "load_simlex999",
     "load_sst2",
+    "load_text_corpus",
     "load_stsb",
     "load_weat_suite",
     "load_wikitext2",

@@ -13,7 +13,7 @@ tests have unequal sizes (12 names; 13/8/12/6 attributes).
 
 from __future__ import annotations
 
-from jaxassoc.data._files import read_json
+from jaxassoc.data._files import parsing, read_json
 from jaxassoc.data.weat import SET_LABELS, WeatTest
 
 CEAT_FILE = "ceat/extracted_from_code/ceat_weat_wordlists.json"
@@ -63,20 +63,21 @@ def load_ceat_wordlists() -> dict[str, WeatTest]:
     """The 14 CEAT tests by id (``C1``…``C10``, ``AF-inter``, ``AF-emerg``, ``LF-inter``, ``LF-emerg``);
     each test's ``name`` lists the original code's set names ``X/Y x A/B``."""
     raw = read_json(CEAT_FILE)
-    lists, specs = raw["lists"], raw["tests"]
-    ids_labels = [(f"C{n}", SET_LABELS[n]) for n in range(1, 11)] + list(_INTERSECTIONAL)
-    tests = {}
-    for (test_id, labels), (x, y, a, b) in zip(ids_labels, specs, strict=True):
-        tests[test_id] = WeatTest(
-            id=test_id,
-            name=f"{x}/{y} x {a}/{b}",
-            targets_x=tuple(lists[x]),
-            targets_y=tuple(lists[y]),
-            attributes_a=tuple(lists[a]),
-            attributes_b=tuple(lists[b]),
-            x_name=labels[0],
-            y_name=labels[1],
-            a_name=labels[2],
-            b_name=labels[3],
-        )
+    with parsing(CEAT_FILE):
+        lists, specs = raw["lists"], raw["tests"]
+        ids_labels = [(f"C{n}", SET_LABELS[n]) for n in range(1, 11)] + list(_INTERSECTIONAL)
+        tests = {}
+        for (test_id, labels), (x, y, a, b) in zip(ids_labels, specs, strict=True):
+            tests[test_id] = WeatTest(
+                id=test_id,
+                name=f"{x}/{y} x {a}/{b}",
+                targets_x=tuple(lists[x]),
+                targets_y=tuple(lists[y]),
+                attributes_a=tuple(lists[a]),
+                attributes_b=tuple(lists[b]),
+                x_name=labels[0],
+                y_name=labels[1],
+                a_name=labels[2],
+                b_name=labels[3],
+            )
     return tests

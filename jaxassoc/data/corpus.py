@@ -12,13 +12,17 @@ decimal points, and ``<unk>`` for rare words. WikiText-103 shares these articles
   rule: the corpus is already tokenised, so abbreviations such as ``U.S.`` and decimals ``@.@`` are
   never separate ``.`` tokens; a quote that closes a sentence starts the next one).
   ``detokenize=True`` applies ``detokenize_wikitext``; ``drop_unk=True`` drops sentences with ``<unk>``.
+
+``load_text_corpus`` reads a corpus of the user's instead: a UTF-8 text file, one sentence a line.
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from jaxassoc.data._files import read_lines
+from jaxassoc.data.textfile import read_utf8
 from jaxassoc.errors import DataError
 
 WIKITEXT2_FILES: dict[str, str] = {"test": "wikitext2/test.txt", "valid": "wikitext2/valid.txt"}
@@ -75,3 +79,13 @@ def wikitext2_sentences(
     if drop_unk:
         sentences = [s for s in sentences if UNK not in s.split()]
     return [detokenize_wikitext(s) for s in sentences] if detokenize else sentences
+
+
+def load_text_corpus(path: str | Path) -> list[str]:
+    """The non-empty lines of a UTF-8 text file, stripped (a leading BOM dropped); DataError naming the
+    file and line if it is not UTF-8, and naming the file if it has no text."""
+    source = f"corpus file {path}"
+    sentences = [line.strip() for line in read_utf8(Path(path), source).splitlines() if line.strip()]
+    if not sentences:
+        raise DataError(f"{source} holds no text: give a UTF-8 text file with one sentence a line")
+    return sentences

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from jaxassoc.data._files import read_lines
+from jaxassoc.data._files import malformed_error, read_lines
 from jaxassoc.errors import DataError
 
 SST2_FILES: dict[str, str] = {"validation": "sst2/dev.tsv"}
@@ -20,8 +20,14 @@ def load_sst2(split: str = "validation") -> pd.DataFrame:
     """SST-2 as ``sentence`` (str) and ``label`` (int, 1 = positive), in file order."""
     if split not in SST2_FILES:
         raise DataError(f"SST-2 split {split!r} is not packaged; the packaged splits are {list(SST2_FILES)}")
-    lines = read_lines(SST2_FILES[split])
-    header, rows = lines[0].split("\t"), [line.split("\t") for line in lines[1:]]
-    if header != ["sentence", "label"] or any(len(row) != 2 for row in rows):
-        raise DataError(f"{SST2_FILES[split]} is malformed: expected two tab-separated columns")
+    relative = SST2_FILES[split]
+    lines = read_lines(relative)
+    if not lines or lines[0].split("\t") != ["sentence", "label"]:
+        raise malformed_error(relative, f"line 1 must be the header 'sentence<TAB>label', not {lines[:1]}")
+    rows = [line.split("\t") for line in lines[1:]]
+    for number, row in enumerate(rows, 2):
+        if len(row) != 2 or row[1] not in ("0", "1"):
+            raise malformed_error(
+                relative, f"line {number} must be '<sentence><TAB><0 or 1>', not {lines[number - 1]!r}"
+            )
     return pd.DataFrame({"sentence": [row[0] for row in rows], "label": [int(row[1]) for row in rows]})

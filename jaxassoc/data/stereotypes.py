@@ -21,7 +21,7 @@ import dataclasses
 
 import pandas as pd
 
-from jaxassoc.data._files import read_json
+from jaxassoc.data._files import parsing, read_json
 from jaxassoc.errors import DataError
 
 ABC_FILE = "us_stereotypes/extracted_from_code/abc_traits_groups_templates.json"
@@ -114,8 +114,15 @@ def _trait_pair_labels() -> list[str]:
 def load_abc() -> AbcData:
     """The ABC traits, groups, priors and 35 templates (see the module docstring)."""
     raw = read_json(ABC_FILE)
+    with parsing(HUMAN_RATINGS_FILE):
+        pairs = tuple(_pair_poles(label) for label in _trait_pair_labels())
+    with parsing(ABC_FILE):
+        return _abc_data(raw, pairs)
+
+
+def _abc_data(raw: dict, pairs: tuple[tuple[str, str], ...]) -> AbcData:
+    """The AbcData of the parsed ABC file and the human study's trait pairs."""
     traits = {pole: tuple(words) for pole, words in raw["traits_pole_to_words"].items()}
-    pairs = tuple(_pair_poles(label) for label in _trait_pair_labels())
     unknown = sorted({pole for pair in pairs for pole in pair} - set(traits))
     if unknown:
         raise DataError(f"{HUMAN_RATINGS_FILE} names trait poles {unknown} missing from {ABC_FILE}")
@@ -140,9 +147,10 @@ def load_human_ratings() -> pd.DataFrame:
     """Mean human ratings: ``group``, ``trait_pair`` (the file's label), ``left``, ``right`` (pole names
     as in ``load_abc().traits``) and ``rating`` (0 = left pole … 100 = right pole), 416 rows."""
     raw = read_json(HUMAN_RATINGS_FILE)
-    rows = [
-        (group, label, *_pair_poles(label), float(value))
-        for group, scores in raw.items()
-        for label, value in scores.items()
-    ]
+    with parsing(HUMAN_RATINGS_FILE):
+        rows = [
+            (group, label, *_pair_poles(label), float(value))
+            for group, scores in raw.items()
+            for label, value in scores.items()
+        ]
     return pd.DataFrame(rows, columns=["group", "trait_pair", "left", "right", "rating"])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from jaxassoc.data._files import read_lines
+from jaxassoc.data._files import malformed_error, read_lines
 from jaxassoc.errors import DataError
 
 STSB_FILES: dict[str, str] = {"dev": "stsb/dev.tsv", "test": "stsb/original/sts-test.tsv"}
@@ -29,12 +29,17 @@ def load_stsb(split: str = "dev") -> pd.DataFrame:
     """STS-B as ``sentence1, sentence2, score`` (float, 0–5) and ``genre``, in file order."""
     if split not in STSB_FILES:
         raise DataError(f"unknown STS-B split {split!r}; choose one of {list(STSB_FILES)}")
-    lines = read_lines(STSB_FILES[split])
-    rows = [line.split("\t") for line in (lines[1:] if split == "dev" else lines)]
-    columns = _COLUMNS[split]
+    relative, columns = STSB_FILES[split], _COLUMNS[split]
+    first = 2 if split == "dev" else 1  # line number of the first row: dev has a header
+    rows = [line.split("\t") for line in read_lines(relative)[first - 1 :]]
     needed = max(columns.values()) + 1
-    short = [i for i, row in enumerate(rows) if len(row) < needed]
-    if short:
-        raise DataError(f"{STSB_FILES[split]} is malformed: rows {short[:5]} have too few fields")
+    for number, row in enumerate(rows, first):
+        if len(row) < needed:
+            raise malformed_error(relative, f"line {number} has {len(row)} tab-separated fields, not {needed} or more")
+        score = row[columns["score"]]
+        try:
+            float(score)
+        except ValueError:
+            raise malformed_error(relative, f"line {number}: the score {score!r} is not a number") from None
     frame = pd.DataFrame({name: [row[i] for row in rows] for name, i in columns.items()})
     return frame[["sentence1", "sentence2", "score", "genre"]].astype({"score": "float64"})

@@ -42,7 +42,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from jaxassoc.data._files import data_path
+from jaxassoc.data._files import read_csv
 from jaxassoc.errors import DataError, InputError
 
 ROOT = "unstereo_eval"
@@ -73,7 +73,7 @@ _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 
 
 def _read_csv(relative: str, **kwargs) -> pd.DataFrame:
-    return pd.read_csv(data_path(f"{ROOT}/{relative}"), **kwargs)
+    return read_csv(f"{ROOT}/{relative}", **kwargs)
 
 
 def load_raw(name: str) -> pd.DataFrame:
@@ -88,7 +88,8 @@ def load_raw(name: str) -> pd.DataFrame:
 
 
 def _load_preprocessed(part: str) -> pd.DataFrame:
-    return _read_csv(f"data/datasets/preprocessed/{part}-no-maxpmi-constraint.csv.gz")
+    return _read_csv(f"data/datasets/preprocessed/{part}-no-maxpmi-constraint.csv.gz",
+                     columns=["template", "max_gender_pmi"], numeric=["max_gender_pmi"])
 
 
 def load_use(n: int) -> pd.DataFrame:
@@ -135,7 +136,9 @@ def natural_rows(raw: pd.DataFrame) -> pd.DataFrame:
 def load_pmi_table() -> pd.DataFrame:
     """``pmi_file_w_counts.csv``: ``word``, ``pmi_diff`` = δ(w) = PMI(w, she) − PMI(w, he), ``counts``,
     ``freq``. Words are read verbatim (``nan``, ``null`` are words, not missing values)."""
-    return _read_csv("data/pmi_file_w_counts.csv", index_col=0, keep_default_na=False, na_values={"pmi_diff": [""]})
+    return _read_csv("data/pmi_file_w_counts.csv", columns=["word", "pmi_diff"], numeric=["pmi_diff"],
+                     nullable=["pmi_diff"], index_col=0,
+                     keep_default_na=False, na_values={"pmi_diff": [""]})
 
 
 def fill_template(template: str, gender: Literal["male", "female"], *, parity_preprocessing: bool = True,

@@ -11,11 +11,9 @@
 
 from __future__ import annotations
 
-import io
-
 import pandas as pd
 
-from jaxassoc.data._files import read_text
+from jaxassoc.data._files import read_csv
 from jaxassoc.data.weat import weat_test
 
 BELLEZZA_FILE = "bellezza/Bellezza_Lexicon.csv"
@@ -25,7 +23,8 @@ BELLEZZA_VAST_FILE = "bellezza/Bellezza_Lexicon_VAST.csv"
 def load_bellezza() -> pd.DataFrame:
     """The 399 Bellezza words: ``word``, ``valence`` (= combined pleasantness, 1–5) and the original
     male/female pleasantness and frequency columns, in file order."""
-    frame = pd.read_csv(io.StringIO(read_text(BELLEZZA_FILE)), index_col=0, keep_default_na=False)
+    numbers = [f"{who}_{what}" for what in ("pleasantness", "frequency") for who in ("male", "female", "combined")]
+    frame = read_csv(BELLEZZA_FILE, columns=["word", *numbers], numeric=numbers, index_col=0, keep_default_na=False)
     frame = frame.rename(columns={"combined_pleasantness": "valence"}).reset_index(drop=True)
     ordered = ["word", "valence"] + [c for c in frame.columns if c not in ("word", "valence")]
     return frame[ordered]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from jaxassoc.data._files import read_json
+from jaxassoc.data._files import parsing, read_json
 from jaxassoc.errors import DataError
 
 
@@ -125,15 +125,16 @@ def _test_from_sets(test_id: str, name: str, number: int, sets: tuple[list[str],
 
 def _suite_from_tests_file(name: str, source: str, prefix: str) -> WeatSuite:
     raw = read_json(source)
-    tests = tuple(
-        _test_from_sets(
-            test_id,
-            entry["name"],
-            int(test_id[len(prefix) :]),
-            (entry["X"], entry["Y"], entry["A"], entry["B"]),
+    with parsing(source):
+        tests = tuple(
+            _test_from_sets(
+                test_id,
+                entry["name"],
+                int(test_id[len(prefix) :]),
+                (entry["X"], entry["Y"], entry["A"], entry["B"]),
+            )
+            for test_id, entry in raw.items()
         )
-        for test_id, entry in raw.items()
-    )
     return WeatSuite(name, tests, source)
 
 
@@ -142,9 +143,9 @@ def _wefe_suite(source: str) -> WeatSuite:
     tests = []
     for number, set_names in WEFE_SETS.items():
         x, y, a, b = set_names
-        tests.append(
-            _test_from_sets(f"W{number}", f"{x}/{y} x {a}/{b}", number, tuple(lists[s] for s in set_names))
-        )
+        with parsing(source):
+            sets = tuple(lists[s] for s in set_names)
+        tests.append(_test_from_sets(f"W{number}", f"{x}/{y} x {a}/{b}", number, sets))
     return WeatSuite("weat_wefe", tuple(tests), source)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, NamedTuple
@@ -21,6 +22,7 @@ import pandas as pd
 from jaxtyping import Float
 
 from jaxassoc import resources
+from jaxassoc.data.textfile import utf8_lines
 from jaxassoc.errors import DataError, InputError
 
 
@@ -112,27 +114,83 @@ def load_embedded_glove() -> StaticEmbeddings:
 
 
 def load_glove_text(path: str | Path, *, lowercase: bool = True) -> StaticEmbeddings:
-    """A GloVe text file: one ``word v1 ... vD`` per line (the word may contain spaces, as in 840B)."""
+    """A GloVe text file: one ``word v1 ... vD`` per line, UTF-8 (a leading BOM is dropped).
+
+    The first line sets D, unless it is a word2vec text header ``<words> <dim>``, whose counts must
+    then match the file. A word may contain spaces (as a few in GloVe 840B do), but a row with more
+    numbers than D, fewer, a non-number or a NaN/inf entry is a DataError naming the file and line.
+    """
     path = Path(path)
     if not path.is_file():
         raise DataError(f"GloVe file {path} does not exist")
-    words, rows = [], []
-    with path.open(encoding="utf-8", errors="replace") as f:
-        for n, line in enumerate(f, 1):
-            parts = line.rstrip("\n").rstrip(" ").split(" ")
-            if not rows:
-                dim = len(parts) - 1
-            if len(parts) < dim + 1 or dim < 1:
-                raise DataError(f"GloVe file {path}, line {n}: expected a word and {dim} numbers")
-            words.append(" ".join(parts[: len(parts) - dim]))
-            rows.append(parts[len(parts) - dim :])
+    source = f"GloVe file {path}"
+    words, rows, lines = [], [], []
+    header = dim = None
+    for n, line in utf8_lines(path, source):
+        parts = line.rstrip().split(" ")
+        if parts == [""]:
+            continue  # a blank line
+        if dim is None:
+            if len(parts) == 2 and all(p.isdigit() for p in parts):
+                header, dim = (int(parts[0]), n), int(parts[1])
+                continue
+            dim = len(parts) - 1
+            if dim < 1:
+                raise DataError(f"{source}, line {n}: expected a word and its vector, found {line.strip()!r}")
+        if len(parts) != dim + 1:
+            parts = _split_spaced_word(parts, dim, source, n, header)
+        words.append(parts[0])
+        rows.append(parts[1:])
+        lines.append(n)
     if not rows:
-        raise DataError(f"GloVe file {path} is empty")
+        raise DataError(f"{source} holds no vectors")
+    if header is not None and header[0] != len(rows):
+        raise DataError(
+            f"{source}: its header (line {header[1]}) announces {header[0]} words but the file has "
+            f"{len(rows)}; the file is truncated or its header is wrong"
+        )
+    matrix = _float_rows(rows, words, lines, source)
+    return StaticEmbeddings(words, matrix, lowercase=lowercase, source=str(path))
+
+
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf|infinity)", re.IGNORECASE)
+
+
+def _split_spaced_word(parts: list[str], dim: int, source: str, n: int, header) -> list[str]:
+    """``[word, *numbers]`` of a row whose word contains spaces; DataError if the row is malformed."""
+    origin = f"its header (line {header[1]})" if header else "line 1"
+    found = sum(1 for p in parts[1:] if _NUMBER.fullmatch(p))
+    if len(parts) < dim + 1 or any(_NUMBER.fullmatch(p) for p in parts[1 : len(parts) - dim]):
+        raise DataError(
+            f"{source}, line {n}: {len(parts)} fields where a word and {dim} numbers are expected "
+            f"(the dimension {dim} comes from {origin}); {found} fields after the word look like numbers. "
+            "Fix or remove the row"
+        )
+    return [" ".join(parts[: len(parts) - dim]), *parts[len(parts) - dim :]]
+
+
+def _float_rows(rows: list[list[str]], words: list[str], lines: list[int], source: str) -> np.ndarray:
+    """The rows as a float32 matrix; a non-number or a NaN/inf entry is a DataError naming its line."""
     try:
         matrix = np.asarray(rows, dtype=np.float32)
-    except ValueError as e:
-        raise DataError(f"GloVe file {path} has a non-numeric vector entry: {e}") from None
-    return StaticEmbeddings(words, matrix, lowercase=lowercase, source=str(path))
+    except ValueError:
+        for row, word, n in zip(rows, words, lines):
+            for x in row:
+                try:
+                    float(x)
+                except ValueError:
+                    raise DataError(f"{source}, line {n} (word {word!r}): {x!r} is not a number") from None
+        raise DataError(f"{source} has an entry numpy cannot read as float32") from None
+    _check_finite(matrix, words, lambda i: f"{source}, line {lines[i]}")
+    return matrix
+
+
+def _check_finite(matrix: np.ndarray, words: Sequence[str], where) -> None:
+    """DataError naming the first word whose vector has a NaN or infinite entry."""
+    if np.isfinite(matrix.min(initial=0.0)) and np.isfinite(matrix.max(initial=0.0)):
+        return
+    i = int(np.flatnonzero(~np.isfinite(matrix).all(axis=1))[0])
+    raise DataError(f"{where(i)} (word {words[i]!r}): the vector has NaN or infinite entries")
 
 
 def load_word2vec_binary(
@@ -140,28 +198,45 @@ def load_word2vec_binary(
 ) -> StaticEmbeddings:
     """The word2vec C binary format: a ``V D`` header line, then per word ``word<space>`` + D float32.
 
-    ``limit`` keeps the first (most frequent) words only.
+    Words are UTF-8. ``limit`` keeps the first (most frequent) words only; without it, the file must
+    hold exactly the V words its header announces.
     """
     path = Path(path)
     if not path.is_file():
         raise DataError(f"word2vec file {path} does not exist")
+    source = f"word2vec file {path}"
     with path.open("rb") as f:
         try:
             n_words, dim = (int(t) for t in f.readline().split())
         except ValueError:
-            raise DataError(f"word2vec file {path}: the first line must be '<words> <dim>'") from None
+            raise DataError(f"{source}: the first line must be '<words> <dim>'") from None
+        if n_words < 1 or dim < 1:
+            raise DataError(f"{source}: its header announces {n_words} words of dimension {dim}")
         n_words = min(n_words, limit) if limit is not None else n_words
         words, matrix = [], np.empty((n_words, dim), dtype=np.float32)
         for i in range(n_words):
             word = bytearray()
             while (ch := f.read(1)) != b" ":
                 if not ch:
-                    raise DataError(f"word2vec file {path} ends after {i} of {n_words} words")
+                    raise DataError(
+                        f"{source} ends after {i} of the {n_words} words its header announces; "
+                        "the file is truncated or its header is wrong"
+                    )
                 if ch != b"\n":
                     word += ch
             raw = f.read(4 * dim)
             if len(raw) != 4 * dim:
-                raise DataError(f"word2vec file {path} ends inside the vector of word {i}")
-            words.append(word.decode("utf-8", errors="replace"))
+                raise DataError(f"{source} ends inside the vector of word {i} ({bytes(word)!r})")
+            try:
+                words.append(word.decode("utf-8"))
+            except UnicodeDecodeError:
+                raise DataError(
+                    f"{source}, word {i}: {bytes(word)!r} is not UTF-8; re-save the file with UTF-8 words"
+                ) from None
             matrix[i] = np.frombuffer(raw, dtype="<f4")
+        if limit is None and f.read(64).strip():
+            raise DataError(
+                f"{source} has data after the {n_words} words its header announces; the header is wrong"
+            )
+    _check_finite(matrix, words, lambda i: f"{source}, word {i}")
     return StaticEmbeddings(words, matrix, lowercase=lowercase, source=str(path))

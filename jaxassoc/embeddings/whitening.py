@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import warnings
+import zipfile
+import zlib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -107,17 +109,31 @@ def save_zca(stats: ZcaStats, path: str | Path, *, metadata: Mapping[str, Any]) 
 
 
 def load_zca(path: str | Path) -> tuple[ZcaStats, dict[str, Any]]:
-    """The statistics and metadata written by :func:`save_zca`."""
+    """The statistics and metadata written by :func:`save_zca`; DataError naming the file if it is
+    missing, truncated, not a ZCA file, or holds arrays of inconsistent shapes or non-finite values."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"ZCA statistics file {path} does not exist; fit and save them first")
     try:
         with np.load(path, allow_pickle=False) as f:
-            stats = ZcaStats(*(jnp.asarray(f[k]) for k in ("mean", "W", "eigenvalues")))
+            mean, W, eigenvalues = (np.asarray(f[k]) for k in ("mean", "W", "eigenvalues"))
             metadata = json.loads(str(f["metadata"]))
-    except (KeyError, ValueError, OSError) as e:
-        raise DataError(f"{path} is not a ZCA statistics file written by save_zca: {e}") from None
-    return stats, metadata
+    except KeyError as e:
+        raise DataError(f"{path} is not a ZCA statistics file written by save_zca: it has no {e.args[0]!r}") from None
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+        raise DataError(
+            f"{path} is not a ZCA statistics file written by save_zca: it is truncated or corrupt "
+            f"({type(e).__name__}: {e}); fit and save the statistics again"
+        ) from None
+    D = mean.shape[-1] if mean.ndim == 1 else -1
+    if mean.ndim != 1 or W.shape != (D, D) or eigenvalues.shape != (D,) or not isinstance(metadata, dict):
+        raise DataError(
+            f"{path} is not a ZCA statistics file written by save_zca: mean {mean.shape}, W {W.shape}, "
+            f"eigenvalues {eigenvalues.shape} (expected (D,), (D, D), (D,)) and metadata a JSON object"
+        )
+    if not all(np.isfinite(a).all() for a in (mean, W, eigenvalues)):
+        raise DataError(f"{path}: the ZCA statistics hold NaN or infinite values; fit and save them again")
+    return ZcaStats(jnp.asarray(mean), jnp.asarray(W), jnp.asarray(eigenvalues)), metadata
 
 
 def corpus_word_types(tokens: Iterable[str]) -> list[str]:

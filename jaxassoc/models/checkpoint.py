@@ -59,23 +59,48 @@ def sha256_files(files: Iterable[Path]) -> str:
 
 
 def read_safetensors(path: Path) -> dict[str, np.ndarray]:
-    """All tensors of one ``.safetensors`` file as read-only NumPy views of a memory map (bf16 via ml_dtypes)."""
+    """All tensors of one ``.safetensors`` file as read-only NumPy views of a memory map (bf16 via ml_dtypes).
+
+    A file that is empty, truncated or whose header does not describe its bytes is a ModelError naming it.
+    """
+    size = path.stat().st_size
+    if size < 8:
+        raise _corrupt(path, f"it is {size} bytes long, too short for a safetensors header")
     data = np.memmap(path, dtype=np.uint8, mode="r")
     try:
         (header_len,) = struct.unpack("<Q", data[:8].tobytes())
+        if 8 + header_len > size:
+            raise ValueError(f"the header claims {header_len} bytes but the file has {size}")
         header = json.loads(data[8 : 8 + header_len].tobytes())
+        if not isinstance(header, dict):
+            raise ValueError("the header is not a JSON object")
     except (struct.error, ValueError) as e:
-        raise ModelError(f"{path} is not a valid safetensors file ({e}); re-download or re-save it") from None
+        raise _corrupt(path, str(e)) from None
     body = data[8 + header_len :]
     tensors = {}
     for name, info in header.items():
         if name == "__metadata__":
             continue
-        if info["dtype"] not in _SAFETENSORS_DTYPES:
-            raise ModelError(f"{path}: tensor {name!r} has unsupported dtype {info['dtype']}")
-        start, end = info["data_offsets"]
-        tensors[name] = body[start:end].view(_SAFETENSORS_DTYPES[info["dtype"]]).reshape(info["shape"])
+        try:
+            dtype, shape, (start, end) = info["dtype"], tuple(info["shape"]), info["data_offsets"]
+        except (KeyError, TypeError, ValueError):
+            raise _corrupt(path, f"the header entry of tensor {name!r} is malformed: {info!r}") from None
+        if dtype not in _SAFETENSORS_DTYPES:
+            raise ModelError(f"{path}: tensor {name!r} has unsupported dtype {dtype}")
+        expected = int(np.prod(shape)) * np.dtype(_SAFETENSORS_DTYPES[dtype]).itemsize
+        if end - start != expected or not 0 <= start <= end <= body.size:
+            raise _corrupt(
+                path,
+                f"tensor {name!r} ({dtype} {list(shape)}, {expected} bytes) should lie at bytes "
+                f"{start}-{end} of the data, which has {body.size} bytes",
+            )
+        tensors[name] = body[start:end].view(_SAFETENSORS_DTYPES[dtype]).reshape(shape)
     return tensors
+
+
+def _corrupt(path: Path, what: str) -> ModelError:
+    return ModelError(f"{path} is not a valid checkpoint file: {what}; the file is corrupt or truncated, "
+                      "download or save it again")
 
 
 def read_pytorch_bin(path: Path) -> dict[str, np.ndarray]:
@@ -87,7 +112,13 @@ def read_pytorch_bin(path: Path) -> dict[str, np.ndarray]:
             f"{path} is a PyTorch checkpoint and torch is not installed: install torch "
             "(`pip install torch`) or use a checkpoint with model.safetensors"
         ) from None
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # torch raises EOFError, RuntimeError, UnpicklingError, ... on bad bytes
+        reason = " ".join(str(e).split(". ")[0].split()) or "the file is empty or ends early"
+        raise _corrupt(path, f"torch cannot load it ({type(e).__name__}: {reason})") from None
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise _corrupt(path, "it does not hold a flat state dict (tensor name -> tensor)")
     return {k: _torch_to_numpy(v) for k, v in state.items()}
 
 
@@ -111,7 +142,7 @@ def read_weights(folder: Path, *, progress: bool = False) -> Weights:
         if single.exists():
             files = (single,)
         elif index.exists():
-            shard_names = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+            shard_names = _shard_names(index)
             files = tuple(folder / s for s in shard_names)
             missing = [str(f) for f in files if not f.exists()]
             if missing:
@@ -131,6 +162,22 @@ def read_weights(folder: Path, *, progress: bool = False) -> Weights:
         f"no weights in {folder}: expected model.safetensors, model.safetensors.index.json, "
         "pytorch_model.bin or pytorch_model.bin.index.json"
     )
+
+
+def _shard_names(index: Path) -> list[str]:
+    """The shard files a ``*.index.json`` lists in its ``weight_map``; ModelError naming it if malformed."""
+    try:
+        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+        names = sorted(set(weight_map.values()))
+        if not names or not all(isinstance(n, str) for n in names):
+            raise ValueError("its weight_map lists no shard files")
+    except json.JSONDecodeError as e:
+        raise ModelError(f"{index} is not valid JSON ({e}); download or save the checkpoint again") from None
+    except (KeyError, TypeError, AttributeError, ValueError, UnicodeDecodeError) as e:
+        what = "it has no 'weight_map'" if isinstance(e, KeyError) else str(e)
+        raise ModelError(f"{index} is not a valid shard index: {what}; download or save the checkpoint "
+                         "again") from None
+    return names
 
 
 class TensorTaker:
@@ -174,7 +221,7 @@ class TensorTaker:
         array = self.tensors[name]
         array = array.T if transpose else array
         if tuple(array.shape) != tuple(shape):
-            self.bad_shapes.append(f"{self.full_name(name)}: {tuple(array.shape)} != expected {tuple(shape)}")
+            self.bad_shapes.append(f"{self.full_name(name)}: found {tuple(array.shape)}, expected {tuple(shape)}")
             return np.zeros(shape, np.float32)
         return array
 
@@ -189,13 +236,18 @@ class TensorTaker:
         )
         problems = []
         if self.missing:
-            problems.append(f"missing tensors {self.missing}")
+            problems.append(f"missing tensors {_some(self.missing)}")
         if self.bad_shapes:
-            problems.append(f"tensors with the wrong shape {self.bad_shapes}")
+            problems.append(f"tensors with the wrong shape {_some(self.bad_shapes)}")
         if extra:
-            problems.append(f"unexpected tensors {extra}")
+            problems.append(f"unexpected tensors {_some(extra)}")
         if problems:
             raise ModelError(
                 f"the checkpoint does not match its {what} config: " + "; ".join(problems)
                 + ". Check that config.json belongs to these weights."
             )
+
+
+def _some(items: list[str], n: int = 6) -> str:
+    """The first ``n`` items and how many more there are (a model has hundreds of tensors)."""
+    return f"{items[:n]}" + (f" and {len(items) - n} more" if len(items) > n else "")

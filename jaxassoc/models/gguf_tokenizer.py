@@ -70,7 +70,9 @@ def tokenizer_from_metadata(metadata: dict[str, Any], *, source: str = "GGUF fil
             f"{source}: tokenizer model {kind!r} is not supported; jaxassoc builds {sorted(builders)} "
             "tokenizers (tokenizer.ggml.model) from GGUF metadata"
         )
-    tokens = list(metadata["tokenizer.ggml.tokens"])
+    tokens = list(metadata.get("tokenizer.ggml.tokens") or ())
+    if not tokens:
+        raise ModelError(f"{source}: the metadata holds no vocabulary (tokenizer.ggml.tokens); the file is incomplete")
     types = list(metadata.get("tokenizer.ggml.token_type", [1] * len(tokens)))
     tok, vocab, specials_ok = builders[kind](metadata, tokens, source)
     tok.add_special_tokens(

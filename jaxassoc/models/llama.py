@@ -172,7 +172,11 @@ def params_from_hf(tensors: Mapping[str, np.ndarray], config: LlamaConfig) -> di
             f"{config.model_type} checkpoint does not match its config: missing {missing[:6]}"
             f"{' ...' if len(missing) > 6 else ''}, unexpected {extra[:6]}{' ...' if len(extra) > 6 else ''}"
         )
-    bad = [f"{k}: {tuple(tensors[k].shape)} != {s}" for k, s in expected.items() if tuple(tensors[k].shape) != s]
+    bad = [
+        f"{k}: found {tuple(tensors[k].shape)}, expected {s}"
+        for k, s in expected.items()
+        if tuple(tensors[k].shape) != s
+    ]
     if bad:
         raise ModelError(f"{config.model_type} checkpoint has tensors of the wrong shape: {bad[:6]}")
 

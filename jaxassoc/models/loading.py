@@ -18,6 +18,7 @@ from types import ModuleType
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import transformers
 
 from jaxassoc.errors import ConfigError, ModelError
@@ -85,10 +86,14 @@ def load_model(
         weights = read_weights(path, progress=progress)
         tensors, weights_sha, file_format = weights.tensors, weights.sha256(), weights.file_format
         tokenizer = _read_tokenizer(path)
-    module = family_module(hf_config.get("model_type"))
-    config = module.config_from_hf(hf_config)
-    params = module.params_from_hf(tensors, config)
+    try:
+        module = family_module(hf_config.get("model_type"))
+        config = module.config_from_hf(hf_config)
+        params = module.params_from_hf(tensors, config)
+    except ModelError as e:
+        raise ModelError(f"{path}: {e}") from None
     params = cast_params(jax.tree.map(jnp.asarray, params), DTYPES[dtype])
+    check_finite(params, tensors, path, dtype)
 
     def forward(body, input_ids, attention_mask, all_layers=False):
         return module.forward(body, input_ids, attention_mask, config=config, all_layers=all_layers)
@@ -161,13 +166,68 @@ def _read_config(folder: Path) -> dict:
         raise ModelError(f"{config_file} is not valid JSON: {e}") from None
 
 
+# Files that make a tokenizer for the ported families: any one complete set will do.
+TOKENIZER_FILES: tuple[tuple[str, ...], ...] = (
+    ("tokenizer.json",),  # a fast tokenizer (every recent checkpoint)
+    ("vocab.json", "merges.txt"),  # byte-level BPE: GPT-2, RoBERTa
+    ("vocab.txt",),  # WordPiece: BERT
+    ("tokenizer.model",),  # SentencePiece: Llama, Mistral
+)
+
+
 def _read_tokenizer(folder: Path):
+    if not any(all((folder / f).is_file() for f in files) for files in TOKENIZER_FILES):
+        found = [f for files in TOKENIZER_FILES for f in files if (folder / f).is_file()]
+        raise ModelError(
+            f"{folder} has no tokenizer: it needs tokenizer.json, or vocab.json + merges.txt, vocab.txt or "
+            f"tokenizer.model" + (f" (found only {found})" if found else "")
+            + "; copy the tokenizer files of this model into the folder"
+        )
     try:
         return transformers.AutoTokenizer.from_pretrained(folder)
     except Exception as e:
         reason = " ".join(str(e).split())
         raise ModelError(f"cannot load a tokenizer from {folder} ({type(e).__name__}: {reason}); "
                          "the folder needs tokenizer.json or the tokenizer files of its model") from None
+
+
+@jax.jit
+def _maybe_finite(leaves: list[jax.Array]) -> jax.Array:
+    """Per leaf, a fast test (one fused pass) that is True whenever the leaf is finite: max|x| catches
+    infinities, sum(x) catches NaN (XLA's max may drop NaN; a sum never does). A False is confirmed on the
+    host by :func:`check_finite`, since sum(x) alone can overflow."""
+    return jnp.stack([jnp.isfinite(jnp.max(jnp.abs(x), initial=0)) & ~jnp.isnan(jnp.sum(x, dtype=jnp.float32))
+                      for x in leaves])
+
+
+def check_finite(params, tensors: dict, source: Path, dtype: str) -> None:
+    """ModelError naming the checkpoint tensors with NaN or infinite values.
+
+    Values that only overflow when cast to ``dtype`` are named by their parameter path instead.
+    """
+    paths, leaves = zip(*jax.tree_util.tree_leaves_with_path(params))
+    flagged = np.flatnonzero(~np.asarray(_maybe_finite(list(leaves))))
+    bad_params = [
+        jax.tree_util.keystr(paths[i])
+        for i in flagged
+        if not np.isfinite(np.asarray(leaves[i], dtype=np.float32)).all()
+    ]
+    if not bad_params:
+        return
+    bad = [
+        name
+        for name, t in tensors.items()
+        if t.dtype.kind not in "biu" and not np.isfinite(t.astype(np.float32)).all()
+    ]
+    if bad:
+        raise ModelError(
+            f"{source}: tensors {bad[:6]}{' ...' if len(bad) > 6 else ''} hold NaN or infinite values; the "
+            "checkpoint is corrupt: download or save it again"
+        )
+    raise ModelError(
+        f"{source}: parameters {bad_params[:6]} overflow to infinity in {dtype}; load the model in float32 "
+        "or bfloat16"
+    )
 
 
 def _default_name(source: str | Path, path: Path) -> str:

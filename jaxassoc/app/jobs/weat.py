@@ -56,7 +56,7 @@ def _corpus_sentences(corpus: str) -> list[str]:
     path = Path(corpus).expanduser()
     if not path.is_file():
         raise ConfigError(f"metric.corpus={corpus!r}: no such file; use wikitext2 or a text file, one sentence a line")
-    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return data.load_text_corpus(path)
 
 
 def _words(sentence: str) -> list[str]:
