@@ -87,8 +87,8 @@ def test_changed_dataset_version_reruns_the_job(compose, folder, tmp_path, log, 
     cfg, out = toy_job(compose, folder), tmp_path / "job"
     run_job(cfg, out)
     info = data.DATASETS["weat_caliskan2017"]
-    # the packaged files changed (an upgrade): here, the version hashes another file
-    monkeypatch.setitem(data.DATASETS, info.name, type(info)(info.name, info.loader, info.description, ("weat/SOURCE.md",)))
+    changed = type(info)(info.name, info.loader, info.description, ("weat/SOURCE.md",))  # other packaged files
+    monkeypatch.setitem(data.DATASETS, info.name, changed)
     assert run_job(cfg, out) is not None
     assert "dataset version changed" in log.text
 
