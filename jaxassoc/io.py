@@ -25,8 +25,15 @@ _TEMPORARY = re.compile(r"^\..+~(?P<host>[A-Za-z0-9.-]+)~(?P<pid>\d+)~[0-9a-f]+\
 
 
 def host_name() -> str:
-    """This host's name as it appears in temporary names (only letters, digits, dots and dashes)."""
-    return re.sub(r"[^A-Za-z0-9.-]", "-", socket.gethostname()) or "localhost"
+    """Where process ids are unique, as temporary names record it: the host's name, and on Linux the
+    process-id namespace (two containers on one host may share a name but not their process ids).
+    Only letters, digits, dots and dashes."""
+    try:
+        namespace = re.sub(r"\D", "", os.readlink("/proc/self/ns/pid"))
+    except OSError:
+        namespace = ""
+    name = re.sub(r"[^A-Za-z0-9.-]", "-", socket.gethostname()) or "localhost"
+    return f"{name}-{namespace}" if namespace else name
 
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -23,8 +24,8 @@ def app_config(*plugins: str) -> Iterator[Callable[..., DictConfig]]:
     yield ``compose(*overrides)`` for the app's root config."""
     with pytest.MonkeyPatch.context() as patch:
         patch.syspath_prepend(str(PLUGINS))
-        for plugin in plugins:
-            importlib.import_module(plugin)
+        for plugin in plugins:  # (re)imported: registers its metrics even if another test reset the registry
+            importlib.reload(sys.modules[plugin]) if plugin in sys.modules else importlib.import_module(plugin)
         main.register()
         GlobalHydra.instance().clear()
         try:

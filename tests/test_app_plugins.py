@@ -21,6 +21,8 @@ def fresh_registry(monkeypatch):
     monkeypatch.setattr(registry, "_loaded", False)
     monkeypatch.syspath_prepend(str(PLUGINS))
     monkeypatch.delenv("JAXASSOC_PLUGINS", raising=False)
+    for plugin in ("toy_metric", "shadow_weat"):  # imported afresh, then the session's modules are restored
+        monkeypatch.delitem(sys.modules, plugin, raising=False)
     return monkeypatch
 
 
@@ -32,7 +34,6 @@ def test_get_metric_registers_builtins_and_plugins_on_first_use(fresh_registry):
 
 def test_plugin_cannot_replace_a_builtin_metric(fresh_registry):
     fresh_registry.setenv("JAXASSOC_PLUGINS", "shadow_weat")
-    fresh_registry.delitem(sys.modules, "shadow_weat", raising=False)
     with pytest.raises(ConfigError, match=r"JAXASSOC_PLUGINS names 'shadow_weat': metric 'weat' is already "
                                           r"registered by jaxassoc\.app\.jobs\.weat; shadow_weat cannot replace it"):
         registry.load_metrics()

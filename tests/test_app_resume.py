@@ -13,7 +13,7 @@ import pytest
 from app_compose import app_config
 from jaxassoc import data
 from jaxassoc.app import store
-from jaxassoc.app.main import job_inputs, job_provenance, make_job, run_job
+from jaxassoc.app.main import _file, job_inputs, job_provenance, make_job, run_job
 from models_helpers import save_tiny_checkpoint
 
 
@@ -122,6 +122,13 @@ def test_file_named_in_the_config_is_part_of_the_fingerprint(compose, tmp_path):
     assert store.reuse_blocker(out, inputs) is None
     corpus.write_text("the engineer fixed the computer\n")
     assert store.reuse_blocker(out, job_inputs(job, inputs["config_hash"])) == "input files changed: corpus.txt"
+
+
+def test_config_text_that_cannot_be_a_file_name_is_no_input_file(tmp_path):
+    assert _file("These words are associated: {target} and " * 20) is None  # longer than a file name may be
+    assert _file("nul\0byte") is None and _file(str(tmp_path)) is None
+    (tmp_path / "corpus.txt").write_text("a\n")
+    assert _file(str(tmp_path / "corpus.txt")) == tmp_path / "corpus.txt"
 
 
 @pytest.mark.slow

@@ -209,8 +209,7 @@ def job_inputs(job: Job, config_hash: str) -> dict[str, Any]:
     read before any model is loaded: the config hash, a ``stat`` fingerprint of the model's files and of
     any other file the config names (e.g. ``metric.corpus``), and the dataset's version."""
     model_files = resolve.model_files(job.model)
-    named = sorted({Path(v).expanduser() for g in JOB_GROUPS[1:] for v in _strings(getattr(job, g))
-                    if Path(v).expanduser().is_file()})
+    named = sorted({path for g in JOB_GROUPS[1:] for v in _strings(getattr(job, g)) if (path := _file(v))})
     return {
         "config_hash": config_hash,
         "model_files": None if model_files is None else files_fingerprint(model_files),
@@ -228,6 +227,15 @@ def _strings(value: Any) -> list[str]:
     if isinstance(value, (list, tuple)):
         return [s for v in value for s in _strings(v)]
     return [value] if isinstance(value, str) and value else []
+
+
+def _file(text: str) -> Path | None:
+    """The existing file that ``text`` names, if it names one (any other text: None)."""
+    try:
+        path = Path(text).expanduser()
+        return path if path.is_file() else None
+    except (OSError, ValueError):  # e.g. a template sentence longer than a file name may be
+        return None
 
 
 def reusable(output_dir: Path, inputs: dict[str, Any], metric: str) -> bool:

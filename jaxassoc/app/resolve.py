@@ -111,7 +111,10 @@ def model_provenance(cfg: ModelConfig, model: LanguageModel | StaticEmbeddings) 
 
 
 def _files_key(cfg: ModelConfig) -> str:
-    """The model files' ``stat`` fingerprint as a string: part of the in-process caches' keys."""
+    """A local model's files' ``stat`` fingerprint as a string, part of the in-process caches' keys; empty
+    for a hub model (its download, before or after, is one snapshot per revision)."""
+    if cfg.kind != "static" and cfg.source not in EMBEDDED and not Path(cfg.source).expanduser().exists():
+        return ""
     return json.dumps(files_fingerprint(model_files(cfg) or []), sort_keys=True)
 
 
