@@ -19,7 +19,8 @@ PLUGINS = Path(__file__).parent / "plugins"
 
 
 def jaxassoc(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(PLUGINS), "JAXASSOC_PLUGINS": "toy_metric", "HYDRA_FULL_ERROR": "0"}
+    path = os.pathsep.join(filter(None, [str(PLUGINS), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path, "JAXASSOC_PLUGINS": "toy_metric", "HYDRA_FULL_ERROR": "0"}
     return subprocess.run(
         [sys.executable, "-m", "jaxassoc", *overrides],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,

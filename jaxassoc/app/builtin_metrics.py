@@ -1,7 +1,7 @@
 """The built-in metrics: each job module's config dataclass and run function, registered by name.
 
-Job modules import their pipelines (and so JAX models) only when ``register_all`` runs, which the app
-does once at start-up.
+Job modules import their pipelines (and so JAX models) only when ``register_all`` runs, which
+:func:`jaxassoc.app.registry.load_metrics` does once per process.
 """
 
 from __future__ import annotations

@@ -3,21 +3,26 @@
 An entry is keyed by a hash of everything that determines it: the model's weight and tokenizer hashes,
 the exact inputs (sentences, token ids, options) and a namespace naming the computation. Entries are
 ``.npz`` files of NumPy arrays, written atomically; reading one back gives the very arrays that were
-stored, so a cache hit is bit-identical to the recomputation that filled it.
+stored, so a cache hit is bit-identical to the recomputation that filled it. A damaged entry is a miss,
+and a cache that cannot be written is skipped with a warning: the cache never costs a job its result.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
+import os
+import zipfile
 from pathlib import Path
 from typing import Any, Callable
 
 import jax
 import numpy as np
 
-from jaxassoc.app.store import atomic_write
+from jaxassoc import io
+from jaxassoc.io import atomic_write
 from jaxassoc.models.sharding import all_processes
 
 log = logging.getLogger("jaxassoc")
@@ -47,18 +52,66 @@ def cached_arrays(
 ) -> dict[str, np.ndarray]:
     """``compute()``'s arrays, read from ``cache_dir`` when an entry with the same key exists.
 
-    ``cache_dir=None`` disables the cache.
+    ``cache_dir=None`` disables the cache. An entry that cannot be read (truncated, corrupt) is a miss: it
+    is logged, removed and recomputed. An entry that cannot be written (read-only folder, full disk) is
+    logged and skipped; the arrays are returned all the same.
     """
     if cache_dir is None:
         return compute()
     path = Path(cache_dir) / namespace / f"{cache_key(namespace, parts)}.npz"
-    if all_processes(path.exists()):  # multi-host: a hit only when every host has the entry
-        with np.load(path, allow_pickle=False) as stored:
-            log.info("cache hit: %s %s", namespace, path.name[:12])
-            return {name: stored[name] for name in stored.files}
+    stored = _read(path) if path.exists() else None
+    if all_processes(stored is not None):  # multi-host: a hit only when every host has read the entry
+        log.info("cache hit: %s %s", namespace, path.name[:12])
+        return stored
     arrays = {name: _plain(np.asarray(value)) for name, value in compute().items()}
-    atomic_write(path, lambda p: _save(p, arrays))
+    try:
+        atomic_write(path, lambda p: _save(p, arrays))
+    except OSError as e:
+        log.warning("cache: cannot write %s (%s); the result is used but not cached", path, e)
     return arrays
+
+
+def usable_cache_dir(cache_dir: Path | None) -> Path | None:
+    """``cache_dir`` when this process can create files in it (made if missing), else None with a warning:
+    a job then runs without the cache instead of failing when it first writes an entry. On several
+    hosts the cache is used only when every host can write it."""
+    if cache_dir is None:
+        return None
+    probe = Path(cache_dir) / f".probe~{os.getpid()}"
+    try:
+        Path(cache_dir).mkdir(parents=True, exist_ok=True)
+        probe.touch()
+        probe.unlink()
+        writable, reason = True, ""
+    except OSError as e:
+        writable, reason = False, f"{type(e).__name__}: {e}"
+    if all_processes(writable):
+        return Path(cache_dir)
+    log.warning("cache_dir=%s is not writable%s: running without the cache (set cache_dir to a writable "
+                "folder, or cache_dir=null)", cache_dir, f" ({reason})" if reason else " on every host")
+    return None
+
+
+def remove_stale_temporaries(cache_dir: Path | None) -> None:
+    """Delete the temporaries that killed writers left in the cache (its folder and namespace folders)."""
+    if cache_dir is None or not Path(cache_dir).is_dir():
+        return
+    for folder in (Path(cache_dir), *(p for p in Path(cache_dir).iterdir() if p.is_dir())):
+        io.remove_stale_temporaries(folder)
+
+
+def _read(path: Path) -> dict[str, np.ndarray] | None:
+    """The arrays of a cache entry; None (after logging and removing it) when it cannot be read."""
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            return {name: stored[name] for name in stored.files}
+    except FileNotFoundError:  # removed meanwhile (another job's clean-up)
+        return None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        log.warning("cache: ignoring the unreadable entry %s (%s: %s); recomputing it", path, type(e).__name__, e)
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
+        return None
 
 
 def _plain(array: np.ndarray) -> np.ndarray:

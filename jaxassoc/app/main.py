@@ -3,15 +3,18 @@
 ``jaxassoc`` alone runs the default audit (``metric=audit``): the parts listed in ``conf/audit/``, each a
 (model, metric, dataset) job on the embedded offline models. ``jaxassoc model=... metric=... dataset=...``
 runs one job; ``jaxassoc -m ...`` sweeps. Every job writes its tables into its Hydra output folder
-(see :mod:`jaxassoc.app.store`); a rerun of the same job finds ``results.json`` there and skips it.
+(see :mod:`jaxassoc.app.store`); a rerun of the same job finds ``results.json`` there and skips it, unless
+its inputs (config, model files, dataset version) changed or a result file is missing or damaged.
 ``distributed=true`` runs one process per host over all global devices (``docs/multihost.md``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,11 +25,13 @@ import pandas as pd
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from jaxassoc.app import builtin_metrics, report, store
+from jaxassoc import data
+from jaxassoc.app import cache, report, resolve, store
 from jaxassoc.app.config import register_configs
-from jaxassoc.app.provenance import config_hash, device_kind, package_versions
-from jaxassoc.app.registry import METRICS, Job, JobResult, get_metric, load_plugins
+from jaxassoc.app.provenance import config_hash, device_kind, files_fingerprint, package_versions
+from jaxassoc.app.registry import Job, JobResult, get_metric, load_metrics, result_of
 from jaxassoc.errors import ConfigError, JaxassocError
+from jaxassoc.io import remove_stale_temporaries
 from jaxassoc.models.sharding import all_processes
 
 log = logging.getLogger("jaxassoc")
@@ -37,13 +42,11 @@ JOB_GROUPS = ("model", "metric", "dataset", "template", "whitening", "stats")
 
 def main() -> None:
     """Console entry point (``jaxassoc``, ``python -m jaxassoc``)."""
+    os.environ[MAIN_PID] = str(os.getpid())  # a launcher's worker processes inherit it (exit_with_parent)
     try:
-        builtin_metrics.register_all()
-        load_plugins()
+        register()
     except JaxassocError as e:
         sys.exit(f"jaxassoc: error: {e}")
-    yamls = {p.stem for p in (CONF_DIR / "metric").glob("*.yaml")}
-    register_configs({name: spec.config for name, spec in METRICS.items()}, yamls)
     if not (CONF_DIR / "config.yaml").is_file():
         sys.exit(
             f"jaxassoc: error: the config folder {CONF_DIR} is missing; install jaxassoc from its source "
@@ -52,11 +55,24 @@ def main() -> None:
     hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")(_app)()
 
 
+def register() -> None:
+    """Register the built-in metrics, the plugins and their config schemas (Hydra's ConfigStore).
+
+    Idempotent. ``main`` calls it before Hydra composes the config; ``_app`` calls it again, because a
+    launcher's worker process (joblib, submitit, SLURM) imports this module but never runs ``main``.
+    """
+    metrics = load_metrics()
+    yamls = {p.stem for p in (CONF_DIR / "metric").glob("*.yaml")}
+    register_configs({name: spec.config for name, spec in metrics.items()}, yamls)
+
+
 def _app(cfg: DictConfig) -> None:
     logging.getLogger("jaxassoc").setLevel(logging.WARNING if cfg.quiet else logging.INFO)
     logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)  # "no TPU" notices on CPU hosts
     output_dir = Path(HydraConfig.get().runtime.output_dir)
+    exit_with_parent()
     try:
+        register()
         if cfg.distributed:
             start_distributed(os.environ)
         if cfg.metric.name == "audit":
@@ -68,6 +84,34 @@ def _app(cfg: DictConfig) -> None:
                 print(f"results: {output_dir}")
     except JaxassocError as e:
         sys.exit(f"jaxassoc: error: {e}")
+
+
+MAIN_PID = "JAXASSOC_MAIN_PID"
+_watching_parent = False
+
+
+def exit_with_parent(poll_seconds: float = 0.5) -> None:
+    """In a launcher's worker process, end the worker when its parent dies.
+
+    A worker is a process that runs jobs but did not run ``main`` (its pid differs from ``JAXASSOC_MAIN_PID``,
+    which ``main`` sets and workers inherit). Killing a ``hydra/launcher=local_parallel`` sweep with SIGKILL
+    would otherwise leave its workers computing and writing. A daemon thread polls the parent's pid and
+    exits the process once the worker is orphaned. The process that ran ``main`` never watches, so
+    ``nohup jaxassoc &`` outlives its shell.
+    """
+    global _watching_parent
+    if _watching_parent or os.environ.get(MAIN_PID, str(os.getpid())) == str(os.getpid()):
+        return
+    _watching_parent = True
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_seconds)
+        log.warning("the sweep's process %d has died: stopping this worker (pid %d)", parent, os.getpid())
+        os._exit(1)
+
+    threading.Thread(target=watch, name="jaxassoc-exit-with-parent", daemon=True).start()
 
 
 DISTRIBUTED_ENV = ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID")
@@ -160,24 +204,80 @@ def job_provenance(cfg: DictConfig) -> dict[str, Any]:
     }
 
 
+def job_inputs(job: Job, config_hash: str) -> dict[str, Any]:
+    """What a job's result depends on, as resume compares it (:func:`jaxassoc.app.store.reuse_blocker`),
+    read before any model is loaded: the config hash, a ``stat`` fingerprint of the model's files and of
+    any other file the config names (e.g. ``metric.corpus``), and the dataset's version."""
+    model_files = resolve.model_files(job.model)
+    named = sorted({path for g in JOB_GROUPS[1:] for v in _strings(getattr(job, g)) if (path := _file(v))})
+    return {
+        "config_hash": config_hash,
+        "model_files": None if model_files is None else files_fingerprint(model_files),
+        "input_files": files_fingerprint(named),
+        "dataset_version": data.dataset_info(job.dataset.name).version if job.dataset.name in data.DATASETS else None,
+    }
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string inside a config object (dataclass, dict or list), depth first."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = dataclasses.asdict(value)
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in _strings(v)]
+    return [value] if isinstance(value, str) and value else []
+
+
+def _file(text: str) -> Path | None:
+    """The existing file that ``text`` names, if it names one (any other text: None)."""
+    try:
+        path = Path(text).expanduser()
+        return path if path.is_file() else None
+    except (OSError, ValueError):  # e.g. a template sentence longer than a file name may be
+        return None
+
+
+def reusable(output_dir: Path, inputs: dict[str, Any], metric: str) -> bool:
+    """True (logged) when ``output_dir`` holds a finished result of a job with these inputs; otherwise
+    logs why a previous result there is not reused (``weights changed: ...``, ``aggregates.parquet missing``)."""
+    blocker = store.reuse_blocker(output_dir, inputs)
+    if all_processes(blocker is None):
+        log.info("skip %s: finished results in %s", metric, output_dir)
+        return True
+    if blocker not in (None, store.NO_RESULTS):
+        log.info("%s: not reusing the previous result in %s: %s", metric, output_dir, blocker)
+    return False
+
+
 def run_job(cfg: DictConfig, output_dir: Path) -> JobResult | None:
-    """Run one (model, metric, dataset) job into ``output_dir``; None when resume skips it."""
+    """Run one (model, metric, dataset) job into ``output_dir``; None when resume skips it.
+
+    First removes the temporaries that killed writers left in ``output_dir`` and the cache, and turns an
+    unwritable cache off (with a warning)."""
     job = make_job(cfg, output_dir)
     provenance = job_provenance(cfg)
-    if cfg.resume and all_processes(store.is_finished(output_dir, provenance["config_hash"])):
-        log.info("skip %s: finished results in %s", cfg.metric.name, output_dir)
+    job = dataclasses.replace(job, cache_dir=cache.usable_cache_dir(job.cache_dir))
+    remove_stale_temporaries(output_dir)
+    cache.remove_stale_temporaries(job.cache_dir)
+    inputs = job_inputs(job, provenance["config_hash"])
+    if cfg.resume and reusable(output_dir, inputs, cfg.metric.name):
         return None
+    spec = get_metric(cfg.metric.name)
     start = time.perf_counter()
-    result = get_metric(cfg.metric.name).run(job)
+    result = result_of(spec, spec.run(job))
     provenance.update(result.provenance)
     seconds = time.perf_counter() - start
     log.info("%s on %s / %s: %.1f s", cfg.metric.name, cfg.model.name, cfg.dataset.name, seconds)
     if not is_writer():
         return result
+    if inputs["model_files"] is None:  # a hub model that this job downloaded: fingerprint the snapshot
+        inputs = job_inputs(job, provenance["config_hash"])
     for stem, figure in result.figures.items():
         store.atomic_write(output_dir / f"{stem}.png", lambda p, f=figure: f.savefig(p, format="png", dpi=120))
     summary = {"seconds": round(seconds, 3)}
-    store.write_results(output_dir, result.items, result.aggregates, provenance, summary)
+    store.write_results(output_dir, result.items, result.aggregates, provenance, summary, inputs=inputs,
+                        extra_files=tuple(f"{stem}.png" for stem in result.figures))
     return result
 
 

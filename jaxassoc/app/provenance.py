@@ -1,10 +1,12 @@
-"""Provenance shared by every result row: package versions, device kind, a hash of the job's config."""
+"""Provenance shared by every result row: package versions, device kind, a hash of the job's config; and
+the cheap file fingerprints that resume compares."""
 
 from __future__ import annotations
 
 import hashlib
 import importlib.metadata
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -42,3 +44,18 @@ def file_sha256(*paths: Path, chunk: int = 1 << 20) -> str:
             while block := f.read(chunk):
                 digest.update(block)
     return digest.hexdigest()
+
+
+def files_fingerprint(paths: Iterable[Path]) -> dict[str, list[int] | None]:
+    """``{path: [size, mtime_ns, ctime_ns]}`` from ``stat`` alone, without reading a byte: it changes when
+    a file is rewritten, replaced or copied over (even with its old time kept, as ``cp -p`` does). None
+    marks a missing file."""
+    fingerprint = {}
+    for path in paths:
+        try:
+            info = Path(path).stat()
+        except FileNotFoundError:
+            fingerprint[str(path)] = None
+            continue
+        fingerprint[str(path)] = [info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+    return fingerprint

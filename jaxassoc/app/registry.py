@@ -6,8 +6,9 @@ the same Hydra app, result store and report without editing jaxassoc::
     from jaxassoc.app.registry import register_metric
     register_metric("my_metric", run=run_my_metric, config=MyMetricConfig, model_kinds=("causal",))
 
-A module that registers metrics is loaded at start-up when it is named in the environment variable
-``JAXASSOC_PLUGINS`` (comma-separated module names) or exposes a ``jaxassoc.metrics`` entry point.
+A module that registers metrics is loaded at start-up (and in every launcher worker, on first use) when
+it is named in the environment variable ``JAXASSOC_PLUGINS`` (comma-separated module names) or exposes a
+``jaxassoc.metrics`` entry point. A plugin cannot take the name of a metric registered before it.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ class MetricSpec:
 
 
 METRICS: dict[str, MetricSpec] = {}
+_loaded = False  # built-in metrics and plugins registered in this process
 
 
 def register_metric(
@@ -72,15 +74,48 @@ def register_metric(
     model_kinds: tuple[str, ...],
     description: str = "",
 ) -> MetricSpec:
-    """Make ``metric=<name>`` runnable. ``config`` must be a dataclass extending MetricConfig."""
+    """Make ``metric=<name>`` runnable. ``config`` must be a dataclass extending MetricConfig.
+
+    A name belongs to the module that registered it first: another module registering the same name (a
+    plugin shadowing a built-in metric) is refused; the same module registering it again (a reload) is not.
+    """
     if not (dataclasses.is_dataclass(config) and issubclass(config, MetricConfig)):
         raise ConfigError(f"metric {name!r}: config {config!r} must be a dataclass extending MetricConfig")
+    previous = METRICS.get(name)
+    if previous is not None and _origin(previous.run) != _origin(run):
+        raise ConfigError(
+            f"metric {name!r} is already registered by {_origin(previous.run)[0]}; {_origin(run)[0]} cannot "
+            f"replace it: register your metric under another name"
+        )
     spec = MetricSpec(name=name, run=run, config=config, model_kinds=tuple(model_kinds), description=description)
     METRICS[name] = spec
     return spec
 
 
+def _origin(run: Callable[..., Any]) -> tuple[str, str]:
+    """(module, qualified name) of a metric's run function."""
+    return getattr(run, "__module__", None) or "?", getattr(run, "__qualname__", None) or repr(run)
+
+
+def load_metrics() -> dict[str, MetricSpec]:
+    """Register the built-in metrics, then the plugins (:func:`load_plugins`), once per process.
+
+    The app calls it at start-up, and :func:`get_metric` on first use, so a process that never ran the
+    app's ``main`` (a Hydra launcher's worker: joblib, submitit, SLURM) finds every metric too.
+    """
+    global _loaded
+    if not _loaded:
+        from jaxassoc.app import builtin_metrics
+
+        builtin_metrics.register_all()
+        load_plugins()
+        _loaded = True
+    return METRICS
+
+
 def get_metric(name: str) -> MetricSpec:
+    if name not in METRICS:
+        load_metrics()
     try:
         return METRICS[name]
     except KeyError:
@@ -91,12 +126,30 @@ def load_plugins() -> list[str]:
     """Import the modules named in JAXASSOC_PLUGINS and the ``jaxassoc.metrics`` entry points."""
     loaded = []
     for module in filter(None, (m.strip() for m in os.environ.get("JAXASSOC_PLUGINS", "").split(","))):
-        try:
-            importlib.import_module(module)
-        except ImportError as e:
-            raise ConfigError(f"JAXASSOC_PLUGINS names {module!r}, which cannot be imported: {e}") from e
+        _import_plugin(f"JAXASSOC_PLUGINS names {module!r}", lambda m=module: importlib.import_module(m))
         loaded.append(module)
     for entry in importlib.metadata.entry_points(group="jaxassoc.metrics"):
-        entry.load()
+        _import_plugin(f"the jaxassoc.metrics entry point {entry.name!r} ({entry.value})", entry.load)
         loaded.append(entry.value)
     return loaded
+
+
+def _import_plugin(what: str, load: Callable[[], Any]) -> None:
+    try:
+        load()
+    except ImportError as e:
+        raise ConfigError(f"{what}, which cannot be imported: {e}") from e
+    except ConfigError as e:
+        raise ConfigError(f"{what}: {e}") from e
+
+
+def result_of(spec: MetricSpec, result: Any) -> JobResult:
+    """``result`` when it is a :class:`JobResult`; ConfigError naming the metric and its run function
+    otherwise (e.g. a plugin returning a dict)."""
+    if isinstance(result, JobResult):
+        return result
+    module, qualname = _origin(spec.run)
+    raise ConfigError(
+        f"metric {spec.name!r}: {module}.{qualname} returned a {type(result).__name__}, not a JobResult; "
+        f"return jaxassoc.app.registry.JobResult(items=<DataFrame>, aggregates=<DataFrame>)"
+    )

@@ -1,24 +1,26 @@
 """Turn a model config into a loaded model or embedding table, with its provenance.
 
 A model is loaded once per process and reused by every job of an audit (the cache is keyed by the
-config's source, revision, dtype and kind); the app is the only layer that keeps such state.
+config's source, revision, dtype and kind, and by a ``stat`` fingerprint of the model's files, so a
+checkpoint rewritten between two jobs is read again); the app is the only layer that keeps such state.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import logging
 from pathlib import Path
 from typing import Any
 
 from jaxassoc.app.config import ModelConfig
-from jaxassoc.app.provenance import file_sha256
+from jaxassoc.app.provenance import file_sha256, files_fingerprint
 from jaxassoc.app.stages import stage
 from jaxassoc.embeddings.static import StaticEmbeddings, load_embedded_glove, load_glove_text, load_word2vec_binary
 from jaxassoc.errors import ConfigError, ModelError
 from jaxassoc.models.base import LanguageModel
 from jaxassoc.models.loading import load_model
-from jaxassoc.resources import glove_files
+from jaxassoc.resources import EMBEDDED, glove_files
 
 KINDS = ("causal", "masked", "encoder", "static")
 
@@ -27,11 +29,11 @@ def language_model(cfg: ModelConfig) -> LanguageModel:
     """The port for a causal, masked or encoder model config."""
     if cfg.kind not in KINDS or cfg.kind == "static":
         raise ConfigError(f"model {cfg.name!r}: kind {cfg.kind!r} is not a language model ({KINDS[:3]})")
-    return _load_language_model(cfg.source, cfg.revision, cfg.dtype, cfg.name)
+    return _load_language_model(cfg.source, cfg.revision, cfg.dtype, cfg.name, _files_key(cfg))
 
 
 @functools.lru_cache(maxsize=2)
-def _load_language_model(source: str, revision: str | None, dtype: str, name: str) -> LanguageModel:
+def _load_language_model(source: str, revision: str | None, dtype: str, name: str, files_key: str) -> LanguageModel:
     with stage("model", f"{name} loaded") as loaded:
         progress = logging.getLogger("jaxassoc").isEnabledFor(logging.INFO)  # off with quiet=true
         model = load_model(source, revision=revision, dtype=dtype, name=name, progress=progress)
@@ -41,11 +43,11 @@ def _load_language_model(source: str, revision: str | None, dtype: str, name: st
 
 def static_embeddings(cfg: ModelConfig) -> StaticEmbeddings:
     """GloVe / word2vec vectors: the embedded GloVe-50d, a GloVe ``.txt`` or a word2vec ``.bin`` file."""
-    return _load_static(cfg.source)
+    return _load_static(cfg.source, _files_key(cfg))
 
 
 @functools.lru_cache(maxsize=2)
-def _load_static(source: str) -> StaticEmbeddings:
+def _load_static(source: str, files_key: str) -> StaticEmbeddings:
     with stage("model", f"{source} loaded") as loaded:
         embeddings = _read_static(source)
         loaded.what += f" ({len(embeddings.words):,} words)"
@@ -66,6 +68,34 @@ def _read_static(source: str) -> StaticEmbeddings:
     return load_glove_text(path)
 
 
+def model_files(cfg: ModelConfig) -> list[Path] | None:
+    """The local files a model config is read from (weights, tokenizer and config files: every visible
+    file of a checkpoint folder), found without reading them; None for a hub model not downloaded yet."""
+    if cfg.kind == "static":
+        return list(glove_files()) if cfg.source == "glove-6b-50d" else [Path(cfg.source).expanduser()]
+    if cfg.source in EMBEDDED:
+        path = EMBEDDED[cfg.source].path()
+    else:
+        path = Path(cfg.source).expanduser()
+        if not path.exists():
+            path = _hub_snapshot(cfg.source, cfg.revision)
+            if path is None:
+                return None
+    if path.is_file():
+        return [path]
+    return sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+
+
+def _hub_snapshot(source: str, revision: str | None) -> Path | None:
+    """The downloaded snapshot of a hub model at ``revision``, without a network call (None if absent)."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(source, revision=revision, local_files_only=True))
+    except Exception:  # not downloaded, or not a hub id at all: loading will say which
+        return None
+
+
 def model_provenance(cfg: ModelConfig, model: LanguageModel | StaticEmbeddings) -> dict[str, Any]:
     """Hashes that pin down the weights (and tokenizer) a result came from."""
     if isinstance(model, LanguageModel):
@@ -76,10 +106,19 @@ def model_provenance(cfg: ModelConfig, model: LanguageModel | StaticEmbeddings) 
             "model_dtype": cfg.dtype,
         }
     files = glove_files() if cfg.source == "glove-6b-50d" else (Path(cfg.source).expanduser(),)
-    return {"model_weights_sha256": _hash_files(tuple(str(f) for f in files)), "tokenizer_sha256": None}
+    return {"model_weights_sha256": _hash_files(tuple(str(f) for f in files), _files_key(cfg)),
+            "tokenizer_sha256": None}
+
+
+def _files_key(cfg: ModelConfig) -> str:
+    """A local model's files' ``stat`` fingerprint as a string, part of the in-process caches' keys; empty
+    for a hub model (its download, before or after, is one snapshot per revision)."""
+    if cfg.kind != "static" and cfg.source not in EMBEDDED and not Path(cfg.source).expanduser().exists():
+        return ""
+    return json.dumps(files_fingerprint(model_files(cfg) or []), sort_keys=True)
 
 
 @functools.lru_cache(maxsize=8)
-def _hash_files(paths: tuple[str, ...]) -> str:
+def _hash_files(paths: tuple[str, ...], files_key: str) -> str:
     return file_sha256(*map(Path, paths))
 

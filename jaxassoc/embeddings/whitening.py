@@ -28,6 +28,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from jaxassoc.embeddings.static import StaticEmbeddings
 from jaxassoc.errors import DataError, InputError
+from jaxassoc.io import atomic_write
 
 
 class ZcaStats(NamedTuple):
@@ -95,16 +96,21 @@ def apply_zca(stats: ZcaStats, x: ArrayLike) -> Float[Array, "*n D"]:
 
 
 def save_zca(stats: ZcaStats, path: str | Path, *, metadata: Mapping[str, Any]) -> Path:
-    """Save to ``.npz`` with a JSON ``metadata`` entry (model, sample description, eps, n, ...)."""
+    """Save to ``.npz`` with a JSON ``metadata`` entry (model, sample description, eps, n, ...), atomically:
+    a killed writer leaves the previous file or none, never half of one."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(
-        path,
-        mean=np.asarray(stats.mean),
-        W=np.asarray(stats.W),
-        eigenvalues=np.asarray(stats.eigenvalues),
-        metadata=np.array(json.dumps(dict(metadata), sort_keys=True)),
-    )
+    arrays = {
+        "mean": np.asarray(stats.mean),
+        "W": np.asarray(stats.W),
+        "eigenvalues": np.asarray(stats.eigenvalues),
+        "metadata": np.array(json.dumps(dict(metadata), sort_keys=True)),
+    }
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as f:  # a file object: np.savez would add ".npz" to the temporary's name
+            np.savez(f, **arrays)
+
+    atomic_write(path, write)
     return path
 
 

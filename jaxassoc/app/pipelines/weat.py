@@ -41,6 +41,7 @@ from jaxassoc.embeddings.whitening import (
     reference_sample,
 )
 from jaxassoc.errors import InputError
+from jaxassoc.io import atomic_write
 from jaxassoc.metrics.anisotropy import (
     cosine_matrix,
     explained_variance_ratio,
@@ -381,8 +382,10 @@ def plot_cosine_heatmaps(
 
 
 def _save(fig, path: str | Path) -> Path:
+    """Write the figure atomically (format from the suffix, PNG by default) and close it."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=150, bbox_inches="tight")
-    plt.close(fig)
+    try:
+        atomic_write(path, lambda p: fig.savefig(p, format=path.suffix[1:] or "png", dpi=150, bbox_inches="tight"))
+    finally:
+        plt.close(fig)
     return path
