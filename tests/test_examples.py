@@ -128,7 +128,8 @@ def test_custom_metric_script(tiny, tiny_model, tmp_path):
 
 
 def test_plugin_metric_sweeps_through_the_cli(tiny, tiny_model, tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(EXAMPLES), "JAXASSOC_PLUGINS": "rpam_logratio", "HYDRA_FULL_ERROR": "0"}
+    path = os.pathsep.join(filter(None, [str(EXAMPLES), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path, "JAXASSOC_PLUGINS": "rpam_logratio", "HYDRA_FULL_ERROR": "0"}
     cmd = [sys.executable, "-m", "jaxassoc", "-m", "metric=rpam_logratio", f"model.source={tiny}", "model.name=tiny",
            "model.kind=causal", "dataset=weat_ws", "template=tp1", "metric.tests=[C7,C9]",
            "metric.swap_gender_roles=true,false", "stats.n_permutations=2000", "cache_dir=null",
