@@ -12,6 +12,7 @@ import functools
 import hashlib
 import importlib
 import json
+import logging
 import re
 from pathlib import Path
 from types import ModuleType
@@ -19,13 +20,21 @@ from types import ModuleType
 import jax
 import jax.numpy as jnp
 import numpy as np
-import transformers
 
 from jaxassoc.errors import ConfigError, ModelError
 from jaxassoc.models.base import Decoder, LanguageModel, Provenance, VocabInfo
 from jaxassoc.models.batching import cast_params
 from jaxassoc.models.checkpoint import read_weights, sha256_files
 from jaxassoc.resources import EMBEDDED
+
+
+def _not_torch_banner(record: logging.LogRecord) -> bool:
+    """False for the notice transformers logs on import when PyTorch is missing: jaxassoc never needs torch."""
+    return not record.getMessage().startswith("PyTorch was not found")
+
+
+logging.getLogger("transformers").addFilter(_not_torch_banner)  # before the import, which logs it
+import transformers  # noqa: E402
 
 FAMILY_MODULES: dict[str, tuple[str, str]] = {  # model_type -> (module, family)
     "gpt2": ("jaxassoc.models.gpt2", "gpt2"),
