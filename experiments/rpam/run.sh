@@ -13,12 +13,15 @@
 #   DOWNSTREAM=0|1      run Experiment 3 (default: 1 for instruct models: smollm2-135m, *instruct*)
 #   DOWNSTREAM_ARGS     extra overrides, e.g. "metric.max_new_tokens=8 metric.chat_template=false"
 set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+py=${PYTHON:-$root/.venv/bin/python}  # $PYTHON if set, else the project's venv (scripts/setup.sh), else python3
+[ -n "${PYTHON:-}" ] || [ -x "$py" ] || py=python3
 MODEL=${1:?usage: run.sh MODEL [OUT]}
 OUT=${2:-experiments/rpam/results/$MODEL}
 case "$MODEL" in *instruct*|smollm2*) default_down=1 ;; *) default_down=0 ;; esac
 DOWNSTREAM=${DOWNSTREAM:-$default_down}
 sample() { [ -n "${1:-}" ] && echo "dataset.sample=$1" || true; }
-run() { /usr/bin/env time -f "%e s wall: $*" python -m jaxassoc -m metric=rpam model="$MODEL" quiet=true \
+run() { /usr/bin/env time -f "%e s wall: $*" "$py" -m jaxassoc -m metric=rpam model="$MODEL" quiet=true \
           hydra.sweep.dir="$OUT" "$@"; }
 
 run dataset=weat_ws template=tp1,tp2                                   # Table 2, Figure 2
@@ -31,4 +34,4 @@ run dataset=sst2 template=tp2 $(sample "${SAMPLE_TP2:-}")              # Table 3
 if [ "$DOWNSTREAM" = 1 ]; then                                         # Table 5 (Experiment 3)
   run dataset=bellezza template=tp1 metric.downstream=true $(sample "${SAMPLE_DOWNSTREAM:-}") ${DOWNSTREAM_ARGS:-}
 fi
-python experiments/rpam/make_tables.py "$OUT"
+"$py" "$root/experiments/rpam/make_tables.py" "$OUT"

@@ -9,10 +9,13 @@
 # the on-disk cache; one multirun per metric, since Hydra composes a sweep's base config before it picks a
 # metric and metric.templates must then exist.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+root=$(cd "$(dirname "$0")/../.." && pwd)
+py=${PYTHON:-$root/.venv/bin/python}  # $PYTHON if set, else the project's venv (scripts/setup.sh), else python3
+[ -n "${PYTHON:-}" ] || [ -x "$py" ] || py=python3
+cd "$root"
 sweep=${SWEEP_DIR:-multirun/set_cao2022}
 for metric in set ilps ilps_star; do
-  .venv/bin/jaxassoc -m "metric=$metric" dataset=abc "model=${MODELS:-smollm2-135m}" \
+  "$py" -m jaxassoc -m "metric=$metric" dataset=abc "model=${MODELS:-smollm2-135m}" \
     'metric.templates=[all]' "hydra.sweep.dir=$sweep" "$@"
 done
-.venv/bin/jaxassoc-report "$sweep"
+"$py" -m jaxassoc.app.report "$sweep"

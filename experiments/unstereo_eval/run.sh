@@ -4,9 +4,12 @@
 #   MODELS=mistral-7b-v0.1,llama-2-7b experiments/unstereo_eval/run.sh    # ported models of the paper (hub)
 # models.csv lists the paper's 28 models and which of them the ports can run.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+root=$(cd "$(dirname "$0")/../.." && pwd)
+py=${PYTHON:-$root/.venv/bin/python}  # $PYTHON if set, else the project's venv (scripts/setup.sh), else python3
+[ -n "${PYTHON:-}" ] || [ -x "$py" ] || py=python3
+cd "$root"
 models=${MODELS:-smollm2-135m}
 sweep=${SWEEP_DIR:-multirun/unstereo_eval}
-.venv/bin/jaxassoc -m metric=unstereo "model=$models" dataset=use5,use10,use20,winobias,winogender \
+"$py" -m jaxassoc -m metric=unstereo "model=$models" dataset=use5,use10,use20,winobias,winogender \
   "hydra.sweep.dir=$sweep" "$@"
-.venv/bin/python experiments/unstereo_eval/plot_us_vs_eta.py "$sweep"
+"$py" experiments/unstereo_eval/plot_us_vs_eta.py "$sweep"

@@ -5,9 +5,12 @@
 #     experiments/zca_weat/run.sh                    # the paper's seven models (weights or hub access needed)
 # Extra arguments are Hydra overrides for every job (e.g. stats.n_permutations=10000).
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+root=$(cd "$(dirname "$0")/../.." && pwd)
+py=${PYTHON:-$root/.venv/bin/python}  # $PYTHON if set, else the project's venv (scripts/setup.sh), else python3
+[ -n "${PYTHON:-}" ] || [ -x "$py" ] || py=python3
+cd "$root"
 models=${MODELS:-glove-6b-50d,minilm-l6}
 sweep=${SWEEP_DIR:-multirun/zca_weat}
-.venv/bin/jaxassoc -m metric=weat dataset=weat_caliskan2017 whitening=zca "model=$models" \
+"$py" -m jaxassoc -m metric=weat dataset=weat_caliskan2017 whitening=zca "model=$models" \
   "hydra.sweep.dir=$sweep" "$@"
-.venv/bin/python experiments/zca_weat/make_tables.py "$sweep"
+"$py" experiments/zca_weat/make_tables.py "$sweep"

@@ -1,0 +1,64 @@
+"""``experiments/*/run.sh`` run the project's venv Python (not whatever ``python`` is on the PATH): ``$PYTHON``
+if set, else ``<repo>/.venv/bin/python``, else ``python3``. Each script is copied into a scratch repo whose
+interpreters are stubs that log their arguments, so nothing is computed."""
+
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = sorted(p.relative_to(REPO) for p in REPO.glob("experiments/*/run.sh"))
+ARGS = {"experiments/rpam/run.sh": ["smollm2-135m"]}  # its MODEL argument
+
+
+def stub(path: Path) -> Path:
+    """An executable that logs ``<its path> <args>`` to $STUB_LOG and succeeds."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text('#!/bin/sh\necho "$0 $*" >> "$STUB_LOG"\n')
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def run_script(tmp_path: Path, script: Path, *, venv: bool, python: Path | None = None) -> list[str]:
+    """Run a copy of ``script`` in a scratch repo under ``tmp_path``; the interpreter calls it made."""
+    repo = tmp_path / "repo"
+    (repo / script).parent.mkdir(parents=True)
+    shutil.copy(REPO / script, repo / script)
+    if venv:
+        stub(repo / ".venv" / "bin" / "python")
+    bin_dir = tmp_path / "bin"  # python3 on the PATH; no `python` there
+    stub(bin_dir / "python3")
+    log = tmp_path / "calls.log"
+    env = {"PATH": f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin", "STUB_LOG": str(log), "HOME": str(tmp_path)}
+    if python is not None:
+        env["PYTHON"] = str(python)
+    proc = subprocess.run(["bash", str(repo / script), *ARGS.get(str(script), [])], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return log.read_text().splitlines()
+
+
+def interpreters(calls: list[str]) -> set[str]:
+    return {call.split(" ", 1)[0] for call in calls}
+
+
+def test_every_experiment_has_a_run_script():
+    assert len(SCRIPTS) == 4
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.parent.name)
+def test_run_script_uses_the_repo_venv(tmp_path, script):
+    calls = run_script(tmp_path, script, venv=True)
+    assert interpreters(calls) == {str(tmp_path / "repo" / ".venv" / "bin" / "python")}
+    assert any(" -m jaxassoc -m " in call for call in calls)  # the sweep itself ran through it
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.parent.name)
+def test_run_script_honours_PYTHON_then_falls_back_to_python3(tmp_path, script):
+    other = stub(tmp_path / "other" / "python")
+    assert interpreters(run_script(tmp_path / "a", script, venv=True, python=other)) == {str(other)}
+    assert interpreters(run_script(tmp_path / "b", script, venv=False)) == {str(tmp_path / "b" / "bin" / "python3")}
