@@ -33,6 +33,7 @@ def sweep(cwd: Path, *overrides: str) -> dict[str, dict]:
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = [json.loads(p.read_text()) for p in (cwd / "sweep").rglob("results.json")]
     assert len(records) == 2, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert len(list((cwd / "sweep").glob("*/results.json"))) == 2  # path-valued overrides: flat job folders
     return {r["provenance"]["model_source"]: r for r in records}
 
 

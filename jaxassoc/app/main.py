@@ -26,7 +26,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from jaxassoc import data
-from jaxassoc.app import cache, report, resolve, store
+from jaxassoc.app import cache, report, resolve, store, sweep_dirs
 from jaxassoc.app.config import register_configs
 from jaxassoc.app.provenance import config_hash, device_kind, files_fingerprint, package_versions
 from jaxassoc.app.registry import Job, JobResult, get_metric, load_metrics, result_of
@@ -38,6 +38,10 @@ log = logging.getLogger("jaxassoc")
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 JOB_GROUPS = ("model", "metric", "dataset", "template", "whitening", "stats")
+
+# On import, not in main(): a launcher's worker process resolves its job folder (hydra.sweep.subdir) before
+# it runs _app, and it imports this module to unpickle _app.
+sweep_dirs.register_resolver()
 
 
 def main() -> None:
