@@ -189,7 +189,8 @@ def make_job(cfg: DictConfig, output_dir: Path) -> Job:
 
 
 def job_provenance(cfg: DictConfig) -> dict[str, Any]:
-    """The provenance every row of a job carries (the pipeline adds model and dataset hashes)."""
+    """The provenance every row of a job carries (the pipeline adds model and dataset hashes, and replaces
+    ``model_revision`` as configured by the commit it resolved to)."""
     resolved = {g: OmegaConf.to_container(cfg[g], resolve=True) for g in JOB_GROUPS}
     return {
         "config_hash": config_hash({**resolved, "seed": cfg.seed}),

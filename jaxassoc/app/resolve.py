@@ -97,9 +97,11 @@ def _hub_snapshot(source: str, revision: str | None) -> Path | None:
 
 
 def model_provenance(cfg: ModelConfig, model: LanguageModel | StaticEmbeddings) -> dict[str, Any]:
-    """Hashes that pin down the weights (and tokenizer) a result came from."""
+    """Hashes that pin down the weights (and tokenizer) a result came from; for a hub model, the commit its
+    revision resolved to (``main`` -> its commit hash)."""
     if isinstance(model, LanguageModel):
         return {
+            "model_revision": model.provenance.revision,
             "model_weights_sha256": model.provenance.weights_sha256,
             "tokenizer_sha256": model.provenance.tokenizer_sha256,
             "model_file_format": model.provenance.file_format,

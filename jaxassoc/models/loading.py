@@ -152,17 +152,62 @@ def _resolve(source: str | Path, revision: str | None) -> tuple[Path, str, str |
     if isinstance(source, Path) or not _HUB_ID.match(text) or text.endswith(".gguf"):
         raise ModelError(f"model source {text!r} does not exist: pass a checkpoint folder, a .gguf file, "
                          f"an embedded model {sorted(EMBEDDED)} or a hub id")
-    from huggingface_hub import snapshot_download
+    snapshot = _hub_snapshot(text, revision)
+    return snapshot, text, snapshot.name
+
+
+def _hub_snapshot(repo_id: str, revision: str | None) -> Path:
+    """The snapshot folder (named by its commit) of a hub model at ``revision`` (a branch, tag or commit;
+    None: main), downloaded or, offline (``HF_HUB_OFFLINE=1``), found in the Hugging Face cache."""
+    from huggingface_hub import constants, snapshot_download
 
     try:
-        snapshot = Path(snapshot_download(text, revision=revision, allow_patterns=_HUB_PATTERNS))
+        return Path(snapshot_download(repo_id, revision=revision, allow_patterns=_HUB_PATTERNS))
     except Exception as e:  # offline, unknown repo or revision, auth: all end here
-        reason = " ".join(str(e).split())  # one line: the app prints messages on one line
-        raise ModelError(
-            f"could not download hub model {text!r} (revision {revision!r}): {type(e).__name__}: {reason} "
-            "Downloading needs network access; otherwise pass a local checkpoint folder or .gguf file."
-        ) from None
-    return snapshot, text, snapshot.name
+        raise ModelError(_hub_error(repo_id, revision or constants.DEFAULT_REVISION, e)) from None
+
+
+def _hub_error(repo_id: str, revision: str, error: Exception) -> str:
+    """One line on why a hub model could not be had: what the cache holds of it, and what to do."""
+    from huggingface_hub import constants
+
+    cache = constants.HF_HUB_CACHE
+    cached = _cached_revisions(repo_id)
+    reason = f"{type(error).__name__}: {' '.join(str(error).split())}"  # one line: the app prints one line
+    unusable = cached is not None and (revision in cached or revision in cached.values())
+    if cached is None:
+        found = f"hub model {repo_id!r} is not in the Hugging Face cache {cache}"
+    elif unusable:
+        found = f"hub model {repo_id!r} at revision {revision!r} is in the Hugging Face cache {cache} but unusable"
+    else:
+        listed = ", ".join(f"{ref} = {commit}" if ref != commit else commit for ref, commit in cached.items())
+        found = (f"hub model {repo_id!r} has no revision {revision!r} in the Hugging Face cache {cache} "
+                 f"(it holds: {listed})")
+    if not constants.HF_HUB_OFFLINE:
+        return (f"{found}, and downloading it failed ({reason}); check the model id and revision on the Hub, the "
+                "network access and the token (gated models), or pass a local checkpoint folder or .gguf file as "
+                "the model source")
+    return (found + (f" ({reason})" if unusable else "") + ", and HF_HUB_OFFLINE is set, so nothing is downloaded; "
+            + ("set model.revision to a cached revision, " if cached and not unusable else "")
+            + f"download it with network access (`hf download {repo_id} --revision {revision}`), or pass a local "
+            "checkpoint folder or .gguf file as the model source")
+
+
+def _cached_revisions(repo_id: str) -> dict[str, str] | None:
+    """What the Hugging Face cache (``HF_HUB_CACHE``) holds of a hub model: ``{ref: commit}`` for its refs
+    (branches, tags) with a snapshot, then ``{commit: commit}`` for its other snapshots; None when it holds
+    no snapshot."""
+    from huggingface_hub import constants
+    from huggingface_hub.file_download import repo_folder_name
+
+    folder = Path(constants.HF_HUB_CACHE) / repo_folder_name(repo_id=repo_id, repo_type="model")
+    commits = sorted(p.name for p in (folder / "snapshots").glob("*") if p.is_dir())
+    if not commits:
+        return None
+    refs = {str(p.relative_to(folder / "refs")): p.read_text().strip() for p in sorted((folder / "refs").rglob("*"))
+            if p.is_file()}
+    refs = {ref: commit for ref, commit in refs.items() if commit in commits}
+    return refs | {c: c for c in commits if c not in refs.values()}
 
 
 def _read_config(folder: Path) -> dict:
