@@ -16,6 +16,7 @@ import dataclasses
 import importlib
 import importlib.metadata
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Callable
 
@@ -54,11 +55,19 @@ class JobResult:
 
 @dataclasses.dataclass(frozen=True)
 class MetricSpec:
+    """A registered metric. ``uses`` declares the shared options it reads: ``stats.<field>``,
+    ``dataset.sample``, or a whole group (``stats``, ``template``, ``whitening``); None (a plugin that
+    declares nothing) refuses nothing. ``ignores(job)`` names the options (shared or ``metric.<field>``)
+    that this job's setting leaves unused, with why. The app refuses a non-default value of an option
+    the metric does not use, naming the key (:mod:`jaxassoc.app.validation`)."""
+
     name: str
     run: Callable[[Job], JobResult]
     config: type
     model_kinds: tuple[str, ...]  # which model kinds the metric can score
     description: str = ""
+    uses: frozenset[str] | None = None
+    ignores: Callable[[Job], Mapping[str, str]] | None = None
 
 
 METRICS: dict[str, MetricSpec] = {}
@@ -71,11 +80,15 @@ def register_metric(
     config: type = MetricConfig,
     model_kinds: tuple[str, ...],
     description: str = "",
+    uses: frozenset[str] | None = None,
+    ignores: Callable[[Job], Mapping[str, str]] | None = None,
 ) -> MetricSpec:
-    """Make ``metric=<name>`` runnable. ``config`` must be a dataclass extending MetricConfig."""
+    """Make ``metric=<name>`` runnable. ``config`` must be a dataclass extending MetricConfig; ``uses``
+    and ``ignores`` declare which shared options it reads (see :class:`MetricSpec`)."""
     if not (dataclasses.is_dataclass(config) and issubclass(config, MetricConfig)):
         raise ConfigError(f"metric {name!r}: config {config!r} must be a dataclass extending MetricConfig")
-    spec = MetricSpec(name=name, run=run, config=config, model_kinds=tuple(model_kinds), description=description)
+    spec = MetricSpec(name=name, run=run, config=config, model_kinds=tuple(model_kinds), description=description,
+                      uses=None if uses is None else frozenset(uses), ignores=ignores)
     METRICS[name] = spec
     return spec
 
