@@ -10,8 +10,9 @@ The N draws (default 10,000) are combined by a random-effects meta-analysis (Der
     τ² = max(0, (Q − df) / c),  w*_i = 1/(v_i + τ²),
     CES = Σ w*_i es_i / Σ w*_i,  V(CES) = 1 / Σ w*_i,  p = Φ̄(CES / √V)   (one-sided, "greater").
 
-``alternative="less"`` gives Φ(CES / √V), ``"two-sided"`` 2 Φ̄(|CES| / √V). A draw whose s has zero
-variance has an undefined effect size: CES, its variance and p are then NaN.
+``alternative="less"`` gives Φ(CES / √V), ``"two-sided"`` 2 Φ̄(|CES| / √V). A draw whose s is constant
+(up to float rounding, e.g. A and B hold the same vectors) has an undefined effect size: CES, its
+variance and p are then NaN.
 
 Cao et al.'s single-group variant (one group set G against A and B) replaces the WEAT by its single-
 category form: es = mean_g [mean_a cos(g, a) − mean_b cos(g, b)] / std_{g, w ∈ A ∪ B} cos(g, w), with
@@ -35,6 +36,7 @@ from jax.scipy.special import erfc
 from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray
 
 from jaxassoc.errors import ConfigError, InputError
+from jaxassoc.metrics.weat import is_constant
 from jaxassoc.stats.permutation import ALTERNATIVES
 
 N_DRAWS = 10_000
@@ -93,12 +95,15 @@ def _unit(v: Float[Array, "n D"]) -> Float[Array, "n D"]:
 def weat_draw(
     x: Float[Array, "nx D"], y: Float[Array, "ny D"], a: Float[Array, "na D"], b: Float[Array, "nb D"]
 ) -> tuple[Float[Array, ""], Float[Array, ""]]:
-    """One draw's WEAT effect size and variance (std² of s(w, A, B) over X ∪ Y, ddof 1)."""
+    """One draw's WEAT effect size and variance (std² of s(w, A, B) over X ∪ Y, ddof 1); the effect size is
+    NaN when s is constant up to float rounding (:func:`jaxassoc.metrics.weat.is_constant`)."""
     t = _unit(jnp.concatenate([x, y]))
-    s = (t @ _unit(a).T).mean(axis=1) - (t @ _unit(b).T).mean(axis=1)
+    mean_a, mean_b = (t @ _unit(a).T).mean(axis=1), (t @ _unit(b).T).mean(axis=1)
+    s = mean_a - mean_b
     std = jnp.std(s, ddof=1)
     nx = x.shape[0]
-    return (s[:nx].mean() - s[nx:].mean()) / std, std**2
+    constant = is_constant(s, jnp.maximum(jnp.abs(mean_a), jnp.abs(mean_b)).max())
+    return jnp.where(constant, jnp.nan, (s[:nx].mean() - s[nx:].mean()) / std), std**2
 
 
 def single_group_draw(

@@ -37,7 +37,7 @@ class RpamTestResult(NamedTuple):
     n_resamples: Int[Array, ""]
     ci_low: Float[Array, ""]
     ci_high: Float[Array, ""]
-    defined: Bool[Array, ""]  # False: s has zero variance; d, p and CI are NaN (weat.UNDEFINED_ZERO_VARIANCE)
+    defined: Bool[Array, ""]  # False: s is constant; d, p and CI are NaN (weat.UNDEFINED_CONSTANT_S)
 
 
 @functools.partial(jax.jit, static_argnames=("normalise",))
@@ -102,12 +102,14 @@ def rpam_test(
 
     ``p`` holds p(v, t) for targets X then Y (rows) and attributes A then B (columns). The permutation
     test and the CI are those of :func:`jaxassoc.metrics.weat.weat`, applied to the RPAM scores s; with
-    zero variance of s, d, p and the CI are NaN and ``defined`` is False.
+    constant s (every target's mean probabilities of A and B differ equally, up to rounding), d, p and the
+    CI are NaN and ``defined`` is False.
     """
     s = association_scores(p, n_a=n_a)
     test = association_test(
         key, s, n_x, ddof=ddof, exact_bound=exact_bound, n_permutations=n_permutations, ties=ties,
         n_bootstrap=n_bootstrap, confidence=confidence, alternative=alternative,
+        scale=jnp.maximum(p[:, :n_a].mean(axis=1), p[:, n_a:].mean(axis=1)).max(),
     )
     d = jnp.where(test.defined, effect_size(s[:n_x], s[n_x:], ddof=ddof), jnp.nan)
     return RpamTestResult(d=d, associations=s, **test._asdict())

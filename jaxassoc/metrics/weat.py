@@ -11,9 +11,12 @@ once in a test, so a repeat inside a set (it would count twice) and a word in tw
 B, or a target that is also an attribute) are refused by :func:`check_distinct_words`; without words,
 :func:`weat` applies it to the vectors (identical rows).
 
-Undefined statistics: when every target has the same association s (zero variance over X ∪ Y, e.g. A
-and B hold the same vectors), d = 0/0 and every partition ties with the observed one, so d, p and the
-CI are NaN and ``defined`` is False (:data:`UNDEFINED_ZERO_VARIANCE` says why), never p = 0.
+Undefined statistics: when every target has the same association s (e.g. A and B hold the same
+vectors), d = 0/0 and every partition ties with the observed one, so d, p and the CI are NaN and
+``defined`` is False (:data:`UNDEFINED_CONSTANT_S` says why), never p = 0. "The same" allows for float
+rounding: s is a difference of two means (of cosines, of probabilities) that may be computed in another
+order, so identical A and B give s of about 1e-9, not 0; s counts as constant when its standard
+deviation is at most 100 eps times the magnitude of those means (:func:`is_constant`).
 
 |X| != |Y| is allowed: S and d are defined for unequal sets, and the permutation test re-partitions
 X ∪ Y into sets of the original sizes.
@@ -42,10 +45,11 @@ class WeatStatistics(NamedTuple):
     d: Float[Array, ""]
 
 
-UNDEFINED_ZERO_VARIANCE = (
-    "zero variance of the association s over X ∪ Y (every target equally associated with A and B, e.g. A and "
-    "B hold the same vectors): d, p and CI are undefined"
+UNDEFINED_CONSTANT_S = (
+    "the association s is the same for every target of X ∪ Y up to float rounding (e.g. A and B hold the same "
+    "vectors): d, p and CI are undefined"
 )
+_CONSTANT_EPS = 100  # s is constant when its std is at most this many eps of the magnitude of its terms
 
 
 class WeatResult(NamedTuple):
@@ -58,7 +62,7 @@ class WeatResult(NamedTuple):
     n_resamples: Int[Array, ""]  # partitions enumerated or permutations drawn
     ci_low: Float[Array, ""]
     ci_high: Float[Array, ""]
-    defined: Bool[Array, ""]  # False: zero variance of s; d, p and CI are NaN (UNDEFINED_ZERO_VARIANCE)
+    defined: Bool[Array, ""]  # False: s is constant; d, p and CI are NaN (UNDEFINED_CONSTANT_S)
 
 
 def cosine_similarities(u: Float[Array, "n D"], v: Float[Array, "m D"]) -> Float[Array, "n m"]:
@@ -74,6 +78,20 @@ def associations(
 ) -> Float[Array, " n"]:
     """Eq. 1: s(w, A, B) = mean_a cos(w, a) - mean_b cos(w, b), for each row w."""
     return cosine_similarities(w, a).mean(axis=1) - cosine_similarities(w, b).mean(axis=1)
+
+
+@jax.jit
+def association_scale(w: Float[Array, "n D"], a: Float[Array, "na D"], b: Float[Array, "nb D"]) -> Float[Array, ""]:
+    """The magnitude of the two means s(w, A, B) is the difference of: max over w of |mean_a cos|, |mean_b cos|."""
+    return jnp.maximum(jnp.abs(cosine_similarities(w, a).mean(axis=1)), jnp.abs(cosine_similarities(w, b).mean(axis=1))).max()
+
+
+def is_constant(s: Float[Array, " n"], scale: Float[ArrayLike, ""] | None = None) -> Bool[Array, ""]:
+    """True when the per-target scores s do not vary beyond float rounding: std(s) <= 100 eps x ``scale``,
+    the magnitude of the terms s is a difference of (default: max |s|, i.e. only an exactly constant s)."""
+    s = jnp.asarray(s)
+    scale = jnp.max(jnp.abs(s)) if scale is None else scale
+    return jnp.std(s) <= _CONSTANT_EPS * jnp.finfo(s.dtype).eps * scale
 
 
 def effect_size(
@@ -252,7 +270,7 @@ def weat(
     :func:`check_distinct_words` refuses repeated or shared words (without ``words``: repeated vectors).
     The Monte Carlo p is #{S_i > S} / n_permutations without the observed partition added (see
     :func:`jaxassoc.stats.permutation_test`), so it can be 0; its resolution is 1 / n_permutations. With
-    zero variance of s, d, p and the CI are NaN and ``defined`` is False (see the module docstring).
+    constant s (:func:`is_constant`), d, p and the CI are NaN and ``defined`` is False.
     """
     x = check_word_set(names[0], x, words[0] if words is not None else None)
     dim = x.shape[1]
@@ -268,6 +286,7 @@ def weat(
     test = association_test(
         key, st.associations, x.shape[0], ddof=ddof, exact_bound=exact_bound, n_permutations=n_permutations,
         ties=ties, n_bootstrap=n_bootstrap, confidence=confidence, alternative=alternative,
+        scale=association_scale(jnp.concatenate([jnp.asarray(x), jnp.asarray(y)]), a, b),
     )
     return WeatResult(d=jnp.where(test.defined, st.d, jnp.nan), S=st.S, **test._asdict())
 
@@ -280,7 +299,7 @@ class AssociationTest(NamedTuple):
     n_resamples: Int[Array, ""]
     ci_low: Float[Array, ""]
     ci_high: Float[Array, ""]
-    defined: Bool[Array, ""]  # False: s has zero variance; p and the CI are NaN
+    defined: Bool[Array, ""]  # False: s is constant (is_constant); p and the CI are NaN
 
 
 def association_test(
@@ -295,13 +314,15 @@ def association_test(
     n_bootstrap: int = 10_000,
     confidence: float = 0.95,
     alternative: str = "greater",
+    scale: Float[ArrayLike, ""] | None = None,
 ) -> AssociationTest:
     """Eq. 4's permutation p of S = Σ_X s − Σ_Y s (``alternative``: greater, less or two-sided) and a
     bootstrap CI of d at ``confidence`` (targets of X and of Y resampled within their sets), from any
     per-target scores ``s`` (X first): WEAT's cosine associations, RPAM's relative probabilities, ...
 
-    When s has zero variance, d is 0/0 and every partition ties with the observed one: p and the CI are
-    NaN and ``defined`` is False (never p = 0)."""
+    When s is constant (:func:`is_constant`; ``scale``: the magnitude of the means s is a difference of),
+    d is 0/0 and every partition ties with the observed one: p and the CI are NaN and ``defined`` is False
+    (never p = 0)."""
     key_perm, key_boot = jax.random.split(key)
     perm = stats.permutation_test(
         key_perm, s, n_x, exact_bound=exact_bound, n_permutations=n_permutations, alternative=alternative, ties=ties
@@ -309,6 +330,6 @@ def association_test(
     ci = stats.bootstrap_ci_groups(
         key_boot, _EffectSize(ddof), (s[:n_x], s[n_x:]), n_resamples=n_bootstrap, confidence=confidence
     )
-    defined = jnp.std(jnp.asarray(s)) > 0
+    defined = ~is_constant(s, scale)
     p, low, high = (jnp.where(defined, v, jnp.nan) for v in (perm.p_value, ci.low, ci.high))
     return AssociationTest(p, perm.exact, perm.n_resamples, low, high, defined)

@@ -22,6 +22,7 @@ from jaxassoc import data
 from jaxassoc.app import report, resolve, store
 from jaxassoc.app.cache import cached_arrays
 from jaxassoc.app.config import MetricConfig, check_choice, check_range, check_unique
+from jaxassoc.app.jobs.stereotypes import set_options_ignored
 from jaxassoc.app.pipelines.intersectional import (
     component_correlations,
     domain_dominance,
@@ -68,8 +69,8 @@ class IntersectionalMetricConfig(MetricConfig):
 
 
 def ignored_options(job: Job) -> dict[str, str]:
-    """Masked LMs have no BOS switch (the app refuses ``metric.bos`` for them when set)."""
-    return {"metric.bos": "masked LMs get no BOS switch"} if job.model.kind == "masked" else {}
+    """The options this job leaves unused (the app refuses them when set)."""
+    return set_options_ignored(job.metric.score, job.metric.set_transform, job.model.kind)
 
 
 def _check(job: Job, abc) -> list[str]:

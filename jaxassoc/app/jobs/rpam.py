@@ -20,6 +20,7 @@ from jaxassoc.app import resolve
 from jaxassoc.app.config import MetricConfig, check_range
 from jaxassoc.app.pipelines import rpam, rpam_downstream
 from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate
+from jaxassoc.app.pipelines.weat import check_suite_words
 from jaxassoc.app.registry import Job, JobResult
 from jaxassoc.app.stages import stage
 from jaxassoc.errors import ConfigError
@@ -76,6 +77,8 @@ def run(job: Job) -> JobResult:
         raise ConfigError(f"metric=rpam has no task for dataset {name!r}; use one of {TASKS}")
     if not job.template.text:
         raise ConfigError("metric=rpam needs a template: template=tp1 (words) or template=tp2 (n-grams, sentences)")
+    if name in SUITE_TASKS:
+        check_suite_words(data.load_weat_suite(name).tests)  # before the model loads
     template = PromptTemplate(job.template.name, job.template.text, job.template.quote)
     model = resolve.language_model(job.model)
     options = dict(normalise=cfg.normalise, add_bos=job.model.add_bos, batch_size=job.model.batch_size,

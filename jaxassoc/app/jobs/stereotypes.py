@@ -48,9 +48,19 @@ class StereotypeMetricConfig(MetricConfig):
         check_choice("metric.set_nan_policy", self.set_nan_policy, NAN_POLICIES)
 
 
+def set_options_ignored(score: str, transform: str, kind: str) -> dict[str, str]:
+    """The SeT scoring options a stereotype score leaves unused, and ``bos`` for masked LMs."""
+    ignored = {"metric.bos": "masked LMs get no BOS switch"} if kind == "masked" else {}
+    if score != "set":
+        ignored |= {f"metric.{f}": "it shapes the SeT score only (score set)" for f in ("set_transform", "set_nan_policy")}
+    elif transform != "log1m":
+        ignored["metric.set_nan_policy"] = "it matters only where SeT scores are NaN, i.e. with set_transform=log1m"
+    return ignored
+
+
 def ignored_options(job: Job) -> dict[str, str]:
-    """Masked LMs have no BOS switch (the app refuses ``metric.bos`` for them when set)."""
-    return {"metric.bos": "masked LMs get no BOS switch"} if job.model.kind == "masked" else {}
+    """The options this job leaves unused (the app refuses them when set)."""
+    return set_options_ignored(job.metric.name, job.metric.set_transform, job.model.kind)
 
 
 def usable_templates(abc, objective: str) -> list[str]:

@@ -18,7 +18,7 @@ contexts) or ``"drop"`` (left out; a set that loses more than ``max_oov_share`` 
 random context per word (PRNG key folded with the test's position in the suite, so a subset of tests
 gives the same numbers), the DerSimonian–Laird combined effect size, its variance, τ² and the p of
 ``alternative`` (one-sided "greater" by default), plus per-draw summaries and the draws themselves. A
-test whose combination is undefined (a draw with zero variance of s) has NaN CES and p and says why in
+test whose combination is undefined (a draw whose s is constant) has NaN CES and p and says why in
 ``undefined_reason``. The word rule of every metric (:func:`jaxassoc.metrics.weat.check_distinct_words`)
 holds for the tests' sets.
 """
@@ -44,8 +44,8 @@ from jaxassoc.metrics.weat import check_distinct_words
 from jaxassoc.models.base import LanguageModel
 
 FALLBACKS = ("word", "templates", "drop")
-UNDEFINED_DRAWS = ("a draw has zero variance of s(w, A, B) over X ∪ Y (its effect size is 0/0): CES, its variance "
-                   "and p are undefined")
+UNDEFINED_DRAWS = ("in a draw the association s(w, A, B) is the same for every target of X ∪ Y up to float "
+                   "rounding (its effect size is 0/0): CES, its variance and p are undefined")
 DRAW_QUANTILES = (0.025, 0.5, 0.975)
 
 

@@ -5,7 +5,7 @@ Each task returns ``(items, aggregates)`` DataFrames. The statistics follow METH
 - WEAT-WS: RPAM Test on C1-C10; "F1" = share of tests with d > 0 (among the tests whose d is defined).
   C7/C8 use the gender terms as targets and the math/science/arts words as attributes by default
   (App. B); ``swap_gender_roles=False`` keeps the listed roles. Each row says which roles were used; a
-  test whose s has zero variance has NaN d, p and CI and says why in ``undefined_reason``. The word
+  test whose s is constant (up to rounding) has NaN d, p and CI and says why in ``undefined_reason``. The word
   rule of every metric (:func:`jaxassoc.metrics.weat.check_distinct_words`) is checked first.
 - WS-353: C = every WS-353 word; pair score = mean of p(w2 | w1) and p(w1 | w2); Spearman with humans.
 - Bellezza: RPAM Valence of the 399 words vs human ratings (Spearman and Pearson); Bellezza-kX: seeded
@@ -30,7 +30,7 @@ from jaxassoc.errors import InputError
 from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate, RpamInputs, cached_rpam_inputs, tokenize_attributes
 from jaxassoc.app.pipelines.weat import check_suite_words
 from jaxassoc.metrics import rpam
-from jaxassoc.metrics.weat import UNDEFINED_ZERO_VARIANCE
+from jaxassoc.metrics.weat import UNDEFINED_CONSTANT_S
 from jaxassoc.models.base import LanguageModel
 
 GENDER_ROLE_TESTS = ("C7", "C8")
@@ -100,7 +100,7 @@ def weat_ws(
                 "p_exact": bool(result.exact),
                 "ci_low": float(result.ci_low),
                 "ci_high": float(result.ci_high),
-                "undefined_reason": "" if bool(result.defined) else UNDEFINED_ZERO_VARIANCE,
+                "undefined_reason": "" if bool(result.defined) else UNDEFINED_CONSTANT_S,
                 "alternative": alternative,
                 "confidence": confidence,
                 "roles": "gender terms as targets" if swapped else "as listed",

@@ -48,7 +48,7 @@ from jaxassoc.metrics.anisotropy import (
     sample_rows,
 )
 from jaxassoc.metrics.similarity import compare_whitening
-from jaxassoc.metrics.weat import UNDEFINED_ZERO_VARIANCE, check_distinct_words, weat
+from jaxassoc.metrics.weat import UNDEFINED_CONSTANT_S, check_distinct_words, weat
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -58,7 +58,7 @@ VectorsFn = Callable[[Sequence[str], str], Lookup]
 
 CHANGE_CLASSES = ("Stable", "Disappearing", "Emerging", "Not significant", "Undefined")
 """Stable: p < alpha raw and whitened; Disappearing: raw only; Emerging: whitened only; Not
-significant: neither; Undefined: a p is NaN (zero variance of s, see ``undefined_reason``), never counted
+significant: neither; Undefined: a p is NaN (s constant, see ``undefined_reason_*``), never counted
 as significant or stable. The paper counts "Not significant" as "Stable" (significance unchanged): its
 Table A1 marks e.g. GloVe W10 (p .069 -> .229) with S. Column ``paper_class`` follows the paper."""
 
@@ -96,7 +96,7 @@ def _result_columns(prefix: str, res) -> dict:
         f"ci_high_{prefix}": float(res.ci_high),
         f"p_exact_{prefix}": bool(res.exact),
         f"p_resamples_{prefix}": int(res.n_resamples),
-        f"undefined_reason_{prefix}": "" if bool(res.defined) else UNDEFINED_ZERO_VARIANCE,
+        f"undefined_reason_{prefix}": "" if bool(res.defined) else UNDEFINED_CONSTANT_S,
     }
 
 
