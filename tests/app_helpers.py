@@ -46,6 +46,7 @@ CORPUS = [
     "She gave him a rose and a tulip for his birthday party last week .",
     "The ant and the spider lived together under the old grey rock .",
     "His love of music made the teacher smile during the long war years .",
+    "Then he said that she would read the poetry to the man and the woman .",
 ]
 
 

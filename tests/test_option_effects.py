@@ -6,7 +6,10 @@ change). Options a metric does not read must be refused. Tiny in-process runs th
 GloVe-like vectors and a tiny GPT-2; the default subset is WEAT's statistics options on static vectors.
 
 A result is a job's items and aggregates without the columns that only echo a setting (named like an
-option), compared with NaN = NaN and a relative tolerance of 1e-6.
+option), compared with NaN = NaN, an absolute tolerance of 1e-12 and a relative one of 1e-6 (1e-3 for an
+option declared without effect: a batch size may change float rounding, which a tiny random model's
+ill-conditioned effect sizes amplify to about 3e-5; CEAT's ``chunk`` runs on the better-conditioned
+"sharp" model, where the plain one reaches 1e-5 absolute).
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import transformers
+from safetensors.numpy import load_file, save_file
 
 from app_helpers import CORPUS, run_metric, start_hydra, use_tiny_suite, write_corpus, write_tiny_glove
-from jaxassoc.app.config import StatsConfig
+from jaxassoc.app.config import GROUP_SCHEMAS, StatsConfig
 from jaxassoc.app.registry import METRICS
 from jaxassoc.errors import JaxassocError
 from models_helpers import save_tiny_checkpoint
@@ -30,6 +34,7 @@ STATS_CHANGES = {"stats.ddof": 0, "stats.exact_bound": 1000, "stats.n_permutatio
                  "stats.confidence": 0.5, "stats.alternative": "less", "stats.ties": "inclusive", "stats.alpha": 0.9}
 STATIC = ["metric=weat", "model=glove-6b-50d", "model.source={glove}", "model.name=tiny"]
 TINY_LM = ["model.name=tiny", "model.source={gpt2}", "cache_dir={cache}"]
+SHARP_LM = ["model.name=sharp", "model.source={gpt2sharp}", "cache_dir={cache}"]
 ZCA = ["whitening=zca"]
 OTHER_CAUSAL_TEMPLATE = "People think that <pgroup> are <mask>."
 
@@ -69,19 +74,21 @@ SCENARIOS: dict[str, list[Scenario]] = {
         Scenario([f"metric={score}", *TINY_LM, "dataset=abc"], {
             "metric.templates": [OTHER_CAUSAL_TEMPLATE], "metric.bos": False, "metric.set_transform": "log1m",
             **({"metric.set_nan_policy": "python"} if score != "set" else {})}),
-        *([Scenario(["metric=set", *TINY_LM, "dataset=abc", "metric.set_transform=log1m"],
+        *([Scenario(["metric=set", *SHARP_LM, "dataset=abc", "metric.set_transform=log1m"],
                     {"metric.set_nan_policy": "python"})] if score == "set" else []),
     ] for score in ("set", "ilps", "ilps_star")},
     "unstereo": [
         Scenario(["metric=unstereo", *TINY_LM, "dataset=use5", "dataset.sample=12"], {
             "dataset.sample": 15, "metric.parity_preprocessing": False, "metric.aufc_units": "log10",
-            "metric.etas": [0.3], "metric.threshold_log10": 0.5, "metric.tokens_per_batch": 512}),
+            "metric.etas": [0.3], "metric.threshold_log10": 10.0, "metric.tokens_per_batch": 512}),
     ],
     "ceat": [
         Scenario(["metric=ceat", *TINY_LM, "metric.corpus={corpus}", "metric.n_draws=20", "metric.max_contexts=2"], {
             "stats.alternative": "less", "metric.n_draws": 30, "metric.tests": ["W1"], "metric.layer": 0,
             "metric.max_contexts": 1, "metric.context_seed": 1, "metric.fallback": "templates",
-            "metric.corpus": "{corpus2}", "metric.chunk": 7}),
+            "metric.corpus": "{corpus2}"}),
+        Scenario(["metric=ceat", *SHARP_LM, "metric.corpus={corpus}", "metric.n_draws=20", "metric.max_contexts=2"],
+                 {"metric.chunk": 7}),
         Scenario(["metric=ceat", *TINY_LM, "metric.corpus={corpus}", "metric.n_draws=20", "metric.fallback=drop"],
                  {"metric.max_oov_share": 0.0}),
     ],
@@ -91,7 +98,7 @@ SCENARIOS: dict[str, list[Scenario]] = {
             "metric.score": "ilps", "metric.template": OTHER_CAUSAL_TEMPLATE, "metric.groups": ["Black person", "woman", "doctor"],
             "metric.traits": ["warm", "cold", "powerful"], "metric.trait_level": "pair", "metric.top_k": 3,
             "metric.dominance_threshold": 2.0, "metric.bos": False, "metric.set_transform": "log1m"}),
-        Scenario(["metric=intersectional", *TINY_LM, "dataset=abc", "metric.groups=[Black person,woman,teenager,doctor]",
+        Scenario(["metric=intersectional", *SHARP_LM, "dataset=abc", "metric.groups=[Black person,woman,teenager,doctor]",
                   "metric.traits=[warm,cold,powerful,powerless]", "metric.set_transform=log1m"],
                  {"metric.set_nan_policy": "python"}),
     ],
@@ -105,10 +112,21 @@ def hydra_context():
 
 
 def _tiny_gpt2(root):
-    folder = save_tiny_checkpoint(root, "gpt2", n_positions=256)
+    folder = save_tiny_checkpoint(root, "gpt2", n_positions=512)  # the rating prompt with its chat template
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)  # a chat template for the rating task
     tokenizer.chat_template = "{% for m in messages %}User: {{ m['content'] }}\n{% endfor %}Assistant:"
     tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _sharp_gpt2(root):
+    """A tiny GPT-2 with 10x embeddings (tied head): large logit gaps, so some SeT distances exceed 1 and
+    set_transform=log1m gives NaN scores, where set_nan_policy matters; its contextual vectors also vary
+    more, so CEAT's effect sizes are better conditioned."""
+    folder = save_tiny_checkpoint(root, "gpt2", n_positions=256)
+    weights = load_file(folder / "model.safetensors")
+    weights["transformer.wte.weight"] = weights["transformer.wte.weight"] * 10
+    save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
     return folder
 
 
@@ -119,6 +137,7 @@ class Paths(dict):
         super().__init__()
         self.makers = {
             "glove": lambda: write_tiny_glove(root / "glove.txt"), "gpt2": lambda: _tiny_gpt2(root),
+            "gpt2sharp": lambda: _sharp_gpt2(root / "sharp"),
             "cache": lambda: root / "cache", "corpus": lambda: write_corpus(root / "corpus.txt"),
             "corpus2": lambda: write_corpus(root / "corpus2.txt", [s.replace("the", "a") for s in CORPUS[::-1]]),
         }
@@ -170,7 +189,7 @@ def same(a: pd.DataFrame, b: pd.DataFrame, rtol: float = 1e-6) -> bool:
     for column in a.columns:
         x, y = a[column], b[column]
         if pd.api.types.is_numeric_dtype(x) and pd.api.types.is_numeric_dtype(y) and not pd.api.types.is_bool_dtype(x):
-            if not np.allclose(x.to_numpy(float), y.to_numpy(float), rtol=rtol, atol=0, equal_nan=True):
+            if not np.allclose(x.to_numpy(float), y.to_numpy(float), rtol=rtol, atol=1e-12, equal_nan=True):
                 return False
         elif not x.astype(str).equals(y.astype(str)):
             return False
@@ -179,7 +198,7 @@ def same(a: pd.DataFrame, b: pd.DataFrame, rtol: float = 1e-6) -> bool:
 
 def _affects_results(key: str, metric: str) -> bool:
     group, name = key.split(".", 1)
-    cls = METRICS[metric].config if group == "metric" else StatsConfig
+    cls = METRICS[metric].config if group == "metric" else GROUP_SCHEMAS[group]
     return next(f for f in dataclasses.fields(cls) if f.name == name).metadata.get("affects_results", True)
 
 
@@ -194,7 +213,7 @@ def check_scenario(metric: str, scenario: Scenario, paths, tmp_path) -> list[str
         if isinstance(changed, JaxassocError):
             if not _affects_results(key, metric):
                 failures.append(f"{key}={value!r} is declared without effect but was refused: {changed}")
-        elif _affects_results(key, metric) == same(reference, changed, rtol=1e-6 if _affects_results(key, metric) else 1e-5):
+        elif _affects_results(key, metric) == same(reference, changed, rtol=1e-6 if _affects_results(key, metric) else 1e-3):
             what = "changed nothing" if _affects_results(key, metric) else "changed the result though declared without effect"
             failures.append(f"{key}={value!r} {what}")
     return failures

@@ -5,14 +5,21 @@
 #   experiments/set_cao2022/run.sh                                        # embedded SmolLM2 (offline, causal)
 #   MODELS=bert-large-cased,roberta-large experiments/set_cao2022/run.sh  # the paper's masked LMs (hub)
 #   MODELS=bert-large-cased experiments/set_cao2022/run.sh model.source=/path/to/bert-large-cased
-# Extra arguments are Hydra overrides for every job. The three metrics share the forward passes through
-# the on-disk cache; one multirun per metric, since Hydra composes a sweep's base config before it picks a
-# metric and metric.templates must then exist.
+# Extra arguments are Hydra overrides for every job, except metric.set_* (SeT's score options), which only
+# the set jobs get: ilps and ilps_star do not read them and refuse them. The three metrics share the forward
+# passes through the on-disk cache (unless metric.set_* changes the set jobs' entries); one multirun per
+# metric, since Hydra composes a sweep's base config before it picks a metric and metric.templates must then
+# exist.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 sweep=${SWEEP_DIR:-multirun/set_cao2022}
 for metric in set ilps ilps_star; do
+  args=()
+  for arg in "$@"; do
+    case "$arg" in metric.set_*) [ "$metric" = set ] || continue ;; esac
+    args+=("$arg")
+  done
   .venv/bin/jaxassoc -m "metric=$metric" dataset=abc "model=${MODELS:-smollm2-135m}" \
-    'metric.templates=[all]' "hydra.sweep.dir=$sweep" "$@"
+    'metric.templates=[all]' "hydra.sweep.dir=$sweep" ${args[@]+"${args[@]}"}
 done
 .venv/bin/jaxassoc-report "$sweep"
