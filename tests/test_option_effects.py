@@ -43,12 +43,14 @@ OTHER_CAUSAL_TEMPLATE = "People think that <pgroup> are <mask>."
 class Scenario:
     base: list[str]
     changes: dict[str, object]
+    refused: frozenset[str] = frozenset()  # the changes the run must refuse (the others must run)
 
 
 SCENARIOS: dict[str, list[Scenario]] = {
     "weat": [
         Scenario([*STATIC, *STATS_BASE], {**{k: v for k, v in STATS_CHANGES.items() if k != "stats.alpha"},
-                                          "metric.max_oov_share": 0.0}),
+                                          "metric.max_oov_share": 0.0},  # zinnia has no vector: 1 of 5 lost
+                 refused=frozenset({"metric.max_oov_share"})),
         Scenario([*STATIC, *STATS_BASE, *ZCA], {
             "stats.alpha": 0.9, "whitening.eps": 0.5, "whitening.reference": "vocabulary_uniform",
             "whitening.max_samples": 50, "metric.similarity": False, "metric.anisotropy": False,
@@ -73,7 +75,8 @@ SCENARIOS: dict[str, list[Scenario]] = {
     **{score: [
         Scenario([f"metric={score}", *TINY_LM, "dataset=abc"], {
             "metric.templates": [OTHER_CAUSAL_TEMPLATE], "metric.bos": False, "metric.set_transform": "log1m",
-            **({"metric.set_nan_policy": "python"} if score != "set" else {})}),
+            **({"metric.set_nan_policy": "python"} if score != "set" else {})},
+            refused=frozenset() if score == "set" else frozenset({"metric.set_transform", "metric.set_nan_policy"})),
         *([Scenario(["metric=set", *SHARP_LM, "dataset=abc", "metric.set_transform=log1m"],
                     {"metric.set_nan_policy": "python"})] if score == "set" else []),
     ] for score in ("set", "ilps", "ilps_star")},
@@ -90,7 +93,7 @@ SCENARIOS: dict[str, list[Scenario]] = {
         Scenario(["metric=ceat", *SHARP_LM, "metric.corpus={corpus}", "metric.n_draws=20", "metric.max_contexts=2"],
                  {"metric.chunk": 7}),
         Scenario(["metric=ceat", *TINY_LM, "metric.corpus={corpus}", "metric.n_draws=20", "metric.fallback=drop"],
-                 {"metric.max_oov_share": 0.0}),
+                 {"metric.max_oov_share": 0.0}, refused=frozenset({"metric.max_oov_share"})),  # zinnia: no context
     ],
     "intersectional": [
         Scenario(["metric=intersectional", *TINY_LM, "dataset=abc", "metric.groups=[Black person,woman,teenager,doctor]",
@@ -210,9 +213,10 @@ def check_scenario(metric: str, scenario: Scenario, paths, tmp_path) -> list[str
     failures = []
     for key, value in scenario.changes.items():
         changed = outcome([*base, _override(key, value, paths)], tmp_path)
-        if isinstance(changed, JaxassocError):
-            if not _affects_results(key, metric):
-                failures.append(f"{key}={value!r} is declared without effect but was refused: {changed}")
+        if isinstance(changed, JaxassocError) != (key in scenario.refused):
+            failures.append(f"{key}={value!r}: {changed if isinstance(changed, JaxassocError) else 'not refused'}")
+        elif isinstance(changed, JaxassocError):
+            continue
         elif _affects_results(key, metric) == same(reference, changed, rtol=1e-6 if _affects_results(key, metric) else 1e-3):
             what = "changed nothing" if _affects_results(key, metric) else "changed the result though declared without effect"
             failures.append(f"{key}={value!r} {what}")

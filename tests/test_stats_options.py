@@ -125,6 +125,8 @@ def test_alternative_and_confidence_change_the_weat_job(glove, monkeypatch, tmp_
     ("stats.alpha=0.01", r"stats.alpha=0.01 has no effect with metric=weat.*whitening=zca"),
     ("whitening.eps=0", r"whitening.eps=0.0 is out of range"),
     ("template=tp1", r"template.name='tp1' has no effect with metric=weat"),
+    ("metric.layer=0", r"metric.layer=0 has no effect.*contextual word vectors only"),
+    ("metric.similarity=false", r"metric.similarity=False has no effect.*whitening=zca"),
 ])
 def test_bad_or_unused_weat_options_are_refused_by_name(glove, no_model, tmp_path, override, match):
     with pytest.raises(ConfigError, match=match):
