@@ -56,7 +56,7 @@ class CeatMetricConfig(MetricConfig):
         check_unique("metric.tests", self.tests)
         check_range("metric.max_contexts", self.max_contexts, 1)
         check_choice("metric.fallback", self.fallback, FALLBACKS)
-        check_range("metric.max_oov_share", self.max_oov_share, 0, 1, open_high=True)
+        check_range("metric.max_oov_share", self.max_oov_share, 0, 1)
         check_corpus("metric.corpus", self.corpus)
         check_range("metric.chunk", self.chunk, 1)
 

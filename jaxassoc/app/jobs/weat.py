@@ -49,7 +49,7 @@ class WeatMetricConfig(MetricConfig):
     similarity_contexts: int = 5  # contextual WS-353 / SimLex word vectors: sentences per word
 
     def __post_init__(self) -> None:
-        check_range("metric.max_oov_share", self.max_oov_share, 0, 1, open_high=True)
+        check_range("metric.max_oov_share", self.max_oov_share, 0, 1)
         check_range("metric.max_contexts", self.max_contexts, 1)
         check_choice("metric.fallback", self.fallback, ("word", "templates", "drop"))
         check_choice("metric.reference_level", self.reference_level, ("token", "sentence"))
