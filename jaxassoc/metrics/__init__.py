@@ -4,7 +4,7 @@ Every kernel takes arrays (vectors, logits, log-probabilities, head weights) and
 NamedTuple of arrays, so results pass through ``jax.jit``, ``jax.vmap`` and ``jax.grad``: a metric is a
 differentiable function of the model's outputs, and through the caller's forward pass of its weights.
 Host-side ``check_*`` gates and the full-test entry points raise :class:`jaxassoc.errors.InputError` on
-bad inputs before any kernel runs. The formulas, defaults and parity switches are pinned in METHODS.md.
+bad inputs before any kernel runs. The formulas, defaults and parity switches are pinned in docs/methods.md.
 
 Field guide (module: what is there; paper):
 

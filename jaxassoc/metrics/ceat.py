@@ -1,5 +1,5 @@
 """CEAT, the Contextualized Embedding Association Test (Guo & Caliskan 2021, §4; Cao et al. 2022, §3.1;
-METHODS.md §3).
+docs/methods.md §3).
 
 Each word of the target sets X, Y and attribute sets A, B has many contextual embeddings (one per
 sentence it occurs in). A draw picks one of them per word at random and computes the WEAT effect size

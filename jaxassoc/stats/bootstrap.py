@@ -1,4 +1,5 @@
-"""Percentile bootstrap: joint, stratified (per group) and paired (METHODS.md §2, §5; Efron & Tibshirani 1993, ch. 13).
+"""Percentile bootstrap: joint, stratified (per group) and paired (docs/methods.md §2, §5; Efron & Tibshirani
+1993, ch. 13).
 
 Resample r draws its rows with ``jax.random.split(key, n_resamples)[r]``, so the drawn rows depend only
 on the key and ``n_resamples``, not on how many resamples are evaluated at once (chosen to keep the

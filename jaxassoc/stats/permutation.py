@@ -1,4 +1,4 @@
-"""Permutation test of a two-group statistic (METHODS.md §2; Caliskan et al. 2017, WEAT p-value).
+"""Permutation test of a two-group statistic (docs/methods.md §2; Caliskan et al. 2017, WEAT p-value).
 
 The items ``values[:n_x]`` form group X and the rest group Y. Under H0 the labels are exchangeable, so
 the statistic's null distribution is its value over the re-partitions of X ∪ Y into groups of the same
@@ -210,7 +210,7 @@ def permutation_test(
     alternative: str = "greater",
     ties: str = "strict",
 ) -> PermutationResult:
-    """One-sided (or two-sided) permutation test that X's items score higher than Y's (METHODS.md §2).
+    """One-sided (or two-sided) permutation test that X's items score higher than Y's (docs/methods.md §2).
 
     ``values[:n_x]`` is group X, ``values[n_x:]`` group Y (sizes may differ; partitions keep them).
     ``statistic(values, in_x_mask)`` maps the scores and a mask of group X to a scalar; the default is

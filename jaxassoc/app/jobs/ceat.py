@@ -1,4 +1,4 @@
-"""``metric=ceat``: CEAT (Guo & Caliskan 2021; METHODS.md §3) on a WEAT suite (``dataset=weat_caliskan2017``,
+"""``metric=ceat``: CEAT (Guo & Caliskan 2021; docs/methods.md §3) on a WEAT suite (``dataset=weat_caliskan2017``,
 ``weat_ws``) with any language model's contextual embeddings.
 
 Per-word pools of contextual embeddings come from the reference corpus (see

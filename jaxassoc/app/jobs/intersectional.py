@@ -1,5 +1,5 @@
 """``metric=intersectional dataset=abc``: stereotypes of paired groups (Cao et al. 2022, §5.2;
-METHODS.md §3): identity order, dominant domains, emergent associations and the top-k table.
+docs/methods.md §3): identity order, dominant domains, emergent associations and the top-k table.
 
 Single and paired groups (pairing rule: :mod:`jaxassoc.app.pipelines.intersectional`) are scored in
 one template with :func:`jaxassoc.app.pipelines.stereotypes.score_causal` on a causal LM or

@@ -1,5 +1,5 @@
 """``metric=ilps|ilps_star|set``: stereotype scores after Cao et al. 2022 on a causal or masked LM, aligned
-with the human ratings of 25 groups x 16 ABC trait pairs (METHODS.md §3).
+with the human ratings of 25 groups x 16 ABC trait pairs (docs/methods.md §3).
 
 The model's objective picks the path: a causal LM gets one teacher-forced pass per (group, trait word)
 with the trait ending the prompt (:func:`~jaxassoc.app.pipelines.stereotypes.score_causal`; 33 of the 35

@@ -1,5 +1,5 @@
 """CEAT on a WEAT suite with a language model's contextual embeddings (Guo & Caliskan 2021; Cao et al.
-2022, §3.1; METHODS.md §3). Plain functions, no Hydra.
+2022, §3.1; docs/methods.md §3). Plain functions, no Hydra.
 
 Per-word context pool (what :func:`context_pools` builds): the reference corpus (WikiText-2 test +
 valid, offline, or a text file) is indexed by :class:`~jaxassoc.embeddings.contextual.ContextIndex`

@@ -1,6 +1,6 @@
 """RPAM's validation tasks (Hodel et al. 2026, §5, App. B-F) as plain functions over a loaded model.
 
-Each task returns ``(items, aggregates)`` DataFrames. The statistics follow METHODS.md §1:
+Each task returns ``(items, aggregates)`` DataFrames. The statistics follow docs/methods.md §1:
 
 - WEAT-WS: RPAM Test on C1-C10; "F1" = share of tests with d > 0 (among the tests whose d is defined).
   C7/C8 use the gender terms as targets and the math/science/arts words as attributes by default
