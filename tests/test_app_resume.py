@@ -134,8 +134,7 @@ def test_config_text_that_cannot_be_a_file_name_is_no_input_file(tmp_path):
 @pytest.mark.slow
 def test_rerun_after_overwriting_weights_records_the_new_weight_hash(compose, folder, tmp_path):
     cfg = compose("metric=rpam", "template=tp1", "dataset=bellezza", "dataset.sample=4", "model=gpt2",
-                  "model.name=tiny", f"model.source={folder}", "cache_dir=null", "stats.n_permutations=100",
-                  "stats.n_bootstrap=100")
+                  "model.name=tiny", f"model.source={folder}", "cache_dir=null")
     out = tmp_path / "job"
 
     def recorded_hash():
