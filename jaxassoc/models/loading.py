@@ -25,6 +25,7 @@ from jaxassoc.errors import ConfigError, ModelError
 from jaxassoc.models.base import Decoder, LanguageModel, Provenance, VocabInfo
 from jaxassoc.models.batching import cast_params
 from jaxassoc.models.checkpoint import read_weights, sha256_files
+from jaxassoc.models.partitioning import head_units, place_params
 from jaxassoc.resources import EMBEDDED
 
 
@@ -71,6 +72,7 @@ def load_model(
     dtype: str = "float32",
     name: str | None = None,
     progress: bool = False,
+    mesh=None,
 ) -> LanguageModel:
     """Load a model port.
 
@@ -78,10 +80,12 @@ def load_model(
     and tokenizer files), a ``.gguf`` file, an embedded name (``jaxassoc.resources.EMBEDDED``) or a hub id
     (downloaded at ``revision`` with huggingface_hub). ``dtype``: parameter dtype (float32, bfloat16,
     float16). The output head is untied from the input embeddings. ``progress``: progress bars while
-    weight files are read (per file) or a GGUF is dequantised (per tensor).
+    weight files are read (per file) or a GGUF is dequantised (per tensor). ``mesh``: a
+    ``jax.sharding.Mesh`` with axes ``("data", "fsdp", "tp")`` (:func:`jaxassoc.models.partitioning.make_mesh`):
+    each weight is placed sharded by its family's partition table, each device's slice cut from the host
+    tensors and cast on its own; None: one device.
     """
-    if dtype not in DTYPES:
-        raise ConfigError(f"model dtype {dtype!r} is not supported; use one of {sorted(DTYPES)}")
+    check_dtype(dtype)
     path, origin, revision = _resolve(source, revision)
     if path.is_file():
         if path.suffix != ".gguf":
@@ -101,7 +105,11 @@ def load_model(
         params = module.params_from_hf(tensors, config)
     except ModelError as e:
         raise ModelError(f"{path}: {e}") from None
-    params = cast_params(jax.tree.map(jnp.asarray, params), DTYPES[dtype])
+    family = FAMILY_MODULES[hf_config["model_type"]][1]
+    if mesh is None:
+        params = cast_params(jax.tree.map(jnp.asarray, params), DTYPES[dtype])
+    else:
+        params = place_params(params, family, mesh, head_units(family, config), DTYPES[dtype])
     check_finite(params, tensors, path, dtype)
 
     def forward(body, input_ids, attention_mask, all_layers=False):
@@ -109,7 +117,7 @@ def load_model(
 
     return LanguageModel(
         name=name or _default_name(source, path),
-        family=FAMILY_MODULES[hf_config["model_type"]][1],
+        family=family,
         objective=module.OBJECTIVE,
         config=config,
         params=params,
@@ -125,7 +133,15 @@ def load_model(
         forward=jax.jit(forward, static_argnames=("all_layers",)),
         max_positions=int(config.max_positions),
         decoder=_decoder(module, config),
+        mesh=mesh,
     )
+
+
+def check_dtype(dtype: str) -> None:
+    """ConfigError naming ``dtype`` unless it is a parameter dtype the ports run in (a float)."""
+    if dtype not in DTYPES:
+        raise ConfigError(f"model dtype {dtype!r} is not supported: parameters must be floats; use one of "
+                          f"{sorted(DTYPES)} (e.g. model.dtype=bfloat16)")
 
 
 def _decoder(module, config) -> Decoder | None:
@@ -313,4 +329,4 @@ def tokenizer_sha256(tokenizer) -> str:
     return hashlib.sha256(tokenizer.backend_tokenizer.to_str().encode()).hexdigest()
 
 
-__all__ = ["load_model", "family_module", "vocab_info", "tokenizer_sha256", "FAMILY_MODULES", "DTYPES"]
+__all__ = ["load_model", "check_dtype", "family_module", "vocab_info", "tokenizer_sha256", "FAMILY_MODULES", "DTYPES"]
