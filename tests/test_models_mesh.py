@@ -12,12 +12,14 @@ import textwrap
 import types
 
 import jax
+import ml_dtypes
 import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
 from jaxassoc.errors import ConfigError
 from jaxassoc.models import load_model
+from jaxassoc.models.checkpoint import LayerStack
 from jaxassoc.models.loading import check_dtype
 from jaxassoc.models.partitioning import FAMILY_AXES, head_units, make_mesh, param_specs
 from models_helpers import save_tiny_checkpoint
@@ -74,6 +76,29 @@ def test_a_mesh_whose_sizes_do_not_multiply_to_the_device_count_is_a_config_erro
 def test_a_dtype_that_is_not_a_float_is_a_config_error():
     with pytest.raises(ConfigError, match=r"model dtype 'int8' is not supported: parameters must be floats"):
         check_dtype("int8")
+
+
+def test_a_layer_stack_reads_only_the_slice_asked_for(tmp_path):
+    parts = []
+    for i in range(3):
+        np.save(tmp_path / f"{i}.npy", np.arange(24, dtype=np.float32).reshape(4, 6) + 100 * i)
+        parts.append(np.load(tmp_path / f"{i}.npy", mmap_mode="r").T)  # (6, 4) views of memory maps
+    stack, whole = LayerStack(parts), np.stack(parts)
+    assert stack.shape == whole.shape and stack.dtype == np.float32
+    for index in [(slice(1, 3), slice(0, 3), slice(2, 4)), (slice(None), slice(3, 6), slice(None)), (1,)]:
+        np.testing.assert_array_equal(stack[index], whole[index])
+    np.testing.assert_array_equal(np.asarray(stack, dtype=ml_dtypes.bfloat16), whole.astype(ml_dtypes.bfloat16))
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_bfloat16_loading_casts_each_leaf(tmp_path, family):
+    folder = save_tiny_checkpoint(tmp_path, family)
+    full, half = load_model(folder), load_model(folder, dtype="bfloat16")
+    for a, b in zip(jax.tree.leaves(full.params), jax.tree.leaves(half.params)):
+        assert b.dtype == jax.numpy.bfloat16
+        np.testing.assert_array_equal(np.asarray(a.astype(jax.numpy.bfloat16)), np.asarray(b))
+    assert half.head.W.unsafe_buffer_pointer() != half.params["body"][
+        "wte" if family == "gpt2" else "embed"].unsafe_buffer_pointer()
 
 
 MESH_SCRIPT = textwrap.dedent(

@@ -180,6 +180,35 @@ def _shard_names(index: Path) -> list[str]:
     return names
 
 
+class LayerStack:
+    """Per-layer tensors (memory-mapped views) seen as one array with a leading layer axis, never stacked
+    whole: ``stack[index]`` reads only the layers and slices ``index`` covers (one device's slice of a
+    sharded weight), ``np.asarray(stack, dtype)`` stacks them cast one layer at a time."""
+
+    def __init__(self, parts: list[np.ndarray]):
+        self.parts = parts
+        self.shape = (len(parts), *parts[0].shape)
+        self.dtype = parts[0].dtype
+        self.ndim = len(self.shape)
+        self.size = int(np.prod(self.shape))
+
+    def __getitem__(self, index) -> np.ndarray:
+        index = index if isinstance(index, tuple) else (index,)
+        layers, rest = index[0], index[1:]
+        picked = self.parts[layers] if isinstance(layers, slice) else [self.parts[layers]]
+        out = np.stack([np.asarray(p[rest]) for p in picked])
+        return out if isinstance(layers, slice) else out[0]
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        out = np.empty(self.shape, dtype=dtype or self.dtype)
+        for i, part in enumerate(self.parts):
+            out[i] = part
+        return out
+
+    def astype(self, dtype) -> np.ndarray:
+        return self.__array__(dtype)
+
+
 class TensorTaker:
     """Takes HF tensors by name for a port and reports every problem at once.
 
@@ -225,9 +254,9 @@ class TensorTaker:
             return np.zeros(shape, np.float32)
         return array
 
-    def stack(self, pattern: str, n: int, shape: tuple[int, ...], transpose: bool = False) -> np.ndarray:
-        """``pattern.format(i)`` for i < n, stacked on a new leading (layer) axis."""
-        return np.stack([self.take(pattern.format(i), shape, transpose) for i in range(n)])
+    def stack(self, pattern: str, n: int, shape: tuple[int, ...], transpose: bool = False) -> LayerStack:
+        """``pattern.format(i)`` for i < n, on a new leading (layer) axis (a lazy :class:`LayerStack`)."""
+        return LayerStack([self.take(pattern.format(i), shape, transpose) for i in range(n)])
 
     def finish(self, what: str) -> None:
         """Raise ModelError if any tensor was missing, mis-shaped, or left over."""

@@ -23,9 +23,8 @@ import numpy as np
 
 from jaxassoc.errors import ConfigError, ModelError
 from jaxassoc.models.base import Decoder, LanguageModel, Provenance, VocabInfo
-from jaxassoc.models.batching import cast_params
 from jaxassoc.models.checkpoint import read_weights, sha256_files
-from jaxassoc.models.partitioning import head_units, place_params
+from jaxassoc.models.partitioning import device_params, head_units, place_params
 from jaxassoc.resources import EMBEDDED
 
 
@@ -107,7 +106,7 @@ def load_model(
         raise ModelError(f"{path}: {e}") from None
     family = FAMILY_MODULES[hf_config["model_type"]][1]
     if mesh is None:
-        params = cast_params(jax.tree.map(jnp.asarray, params), DTYPES[dtype])
+        params = device_params(params, DTYPES[dtype])
     else:
         params = place_params(params, family, mesh, head_units(family, config), DTYPES[dtype])
     check_finite(params, tensors, path, dtype)

@@ -199,13 +199,30 @@ def place_params(params: Any, family: str, mesh: Mesh, units: Mapping[str, int] 
 
     def place(leaf, spec):
         sharding = NamedSharding(mesh, spec)
-        target = np.dtype(dtype) if dtype is not None and jnp.issubdtype(leaf.dtype, jnp.floating) else leaf.dtype
         if isinstance(leaf, jax.Array):
-            return jax.device_put(leaf.astype(target), sharding)
-        return jax.make_array_from_callback(leaf.shape, sharding,
-                                            lambda index: np.asarray(leaf[index], dtype=target))
+            return jax.device_put(leaf.astype(_target(leaf, dtype)), sharding)
+        return jax.make_array_from_callback(leaf.shape, sharding, lambda index: host_cast(leaf[index], dtype))
 
     return jax.tree.map(place, params, specs)
+
+
+def _target(leaf, dtype) -> np.dtype:
+    floating = dtype is not None and jnp.issubdtype(leaf.dtype, jnp.floating)
+    return np.dtype(dtype) if floating else np.dtype(leaf.dtype)
+
+
+def host_cast(leaf, dtype=None) -> np.ndarray:
+    """A host array (a NumPy view, a ``checkpoint.LayerStack`` or a slice of one) as a new NumPy array,
+    floating values cast to ``dtype``."""
+    with np.errstate(over="ignore"):  # values that overflow the dtype are named by loading.check_finite
+        return np.array(leaf, dtype=_target(leaf, dtype), copy=True)
+
+
+def device_params(params: Any, dtype=None) -> Any:
+    """``params`` (host arrays, e.g. ``params_from_hf``'s views of a checkpoint) on the default device, one
+    leaf at a time, floating leaves cast to ``dtype`` on the host: never a cast copy of the whole model,
+    and every leaf its own buffer (a tied head is untied)."""
+    return jax.tree.map(lambda x: jnp.asarray(host_cast(x, dtype)), params)
 
 
 def is_placed_on(params: Any, mesh: Mesh) -> bool:
@@ -215,4 +232,4 @@ def is_placed_on(params: Any, mesh: Mesh) -> bool:
 
 
 __all__ = ["FAMILY_AXES", "RULES", "MESH_AXES", "BATCH_AXES", "make_mesh", "param_specs", "place_params",
-           "batch_spec", "batch_size_multiple", "head_units", "is_placed_on"]
+           "batch_spec", "batch_size_multiple", "head_units", "is_placed_on", "device_params", "host_cast"]
