@@ -31,7 +31,7 @@ from jaxassoc.models import Head, LanguageModel, run_batched
 from jaxassoc.models.heads import gather_positions, last_positions
 
 TP1 = PromptTemplate("tp1", "These words are associated: {target} and")
-GENDER_ROLE_TESTS = ("C7", "C8")  # App. B: gender terms as targets (METHODS.md §1 default)
+GENDER_ROLE_TESTS = ("C7", "C8")  # App. B: gender terms as targets (docs/methods.md §1 default)
 
 
 class HeadStates(NamedTuple):

@@ -89,7 +89,7 @@ def run(job: Job) -> JobResult:
                              batch_size=job.model.batch_size)
         s = log_ratio_scores(jnp.asarray(inputs.first_logits), jnp.asarray(inputs.continuation), n_a=len(a))
         perm = stats.permutation_test(key, s, len(x), exact_bound=job.stats.exact_bound,
-                                      n_permutations=job.stats.n_permutations, alternative="greater",
+                                      n_permutations=job.stats.n_permutations, alternative=job.stats.alternative,
                                       ties=job.stats.ties)
         rows.append({"test": test.id, "effect_size": float(effect_size(s[: len(x)], s[len(x):], ddof=job.stats.ddof)),
                      "p_value": float(perm.p_value), "p_exact": bool(perm.exact),
@@ -102,4 +102,7 @@ def run(job: Job) -> JobResult:
 
 
 register_metric("rpam_logratio", run=run, config=LogRatioConfig, model_kinds=("causal",),
-                description="log-ratio RPAM Test (user-defined example plugin)")
+                description="log-ratio RPAM Test (user-defined example plugin)",
+                # the shared options it reads: the app refuses any other one that is set
+                uses={"stats.ddof", "stats.exact_bound", "stats.n_permutations", "stats.ties", "stats.alternative",
+                      "template"})

@@ -65,7 +65,7 @@ def test_context_pools_match_transformers_mean_pooled_word_tokens(tiny):
 
 
 def _numpy_random_effects(es, v):
-    """DerSimonian–Laird from scratch (METHODS.md §3)."""
+    """DerSimonian–Laird from scratch (docs/methods.md §3)."""
     w = 1 / v
     fixed = (w * es).sum() / w.sum()
     q = (w * (es - fixed) ** 2).sum()

@@ -1,4 +1,4 @@
-"""The WEAT job through the real CLI on the embedded GloVe-50d, against METHODS.md's reference values."""
+"""The WEAT job through the real CLI on the embedded GloVe-50d, against docs/methods.md's reference values."""
 
 import subprocess
 import sys
@@ -18,7 +18,7 @@ def test_weat_job_on_glove_matches_methods_reference_values(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = tmp_path / "run"
     table = pd.read_parquet(run / "aggregates.parquet").set_index("test")
-    # METHODS.md §2: W3 whitened d = 0.27 with WikiText-2 word types as the reference sample;
+    # docs/methods.md §2: W3 whitened d = 0.27 with WikiText-2 word types as the reference sample;
     # W10 with `Billy` has d = 0.99 raw.
     assert abs(table.loc["W3", "d_whitened"] - 0.27) < 0.02
     assert abs(table.loc["W10", "d_raw"] - 0.99) < 0.01

@@ -138,7 +138,7 @@ def test_embedded_gguf_smollm2():
     model = load_model("smollm2-135m")
     assert (model.family, model.provenance.file_format, model.name) == ("llama", "gguf", "smollm2-135m")
     assert model.provenance.weights_sha256 == hashlib.sha256(smollm2_gguf().read_bytes()).hexdigest()
-    # METHODS.md §1: SmolLM2's GGUF names <|im_start|> as BOS and does not add it by default.
+    # docs/methods.md §1: SmolLM2's GGUF names <|im_start|> as BOS and does not add it by default.
     assert model.vocab.bos_id == model.tokenizer.convert_tokens_to_ids("<|im_start|>") and not model.vocab.add_bos
 
 

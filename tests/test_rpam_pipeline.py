@@ -16,6 +16,7 @@ from jaxassoc.app.pipelines import rpam_downstream
 from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate, rpam_inputs, tokenize_attributes
 from jaxassoc.errors import ConfigError, InputError
 from jaxassoc.metrics import rpam
+from jaxassoc.metrics.weat import check_distinct_words
 from jaxassoc.models import load_model
 from models_helpers import load_torch, save_tiny_checkpoint
 
@@ -101,13 +102,14 @@ def test_duplicate_targets_share_passes_and_agree(models):
 
 
 def test_attribute_may_equal_a_target(models):
-    """Documented: WS-353 uses every word as target and attribute; only the RPAM Test refuses overlap."""
+    """Documented: WS-353 uses every word as target and attribute; only the RPAM Test refuses overlap
+    (the word rule shared by every metric with word sets: jaxassoc.metrics.weat.check_distinct_words)."""
     model, torch_model = models
     words = ["math", "science", "art"]
     p, _ = pipeline.probabilities(model, words, words, TP1)
     np.testing.assert_allclose(p, _torch_p(torch_model, model.tokenizer, words, words, TP1), rtol=1e-4)
-    with pytest.raises(InputError, match=r"C1.*\['art'\].*both targets and attributes"):
-        pipeline.check_roles("C1", ["art", "math"], ["music"], ["art"], ["science"])
+    with pytest.raises(InputError, match=r"C1: word 'art' is in both 'X' and 'A'"):
+        check_distinct_words("C1", (["art", "math"], ["music"], ["art"], ["science"]))
 
 
 def test_unequal_attribute_sets_are_allowed(models):
@@ -121,10 +123,11 @@ def test_unequal_attribute_sets_are_allowed(models):
 
 @pytest.mark.parametrize(
     "text, match",
-    [("These words are associated: and", "no {target} slot"), ("{target} and {other}", "unknown slots")],
+    [("These words are associated: and", "no {target} slot"), ("{target} and {other}", "unknown slots"),
+     ("These words are associated: {target and", "malformed"), ("{target} and }", "malformed")],
 )
 def test_bad_templates(text, match):
-    with pytest.raises(InputError, match=match):
+    with pytest.raises(ConfigError, match=match):
         PromptTemplate("bad", text)
 
 

@@ -13,7 +13,7 @@ from jaxassoc.metrics import unstereo as m
 
 
 def _reference(logp_male, logp_female, keep, log10_aufc):
-    """Direct NumPy transcription of METHODS.md §4 on the kept rows."""
+    """Direct NumPy transcription of docs/methods.md §4 on the kept rows."""
     fm = (logp_female - logp_male)[keep]
     fm10 = fm / np.log(10)
     neutral = np.abs(fm10) <= np.log10(1.65)

@@ -78,7 +78,7 @@ def test_statistics_match_wefe_on_glove_caliskan_suite(glove_tests):
 
 
 def test_glove_w10_raw_effect_size_matches_methods_md(glove_tests):
-    # METHODS.md §2: GloVe-50d W10 with `Billy` has d = 0.99 (0.68 with WEFE's `Bill`).
+    # docs/methods.md §2: GloVe-50d W10 with `Billy` has d = 0.99 (0.68 with WEFE's `Bill`).
     assert float(weat_statistics(*glove_tests["W10"]).d) == pytest.approx(0.99, abs=0.005)
 
 

@@ -1,5 +1,5 @@
 """SeT on the embedded SmolLM2-135M: the exact solver vs the optax solver over every SeT problem of the
-Cao et al. (2022) suite (METHODS.md §3, issue #6 "exact-vs-optax agreement over all SeT problems").
+Cao et al. (2022) suite (docs/methods.md §3, issue #6 "exact-vs-optax agreement over all SeT problems").
 
 Suite (causal adaptation, as ``metric=set``): for each template (default "Most <pgroup> are <mask>.";
 ``--templates all``: the 33 whose trait ends the prompt), every group of the template's slot plus the prior

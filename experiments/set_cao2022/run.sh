@@ -5,9 +5,11 @@
 #   experiments/set_cao2022/run.sh                                        # embedded SmolLM2 (offline, causal)
 #   MODELS=bert-large-cased,roberta-large experiments/set_cao2022/run.sh  # the paper's masked LMs (hub)
 #   MODELS=bert-large-cased experiments/set_cao2022/run.sh model.source=/path/to/bert-large-cased
-# Extra arguments are Hydra overrides for every job. The three metrics share the forward passes through
-# the on-disk cache; one multirun per metric, since Hydra composes a sweep's base config before it picks a
-# metric and metric.templates must then exist.
+# Extra arguments are Hydra overrides for every job, except metric.set_* (SeT's score options), which only
+# the set jobs get: ilps and ilps_star do not read them and refuse them. The three metrics share the forward
+# passes through the on-disk cache (unless metric.set_* changes the set jobs' entries); one multirun per
+# metric, since Hydra composes a sweep's base config before it picks a metric and metric.templates must then
+# exist.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 py=${PYTHON:-$root/.venv/bin/python}  # $PYTHON if set, else the project's venv (scripts/setup.sh), else python3
@@ -15,7 +17,12 @@ py=${PYTHON:-$root/.venv/bin/python}  # $PYTHON if set, else the project's venv 
 cd "$root"
 sweep=${SWEEP_DIR:-multirun/set_cao2022}
 for metric in set ilps ilps_star; do
+  args=()
+  for arg in "$@"; do
+    case "$arg" in metric.set_*) [ "$metric" = set ] || continue ;; esac
+    args+=("$arg")
+  done
   "$py" -m jaxassoc -m "metric=$metric" dataset=abc "model=${MODELS:-smollm2-135m}" \
-    'metric.templates=[all]' "hydra.sweep.dir=$sweep" "$@"
+    'metric.templates=[all]' "hydra.sweep.dir=$sweep" ${args[@]+"${args[@]}"}
 done
 "$py" -m jaxassoc.app.report "$sweep"

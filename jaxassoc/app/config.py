@@ -4,16 +4,92 @@ Each group's YAML files (``conf/<group>/*.yaml``) are checked against a dataclas
 Hydra's ConfigStore, so an unknown key or a value of the wrong type fails at start-up with a message
 naming the key, before any model is loaded. Metric-specific options live in one dataclass per metric
 (``metric/<name>_schema``), which a metric's YAML names in its ``defaults`` list.
+
+Values are range-checked in each dataclass's ``__post_init__``, which runs when the app turns the composed
+config into objects (:func:`jaxassoc.app.main.make_job`), so ``stats.alpha=2`` fails naming the key before
+any model is loaded. A field that cannot change a result (batch sizes, chunking) says so with
+``metadata={"affects_results": False}`` (:data:`NO_EFFECT`); a test holds every other option to
+changing a result or being refused.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+import string
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
+
+from jaxassoc.errors import ConfigError
+from jaxassoc.stats.bootstrap import MAX_RESAMPLES
+from jaxassoc.stats.permutation import ALTERNATIVES, MAX_PARTITIONS, TIES
+
+NO_EFFECT = {"affects_results": False}
+"""Field metadata of an option that changes speed or memory only, never a result."""
+
+TEMPLATE_SLOTS = frozenset({"target", "quote"})
+
+
+def check_choice(key: str, value: Any, choices: Iterable[Any], hint: str = "") -> None:
+    """ConfigError naming ``key`` unless ``value`` is one of ``choices``."""
+    choices = tuple(choices)
+    if value not in choices:
+        raise ConfigError(
+            f"{key}={value!r} is not supported: use one of {', '.join(map(str, choices))}{' (' + hint + ')' if hint else ''}"
+        )
+
+
+def check_range(
+    key: str, value: float, low: float | None = None, high: float | None = None, *, open_low: bool = False,
+    open_high: bool = False, hint: str = "",
+) -> None:
+    """ConfigError naming ``key`` unless ``value`` is finite and lies in [low, high] (open ends as asked)."""
+    bad = not math.isfinite(value)
+    bad |= low is not None and (value <= low if open_low else value < low)
+    bad |= high is not None and (value >= high if open_high else value > high)
+    if bad:
+        lo = "" if low is None else f"{'>' if open_low else '>='} {low:,}"
+        hi = "" if high is None else f"{'<' if open_high else '<='} {high:,}"
+        bounds = " and ".join(b for b in (lo, hi) if b)
+        raise ConfigError(f"{key}={value!r} is out of range: it must be {bounds}{'; ' + hint if hint else ''}")
+
+
+def check_unique(key: str, values: Sequence[Any]) -> None:
+    """ConfigError naming ``key`` and the repeats when a list option holds a value twice."""
+    repeated = sorted({str(v) for v in values if list(values).count(v) > 1})
+    if repeated:
+        raise ConfigError(f"{key} repeats {repeated}; list each value once")
+
+
+def check_corpus(key: str, corpus: str) -> None:
+    """ConfigError unless ``corpus`` is ``wikitext2`` or an existing text file."""
+    if corpus != "wikitext2" and not Path(corpus).expanduser().is_file():
+        raise ConfigError(f"{key}={corpus!r}: no such file; use wikitext2 or a text file, one sentence a line")
+
+
+def template_slots(name: str, text: str) -> set[str]:
+    """The ``{slots}`` of a template text; ConfigError for an unclosed ``{``, a lone ``}``, a missing
+    ``{target}`` or a slot other than ``{target}`` and ``{quote}``."""
+    try:
+        slots = {f for _, f, _, _ in string.Formatter().parse(text) if f is not None}
+    except ValueError as e:
+        raise ConfigError(
+            f"template {name!r}: text {text!r} is malformed ({e}); write a literal brace as {{{{ or }}}}"
+        ) from None
+    if "target" not in slots:
+        raise ConfigError(f"template {name!r} has no {{target}} slot: {text!r}")
+    unknown = slots - TEMPLATE_SLOTS
+    if unknown:
+        raise ConfigError(
+            f"template {name!r} has unknown slots {sorted(unknown)} in {text!r}; the slots are {{target}} and "
+            f"{{quote}}"
+        )
+    return slots
 
 
 @dataclass
@@ -29,11 +105,18 @@ class ModelConfig:
     shard: bool = False  # data-parallel over all local (or, with distributed, global) devices
     add_bos: Optional[bool] = None  # None: the tokenizer's default
 
+    def __post_init__(self) -> None:
+        check_range("model.batch_size", self.batch_size, 1)
+
 
 @dataclass
 class DatasetConfig:
     name: str = MISSING  # a name in jaxassoc.data.DATASETS
     sample: Optional[int] = None  # a seeded subsample of this many items (None: all)
+
+    def __post_init__(self) -> None:
+        if self.sample is not None:
+            check_range("dataset.sample", self.sample, 1, hint="give a number of items, or null for all")
 
 
 @dataclass
@@ -42,6 +125,10 @@ class TemplateConfig:
     text: Optional[str] = None  # e.g. "These words are associated: {target} and"
     quote: str = '"'
 
+    def __post_init__(self) -> None:
+        if self.text is not None:
+            template_slots(self.name, self.text)
+
 
 @dataclass
 class WhiteningConfig:
@@ -49,6 +136,12 @@ class WhiteningConfig:
     eps: float = 1e-3
     reference: str = "corpus_word_types"  # corpus_word_types | vocabulary_uniform (static vectors)
     max_samples: int = 100_000
+
+    def __post_init__(self) -> None:
+        check_choice("whitening.name", self.name, ("none", "zca"))
+        check_range("whitening.eps", self.eps, 0, open_low=True)
+        check_choice("whitening.reference", self.reference, ("corpus_word_types", "vocabulary_uniform"))
+        check_range("whitening.max_samples", self.max_samples, 2)
 
 
 @dataclass
@@ -61,6 +154,17 @@ class StatsConfig:
     alternative: str = "greater"  # greater | less | two-sided
     ties: str = "strict"  # strict | inclusive
     alpha: float = 0.05
+
+    def __post_init__(self) -> None:
+        check_choice("stats.ddof", self.ddof, (1, 0), "1: sample std, Caliskan et al.; 0: population std, WEFE")
+        check_range("stats.exact_bound", self.exact_bound, 0, MAX_PARTITIONS)
+        check_range("stats.n_permutations", self.n_permutations, 1, MAX_PARTITIONS,
+                    hint="p resolves to 1 / n_permutations; 10^7 gives 1e-7")
+        check_range("stats.n_bootstrap", self.n_bootstrap, 1, MAX_RESAMPLES)
+        check_range("stats.confidence", self.confidence, 0, 1, open_low=True, open_high=True, hint="e.g. 0.95")
+        check_choice("stats.alternative", self.alternative, ALTERNATIVES)
+        check_choice("stats.ties", self.ties, TIES)
+        check_range("stats.alpha", self.alpha, 0, 1, open_low=True, open_high=True, hint="e.g. 0.05")
 
 
 @dataclass

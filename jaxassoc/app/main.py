@@ -26,8 +26,8 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from jaxassoc import data
-from jaxassoc.app import cache, report, resolve, store, sweep_dirs
-from jaxassoc.app.config import register_configs
+from jaxassoc.app import cache, report, resolve, store, sweep_dirs, validation
+from jaxassoc.app.config import StatsConfig, register_configs
 from jaxassoc.app.provenance import config_hash, device_kind, files_fingerprint, package_versions
 from jaxassoc.app.registry import Job, JobResult, get_metric, load_metrics, result_of
 from jaxassoc.errors import ConfigError, JaxassocError
@@ -171,13 +171,21 @@ def is_writer() -> bool:
 
 
 def make_job(cfg: DictConfig, output_dir: Path) -> Job:
-    """Plain objects from the composed config, after checking the model/metric pairing."""
+    """Plain objects from the composed config, after checking the model/metric pairing, every value's
+    range (the config dataclasses) and that every option set is used by the metric (:mod:`validation`)."""
     spec = get_metric(cfg.metric.name)
     if cfg.model.kind not in spec.model_kinds:
         raise ConfigError(
             f"metric {spec.name!r} cannot score model {cfg.model.name!r} of kind {cfg.model.kind!r}; "
             f"it needs a model of kind {' or '.join(spec.model_kinds)}"
         )
+    job = _job_objects(cfg, output_dir)
+    validation.check_options(spec, job)
+    return job
+
+
+def _job_objects(cfg: DictConfig, output_dir: Path) -> Job:
+    """The config groups as dataclass instances (their ``__post_init__`` range-checks every value)."""
     obj = {g: OmegaConf.to_object(cfg[g]) for g in JOB_GROUPS}
     return Job(
         **obj,
@@ -286,18 +294,48 @@ def run_job(cfg: DictConfig, output_dir: Path) -> JobResult | None:
     return result
 
 
-def run_audit(cfg: DictConfig, output_dir: Path) -> None:
-    """The default audit: each part of ``cfg.audit.parts`` is a job composed from its overrides; the
-    parts' aggregates are gathered into one report (:mod:`jaxassoc.app.report`)."""
+AUDIT_JOB_KEYS = ("model", "metric", "dataset", "template", "whitening")
+"""Groups an audit part sets from its own overrides: a command-line override of them reaches no part."""
+
+
+def audit_parts(cfg: DictConfig, overrides: list[str]) -> list[tuple[Any, DictConfig]]:
+    """Every part's composed config, validated before any part runs. The command line's ``stats.*``
+    overrides (range-checked first) reach each part whose metric reads them; a part keeps the defaults of
+    the others (logged). A command-line override of a part's own groups (model, dataset, ...) is refused."""
     if not cfg.audit.parts:
         raise ConfigError("metric=audit needs audit.parts; pick an audit with audit=<name>")
-    forwarded = [o for o in HydraConfig.get().overrides.task if o.startswith(("stats.", "stats="))]
+    stray = [o for o in overrides if o.lstrip("+~").split("=")[0].split(".")[0] in AUDIT_JOB_KEYS
+             and o != "metric=audit"]
+    if stray:
+        raise ConfigError(
+            f"{stray[0]} reaches no part of the audit: each part sets its own model, metric, dataset, template "
+            f"and whitening (conf/audit/); run one job (metric=...) or edit the audit's parts"
+        )
+    OmegaConf.to_object(cfg.stats)  # range checks of the forwarded stats options, once
+    forwarded = [o for o in overrides if o.startswith(("stats.", "stats="))]
+    defaults = {f.name: validation.field_default(f) for f in dataclasses.fields(StatsConfig)}
+    parts = []
     for part in cfg.audit.parts:
         part_cfg = hydra.compose(config_name="config", overrides=[*part.overrides, *forwarded])
         for key in ("seed", "quiet", "resume", "cache_dir"):
             part_cfg[key] = cfg[key]
         if part_cfg.metric.name == "audit":
             raise ConfigError(f"audit part {part.name!r} must name a metric other than audit")
+        spec = get_metric(part_cfg.metric.name)
+        for key, why in validation.unused_options(spec, _job_objects(part_cfg, Path(part.name))).items():
+            group, name = key.split(".", 1)
+            if group == "stats":
+                part_cfg.stats[name] = defaults[name]
+                log.info("audit part %s: %s left at its default (%s)", part.name, key, why)
+        make_job(part_cfg, Path(part.name))
+        parts.append((part, part_cfg))
+    return parts
+
+
+def run_audit(cfg: DictConfig, output_dir: Path) -> None:
+    """The default audit: each part of ``cfg.audit.parts`` is a job composed from its overrides; the
+    parts' aggregates are gathered into one report (:mod:`jaxassoc.app.report`)."""
+    for part, part_cfg in audit_parts(cfg, list(HydraConfig.get().overrides.task)):
         start = time.perf_counter()
         result = run_job(part_cfg, output_dir / part.name)
         if result is None:

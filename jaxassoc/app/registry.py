@@ -17,6 +17,7 @@ import dataclasses
 import importlib
 import importlib.metadata
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Callable
 
@@ -55,11 +56,19 @@ class JobResult:
 
 @dataclasses.dataclass(frozen=True)
 class MetricSpec:
+    """A registered metric. ``uses`` declares the shared options it reads: ``stats.<field>``,
+    ``dataset.sample``, or a whole group (``stats``, ``template``, ``whitening``); None (a plugin that
+    declares nothing) refuses nothing. ``ignores(job)`` names the options (shared or ``metric.<field>``)
+    that this job's setting leaves unused, with why. The app refuses a non-default value of an option
+    the metric does not use, naming the key (:mod:`jaxassoc.app.validation`)."""
+
     name: str
     run: Callable[[Job], JobResult]
     config: type
     model_kinds: tuple[str, ...]  # which model kinds the metric can score
     description: str = ""
+    uses: frozenset[str] | None = None
+    ignores: Callable[[Job], Mapping[str, str]] | None = None
 
 
 METRICS: dict[str, MetricSpec] = {}
@@ -73,8 +82,11 @@ def register_metric(
     config: type = MetricConfig,
     model_kinds: tuple[str, ...],
     description: str = "",
+    uses: frozenset[str] | None = None,
+    ignores: Callable[[Job], Mapping[str, str]] | None = None,
 ) -> MetricSpec:
-    """Make ``metric=<name>`` runnable. ``config`` must be a dataclass extending MetricConfig.
+    """Make ``metric=<name>`` runnable. ``config`` must be a dataclass extending MetricConfig; ``uses``
+    and ``ignores`` declare which shared options it reads (see :class:`MetricSpec`).
 
     A name belongs to the module that registered it first: another module registering the same name (a
     plugin shadowing a built-in metric) is refused; the same module registering it again (a reload) is not.
@@ -87,7 +99,8 @@ def register_metric(
             f"metric {name!r} is already registered by {_origin(previous.run)[0]}; {_origin(run)[0]} cannot "
             f"replace it: register your metric under another name"
         )
-    spec = MetricSpec(name=name, run=run, config=config, model_kinds=tuple(model_kinds), description=description)
+    spec = MetricSpec(name=name, run=run, config=config, model_kinds=tuple(model_kinds), description=description,
+                      uses=None if uses is None else frozenset(uses), ignores=ignores)
     METRICS[name] = spec
     return spec
 

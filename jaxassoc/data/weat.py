@@ -1,6 +1,6 @@
 """WEAT word sets (Caliskan, Bryson & Narayanan 2017, Science 356:183) as named suites.
 
-Suites (METHODS.md §1–2, ``files/weat/SOURCE.md``):
+Suites (docs/methods.md §1–2, ``files/weat/SOURCE.md``):
 
 - ``weat_caliskan2017``: the canonical W1–W10 of the paper's supplement (16 + 16 names in W4–W5,
   ``short-term`` in W9, ``Billy`` in W10, ``unpleasant_5b`` in W3–W4, 8-word pleasant/unpleasant in

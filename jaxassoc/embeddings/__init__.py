@@ -8,7 +8,7 @@ Field guide (module: what is there; paper):
 - :mod:`~jaxassoc.embeddings.whitening` — ZCA whitening (ZCA-WEAT paper, §3.2, Eq. 7-8, 11):
   ``fit_zca`` (μ, W = U (Λ + εI)^{-1/2} Uᵀ, ε = 1e-3) -> ``ZcaStats``, ``apply_zca`` (differentiable
   z = W (x − μ)), ``save_zca`` / ``load_zca``, and the reference samples ``reference_sample`` /
-  ``corpus_word_types`` (``ReferenceSample``: corpus word types by default, as METHODS.md §2 pins).
+  ``corpus_word_types`` (``ReferenceSample``: corpus word types by default, as docs/methods.md §2 pins).
 - :mod:`~jaxassoc.embeddings.sentence` — sentence vectors by masked mean pooling of a layer (Reimers &
   Gurevych 2019): ``mean_pool``, ``sentence_vectors``, ``token_states``, ``check_layer`` (a layer index the model has).
 - :mod:`~jaxassoc.embeddings.contextual` — word vectors from a contextual model, "aggregated" over up to

@@ -1,4 +1,4 @@
-"""ZCA whitening (ZCA-WEAT paper, §3.2 and §4.1, Eq. 7, 8, 11; METHODS.md §2).
+"""ZCA whitening (ZCA-WEAT paper, §3.2 and §4.1, Eq. 7, 8, 11; docs/methods.md §2).
 
 mu, Sigma (ddof 1) from a reference sample; W = U (Lambda + eps I)^{-1/2} U^T from the eigendecomposition
 Sigma = U Lambda U^T; z = W (x - mu). eps = 1e-3 as in the paper keeps W finite when a dimension is
@@ -147,7 +147,7 @@ def corpus_word_types(tokens: Iterable[str]) -> list[str]:
 
     Numbers, punctuation, WikiText's ``<unk>`` and ``@-@`` joiners, and tokens with hyphens or
     apostrophes are not word types here. With this rule the WikiText-2 (test + valid) types give
-    GloVe-50d W3 whitened d = 0.27, the value METHODS.md §2 quotes; keeping every token gives 0.19.
+    GloVe-50d W3 whitened d = 0.27, the value docs/methods.md §2 quotes; keeping every token gives 0.19.
     """
     return list(dict.fromkeys(t for t in tokens if t.isalpha()))
 

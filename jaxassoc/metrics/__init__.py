@@ -4,7 +4,7 @@ Every kernel takes arrays (vectors, logits, log-probabilities, head weights) and
 NamedTuple of arrays, so results pass through ``jax.jit``, ``jax.vmap`` and ``jax.grad``: a metric is a
 differentiable function of the model's outputs, and through the caller's forward pass of its weights.
 Host-side ``check_*`` gates and the full-test entry points raise :class:`jaxassoc.errors.InputError` on
-bad inputs before any kernel runs. The formulas, defaults and parity switches are pinned in METHODS.md.
+bad inputs before any kernel runs. The formulas, defaults and parity switches are pinned in docs/methods.md.
 
 Field guide (module: what is there; paper):
 
@@ -12,7 +12,9 @@ Field guide (module: what is there; paper):
   Eq. 1-4): ``associations`` s(w, A, B), ``effect_size`` d, ``weat_statistics``, ``weat_effect_size``
   (a scalar to differentiate), ``sc_weat_effect_size``; ``weat.weat(key, x, y, a, b)`` adds the
   permutation p-value and a bootstrap CI (``WeatResult``); ``association_test`` (``AssociationTest``)
-  is that p and CI on any per-target scores s (WEAT's, RPAM's or a user metric's).
+  is that p and CI on any per-target scores s (WEAT's, RPAM's or a user metric's), NaN when s is constant
+  (``is_constant``, ``association_scale``); ``check_distinct_words`` is the word rule of every metric
+  with word sets (no word twice in a test).
 - :mod:`~jaxassoc.metrics.rpam` — RPAM (Hodel, West & Caliskan 2026, §4, App. E):
   ``relative_probabilities`` p(v, t), ``association_scores``, ``rpam_effect_size`` (Eq. 1 from the logits:
   differentiable in the output head), ``rpam_test`` (``RpamTestResult``), ``rpam_valence``.
@@ -137,11 +139,14 @@ from jaxassoc.metrics.weat import (
     AssociationTest,
     WeatResult,
     WeatStatistics,
+    association_scale,
     association_test,
     associations,
+    check_distinct_words,
     check_word_set,
     cosine_similarities,
     effect_size,
+    is_constant,
     sc_weat_effect_size,
     weat_effect_size,
     weat_statistics,
@@ -180,6 +185,7 @@ __all__ = [
     "WeatStatistics",
     # functions
     "alignment",
+    "association_scale",
     "association_scores",
     "association_test",
     "associations",
@@ -188,6 +194,7 @@ __all__ = [
     "ceat_single_group",
     "chain_rule_logprob",
     "check_contextual_set",
+    "check_distinct_words",
     "check_set_inputs",
     "check_word_set",
     "compare_whitening",
@@ -203,6 +210,7 @@ __all__ = [
     "group_minus_prior",
     "human_group_indices",
     "ilps_star",
+    "is_constant",
     "is_neutral",
     "maxpmi_mask",
     "median_over_synonyms",

@@ -1,5 +1,5 @@
 """CEAT, the Contextualized Embedding Association Test (Guo & Caliskan 2021, §4; Cao et al. 2022, §3.1;
-METHODS.md §3).
+docs/methods.md §3).
 
 Each word of the target sets X, Y and attribute sets A, B has many contextual embeddings (one per
 sentence it occurs in). A draw picks one of them per word at random and computes the WEAT effect size
@@ -8,7 +8,11 @@ The N draws (default 10,000) are combined by a random-effects meta-analysis (Der
 
     w_i = 1/v_i,  Q = Σ w_i (es_i − ē_w)²,  df = N − 1,  c = Σ w_i − Σ w_i² / Σ w_i,
     τ² = max(0, (Q − df) / c),  w*_i = 1/(v_i + τ²),
-    CES = Σ w*_i es_i / Σ w*_i,  V(CES) = 1 / Σ w*_i,  p = Φ̄(CES / √V)   (one-sided).
+    CES = Σ w*_i es_i / Σ w*_i,  V(CES) = 1 / Σ w*_i,  p = Φ̄(CES / √V)   (one-sided, "greater").
+
+``alternative="less"`` gives Φ(CES / √V), ``"two-sided"`` 2 Φ̄(|CES| / √V). A draw whose s is constant
+(up to float rounding, e.g. A and B hold the same vectors) has an undefined effect size: CES, its
+variance and p are then NaN.
 
 Cao et al.'s single-group variant (one group set G against A and B) replaces the WEAT by its single-
 category form: es = mean_g [mean_a cos(g, a) − mean_b cos(g, b)] / std_{g, w ∈ A ∪ B} cos(g, w), with
@@ -31,7 +35,9 @@ import numpy as np
 from jax.scipy.special import erfc
 from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray
 
-from jaxassoc.errors import InputError
+from jaxassoc.errors import ConfigError, InputError
+from jaxassoc.metrics.weat import is_constant
+from jaxassoc.stats.permutation import ALTERNATIVES
 
 N_DRAWS = 10_000
 
@@ -49,7 +55,7 @@ class RandomEffects(NamedTuple):
     ces: Float[Array, ""]  # combined effect size
     variance: Float[Array, ""]  # V(CES) = 1 / Σ w*
     tau_squared: Float[Array, ""]  # between-draw variance τ²
-    p_value: Float[Array, ""]  # one-sided Φ̄(CES / √V)
+    p_value: Float[Array, ""]  # Φ̄(CES / √V) (greater), Φ(CES / √V) (less) or 2 Φ̄(|CES| / √V) (two-sided)
 
 
 class CeatResult(NamedTuple):
@@ -60,9 +66,13 @@ class CeatResult(NamedTuple):
     variances: Float[Array, " N"]
 
 
-@jax.jit
-def random_effects(effect_sizes: Float[Array, " N"], variances: Float[Array, " N"]) -> RandomEffects:
-    """DerSimonian–Laird τ², combined effect size, its variance and the one-sided p-value."""
+@functools.partial(jax.jit, static_argnames=("alternative",))
+def random_effects(
+    effect_sizes: Float[Array, " N"], variances: Float[Array, " N"], *, alternative: str = "greater"
+) -> RandomEffects:
+    """DerSimonian–Laird τ², combined effect size, its variance and the p-value of ``alternative``."""
+    if alternative not in ALTERNATIVES:
+        raise ConfigError(f"CEAT: alternative={alternative!r} is not supported: use one of {ALTERNATIVES}")
     w = 1.0 / variances
     sw = jnp.sum(w)
     fixed = jnp.sum(w * effect_sizes) / sw
@@ -73,7 +83,8 @@ def random_effects(effect_sizes: Float[Array, " N"], variances: Float[Array, " N
     w_star = 1.0 / (variances + tau2)
     ces = jnp.sum(w_star * effect_sizes) / jnp.sum(w_star)
     var = 1.0 / jnp.sum(w_star)
-    p = 0.5 * erfc(ces / jnp.sqrt(var) / jnp.sqrt(2.0))
+    z = ces / jnp.sqrt(var) / jnp.sqrt(2.0)
+    p = {"greater": 0.5 * erfc(z), "less": 0.5 * erfc(-z), "two-sided": erfc(jnp.abs(z))}[alternative]
     return RandomEffects(ces=ces, variance=var, tau_squared=tau2, p_value=p)
 
 
@@ -84,12 +95,15 @@ def _unit(v: Float[Array, "n D"]) -> Float[Array, "n D"]:
 def weat_draw(
     x: Float[Array, "nx D"], y: Float[Array, "ny D"], a: Float[Array, "na D"], b: Float[Array, "nb D"]
 ) -> tuple[Float[Array, ""], Float[Array, ""]]:
-    """One draw's WEAT effect size and variance (std² of s(w, A, B) over X ∪ Y, ddof 1)."""
+    """One draw's WEAT effect size and variance (std² of s(w, A, B) over X ∪ Y, ddof 1); the effect size is
+    NaN when s is constant up to float rounding (:func:`jaxassoc.metrics.weat.is_constant`)."""
     t = _unit(jnp.concatenate([x, y]))
-    s = (t @ _unit(a).T).mean(axis=1) - (t @ _unit(b).T).mean(axis=1)
+    mean_a, mean_b = (t @ _unit(a).T).mean(axis=1), (t @ _unit(b).T).mean(axis=1)
+    s = mean_a - mean_b
     std = jnp.std(s, ddof=1)
     nx = x.shape[0]
-    return (s[:nx].mean() - s[nx:].mean()) / std, std**2
+    constant = is_constant(s, jnp.maximum(jnp.abs(mean_a), jnp.abs(mean_b)).max())
+    return jnp.where(constant, jnp.nan, (s[:nx].mean() - s[nx:].mean()) / std), std**2
 
 
 def single_group_draw(
@@ -173,8 +187,9 @@ def ceat(
     *,
     n_draws: int = N_DRAWS,
     chunk: int = 1000,
+    alternative: str = "greater",
 ) -> CeatResult:
-    """CEAT (Guo & Caliskan 2021): ``n_draws`` random draws, random-effects combination."""
+    """CEAT (Guo & Caliskan 2021): ``n_draws`` random draws, random-effects combination, p of ``alternative``."""
     x = check_contextual_set("X", x)
     dim = x.vectors.shape[2]
     y, a, b = (check_contextual_set(n, s, dim=dim) for n, s in (("Y", y), ("A", a), ("B", b)))
@@ -185,7 +200,7 @@ def ceat(
     keys = jax.random.split(key, 4)
     idx = tuple(draw_indices(k, s.counts, n_draws) for k, s in zip(keys, (x, y, a, b)))
     es, v = weat_draws((x, y, a, b), idx, chunk=chunk)
-    return CeatResult(combined=random_effects(es, v), effect_sizes=es, variances=v)
+    return CeatResult(combined=random_effects(es, v, alternative=alternative), effect_sizes=es, variances=v)
 
 
 def ceat_single_group(
@@ -196,8 +211,9 @@ def ceat_single_group(
     *,
     n_draws: int = N_DRAWS,
     chunk: int = 1000,
+    alternative: str = "greater",
 ) -> CeatResult:
-    """Cao et al.'s per-group CEAT: group set G against attributes A and B."""
+    """Cao et al.'s per-group CEAT: group set G against attributes A and B (p of ``alternative``)."""
     group = check_contextual_set("group", group)
     dim = group.vectors.shape[2]
     a, b = (check_contextual_set(n, s, dim=dim) for n, s in (("A", a), ("B", b)))
@@ -206,7 +222,7 @@ def ceat_single_group(
     keys = jax.random.split(key, 3)
     idx = tuple(draw_indices(k, s.counts, n_draws) for k, s in zip(keys, (group, a, b)))
     es, v = single_group_draws((group, a, b), idx, chunk=chunk)
-    return CeatResult(combined=random_effects(es, v), effect_sizes=es, variances=v)
+    return CeatResult(combined=random_effects(es, v, alternative=alternative), effect_sizes=es, variances=v)
 
 
 def pad_contexts(per_word: list[ArrayLike]) -> ContextualSet:

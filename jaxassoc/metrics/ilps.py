@@ -1,4 +1,4 @@
-"""ILPS and ILPS* (Kurita et al. 2019; Cao et al. 2022, §3.1 and "Subwords"; METHODS.md §3).
+"""ILPS and ILPS* (Kurita et al. 2019; Cao et al. 2022, §3.1 and "Subwords"; docs/methods.md §3).
 
 ILPS(g, t) = log P(t | template with group g) − log P(t | template with the prior noun), the prior noun
 being the generic "person"/"people"/"People" as in the authors' code (not a masked group).

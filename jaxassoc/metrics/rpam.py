@@ -37,6 +37,7 @@ class RpamTestResult(NamedTuple):
     n_resamples: Int[Array, ""]
     ci_low: Float[Array, ""]
     ci_high: Float[Array, ""]
+    defined: Bool[Array, ""]  # False: s is constant; d, p and CI are NaN (weat.UNDEFINED_CONSTANT_S)
 
 
 @functools.partial(jax.jit, static_argnames=("normalise",))
@@ -95,18 +96,23 @@ def rpam_test(
     ties: str = "strict",
     n_bootstrap: int = 10_000,
     confidence: float = 0.95,
+    alternative: str = "greater",
 ) -> RpamTestResult:
-    """RPAM Test: d (Eq. 1), the one-sided permutation p-value of WEAT on s, and a bootstrap CI of d.
+    """RPAM Test: d (Eq. 1), WEAT's permutation p-value on s (``alternative``), and a bootstrap CI of d.
 
     ``p`` holds p(v, t) for targets X then Y (rows) and attributes A then B (columns). The permutation
-    test and the CI are those of :func:`jaxassoc.metrics.weat.weat`, applied to the RPAM scores s.
+    test and the CI are those of :func:`jaxassoc.metrics.weat.weat`, applied to the RPAM scores s; with
+    constant s (every target's mean probabilities of A and B differ equally, up to rounding), d, p and the
+    CI are NaN and ``defined`` is False.
     """
     s = association_scores(p, n_a=n_a)
     test = association_test(
         key, s, n_x, ddof=ddof, exact_bound=exact_bound, n_permutations=n_permutations, ties=ties,
-        n_bootstrap=n_bootstrap, confidence=confidence,
+        n_bootstrap=n_bootstrap, confidence=confidence, alternative=alternative,
+        scale=jnp.maximum(p[:, :n_a].mean(axis=1), p[:, n_a:].mean(axis=1)).max(),
     )
-    return RpamTestResult(d=effect_size(s[:n_x], s[n_x:], ddof=ddof), associations=s, **test._asdict())
+    d = jnp.where(test.defined, effect_size(s[:n_x], s[n_x:], ddof=ddof), jnp.nan)
+    return RpamTestResult(d=d, associations=s, **test._asdict())
 
 
 def rpam_valence(p: Float[Array, "T C"], *, n_pleasant: int) -> Float[Array, " T"]:

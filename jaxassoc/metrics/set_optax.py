@@ -1,4 +1,4 @@
-"""SeT by optimisation (Cao et al. 2022, §3.1; METHODS.md §3): the same objective as
+"""SeT by optimisation (Cao et al. 2022, §3.1; docs/methods.md §3): the same objective as
 :mod:`jaxassoc.metrics.set_exact`, solved with an augmented Lagrangian and optax L-BFGS, batched over
 problems — and for what the exact solver cannot do: one ΔA shared by K contexts, each with its own gold.
 

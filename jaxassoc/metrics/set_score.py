@@ -1,4 +1,4 @@
-"""From SeT distances to group-trait scores (Cao et al. 2022, §3.1–3.2; METHODS.md §3).
+"""From SeT distances to group-trait scores (Cao et al. 2022, §3.1–3.2; docs/methods.md §3).
 
 - Transform of one subword's distance d = ‖ΔA‖_F: ``"neg_distance"`` (default) −d, always finite and
   monotone; ``"log1m"`` (parity) log(1 − d) as the authors' ``quick_set.py``, NaN when d > 1 and −inf at 1.

@@ -1,5 +1,5 @@
 """Alignment of model group-trait scores with human stereotype ratings (Cao et al. 2022, §3.2, §5.1–5.2;
-METHODS.md §3).
+docs/methods.md §3).
 
 - Pair score of a trait pair (left − right pole, e.g. powerless − powerful): the median score over the
   right pole's synonyms minus the median over the left pole's (human ratings: 0 = left, 100 = right).

@@ -1,4 +1,4 @@
-"""UnStereoEval metrics (Belem et al. 2024, §3; METHODS.md §4).
+"""UnStereoEval metrics (Belem et al. 2024, §3; docs/methods.md §4).
 
 From each sentence pair's log-likelihoods (natural log) under the male and the female pronouns:
 

@@ -3,8 +3,22 @@
 The kernels (:func:`associations`, :func:`weat_statistics`, :func:`weat_effect_size`,
 :func:`sc_weat_effect_size`) are pure, jit-compiled and differentiable in the vectors; they vmap over
 tests of equal shape. They assume valid inputs: :func:`check_word_set` is the host-side gate that turns
-empty, single-word, NaN, zero or mismatched sets into :class:`~jaxassoc.errors.InputError`, and
-:func:`weat` runs it before the kernels, the permutation test and the bootstrap.
+empty, single-word, non-numeric, NaN, zero or mismatched sets into :class:`~jaxassoc.errors.InputError`,
+and :func:`weat` runs it before the kernels, the permutation test and the bootstrap.
+
+One word rule for every metric that takes word sets (WEAT, RPAM Test, CEAT): a word appears at most
+once in a test, so a repeat inside a set (it would count twice) and a word in two sets (X and Y, A and
+B, or a target that is also an attribute) are refused by :func:`check_distinct_words`; without words,
+:func:`weat` applies it to the vectors (identical rows).
+
+Undefined statistics: when every target has the same association s (e.g. A and B hold the same
+vectors), d = 0/0 and every partition ties with the observed one, so d, p and the CI are NaN and
+``defined`` is False (:data:`UNDEFINED_CONSTANT_S` says why), never p = 0. "The same" allows for float
+rounding: s is a difference of two means (of cosines, of probabilities) that may be computed in another
+order, so identical A and B give s of about 1e-9, not 0; s counts as constant when its standard
+deviation is at most 16 eps times the magnitude of those means (:func:`is_constant`). Rounding gives at
+most about 2 eps (identical A and B, shuffled and rescaled, 8-768 dimensions); real differences are
+thousands of eps, even on a tiny random language model whose s is about 1e-7.
 
 |X| != |Y| is allowed: S and d are defined for unequal sets, and the permutation test re-partitions
 X ∪ Y into sets of the original sizes.
@@ -33,8 +47,15 @@ class WeatStatistics(NamedTuple):
     d: Float[Array, ""]
 
 
+UNDEFINED_CONSTANT_S = (
+    "the association s is the same for every target of X ∪ Y up to float rounding (e.g. A and B hold the same "
+    "vectors): d, p and CI are undefined"
+)
+_CONSTANT_EPS = 16  # s is constant when its std is at most this many eps of the magnitude of its terms
+
+
 class WeatResult(NamedTuple):
-    """A WEAT with its one-sided permutation p-value and a bootstrap CI of d over stimuli."""
+    """A WEAT with its permutation p-value and a bootstrap CI of d over stimuli."""
 
     d: Float[Array, ""]
     S: Float[Array, ""]
@@ -43,6 +64,7 @@ class WeatResult(NamedTuple):
     n_resamples: Int[Array, ""]  # partitions enumerated or permutations drawn
     ci_low: Float[Array, ""]
     ci_high: Float[Array, ""]
+    defined: Bool[Array, ""]  # False: s is constant; d, p and CI are NaN (UNDEFINED_CONSTANT_S)
 
 
 def cosine_similarities(u: Float[Array, "n D"], v: Float[Array, "m D"]) -> Float[Array, "n m"]:
@@ -58,6 +80,20 @@ def associations(
 ) -> Float[Array, " n"]:
     """Eq. 1: s(w, A, B) = mean_a cos(w, a) - mean_b cos(w, b), for each row w."""
     return cosine_similarities(w, a).mean(axis=1) - cosine_similarities(w, b).mean(axis=1)
+
+
+@jax.jit
+def association_scale(w: Float[Array, "n D"], a: Float[Array, "na D"], b: Float[Array, "nb D"]) -> Float[Array, ""]:
+    """The magnitude of the two means s(w, A, B) is the difference of: max over w of |mean_a cos|, |mean_b cos|."""
+    return jnp.maximum(jnp.abs(cosine_similarities(w, a).mean(axis=1)), jnp.abs(cosine_similarities(w, b).mean(axis=1))).max()
+
+
+def is_constant(s: Float[Array, " n"], scale: Float[ArrayLike, ""] | None = None) -> Bool[Array, ""]:
+    """True when the per-target scores s do not vary beyond float rounding: std(s) <= 16 eps x ``scale``,
+    the magnitude of the terms s is a difference of (default: max |s|, i.e. only an exactly constant s)."""
+    s = jnp.asarray(s)
+    scale = jnp.max(jnp.abs(s)) if scale is None else scale
+    return jnp.std(s) <= _CONSTANT_EPS * jnp.finfo(s.dtype).eps * scale
 
 
 def effect_size(
@@ -116,11 +152,19 @@ def check_word_set(
 ) -> np.ndarray:
     """Host-side gate before any kernel: returns the vectors as a float array or raises InputError.
 
-    Refuses a set that is not a 2-D array, has fewer than two vectors (d needs a spread), has NaN or
-    infinite entries or zero vectors (their cosine is undefined; the message names the words), or
-    whose dimension differs from ``dim``.
+    Refuses a set that is not a 2-D numeric array (e.g. the words instead of their vectors), has fewer
+    than two vectors (d needs a spread), has NaN or infinite entries or zero vectors (their cosine is
+    undefined; the message names the words), or whose dimension differs from ``dim``.
     """
-    arr = np.asarray(vectors)
+    try:
+        arr = np.asarray(vectors)
+    except ValueError:  # ragged rows
+        raise InputError(f"word set {name!r}: rows of different lengths; give a (words, dim) matrix") from None
+    if arr.dtype.kind not in "fiu":
+        raise InputError(
+            f"word set {name!r}: expected numeric vectors, got an array of {arr.dtype} (words instead of their "
+            f"vectors?); look the words up first, e.g. with StaticEmbeddings.lookup"
+        )
 
     def label(idx):
         return [words[i] if words is not None else f"row {i}" for i in idx]
@@ -150,6 +194,46 @@ def check_word_set(
     return arr
 
 
+def check_distinct_words(
+    label: str, sets: Sequence[Sequence[str]], names: Sequence[str] = ("X", "Y", "A", "B")
+) -> None:
+    """The word rule of every metric that takes word sets: InputError for a word repeated inside a set or
+    found in two sets of one test (``label`` names the test; ``names`` the sets, targets first)."""
+    for name, words in zip(names, sets):
+        repeated = sorted({w for w in words if list(words).count(w) > 1})
+        if repeated:
+            raise InputError(
+                f"{label}: word set {name!r} repeats {repeated}; a repeated word would count twice, so list "
+                f"each word once"
+            )
+    owner: dict[str, str] = {}
+    for name, words in zip(names, sets):
+        for word in words:
+            if word in owner:
+                raise InputError(
+                    f"{label}: word {word!r} is in both {owner[word]!r} and {name!r}; a word may belong to one "
+                    f"set of a test only (a target that is also an attribute would score itself), so remove it "
+                    f"from one side"
+                )
+            owner[word] = name
+
+
+def _check_distinct_rows(sets: Sequence[np.ndarray], names: Sequence[str]) -> None:
+    """The word rule on bare vectors: no row appears twice across the four sets."""
+    rows = np.concatenate(sets)
+    _, first, counts = np.unique(rows, axis=0, return_index=True, return_counts=True)
+    if (counts > 1).any():
+        where = np.repeat(np.arange(len(sets)), [len(s) for s in sets])
+        offsets = np.cumsum([0] + [len(s) for s in sets])
+        row = first[np.argmax(counts > 1)]
+        same = np.flatnonzero((rows == rows[row]).all(axis=1))
+        places = [f"{names[where[i]]!r} row {i - offsets[where[i]]}" for i in same]
+        raise InputError(
+            f"the same vector is in {' and '.join(places)}; each word may appear once in a test (pass "
+            f"words= to name them)"
+        )
+
+
 class _EffectSize(NamedTuple):
     """Eq. 3 on (s_X, s_Y) as a hashable callable, so the bootstrap compiles once per ddof."""
 
@@ -174,30 +258,39 @@ def weat(
     ties: str = "strict",
     n_bootstrap: int = 10_000,
     confidence: float = 0.95,
+    alternative: str = "greater",
 ) -> WeatResult:
-    """A full WEAT: d and S (Eq. 1-3), the one-sided permutation p-value (Eq. 4) and a bootstrap CI.
+    """A full WEAT: d and S (Eq. 1-3), the permutation p-value (Eq. 4) and a bootstrap CI.
 
-    p is P[S(Xi, Yi) > S(X, Y)] over re-partitions of X ∪ Y into sets of sizes |X|, |Y|, computed on
+    p is P[S(Xi, Yi) > S(X, Y)] (``alternative="greater"``, Eq. 4; ``"less"``: <; ``"two-sided"``:
+    min(1, 2 min(greater, less))) over re-partitions of X ∪ Y into sets of sizes |X|, |Y|, computed on
     the per-target associations (S is a difference of their sums): exact enumeration when the number
     of partitions is at most ``exact_bound``, else ``n_permutations`` random permutations drawn with
     ``key``; ``ties="strict"`` counts only strictly greater statistics, as Eq. 4 writes it. The CI of d
-    resamples the targets of X and of Y within their own sets (A and B fixed), ``n_bootstrap`` times.
-    ``names`` and ``words`` (the words behind each set's rows) only label InputErrors. The Monte Carlo
-    p is #{S_i > S} / n_permutations without the observed partition added (see
-    :func:`jaxassoc.stats.permutation_test`), so it can be 0; its resolution is 1 / n_permutations.
+    resamples the targets of X and of Y within their own sets (A and B fixed), ``n_bootstrap`` times, and
+    spans ``confidence``. ``names`` and ``words`` (the words behind each set's rows) label InputErrors;
+    :func:`check_distinct_words` refuses repeated or shared words (without ``words``: repeated vectors).
+    The Monte Carlo p is #{S_i > S} / n_permutations without the observed partition added (see
+    :func:`jaxassoc.stats.permutation_test`), so it can be 0; its resolution is 1 / n_permutations. With
+    constant s (:func:`is_constant`), d, p and the CI are NaN and ``defined`` is False.
     """
-    words = words if words is not None else (None, None, None, None)
-    x = check_word_set(names[0], x, words[0])
+    x = check_word_set(names[0], x, words[0] if words is not None else None)
     dim = x.shape[1]
     y, a, b = (
-        check_word_set(n, v, w, dim=dim) for n, v, w in zip(names[1:], (y, a, b), words[1:])
+        check_word_set(n, v, w, dim=dim)
+        for n, v, w in zip(names[1:], (y, a, b), words[1:] if words is not None else (None,) * 3)
     )
+    if words is not None:
+        check_distinct_words("WEAT", words, names)
+    else:
+        _check_distinct_rows((x, y, a, b), names)
     st = weat_statistics(x, y, a, b, ddof=ddof)
     test = association_test(
         key, st.associations, x.shape[0], ddof=ddof, exact_bound=exact_bound, n_permutations=n_permutations,
-        ties=ties, n_bootstrap=n_bootstrap, confidence=confidence,
+        ties=ties, n_bootstrap=n_bootstrap, confidence=confidence, alternative=alternative,
+        scale=association_scale(jnp.concatenate([jnp.asarray(x), jnp.asarray(y)]), a, b),
     )
-    return WeatResult(d=st.d, S=st.S, **test._asdict())
+    return WeatResult(d=jnp.where(test.defined, st.d, jnp.nan), S=st.S, **test._asdict())
 
 
 class AssociationTest(NamedTuple):
@@ -208,6 +301,7 @@ class AssociationTest(NamedTuple):
     n_resamples: Int[Array, ""]
     ci_low: Float[Array, ""]
     ci_high: Float[Array, ""]
+    defined: Bool[Array, ""]  # False: s is constant (is_constant); p and the CI are NaN
 
 
 def association_test(
@@ -221,15 +315,23 @@ def association_test(
     ties: str = "strict",
     n_bootstrap: int = 10_000,
     confidence: float = 0.95,
+    alternative: str = "greater",
+    scale: Float[ArrayLike, ""] | None = None,
 ) -> AssociationTest:
-    """Eq. 4's one-sided permutation p of S = Σ_X s − Σ_Y s and a bootstrap CI of d (targets of X and of
-    Y resampled within their sets), from any per-target scores ``s`` (X first): WEAT's cosine
-    associations, RPAM's relative probabilities, ..."""
+    """Eq. 4's permutation p of S = Σ_X s − Σ_Y s (``alternative``: greater, less or two-sided) and a
+    bootstrap CI of d at ``confidence`` (targets of X and of Y resampled within their sets), from any
+    per-target scores ``s`` (X first): WEAT's cosine associations, RPAM's relative probabilities, ...
+
+    When s is constant (:func:`is_constant`; ``scale``: the magnitude of the means s is a difference of),
+    d is 0/0 and every partition ties with the observed one: p and the CI are NaN and ``defined`` is False
+    (never p = 0)."""
     key_perm, key_boot = jax.random.split(key)
     perm = stats.permutation_test(
-        key_perm, s, n_x, exact_bound=exact_bound, n_permutations=n_permutations, alternative="greater", ties=ties
+        key_perm, s, n_x, exact_bound=exact_bound, n_permutations=n_permutations, alternative=alternative, ties=ties
     )
     ci = stats.bootstrap_ci_groups(
         key_boot, _EffectSize(ddof), (s[:n_x], s[n_x:]), n_resamples=n_bootstrap, confidence=confidence
     )
-    return AssociationTest(perm.p_value, perm.exact, perm.n_resamples, ci.low, ci.high)
+    defined = ~is_constant(s, scale)
+    p, low, high = (jnp.where(defined, v, jnp.nan) for v in (perm.p_value, ci.low, ci.high))
+    return AssociationTest(p, perm.exact, perm.n_resamples, low, high, defined)

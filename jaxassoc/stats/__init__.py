@@ -1,4 +1,4 @@
-"""Statistics shared by every metric (METHODS.md §2 permutation test, §5): jit-compiled, explicit PRNG keys.
+"""Statistics shared by every metric (docs/methods.md §2 permutation test, §5): jit-compiled, explicit PRNG keys.
 
 - correlations (checked against ``scipy.stats``): ``pearson``, ``spearman``, ``kendall_tau_b``,
   ``rankdata`` and the ``*_test`` variants with scipy's two-sided p-values;

@@ -1,4 +1,5 @@
-"""Percentile bootstrap: joint, stratified (per group) and paired (METHODS.md §2, §5; Efron & Tibshirani 1993, ch. 13).
+"""Percentile bootstrap: joint, stratified (per group) and paired (docs/methods.md §2, §5; Efron & Tibshirani
+1993, ch. 13).
 
 Resample r draws its rows with ``jax.random.split(key, n_resamples)[r]``, so the drawn rows depend only
 on the key and ``n_resamples``, not on how many resamples are evaluated at once (chosen to keep the
@@ -26,6 +27,8 @@ from jaxassoc.errors import ConfigError, InputError
 
 # Memory for the resampled copies of the data evaluated at once.
 _BATCH_BYTES = 64 * 2**20
+MAX_RESAMPLES = 10**7
+"""Most bootstrap resamples: their keys and statistics take about 120 MB."""
 
 
 class BootstrapResult(NamedTuple):
@@ -66,8 +69,8 @@ def _as_group(what: str, group: Any, label: str) -> tuple[Array, ...]:
 
 
 def _check_settings(what: str, n_resamples, confidence) -> None:
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
-        raise ConfigError(f"{what}: n_resamples must be a positive integer; got {n_resamples!r}.")
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or not 1 <= n_resamples <= MAX_RESAMPLES:
+        raise ConfigError(f"{what}: n_resamples must be an integer in 1..{MAX_RESAMPLES:,}; got {n_resamples!r}.")
     if isinstance(confidence, bool) or not isinstance(confidence, (int, float, np.floating)) or not 0 < confidence < 1:
         raise ConfigError(f"{what}: confidence must be strictly between 0 and 1 (e.g. 0.95); got {confidence!r}.")
 

@@ -1,4 +1,4 @@
-"""Binary classification scores and precision at k (METHODS.md §5), jit-compiled.
+"""Binary classification scores and precision at k (docs/methods.md §5), jit-compiled.
 
 Labels are binary with positive = 1 (bool or 0/1 numbers). A score whose denominator is zero (no
 predicted positives for precision, no true positives for recall, neither for F1) is ``zero_division``,

@@ -1,4 +1,4 @@
-"""Rank and correlation statistics (METHODS.md §5), jit-compiled, matching ``scipy.stats``.
+"""Rank and correlation statistics (docs/methods.md §5), jit-compiled, matching ``scipy.stats``.
 
 - ``rankdata``: average ranks for ties (scipy's default ``method="average"``).
 - ``pearson``, ``spearman``, ``kendall_tau_b``: the coefficients as float32 scalars.

@@ -1,4 +1,4 @@
-"""Permutation test of a two-group statistic (METHODS.md §2; Caliskan et al. 2017, WEAT p-value).
+"""Permutation test of a two-group statistic (docs/methods.md §2; Caliskan et al. 2017, WEAT p-value).
 
 The items ``values[:n_x]`` form group X and the rest group Y. Under H0 the labels are exchangeable, so
 the statistic's null distribution is its value over the re-partitions of X ∪ Y into groups of the same
@@ -29,6 +29,9 @@ from jaxassoc.errors import ConfigError, InputError
 
 ALTERNATIVES = ("greater", "less", "two-sided")
 TIES = ("strict", "inclusive")
+MAX_PARTITIONS = 10**7
+"""Most partitions one test evaluates, enumerated (``exact_bound``) or drawn (``n_permutations``): a p
+resolution of 1e-7, minutes of work and about 100 MB of index sets or keys at most."""
 
 # Partitions evaluated per step: bounds memory to about _CHUNK x n (x batch) values per step.
 _CHUNK = 4096
@@ -135,17 +138,18 @@ def _exact_test(combos, values, *, statistic, n_x, alternative, ties) -> Permuta
 
 @partial(jax.jit, static_argnames=("statistic", "n_x", "n_permutations", "alternative", "ties"))
 def _monte_carlo_test(key, values, *, statistic, n_x, n_permutations, alternative, ties) -> PermutationResult:
-    """Draw n_permutations partitions, partition i from ``jax.random.split(key, n_permutations)[i]``."""
+    """Draw n_permutations partitions, partition i from ``jax.random.fold_in(key, i)``, _CHUNK at a time
+    (no array of all keys: memory does not grow with n_permutations)."""
     n = values.shape[0]
     observed = _observed(statistic, values, n_x)
-    chunks, valid = _chunked(jax.random.split(key, n_permutations), _CHUNK)
 
-    def step(counts, chunk):
-        keys, ok = chunk
-        masks = jax.vmap(lambda k: _random_partition(k, n, n_x))(keys)
-        return counts + _exceedances(statistic, values, masks, ok, observed, ties), None
+    def step(counts, first):
+        index = first + jnp.arange(_CHUNK, dtype=jnp.uint32)
+        masks = jax.vmap(lambda i: _random_partition(jax.random.fold_in(key, i), n, n_x))(index)
+        return counts + _exceedances(statistic, values, masks, index < n_permutations, observed, ties), None
 
-    counts, _ = jax.lax.scan(step, jnp.zeros(2, jnp.int32), (chunks, valid))
+    starts = jnp.arange(0, n_permutations, _CHUNK, dtype=jnp.uint32)
+    counts, _ = jax.lax.scan(step, jnp.zeros(2, jnp.int32), starts)
     p = jnp.where(jnp.isnan(observed), jnp.nan, _p_value(counts, n_permutations, alternative))
     return PermutationResult(
         observed, p.astype(jnp.float32), jnp.asarray(False), jnp.asarray(n_permutations, jnp.int32)
@@ -160,10 +164,13 @@ def _check_config(n: int, n_x, exact_bound, n_permutations, alternative: str, ti
         raise ConfigError(f"permutation_test: alternative={alternative!r} is not supported: use one of {ALTERNATIVES}.")
     if ties not in TIES:
         raise ConfigError(f"permutation_test: ties={ties!r} is not supported: use 'strict' (>) or 'inclusive' (>=).")
-    if exact_bound < 0:
-        raise ConfigError(f"permutation_test: exact_bound must be >= 0; got {exact_bound}.")
-    if n_permutations < 1:
-        raise ConfigError(f"permutation_test: n_permutations must be >= 1; got {n_permutations}.")
+    if not 0 <= exact_bound <= MAX_PARTITIONS:
+        raise ConfigError(f"permutation_test: exact_bound must lie in 0..{MAX_PARTITIONS:,}; got {exact_bound}.")
+    if not 1 <= n_permutations <= MAX_PARTITIONS:
+        raise ConfigError(
+            f"permutation_test: n_permutations must lie in 1..{MAX_PARTITIONS:,} (p resolution 1e-7); "
+            f"got {n_permutations}."
+        )
     if n_x < 1 or n - n_x < 1:
         raise InputError(
             f"permutation_test: both groups need at least one item; got n_x={n_x} of n={n} values "
@@ -203,7 +210,7 @@ def permutation_test(
     alternative: str = "greater",
     ties: str = "strict",
 ) -> PermutationResult:
-    """One-sided (or two-sided) permutation test that X's items score higher than Y's (METHODS.md §2).
+    """One-sided (or two-sided) permutation test that X's items score higher than Y's (docs/methods.md §2).
 
     ``values[:n_x]`` is group X, ``values[n_x:]`` group Y (sizes may differ; partitions keep them).
     ``statistic(values, in_x_mask)`` maps the scores and a mask of group X to a scalar; the default is
@@ -212,7 +219,8 @@ def permutation_test(
 
     Exact when C(n, n_x) <= ``exact_bound``: every partition is enumerated (the index sets are built on
     the host once per (n, n_x) and cached) and ``key`` is unused. Otherwise Monte Carlo: partition i is
-    drawn uniformly from ``jax.random.split(key, n_permutations)[i]``, independently (with replacement
+    drawn uniformly from ``jax.random.fold_in(key, i)`` (the same key as ``jax.random.split(key,
+    n_permutations)[i]`` with JAX's default partitionable threefry), independently (with replacement
     among partitions); the observed partition is NOT added to the count, so p is the unbiased estimate
     #{i : S_i > S} / n_permutations of the exact p above (it can be 0; its resolution is
     1 / n_permutations).

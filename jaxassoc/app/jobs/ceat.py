@@ -1,4 +1,4 @@
-"""``metric=ceat``: CEAT (Guo & Caliskan 2021; METHODS.md §3) on a WEAT suite (``dataset=weat_caliskan2017``,
+"""``metric=ceat``: CEAT (Guo & Caliskan 2021; docs/methods.md §3) on a WEAT suite (``dataset=weat_caliskan2017``,
 ``weat_ws``) with any language model's contextual embeddings.
 
 Per-word pools of contextual embeddings come from the reference corpus (see
@@ -18,13 +18,25 @@ import jax
 from jaxassoc import data
 from jaxassoc.app import resolve, store
 from jaxassoc.app.cache import cached_arrays
-from jaxassoc.app.config import MetricConfig
-from jaxassoc.app.pipelines.ceat import ContextPools, context_pools, corpus_sentences, run_ceat_suite, word_table
+from jaxassoc.app.config import NO_EFFECT, MetricConfig, check_choice, check_corpus, check_range, check_unique
+from jaxassoc.app.pipelines.ceat import (
+    FALLBACKS,
+    ContextPools,
+    context_pools,
+    corpus_sentences,
+    run_ceat_suite,
+    word_table,
+)
+from jaxassoc.app.pipelines.weat import check_suite_words
 from jaxassoc.app.registry import Job, JobResult
 from jaxassoc.app.stages import stage
 from jaxassoc.embeddings.contextual import ContextIndex
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.ceat import N_DRAWS
+
+
+MAX_DRAWS = 10**6
+"""Most CEAT draws: the per-draw table and draw indices stay within a few hundred MB."""
 
 
 @dataclass
@@ -37,7 +49,23 @@ class CeatMetricConfig(MetricConfig):
     fallback: str = "word"  # a word without any corpus context: word | templates | drop
     max_oov_share: float = 0.2  # with fallback drop: refuse a set that loses more than this share
     corpus: str = "wikitext2"  # wikitext2 (test+valid, offline) or a text file, one sentence a line
-    chunk: int = 1000  # draws evaluated at a time (memory)
+    chunk: int = field(default=1000, metadata=NO_EFFECT)  # draws evaluated at a time (memory)
+
+    def __post_init__(self) -> None:
+        check_range("metric.n_draws", self.n_draws, 2, MAX_DRAWS, hint="the random-effects model needs 2 draws")
+        check_unique("metric.tests", self.tests)
+        check_range("metric.max_contexts", self.max_contexts, 1)
+        check_choice("metric.fallback", self.fallback, FALLBACKS)
+        check_range("metric.max_oov_share", self.max_oov_share, 0, 1)
+        check_corpus("metric.corpus", self.corpus)
+        check_range("metric.chunk", self.chunk, 1)
+
+
+def ignored_options(job: Job) -> dict[str, str]:
+    """The options this job leaves unused (the app refuses them when set)."""
+    if job.metric.fallback != "drop":
+        return {"metric.max_oov_share": "it bounds the words lost with metric.fallback=drop only"}
+    return {}
 
 
 def _tests(job: Job):
@@ -53,9 +81,8 @@ def _tests(job: Job):
 
 def run(job: Job) -> JobResult:
     cfg = job.metric
-    if cfg.n_draws < 2:
-        raise ConfigError(f"metric.n_draws={cfg.n_draws}: the random-effects model needs at least 2 draws")
     tests, positions = _tests(job)
+    check_suite_words(tests)
     words = sorted({w for t in tests for w in (*t.targets_x, *t.targets_y, *t.attributes_a, *t.attributes_b)})
     model = resolve.language_model(job.model)
     sentences, corpus = corpus_sentences(cfg.corpus)
@@ -73,11 +100,13 @@ def run(job: Job) -> JobResult:
         st.what = f"words' context pools ({int(pools.counts.sum()):,} embeddings) built or read from the cache"
     with stage("ceat", f"tests x {cfg.n_draws:,} draws combined", len(tests)):
         aggregates, draws = run_ceat_suite(pools, tests, positions, key=jax.random.key(job.seed),
-                                           n_draws=cfg.n_draws, chunk=cfg.chunk, max_oov_share=cfg.max_oov_share)
+                                           n_draws=cfg.n_draws, chunk=cfg.chunk, max_oov_share=cfg.max_oov_share,
+                                           alternative=job.stats.alternative)
     aggregates = aggregates.assign(suite=job.dataset.name, corpus=corpus, layer=cfg.layer,
                                    max_contexts=cfg.max_contexts, fallback=cfg.fallback)
     store.write_table(job.output_dir, "draws", draws)
     provenance = {**resolve.model_provenance(job.model, model),
                   "dataset_version": data.dataset_info(job.dataset.name).version, "corpus": corpus}
-    summary = aggregates[["test", "ces", "ces_se", "tau_squared", "p_value", "n_draws", "contexts_per_word_mean"]]
+    summary = aggregates[["test", "ces", "ces_se", "tau_squared", "p_value", "n_draws", "contexts_per_word_mean",
+                          "undefined_reason"]]
     return JobResult(items=word_table(pools, tests), aggregates=aggregates, provenance=provenance, summary=summary)

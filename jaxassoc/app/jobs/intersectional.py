@@ -1,5 +1,5 @@
 """``metric=intersectional dataset=abc``: stereotypes of paired groups (Cao et al. 2022, §5.2;
-METHODS.md §3): identity order, dominant domains, emergent associations and the top-k table.
+docs/methods.md §3): identity order, dominant domains, emergent associations and the top-k table.
 
 Single and paired groups (pairing rule: :mod:`jaxassoc.app.pipelines.intersectional`) are scored in
 one template with :func:`jaxassoc.app.pipelines.stereotypes.score_causal` on a causal LM or
@@ -21,7 +21,8 @@ import pandas as pd
 from jaxassoc import data
 from jaxassoc.app import report, resolve, store
 from jaxassoc.app.cache import cached_arrays
-from jaxassoc.app.config import MetricConfig
+from jaxassoc.app.config import MetricConfig, check_choice, check_range, check_unique
+from jaxassoc.app.jobs.stereotypes import set_options_ignored
 from jaxassoc.app.pipelines.intersectional import (
     component_correlations,
     domain_dominance,
@@ -36,6 +37,7 @@ from jaxassoc.app.pipelines.stereotypes_mlm import score_masked
 from jaxassoc.app.registry import Job, JobResult
 from jaxassoc.app.stages import stage
 from jaxassoc.errors import ConfigError
+from jaxassoc.metrics.set_score import NAN_POLICIES, TRANSFORMS
 
 SCORES = ("set", "ilps", "ilps_star")
 TOP_COLUMNS = ["rank", "paired", "first", "second", "trait", "above_max", "below_min", "score", "first_score",
@@ -55,13 +57,26 @@ class IntersectionalMetricConfig(MetricConfig):
     set_transform: str = "neg_distance"  # neg_distance (finite default) | log1m (the original's log(1 - d))
     set_nan_policy: str = "propagate"  # propagate | python (the original's Python-min quirk)
 
+    def __post_init__(self) -> None:
+        check_choice("metric.score", self.score, SCORES)
+        check_unique("metric.groups", self.groups)
+        check_unique("metric.traits", self.traits)
+        check_choice("metric.trait_level", self.trait_level, ("pole", "pair"))
+        check_range("metric.top_k", self.top_k, 1)
+        check_range("metric.dominance_threshold", self.dominance_threshold, 0, 2, hint="a difference of mean Kendall taus")
+        check_choice("metric.set_transform", self.set_transform, TRANSFORMS)
+        check_choice("metric.set_nan_policy", self.set_nan_policy, NAN_POLICIES)
+
+
+def ignored_options(job: Job) -> dict[str, str]:
+    """The options this job leaves unused (the app refuses them when set)."""
+    return set_options_ignored(job.metric.score, job.metric.set_transform, job.model.kind)
+
 
 def _check(job: Job, abc) -> list[str]:
     cfg = job.metric
     if job.dataset.name != "abc":
         raise ConfigError("metric=intersectional pairs the ABC groups of Cao et al. 2022: use dataset=abc")
-    if cfg.score not in SCORES:
-        raise ConfigError(f"metric.score={cfg.score!r}: use one of {list(SCORES)}")
     if cfg.template not in abc.all_templates:
         raise ConfigError(f"metric.template {cfg.template!r} is not an ABC template: use one of {abc.all_templates}")
     if job.model.kind == "causal" and not is_causal_template(cfg.template):
@@ -71,8 +86,6 @@ def _check(job: Job, abc) -> list[str]:
     unknown = [p for p in poles if p not in abc.traits]
     if unknown:
         raise ConfigError(f"metric.traits {unknown} are not ABC poles; use names from {list(abc.traits)}")
-    if cfg.top_k < 1:
-        raise ConfigError(f"metric.top_k={cfg.top_k}: it must be at least 1")
     return poles
 
 

@@ -17,14 +17,19 @@ import pandas as pd
 
 from jaxassoc import data
 from jaxassoc.app import resolve
-from jaxassoc.app.config import MetricConfig
+from jaxassoc.app.config import MetricConfig, check_range
 from jaxassoc.app.pipelines import rpam, rpam_downstream
 from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate
+from jaxassoc.app.pipelines.weat import check_suite_words
 from jaxassoc.app.registry import Job, JobResult
 from jaxassoc.app.stages import stage
 from jaxassoc.errors import ConfigError
 
 TASKS = ("weat_ws", "weat_caliskan2017", "wordsim353", "bellezza", "sst2")
+SUITE_TASKS = ("weat_ws", "weat_caliskan2017")
+SAMPLE_TASKS = ("wordsim353", "bellezza", "sst2")
+STATS_USED = ("ddof", "exact_bound", "n_permutations", "ties", "n_bootstrap", "confidence", "alternative")
+"""The stats options of the RPAM Test (WEAT-suite tasks); the other tasks report correlations or F1."""
 
 
 @dataclass
@@ -34,23 +39,46 @@ class RpamMetricConfig(MetricConfig):
     group_size: int = 1  # bellezza: k > 1 joins k words per target (Bellezza-kX)
     downstream: bool = False  # bellezza: Spearman of RPAM Valence vs the model's own 1-5 ratings (Exp. 3)
     chat_template: bool = True  # downstream: wrap the rating prompt in the model's chat template
-    max_new_tokens: int = 4  # downstream: greedy tokens generated at most per answer
+    max_new_tokens: int = 16  # downstream: greedy tokens generated at most per answer
+
+    def __post_init__(self) -> None:
+        check_range("metric.group_size", self.group_size, 1, hint="1: single words; k > 1: Bellezza-kX")
+        check_range("metric.max_new_tokens", self.max_new_tokens, 1)
+
+
+def ignored_options(job: Job) -> dict[str, str]:
+    """The options this job's task leaves unused (the app refuses them when set)."""
+    cfg, name = job.metric, job.dataset.name
+    ignored = {}
+    if name not in SUITE_TASKS:
+        ignored |= {f"stats.{f}": f"dataset={name} reports correlations or F1 with their own p-values; stats "
+                    f"options apply to the RPAM Test (dataset={' or '.join(SUITE_TASKS)})" for f in STATS_USED}
+    if name != "weat_ws":
+        ignored["metric.swap_gender_roles"] = "it swaps the roles of WEAT-WS C7/C8 (dataset=weat_ws) only"
+    if name != "bellezza":
+        ignored |= {f"metric.{f}": "the Bellezza tasks only (dataset=bellezza)" for f in ("group_size", "downstream")}
+    if not cfg.downstream:
+        ignored |= {f"metric.{f}": "the downstream rating task only (metric.downstream=true)"
+                    for f in ("chat_template", "max_new_tokens")}
+    elif cfg.group_size > 1:
+        ignored["metric.group_size"] = "metric.downstream=true rates single words"
+    if name not in SAMPLE_TASKS:
+        ignored["dataset.sample"] = f"dataset.sample subsamples {', '.join(SAMPLE_TASKS)} only"
+    elif name == "bellezza" and cfg.group_size > 1:
+        ignored["dataset.sample"] = "Bellezza-kX (metric.group_size > 1) groups all words"
+    if job.template.text is not None and "{quote}" not in job.template.text:
+        ignored["template.quote"] = "the template text has no {quote} slot"
+    return ignored
 
 
 def run(job: Job) -> JobResult:
     cfg, name = job.metric, job.dataset.name
-    if cfg.downstream and name != "bellezza":
-        raise ConfigError(f"metric.downstream=true is the Bellezza rating task: use dataset=bellezza, not {name!r}")
-    if cfg.max_new_tokens < 1:
-        raise ConfigError(f"metric.max_new_tokens={cfg.max_new_tokens} must be at least 1")
-    if job.dataset.sample is not None and name not in ("wordsim353", "bellezza", "sst2"):
-        raise ConfigError(f"dataset.sample is supported for wordsim353, bellezza and sst2, not {name!r}")
-    if name == "bellezza" and cfg.group_size > 1 and job.dataset.sample is not None:
-        raise ConfigError("dataset.sample does not apply to Bellezza-kX (metric.group_size > 1)")
     if name not in TASKS:
         raise ConfigError(f"metric=rpam has no task for dataset {name!r}; use one of {TASKS}")
     if not job.template.text:
         raise ConfigError("metric=rpam needs a template: template=tp1 (words) or template=tp2 (n-grams, sentences)")
+    if name in SUITE_TASKS:
+        check_suite_words(data.load_weat_suite(name).tests)  # before the model loads
     template = PromptTemplate(job.template.name, job.template.text, job.template.quote)
     model = resolve.language_model(job.model)
     options = dict(normalise=cfg.normalise, add_bos=job.model.add_bos, batch_size=job.model.batch_size,
@@ -75,13 +103,11 @@ def _task(job: Job, model, template: PromptTemplate, options: dict) -> tuple[pd.
         return rpam.weat_ws(
             model, template, key, suite=name, swap_gender_roles=cfg.swap_gender_roles, ddof=s.ddof,
             exact_bound=s.exact_bound, n_permutations=s.n_permutations, ties=s.ties,
-            n_bootstrap=s.n_bootstrap, confidence=s.confidence, **options,
+            n_bootstrap=s.n_bootstrap, confidence=s.confidence, alternative=s.alternative, **options,
         )
     if name == "wordsim353":
         return rpam.wordsim353(model, template, sample=job.dataset.sample, key=key, **options)
     if name == "bellezza" and cfg.downstream:
-        if cfg.group_size > 1:
-            raise ConfigError("metric.downstream=true rates single words: leave metric.group_size at 1")
         return rpam_downstream.bellezza_downstream(
             model, template, chat_template=cfg.chat_template, max_new_tokens=cfg.max_new_tokens,
             sample=job.dataset.sample, key=key, **options,

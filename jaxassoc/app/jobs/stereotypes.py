@@ -1,5 +1,5 @@
 """``metric=ilps|ilps_star|set``: stereotype scores after Cao et al. 2022 on a causal or masked LM, aligned
-with the human ratings of 25 groups x 16 ABC trait pairs (METHODS.md §3).
+with the human ratings of 25 groups x 16 ABC trait pairs (docs/methods.md §3).
 
 The model's objective picks the path: a causal LM gets one teacher-forced pass per (group, trait word)
 with the trait ending the prompt (:func:`~jaxassoc.app.pipelines.stereotypes.score_causal`; 33 of the 35
@@ -22,11 +22,12 @@ import pandas as pd
 from jaxassoc import data
 from jaxassoc.app import resolve
 from jaxassoc.app.cache import cached_arrays
-from jaxassoc.app.config import MetricConfig
+from jaxassoc.app.config import MetricConfig, check_choice, check_unique
 from jaxassoc.app.pipelines.stereotypes import human_alignment, is_causal_template, pair_matrix, score_causal
 from jaxassoc.app.pipelines.stereotypes_mlm import score_masked
 from jaxassoc.app.registry import Job, JobResult
 from jaxassoc.errors import ConfigError
+from jaxassoc.metrics.set_score import NAN_POLICIES, TRANSFORMS
 
 PILOT_GROUPS = ("Asian people", "Blacks/African Americans", "Hispanic people", "immigrants")
 SCORES = ("ilps", "ilps_star", "set")
@@ -38,6 +39,28 @@ class StereotypeMetricConfig(MetricConfig):
     bos: bool = True  # causal LMs: a BOS token starts each prompt (changes small models markedly); masked: unused
     set_transform: str = "neg_distance"  # neg_distance (default, finite) | log1m (the original's log(1 - d))
     set_nan_policy: str = "propagate"  # propagate | python (the original's Python-min quirk)
+
+    def __post_init__(self) -> None:
+        if not self.templates:
+            raise ConfigError("metric.templates is empty: name ABC templates, or [all] for every usable one")
+        check_unique("metric.templates", self.templates)
+        check_choice("metric.set_transform", self.set_transform, TRANSFORMS)
+        check_choice("metric.set_nan_policy", self.set_nan_policy, NAN_POLICIES)
+
+
+def set_options_ignored(score: str, transform: str, kind: str) -> dict[str, str]:
+    """The SeT scoring options a stereotype score leaves unused, and ``bos`` for masked LMs."""
+    ignored = {"metric.bos": "masked LMs get no BOS switch"} if kind == "masked" else {}
+    if score != "set":
+        ignored |= {f"metric.{f}": "it shapes the SeT score only (score set)" for f in ("set_transform", "set_nan_policy")}
+    elif transform != "log1m":
+        ignored["metric.set_nan_policy"] = "it matters only where SeT scores are NaN, i.e. with set_transform=log1m"
+    return ignored
+
+
+def ignored_options(job: Job) -> dict[str, str]:
+    """The options this job leaves unused (the app refuses them when set)."""
+    return set_options_ignored(job.metric.name, job.metric.set_transform, job.model.kind)
 
 
 def usable_templates(abc, objective: str) -> list[str]:

@@ -8,7 +8,7 @@ import numpy as np
 
 from jaxassoc import data
 from jaxassoc.app import resolve
-from jaxassoc.app.config import MetricConfig
+from jaxassoc.app.config import NO_EFFECT, MetricConfig, check_choice, check_range, check_unique
 from jaxassoc.app.cache import cached_arrays
 from jaxassoc.app.pipelines.unstereo import run_unstereo, score_sentences, summarize
 from jaxassoc.app.registry import Job, JobResult
@@ -25,7 +25,15 @@ class UnstereoMetricConfig(MetricConfig):
     aufc_units: str = "parity"  # parity (log10 unconstrained, ln under MaxPMI filters) | log10 | ln
     etas: list[float] = field(default_factory=lambda: list(ETAS))
     threshold_log10: float = LOG10_THRESHOLD  # neutral iff |FM| in log10 units <= log10(1.65)
-    tokens_per_batch: int = 1024  # sentences are packed into rows of 128 tokens; this many tokens per batch
+    tokens_per_batch: int = field(default=1024, metadata=NO_EFFECT)  # sentences packed into rows of 128 tokens; tokens per batch
+
+    def __post_init__(self) -> None:
+        check_choice("metric.aufc_units", self.aufc_units, ("parity", "log10", "ln"))
+        check_unique("metric.etas", self.etas)
+        for eta in self.etas:
+            check_range("metric.etas", eta, 0, hint="MaxPMI thresholds are >= 0")
+        check_range("metric.threshold_log10", self.threshold_log10, 0)
+        check_range("metric.tokens_per_batch", self.tokens_per_batch, 1)
 
 
 def run(job: Job) -> JobResult:

@@ -13,9 +13,10 @@ import pandas as pd
 from jaxassoc import data
 from jaxassoc.app import resolve, store
 from jaxassoc.app.cache import cached_arrays, model_key
-from jaxassoc.app.config import MetricConfig
+from jaxassoc.app.config import MetricConfig, check_choice, check_corpus, check_range
 from jaxassoc.app.pipelines.weat import (
     cached_reference,
+    check_suite_words,
     plot_cosine_heatmaps,
     plot_effect_size_heatmap,
     plot_raw_vs_whitened,
@@ -32,7 +33,6 @@ from jaxassoc.embeddings.contextual import ContextIndex, ContextualWordVectors
 from jaxassoc.embeddings.sentence import sentence_vectors
 from jaxassoc.embeddings.whitening import apply_zca, corpus_word_types, fit_zca, reference_sample, save_zca
 from jaxassoc.metrics.similarity import compare_whitening
-from jaxassoc.errors import ConfigError
 
 
 @dataclass
@@ -48,15 +48,48 @@ class WeatMetricConfig(MetricConfig):
     corpus: str = "wikitext2"  # reference corpus: wikitext2 (test+valid, offline) or a text file, one sentence a line
     similarity_contexts: int = 5  # contextual WS-353 / SimLex word vectors: sentences per word
 
+    def __post_init__(self) -> None:
+        check_range("metric.max_oov_share", self.max_oov_share, 0, 1)
+        check_range("metric.max_contexts", self.max_contexts, 1)
+        check_choice("metric.fallback", self.fallback, ("word", "templates", "drop"))
+        check_choice("metric.reference_level", self.reference_level, ("token", "sentence"))
+        check_range("metric.reference_sentences", self.reference_sentences, 1)
+        check_range("metric.similarity_contexts", self.similarity_contexts, 1)
+        check_corpus("metric.corpus", self.corpus)
+
+
+CONTEXTUAL_ONLY = ("layer", "max_contexts", "fallback", "reference_level", "reference_sentences", "similarity_contexts")
+
+
+def ignored_options(job: Job) -> dict[str, str]:
+    """The options this job's model kind and whitening leave unused (the app refuses them when set)."""
+    zca, static = job.whitening.name == "zca", job.model.kind == "static"
+    ignored = {}
+    if not zca:
+        ignored["stats.alpha"] = "it is the level of the raw vs whitened change class, which needs whitening=zca"
+        ignored |= {f"whitening.{f}": "whitening=none fits no ZCA" for f in ("eps", "reference", "max_samples")}
+        ignored |= {f"metric.{f}": "it is computed with whitening=zca only" for f in ("similarity", "anisotropy")}
+    if static:
+        ignored |= {f"metric.{f}": "contextual word vectors only (a language model, not static vectors)"
+                    for f in CONTEXTUAL_ONLY}
+        if not (zca and job.whitening.reference == "corpus_word_types"):
+            ignored["metric.corpus"] = ("static vectors read the corpus only for the ZCA reference "
+                                        "(whitening=zca whitening.reference=corpus_word_types)")
+    else:
+        ignored["whitening.reference"] = "static vectors only; a contextual ZCA fits on corpus states"
+        if not zca:
+            ignored |= {f"metric.{f}": "the contextual ZCA fit only (whitening=zca)"
+                        for f in ("reference_level", "reference_sentences")}
+        if not (zca and job.metric.similarity):
+            ignored["metric.similarity_contexts"] = "the similarity benchmarks only (whitening=zca, metric.similarity)"
+    return ignored
+
 
 def _corpus_sentences(corpus: str) -> list[str]:
     """Reference-corpus sentences: WikiText-2 (test + valid) or the non-empty lines of a text file."""
     if corpus == "wikitext2":
         return data.wikitext2_sentences("test") + data.wikitext2_sentences("valid")
-    path = Path(corpus).expanduser()
-    if not path.is_file():
-        raise ConfigError(f"metric.corpus={corpus!r}: no such file; use wikitext2 or a text file, one sentence a line")
-    return data.load_text_corpus(path)
+    return data.load_text_corpus(Path(corpus).expanduser())  # metric.corpus: existence checked with the config
 
 
 def _words(sentence: str) -> list[str]:
@@ -119,9 +152,8 @@ def _contextual_similarity(model, vectors, zca, key, cfg, job: Job) -> list[dict
 
 def run(job: Job) -> JobResult:
     cfg, whitening = job.metric, job.whitening
-    if whitening.name not in ("none", "zca"):
-        raise ConfigError(f"whitening {whitening.name!r}: use none or zca")
     suite = data.load_weat_suite(job.dataset.name)
+    check_suite_words(suite.tests)
     key_weat, key_aniso, key_sim = jax.random.split(jax.random.key(job.seed), 3)
     aggregates, provenance = [], {}
     if job.model.kind == "static":
@@ -133,8 +165,6 @@ def run(job: Job) -> JobResult:
                 if whitening.reference == "corpus_word_types"
                 else None
             )
-            if whitening.reference not in ("corpus_word_types", "vocabulary_uniform"):
-                raise ConfigError(f"whitening.reference {whitening.reference!r}: corpus_word_types | vocabulary_uniform")
             reference = reference_sample(
                 embeddings, word_types=word_types, corpus_name="WikiText-2 (test+valid)" if cfg.corpus == "wikitext2" else cfg.corpus,
                 max_items=whitening.max_samples, seed=job.seed,
@@ -171,8 +201,8 @@ def run(job: Job) -> JobResult:
             vectors, suite, key=key_weat, whitening=zca,
             whitening_description=reference.description if zca is not None else "",
             ddof=job.stats.ddof, exact_bound=job.stats.exact_bound, n_permutations=job.stats.n_permutations,
-            ties=job.stats.ties, n_bootstrap=job.stats.n_bootstrap, alpha=job.stats.alpha,
-            max_oov_share=cfg.max_oov_share,
+            ties=job.stats.ties, n_bootstrap=job.stats.n_bootstrap, confidence=job.stats.confidence,
+            alternative=job.stats.alternative, alpha=job.stats.alpha, max_oov_share=cfg.max_oov_share,
         )
     table["effect_size"] = table["d_whitened"] if zca is not None else table["d_raw"]
     table["effect_size_raw"] = table["d_raw"]
@@ -218,6 +248,7 @@ def run(job: Job) -> JobResult:
 def _summary(tables: list[pd.DataFrame]) -> pd.DataFrame:
     """One line per test (d and p raw/whitened, change class), then anisotropy and similarity."""
     columns = ["test", "d_raw", "p_raw", "d_whitened", "p_whitened", "change", "coverage",
-               "cosine_mean_raw", "cosine_mean_whitened", "benchmark", "rho_raw", "rho_whitened", "p_value"]
+               "cosine_mean_raw", "cosine_mean_whitened", "benchmark", "rho_raw", "rho_whitened", "p_value",
+               "undefined_reason_raw", "undefined_reason_whitened"]
     table = pd.concat(tables, ignore_index=True)
     return table[[c for c in columns if c in table.columns]].astype(object).where(table.notna(), "")

@@ -1,5 +1,5 @@
 """CEAT on a WEAT suite with a language model's contextual embeddings (Guo & Caliskan 2021; Cao et al.
-2022, §3.1; METHODS.md §3). Plain functions, no Hydra.
+2022, §3.1; docs/methods.md §3). Plain functions, no Hydra.
 
 Per-word context pool (what :func:`context_pools` builds): the reference corpus (WikiText-2 test +
 valid, offline, or a text file) is indexed by :class:`~jaxassoc.embeddings.contextual.ContextIndex`
@@ -16,8 +16,11 @@ contexts) or ``"drop"`` (left out; a set that loses more than ``max_oov_share`` 
 
 :func:`run_ceat_suite` then runs the kernel :func:`jaxassoc.metrics.ceat.ceat` per test: N draws of one
 random context per word (PRNG key folded with the test's position in the suite, so a subset of tests
-gives the same numbers), the DerSimonian–Laird combined effect size, its variance, τ² and the
-one-sided p, plus per-draw summaries and the draws themselves.
+gives the same numbers), the DerSimonian–Laird combined effect size, its variance, τ² and the p of
+``alternative`` (one-sided "greater" by default), plus per-draw summaries and the draws themselves. A
+test whose combination is undefined (a draw whose s is constant) has NaN CES and p and says why in
+``undefined_reason``. The word rule of every metric (:func:`jaxassoc.metrics.weat.check_distinct_words`)
+holds for the tests' sets.
 """
 
 from __future__ import annotations
@@ -37,9 +40,12 @@ from jaxassoc.embeddings.contextual import BLEACHED_TEMPLATES, ContextIndex
 from jaxassoc.embeddings.sentence import token_states
 from jaxassoc.errors import ConfigError, InputError
 from jaxassoc.metrics.ceat import ceat, pad_contexts
+from jaxassoc.metrics.weat import check_distinct_words
 from jaxassoc.models.base import LanguageModel
 
 FALLBACKS = ("word", "templates", "drop")
+UNDEFINED_DRAWS = ("in a draw the association s(w, A, B) is the same for every target of X ∪ Y up to float "
+                   "rounding (its effect size is 0/0): CES, its variance and p are undefined")
 DRAW_QUANTILES = (0.025, 0.5, 0.975)
 
 
@@ -154,6 +160,7 @@ def run_ceat_suite(
     n_draws: int = 10_000,
     chunk: int = 1000,
     max_oov_share: float = 0.2,
+    alternative: str = "greater",
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """CEAT per test: one aggregate row per test and the per-draw table (``test``, ``draw``,
     ``effect_size``, ``variance``). Test i draws with ``fold_in(key, positions[i])``."""
@@ -161,8 +168,10 @@ def run_ceat_suite(
     for test, position in zip(tests, positions):
         sets = (test.targets_x, test.targets_y, test.attributes_a, test.attributes_b)
         names = (test.x_name, test.y_name, test.a_name, test.b_name)
+        check_distinct_words(f"test {test.id}", sets, names)
         built = [_set_of(pools, words, f"{test.id} {name}", max_oov_share) for words, name in zip(sets, names)]
-        res = ceat(jax.random.fold_in(key, position), *(b[0] for b in built), n_draws=n_draws, chunk=chunk)
+        res = ceat(jax.random.fold_in(key, position), *(b[0] for b in built), n_draws=n_draws, chunk=chunk,
+                   alternative=alternative)
         es, var = np.asarray(res.effect_sizes), np.asarray(res.variances)
         counts = np.concatenate([np.asarray(b[0].counts) for b in built])
         rows.append({
@@ -172,6 +181,8 @@ def run_ceat_suite(
             "effect_size": float(res.combined.ces), "ces": float(res.combined.ces),
             "ces_variance": float(res.combined.variance), "ces_se": float(np.sqrt(res.combined.variance)),
             "tau_squared": float(res.combined.tau_squared), "p_value": float(res.combined.p_value),
+            "alternative": alternative,
+            "undefined_reason": "" if np.isfinite(float(res.combined.ces)) else UNDEFINED_DRAWS,
             "n_draws": n_draws, "draw_es_mean": float(es.mean()), "draw_es_sd": float(es.std(ddof=1)),
             **{f"draw_es_q{q * 100:g}": float(v) for q, v in zip(DRAW_QUANTILES, np.quantile(es, DRAW_QUANTILES))},
             "draw_variance_mean": float(var.mean()), "draw_share_positive": float((es > 0).mean()),

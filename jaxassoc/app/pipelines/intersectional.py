@@ -1,4 +1,4 @@
-"""Intersectional groups after Cao et al. 2022, §5.2 (METHODS.md §3, "Intersectional groups"). Plain
+"""Intersectional groups after Cao et al. 2022, §5.2 (docs/methods.md §3.9). Plain
 functions, no Hydra.
 
 **Pairing rule** (ours, written from §5.2: "combinations of all the single groups in Table 3 … we omit

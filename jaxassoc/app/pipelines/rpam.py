@@ -1,10 +1,12 @@
 """RPAM's validation tasks (Hodel et al. 2026, §5, App. B-F) as plain functions over a loaded model.
 
-Each task returns ``(items, aggregates)`` DataFrames. The statistics follow METHODS.md §1:
+Each task returns ``(items, aggregates)`` DataFrames. The statistics follow docs/methods.md §1:
 
-- WEAT-WS: RPAM Test on C1-C10; "F1" = share of tests with d > 0. C7/C8 use the gender terms as targets
-  and the math/science/arts words as attributes by default (App. B); ``swap_gender_roles=False`` keeps
-  the listed roles. Each row says which roles were used.
+- WEAT-WS: RPAM Test on C1-C10; "F1" = share of tests with d > 0 (among the tests whose d is defined).
+  C7/C8 use the gender terms as targets and the math/science/arts words as attributes by default
+  (App. B); ``swap_gender_roles=False`` keeps the listed roles. Each row says which roles were used; a
+  test whose s is constant (up to rounding) has NaN d, p and CI and says why in ``undefined_reason``. The word
+  rule of every metric (:func:`jaxassoc.metrics.weat.check_distinct_words`) is checked first.
 - WS-353: C = every WS-353 word; pair score = mean of p(w2 | w1) and p(w1 | w2); Spearman with humans.
 - Bellezza: RPAM Valence of the 399 words vs human ratings (Spearman and Pearson); Bellezza-kX: seeded
   groups of k words joined "w1 and w2 and ...", valence vs the mean rating (Spearman).
@@ -26,7 +28,9 @@ import pandas as pd
 from jaxassoc import data, stats
 from jaxassoc.errors import InputError
 from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate, RpamInputs, cached_rpam_inputs, tokenize_attributes
+from jaxassoc.app.pipelines.weat import check_suite_words
 from jaxassoc.metrics import rpam
+from jaxassoc.metrics.weat import UNDEFINED_CONSTANT_S
 from jaxassoc.models.base import LanguageModel
 
 GENDER_ROLE_TESTS = ("C7", "C8")
@@ -55,14 +59,6 @@ def probabilities(
     return np.asarray(p), inputs
 
 
-def check_roles(test_id: str, x: Sequence[str], y: Sequence[str], a: Sequence[str], b: Sequence[str]) -> None:
-    """InputError when a word is both a target and an attribute of one RPAM Test (it would score itself)."""
-    overlap = set(x) | set(y)
-    overlap &= set(a) | set(b)
-    if overlap:
-        raise InputError(f"test {test_id}: {sorted(overlap)} are both targets and attributes; remove them from one side")
-
-
 def weat_ws(
     model: LanguageModel,
     template: PromptTemplate,
@@ -77,21 +73,23 @@ def weat_ws(
     ties: str = "strict",
     n_bootstrap: int = 10_000,
     confidence: float = 0.95,
+    alternative: str = "greater",
     **run_options,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """RPAM Test on every test of a WEAT suite."""
     rows, items = [], []
     tests = data.load_weat_suite(suite).tests
+    check_suite_words(tests)
     for test, test_key in zip(tests, jax.random.split(key, len(tests))):
         swapped = swap_gender_roles and test.id in GENDER_ROLE_TESTS
         if swapped:
             test = test.with_roles_swapped()
         x, y, a, b = test.targets_x, test.targets_y, test.attributes_a, test.attributes_b
-        check_roles(test.id, x, y, a, b)
         p, inputs = probabilities(model, x + y, a + b, template, normalise=normalise, **run_options)
         result = rpam.rpam_test(
             test_key, jnp.asarray(p), n_x=len(x), n_a=len(a), ddof=ddof, exact_bound=exact_bound,
             n_permutations=n_permutations, ties=ties, n_bootstrap=n_bootstrap, confidence=confidence,
+            alternative=alternative,
         )
         rows.append(
             {
@@ -102,6 +100,9 @@ def weat_ws(
                 "p_exact": bool(result.exact),
                 "ci_low": float(result.ci_low),
                 "ci_high": float(result.ci_high),
+                "undefined_reason": "" if bool(result.defined) else UNDEFINED_CONSTANT_S,
+                "alternative": alternative,
+                "confidence": confidence,
                 "roles": "gender terms as targets" if swapped else "as listed",
                 "n_targets": len(x) + len(y),
                 "n_attributes": len(a) + len(b),
@@ -113,8 +114,10 @@ def weat_ws(
             for i, (t, s) in enumerate(zip(x + y, np.asarray(result.associations)))
         ]
     aggregates = pd.DataFrame(rows)
+    defined = aggregates["effect_size"].dropna()
     summary = {"test": "all", "name": "share of tests with d > 0 (WEAT-WS F1)",
-               "share_positive": float((aggregates["effect_size"] > 0).mean())}
+               "share_positive": float((defined > 0).mean()) if len(defined) else float("nan"),
+               "n_undefined": len(aggregates) - len(defined)}
     return pd.DataFrame(items), pd.concat([aggregates, pd.DataFrame([summary])], ignore_index=True)
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import string
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,13 +25,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxassoc.app.cache import cached_arrays, model_key
+from jaxassoc.app.config import template_slots
 from jaxassoc.errors import InputError
 from jaxassoc.models.base import LanguageModel
 from jaxassoc.models.batching import FINE_BUCKETS, model_limits, run_batched
 from jaxassoc.models.heads import head_logits, last_positions
-
-TEMPLATE_FIELDS = frozenset({"target", "quote"})
-
 
 @dataclasses.dataclass(frozen=True)
 class PromptTemplate:
@@ -43,14 +40,7 @@ class PromptTemplate:
     quote: str = '"'
 
     def __post_init__(self) -> None:
-        fields = {f for _, f, _, _ in string.Formatter().parse(self.text) if f is not None}
-        if "target" not in fields:
-            raise InputError(f"template {self.name!r} has no {{target}} slot: {self.text!r}")
-        unknown = fields - TEMPLATE_FIELDS
-        if unknown:
-            raise InputError(
-                f"template {self.name!r} has unknown slots {sorted(unknown)}; the slots are {{target}} and {{quote}}"
-            )
+        template_slots(self.name, self.text)  # ConfigError for a malformed text, no {target}, unknown slots
 
     def fill(self, target: str) -> str:
         if not target.strip():

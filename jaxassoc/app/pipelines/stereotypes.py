@@ -1,5 +1,5 @@
 """ABC stereotype measurements (Cao et al. 2022) on a causal LM: prompts, ILPS, ILPS*, SeT, and alignment
-with the human ratings (METHODS.md §3). Plain functions, no Hydra.
+with the human ratings (docs/methods.md §3). Plain functions, no Hydra.
 
 Causal adaptation: the trait must end the prompt, so only templates whose ``<mask>`` is followed by
 nothing but final punctuation are usable; the prompt is the template up to the mask (e.g. "The doctor

@@ -1,5 +1,5 @@
 """ABC stereotype measurements (Cao et al. 2022) on a masked LM (BERT, RoBERTa): ILPS, ILPS* and SeT by
-write-in steps, as the authors' ``base_ilps.py`` / ``mod_ilps.py`` / ``quick_set.py`` (METHODS.md §3).
+write-in steps, as the authors' ``base_ilps.py`` / ``mod_ilps.py`` / ``quick_set.py`` (docs/methods.md §3).
 
 For every (template, group or prior noun, trait word) the template is filled with the group and holds one
 mask per trait subword. Write-in step i reads the head input x at mask i after subwords < i have been

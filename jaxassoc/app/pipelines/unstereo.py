@@ -1,7 +1,7 @@
 """UnStereoEval with a causal LM: fill the templates, score both sentences, aggregate (Belem et al. 2024).
 
 A sentence's score is the summed natural-log probability of all its tokens given a prepended BOS token,
-without length normalisation (METHODS.md §4; the original's ``M_logprob``/``F_logprob``). Sentences are
+without length normalisation (docs/methods.md §4; the original's ``M_logprob``/``F_logprob``). Sentences are
 packed end to end into rows of fixed length (:func:`jaxassoc.models.packing.run_packed`): positions restart
 and attention stays within each sentence, and :func:`jaxassoc.models.heads.next_token_logprobs` gives 0
 across a sentence boundary and on padding, so a sentence's score does not depend on its neighbours (tested

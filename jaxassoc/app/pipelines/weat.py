@@ -49,7 +49,7 @@ from jaxassoc.metrics.anisotropy import (
     sample_rows,
 )
 from jaxassoc.metrics.similarity import compare_whitening
-from jaxassoc.metrics.weat import weat
+from jaxassoc.metrics.weat import UNDEFINED_CONSTANT_S, check_distinct_words, weat
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -57,9 +57,10 @@ from matplotlib.patches import Polygon  # noqa: E402
 
 VectorsFn = Callable[[Sequence[str], str], Lookup]
 
-CHANGE_CLASSES = ("Stable", "Disappearing", "Emerging", "Not significant")
+CHANGE_CLASSES = ("Stable", "Disappearing", "Emerging", "Not significant", "Undefined")
 """Stable: p < alpha raw and whitened; Disappearing: raw only; Emerging: whitened only; Not
-significant: neither. The paper counts the last case as "Stable" (significance unchanged): its
+significant: neither; Undefined: a p is NaN (s constant, see ``undefined_reason_*``), never counted
+as significant or stable. The paper counts "Not significant" as "Stable" (significance unchanged): its
 Table A1 marks e.g. GloVe W10 (p .069 -> .229) with S. Column ``paper_class`` follows the paper."""
 
 
@@ -71,8 +72,20 @@ def _vectors_fn(vectors: StaticEmbeddings | VectorsFn, max_oov_share: float) -> 
 
 def change_class(p_raw: float, p_whitened: float, alpha: float = 0.05) -> str:
     """The significance change class of one (model, test) at ``alpha`` (see ``CHANGE_CLASSES``)."""
+    if np.isnan(p_raw) or np.isnan(p_whitened):
+        return "Undefined"
     raw, white = p_raw < alpha, p_whitened < alpha
     return ("Not significant", "Emerging", "Disappearing", "Stable")[2 * raw + white]
+
+
+def check_suite_words(tests) -> None:
+    """The word rule (:func:`~jaxassoc.metrics.weat.check_distinct_words`) on every test of a suite, as
+    listed: run it before any model is loaded."""
+    for test in tests:
+        check_distinct_words(
+            f"test {test.id}", (test.targets_x, test.targets_y, test.attributes_a, test.attributes_b),
+            (test.x_name, test.y_name, test.a_name, test.b_name),
+        )
 
 
 def _result_columns(prefix: str, res) -> dict:
@@ -84,6 +97,7 @@ def _result_columns(prefix: str, res) -> dict:
         f"ci_high_{prefix}": float(res.ci_high),
         f"p_exact_{prefix}": bool(res.exact),
         f"p_resamples_{prefix}": int(res.n_resamples),
+        f"undefined_reason_{prefix}": "" if bool(res.defined) else UNDEFINED_CONSTANT_S,
     }
 
 
@@ -99,16 +113,20 @@ def run_weat_experiment(
     n_permutations: int = 100_000,
     ties: str = "strict",
     n_bootstrap: int = 10_000,
+    confidence: float = 0.95,
+    alternative: str = "greater",
     alpha: float = 0.05,
     max_oov_share: float = 0.2,
 ) -> pd.DataFrame:
     """Experiment 3: one row per test of ``suite`` (a :class:`~jaxassoc.data.weat.WeatSuite`).
 
     Columns: test id and name, set sizes after OOV removal, lost words and coverage; ``d_raw``,
-    ``p_raw``, ``S_raw``, bootstrap CI and p method; with ``whitening`` the same ``*_whitened`` columns
-    and ``change`` / ``paper_class``; and the settings used. Raw and whitened tests share their PRNG
-    key, so they see the same permutations and bootstrap resamples.
+    ``p_raw``, ``S_raw``, bootstrap CI, p method and ``undefined_reason_raw`` (empty unless d, p and
+    CI are NaN); with ``whitening`` the same ``*_whitened`` columns and ``change`` / ``paper_class``;
+    and the settings used. Raw and whitened tests share their PRNG key, so they see the same
+    permutations and bootstrap resamples. The word rule (:func:`check_suite_words`) is checked first.
     """
+    check_suite_words(suite.tests)
     lookup = _vectors_fn(vectors, max_oov_share)
     rows = []
     for test, test_key in zip(suite.tests, jax.random.split(key, len(suite.tests))):
@@ -117,8 +135,8 @@ def run_weat_experiment(
         found = [lookup(list(words), f"{test.id} {name}") for words, name in zip(sets, names)]
         kept = tuple(f.kept_words for f in found)
         settings = dict(
-            words=kept, names=names, ddof=ddof, exact_bound=exact_bound,
-            n_permutations=n_permutations, ties=ties, n_bootstrap=n_bootstrap,
+            words=kept, names=names, ddof=ddof, exact_bound=exact_bound, n_permutations=n_permutations,
+            ties=ties, n_bootstrap=n_bootstrap, confidence=confidence, alternative=alternative,
         )  # fmt: skip
         row = {
             "suite": suite.name,
@@ -135,8 +153,8 @@ def run_weat_experiment(
             row["change"] = change_class(row["p_raw"], row["p_whitened"], alpha)
             row["paper_class"] = "Stable" if row["change"] == "Not significant" else row["change"]
         row.update(
-            ddof=ddof, alpha=alpha, ties=ties, exact_bound=exact_bound,
-            n_permutations=n_permutations, n_bootstrap=n_bootstrap,
+            ddof=ddof, alpha=alpha, ties=ties, alternative=alternative, exact_bound=exact_bound,
+            n_permutations=n_permutations, n_bootstrap=n_bootstrap, confidence=confidence,
             whitening=whitening_description if whitening is not None else "none",
         )  # fmt: skip
         rows.append(row)
@@ -346,7 +364,7 @@ def plot_effect_size_heatmap(results: Mapping[str, pd.DataFrame], path: str | Pa
 
 def plot_raw_vs_whitened(results: Mapping[str, pd.DataFrame], path: str | Path):
     """Figure 4: d whitened against d raw for every (model, test), coloured by change class."""
-    colours = dict(zip(CHANGE_CLASSES, ("tab:pink", "tab:red", "tab:blue", "tab:gray")))
+    colours = dict(zip(CHANGE_CLASSES, ("tab:pink", "tab:red", "tab:blue", "tab:gray", "white")))
     fig, ax = plt.subplots(figsize=(5, 5))
     markers = "osv^D<>p"
     for marker, (model, frame) in zip(markers, results.items()):

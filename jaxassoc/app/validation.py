@@ -1,0 +1,78 @@
+"""Every option a job is given is used by its metric or refused by name, before any model is loaded.
+
+Ranges are checked by the config dataclasses themselves (``__post_init__``, :mod:`jaxassoc.app.config`).
+Here: a shared option (``stats.*``, ``dataset.sample``, ``template.*``, ``whitening.*``) set to a value
+other than its dataclass default is refused unless the metric declares that it reads it
+(:class:`~jaxassoc.app.registry.MetricSpec` ``uses``), and any option, a metric's own included, is
+refused when the metric says this job's setting leaves it unused (``ignores``). The default audit uses
+:func:`unused_options` to forward the command line's ``stats.*`` options only to the parts that read them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from jaxassoc.app.registry import Job, MetricSpec
+from jaxassoc.errors import ConfigError
+
+SHARED_GROUPS = ("stats", "whitening", "template")
+
+
+def field_default(field: dataclasses.Field) -> Any:
+    """The default value of a dataclass field (``default`` or ``default_factory()``)."""
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return field.default
+
+
+def _changed(group: str, obj: Any, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {
+        f"{group}.{f.name}": getattr(obj, f.name)
+        for f in dataclasses.fields(obj)
+        if f.name not in skip and getattr(obj, f.name) != field_default(f)
+    }
+
+
+def changed_options(job: Job) -> dict[str, Any]:
+    """The shared options and the metric's own options whose values differ from their dataclass defaults."""
+    changed = {}
+    for group in SHARED_GROUPS:
+        changed |= _changed(group, getattr(job, group))
+    if job.dataset.sample is not None:
+        changed["dataset.sample"] = job.dataset.sample
+    return changed | _changed("metric", job.metric, skip=("name",))
+
+
+def _declared(spec: MetricSpec, key: str) -> bool:
+    group = key.split(".")[0]
+    return spec.uses is None or group == "metric" or key in spec.uses or group in spec.uses
+
+
+def _reads(spec: MetricSpec) -> str:
+    return ", ".join(sorted(spec.uses)) if spec.uses else "none of the stats, dataset.sample, template or whitening options"
+
+
+def unused_options(spec: MetricSpec, job: Job) -> dict[str, str]:
+    """The options set (not at their defaults) that ``job``'s metric does not read, each with why."""
+    ignored = dict(spec.ignores(job)) if spec.ignores is not None else {}
+    unused = {}
+    for key in changed_options(job):
+        if not _declared(spec, key):
+            unused[key] = f"metric={spec.name} does not read it (it reads {_reads(spec)})"
+        elif key in ignored:
+            unused[key] = ignored[key]
+    return unused
+
+
+def check_options(spec: MetricSpec, job: Job) -> None:
+    """ConfigError naming the first option set that the job's metric does not use (and the others)."""
+    unused = unused_options(spec, job)
+    if unused:
+        changed = changed_options(job)
+        key, why = next(iter(unused.items()))
+        others = f" (also unused: {', '.join(k for k in unused if k != key)})" if len(unused) > 1 else ""
+        raise ConfigError(
+            f"{key}={changed[key]!r} has no effect with metric={spec.name} dataset={job.dataset.name}: {why}; "
+            f"remove the override{others}"
+        )
