@@ -260,13 +260,24 @@ def _read_tokenizer(folder: Path):
                          "the folder needs tokenizer.json or the tokenizer files of its model") from None
 
 
+_FINITE_CHUNK = 1 << 22  # elements per finiteness test: bounds the float32 copy XLA may make of a chunk
+
+
 @jax.jit
-def _maybe_finite(leaves: list[jax.Array]) -> jax.Array:
-    """Per leaf, a fast test (one fused pass) that is True whenever the leaf is finite: max|x| catches
-    infinities, sum(x) catches NaN (XLA's max may drop NaN; a sum never does). A False is confirmed on the
-    host by :func:`check_finite`, since sum(x) alone can overflow."""
-    return jnp.stack([jnp.isfinite(jnp.max(jnp.abs(x), initial=0)) & ~jnp.isnan(jnp.sum(x, dtype=jnp.float32))
-                      for x in leaves])
+def _maybe_finite(x: jax.Array) -> jax.Array:
+    """A fast test (one fused pass) that is True whenever ``x`` is finite: max|x| catches infinities,
+    sum(x) catches NaN (XLA's max may drop NaN; a sum never does). A False is confirmed on the host by
+    :func:`check_finite`, since sum(x) alone can overflow."""
+    return jnp.isfinite(jnp.max(jnp.abs(x), initial=0)) & ~jnp.isnan(jnp.sum(x, dtype=jnp.float32))
+
+
+def _leaf_maybe_finite(x: jax.Array) -> bool:
+    """:func:`_maybe_finite` over slices of the leading axis of at most ``_FINITE_CHUNK`` elements (one row
+    at least), so no full-size float32 copy of a large bf16 leaf is ever made."""
+    rows = max(1, _FINITE_CHUNK // max(1, x.size // x.shape[0])) if x.ndim and x.shape[0] else 0
+    if not rows or x.shape[0] <= rows:
+        return bool(_maybe_finite(x))
+    return all(bool(_maybe_finite(x[i : i + rows])) for i in range(0, x.shape[0], rows))
 
 
 def check_finite(params, tensors: dict, source: Path, dtype: str) -> None:
@@ -275,7 +286,7 @@ def check_finite(params, tensors: dict, source: Path, dtype: str) -> None:
     Values that only overflow when cast to ``dtype`` are named by their parameter path instead.
     """
     paths, leaves = zip(*jax.tree_util.tree_leaves_with_path(params))
-    flagged = np.flatnonzero(~np.asarray(_maybe_finite(list(leaves))))
+    flagged = [i for i, leaf in enumerate(leaves) if not _leaf_maybe_finite(leaf)]
     bad_params = [
         jax.tree_util.keystr(paths[i])
         for i in flagged

@@ -19,6 +19,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from jaxassoc.errors import ConfigError, ModelError
+from jaxassoc.models.checkpoint import drop_pages
 
 log = logging.getLogger(__name__)
 
@@ -213,9 +214,12 @@ def _target(leaf, dtype) -> np.dtype:
 
 def host_cast(leaf, dtype=None) -> np.ndarray:
     """A host array (a NumPy view, a ``checkpoint.LayerStack`` or a slice of one) as a new NumPy array,
-    floating values cast to ``dtype``."""
+    floating values cast to ``dtype``; the memory-mapped pages read are unmapped afterwards
+    (``checkpoint.drop_pages``), so the resident size grows by the copy only."""
     with np.errstate(over="ignore"):  # values that overflow the dtype are named by loading.check_finite
-        return np.array(leaf, dtype=_target(leaf, dtype), copy=True)
+        out = np.array(leaf, dtype=_target(leaf, dtype), copy=True)
+    drop_pages(leaf)
+    return out
 
 
 def device_params(params: Any, dtype=None) -> Any:
