@@ -36,8 +36,8 @@ def write_big_llama(folder, tokenizer_folder) -> None:
         model_type="llama", vocab_size=V, hidden_size=D, num_attention_heads=H, num_key_value_heads=H,
         intermediate_size=F, num_hidden_layers=L, max_position_embeddings=512, rms_norm_eps=1e-5,
         tie_word_embeddings=False, hidden_act="silu", bos_token_id=1, eos_token_id=2)))
-    files = [{"model.embed_tokens.weight": (V, D)}, *({**_layer(2 * j), **_layer(2 * j + 1)} for j in range(L // 2)),
-             {"model.norm.weight": (D,), "lm_head.weight": (V, D)}]
+    pairs = [{**_layer(2 * j), **_layer(2 * j + 1)} for j in range(L // 2)]
+    files = [{"model.embed_tokens.weight": (V, D)}, *pairs, {"model.norm.weight": (D,), "lm_head.weight": (V, D)}]
     weight_map, rng = {}, np.random.default_rng(0)
     for k, tensors in enumerate(files):
         name = f"model-{k + 1:05d}-of-{len(files):05d}.safetensors"

@@ -114,7 +114,9 @@ MESH_SCRIPT = textwrap.dedent(
     from jaxassoc.models.heads import head_logits
     from jaxassoc.models.packing import run_packed
     from jaxassoc.models.partitioning import make_mesh, param_path
+    from jaxassoc.metrics.set_exact import set_exact
     from jaxassoc.metrics.set_optax import SolverSettings, set_optax
+    from jaxassoc.embeddings.sentence import token_states
     assert len(jax.devices()) == 8
     mesh = make_mesh(data=1, fsdp=2, tp=4)
     rng = np.random.default_rng(0)
@@ -167,6 +169,10 @@ MESH_SCRIPT = textwrap.dedent(
         a = set_optax(one.head.W, one.head.b, x, gold, candidates=16, settings=settings)
         b = set_optax(many.head.W, many.head.b, x, gold, candidates=16, settings=settings)
         r["set_optax"] = diff(a.distance, b.distance)
+        r["set_exact"] = diff(set_exact(one.head.W, one.head.b, x[:, 0], gold[:, 0]).distance,
+                              set_exact(many.head.W, many.head.b, x[:, 0], gold[:, 0]).distance)
+        texts = ["the doctor said that", "she studies math and science", "music"]
+        r["token_states"] = diff(token_states(one, texts, layer=1)[0], token_states(many, texts, layer=1)[0])
         r["head_still_sharded"] = not many.head.W.sharding.is_fully_replicated
         report[folder] = r
     print("REPORT " + json.dumps(report))
@@ -192,7 +198,8 @@ def mesh_run(tmp_path_factory):
 def test_a_2x4_fsdp_tp_mesh_gives_the_single_device_results(mesh_run, family):
     r = mesh_run[0][family]
     assert r["logits_layers"] <= 1e-5
-    assert r["set_optax"] <= 1e-5 and r["head_still_sharded"]
+    assert r["set_optax"] <= 1e-5 and r["set_exact"] <= 1e-5 and r["head_still_sharded"]
+    assert r["token_states"] <= 1e-5  # contextual embedding extraction
     if family != "bert":
         assert r["packed"] <= 1e-5 and r["greedy_equal"]
 

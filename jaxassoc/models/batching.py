@@ -132,12 +132,13 @@ def run_batched(
     most once per bucket (``fn._cache_size()`` counts compilations). ``B`` is ``batch_size``, or the
     next power of two >= the number of sequences when that is smaller; with ``shard=True`` it is rounded
     up to a multiple of the device count, the batch axis is split over all devices and ``params`` are
-    replicated; with ``shard=mesh`` (a ``("data", "fsdp", "tp")`` mesh, :mod:`jaxassoc.models.partitioning`)
-    ``params`` should already be sharded over it (``load_model(..., mesh=mesh)``; :func:`model_shard`), ``B`` is rounded up to a
-    multiple of ``data × fsdp`` and the batch is split over those axes; with several processes (multi-host) each feeds its own rows and every process gets all
-    outputs back (:mod:`jaxassoc.models.sharding`). Output leaves whose axis 1 has the padded length are
-    cut to each sequence's tokens (e.g. hidden states ``(T, D)``); other leaves are returned per row as
-    they are. Pass
+    replicated; with ``shard=mesh`` (a ``("data", "fsdp", "tp")`` mesh, see
+    :mod:`jaxassoc.models.partitioning`), ``params`` should already be sharded over it
+    (``load_model(..., mesh=mesh)``; :func:`model_shard`), ``B`` is rounded up to a multiple of
+    ``data × fsdp`` and the batch is split over those axes. With several
+    processes (multi-host) each feeds its own rows and every process gets all outputs back
+    (:mod:`jaxassoc.models.sharding`). Output leaves whose axis 1 has the padded length are cut to each
+    sequence's tokens (e.g. hidden states ``(T, D)``); other leaves are returned per row as they are. Pass
     ``per_token=False`` when every output is per row and one of its axes could equal a bucket length
     (e.g. logits of 16 attribute words): then nothing is cut.
     """
