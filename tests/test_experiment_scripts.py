@@ -23,7 +23,8 @@ def stub(path: Path) -> Path:
     return path
 
 
-def run_script(tmp_path: Path, script: Path, *, venv: bool, python: Path | None = None) -> list[str]:
+def run_script(tmp_path: Path, script: Path, *, venv: bool, python: Path | None = None,
+               extra: tuple[str, ...] = ()) -> list[str]:
     """Run a copy of ``script`` in a scratch repo under ``tmp_path``; the interpreter calls it made."""
     repo = tmp_path / "repo"
     (repo / script).parent.mkdir(parents=True)
@@ -36,7 +37,7 @@ def run_script(tmp_path: Path, script: Path, *, venv: bool, python: Path | None 
     env = {"PATH": f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin", "STUB_LOG": str(log), "HOME": str(tmp_path)}
     if python is not None:
         env["PYTHON"] = str(python)
-    proc = subprocess.run(["bash", str(repo / script), *ARGS.get(str(script), [])], cwd=tmp_path, env=env,
+    proc = subprocess.run(["bash", str(repo / script), *ARGS.get(str(script), []), *extra], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     return log.read_text().splitlines()
@@ -62,3 +63,14 @@ def test_run_script_honours_PYTHON_then_falls_back_to_python3(tmp_path, script):
     other = stub(tmp_path / "other" / "python")
     assert interpreters(run_script(tmp_path / "a", script, venv=True, python=other)) == {str(other)}
     assert interpreters(run_script(tmp_path / "b", script, venv=False)) == {str(tmp_path / "b" / "bin" / "python3")}
+
+
+def test_set_cao2022_gives_set_options_to_the_set_jobs_only(tmp_path):
+    """ilps and ilps_star do not read metric.set_* and refuse it: the script passes it to the set sweep alone."""
+    calls = run_script(tmp_path, Path("experiments/set_cao2022/run.sh"), venv=True,
+                       extra=("metric.set_transform=log1m", "stats.n_bootstrap=100"))
+    sweeps = {call.split("metric=")[1].split()[0]: call for call in calls if " -m jaxassoc -m " in call}
+    assert sorted(sweeps) == ["ilps", "ilps_star", "set"]
+    assert "metric.set_transform=log1m" in sweeps["set"]
+    assert all("metric.set_transform" not in sweeps[m] for m in ("ilps", "ilps_star"))
+    assert all("stats.n_bootstrap=100" in call for call in sweeps.values())
