@@ -70,6 +70,8 @@ def test_a_mesh_whose_sizes_do_not_multiply_to_the_device_count_is_a_config_erro
         make_mesh(data=1, fsdp=2, tp=4)
     with pytest.raises(ConfigError, match=r"mesh.tp=0: each must be a positive integer"):
         make_mesh(tp=0)
+    with pytest.raises(ConfigError, match=rf"mesh.fsdp=3, mesh.tp=1: 3 does not divide the {n} devices"):
+        make_mesh(data=-1, fsdp=3)
     assert make_mesh() is None  # one device: no mesh
 
 
