@@ -21,7 +21,7 @@ def hydra_context():
     GlobalHydra.instance().clear()
 
 
-@pytest.mark.parametrize("group", ["model", "metric", "dataset", "template", "whitening", "stats"])
+@pytest.mark.parametrize("group", ["model", "metric", "dataset", "template", "whitening", "stats", "mesh"])
 def test_every_option_of_every_group_composes(group):
     options = sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
     assert options

@@ -8,6 +8,7 @@ import pytest
 import torch
 import transformers
 
+from jaxassoc.models.partitioning import device_params
 from jaxassoc.errors import ModelError
 from jaxassoc.models import bert
 from jaxassoc.models.checkpoint import read_weights
@@ -18,7 +19,7 @@ from models_helpers import load_torch, save_tiny_checkpoint
 
 def port(folder):
     config = bert.config_from_hf(json.loads((folder / "config.json").read_text()))
-    return config, bert.params_from_hf(read_weights(folder).tensors, config)
+    return config, device_params(bert.params_from_hf(read_weights(folder).tensors, config))
 
 
 def right_padded(vocab_size, lengths, pad_id, seed=0):

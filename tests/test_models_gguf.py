@@ -13,6 +13,7 @@ import regex
 import torch
 import transformers
 
+from jaxassoc.models.partitioning import device_params
 from jaxassoc.errors import ModelError
 from jaxassoc.models import llama
 from jaxassoc.models.gguf import _open, read_gguf, read_metadata, reverse_permute
@@ -122,7 +123,7 @@ def test_tiny_gguf_tensors_config_and_logits(tiny):
     assert hf_config["num_key_value_heads"] == 2 and hf_config["rope_theta"] == 1000.0
     assert hf_config["tie_word_embeddings"] is False
     config = llama.config_from_hf(hf_config)
-    params = llama.params_from_hf(tensors, config)
+    params = device_params(llama.params_from_hf(tensors, config))
     enc = tokenizer(["the the t", "he"], padding=True, return_tensors="np")
     assert enc["input_ids"][0, 0] == 1  # add_bos_token = True in the file
     out = llama.forward(params["body"], enc["input_ids"], enc["attention_mask"], config=config)
@@ -137,7 +138,7 @@ def test_tied_gguf_gets_an_untied_head(tiny, tmp_path):
     _write_tiny_gguf(tmp_path / "tied.gguf", model, tied=True)
     hf_config, tensors, _ = read_gguf(tmp_path / "tied.gguf")
     assert hf_config["tie_word_embeddings"] is True and "lm_head.weight" not in tensors
-    params = llama.params_from_hf(tensors, llama.config_from_hf(hf_config))
+    params = device_params(llama.params_from_hf(tensors, llama.config_from_hf(hf_config)))
     np.testing.assert_array_equal(np.asarray(params["head"].W), tensors["model.embed_tokens.weight"])
     assert params["head"].W.unsafe_buffer_pointer() != params["body"]["embed"].unsafe_buffer_pointer()
 
@@ -302,7 +303,7 @@ def test_smollm2_logits_match_transformers_gguf_loader():
     model.tie_weights()
 
     config = llama.config_from_hf(hf_config)
-    params = llama.params_from_hf(tensors, config)
+    params = device_params(llama.params_from_hf(tensors, config))
     prompts = ["The capital of France is", " The nurse said that", "Robert is an English film , television and"]
     for side in ("right", "left"):
         tokenizer.padding_side = side

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from jaxassoc.models.partitioning import device_params
 from jaxassoc.errors import ModelError
 from jaxassoc.models import gpt2
 from jaxassoc.models.checkpoint import read_weights
@@ -21,7 +22,7 @@ def folder(tmp_path_factory):
 
 def port(folder):
     config = gpt2.config_from_hf(json.loads((folder / "config.json").read_text()))
-    return config, gpt2.params_from_hf(read_weights(folder).tensors, config)
+    return config, device_params(gpt2.params_from_hf(read_weights(folder).tensors, config))
 
 
 def padded_batch(vocab_size, lengths, T, side, seed=0):
@@ -134,7 +135,7 @@ def test_old_checkpoint_buffers_and_missing_prefix_are_accepted(folder):
     tensors = {k.removeprefix("transformer."): v for k, v in read_weights(folder).tensors.items()}
     tensors["h.0.attn.bias"] = np.tril(np.ones((1, 1, 64, 64), np.float32))
     tensors["h.1.attn.masked_bias"] = np.array(-1e4, np.float32)
-    params = gpt2.params_from_hf(tensors, config)
+    params = device_params(gpt2.params_from_hf(tensors, config))
     np.testing.assert_array_equal(params["body"]["ln_f"]["scale"], reference["body"]["ln_f"]["scale"])
 
 

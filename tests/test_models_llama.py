@@ -10,6 +10,7 @@ import torch
 import transformers
 from safetensors.numpy import load_file
 
+from jaxassoc.models.partitioning import device_params
 from jaxassoc.errors import ModelError
 from jaxassoc.models import llama
 from jaxassoc.models.heads import head_logits
@@ -41,7 +42,7 @@ def _save_and_load(model, tmp_path):
     hf_config = json.loads((tmp_path / "config.json").read_text())
     tensors = load_file(tmp_path / "model.safetensors")
     config = llama.config_from_hf(hf_config)
-    return config, tensors, llama.params_from_hf(tensors, config)
+    return config, tensors, device_params(llama.params_from_hf(tensors, config))
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ import torch
 import transformers
 from safetensors.numpy import load_file
 
+from jaxassoc.models.partitioning import device_params
 from jaxassoc.errors import ConfigError, InputError
 from jaxassoc.models import gpt2, llama
 from jaxassoc.models.base import Head
@@ -44,7 +45,7 @@ def port(request, tmp_path_factory):
     folder = tmp_path_factory.mktemp(request.param)
     model.save_pretrained(folder)
     config = module.config_from_hf(json.loads((folder / "config.json").read_text()))
-    params = module.params_from_hf(load_file(folder / "model.safetensors"), config)
+    params = device_params(module.params_from_hf(load_file(folder / "model.safetensors"), config))
 
     def forward(body, ids, mask):
         return module.forward(body, jnp.asarray(ids), jnp.asarray(mask), config=config)

@@ -100,13 +100,35 @@ class ModelConfig:
     source: str = MISSING  # embedded name ("smollm2-135m"), folder, .gguf file or hub id
     revision: Optional[str] = None
     kind: str = "causal"  # causal | masked | encoder | static
-    dtype: str = "float32"  # float32 | bfloat16 (compute dtype)
+    dtype: str = "float32"  # float32 | bfloat16 | float16 (parameter and compute dtype)
     batch_size: int = 32
-    shard: bool = False  # data-parallel over all local (or, with distributed, global) devices
+    shard: bool = False  # an alias of mesh=data (data-parallel over all devices)
     add_bos: Optional[bool] = None  # None: the tokenizer's default
 
     def __post_init__(self) -> None:
         check_range("model.batch_size", self.batch_size, 1)
+        if self.kind != "static":
+            from jaxassoc.models.loading import check_dtype
+
+            check_dtype(self.dtype)
+
+
+@dataclass
+class MeshConfig:
+    """Devices as a ``(data, fsdp, tp)`` mesh (``jaxassoc.models.partitioning``): the sizes multiply to the
+    device count, one of them may be -1 (all devices the others leave); all 1: one device, no mesh."""
+
+    name: str = "single"  # single | data | fsdp_tp (the conf/mesh file chosen)
+    data: int = 1
+    fsdp: int = 1
+    tp: int = 1
+
+    def __post_init__(self) -> None:
+        for axis in ("data", "fsdp", "tp"):
+            size = getattr(self, axis)
+            if size == 0 or size < -1:
+                raise ConfigError(f"mesh.{axis}={size}: a mesh size is a positive integer, or -1 for all devices "
+                                  "the other sizes leave")
 
 
 @dataclass
@@ -195,6 +217,7 @@ class AppConfig:
     template: TemplateConfig = field(default_factory=TemplateConfig)
     whitening: WhiteningConfig = field(default_factory=WhiteningConfig)
     stats: StatsConfig = field(default_factory=StatsConfig)
+    mesh: MeshConfig = field(default_factory=MeshConfig)
     audit: AuditConfig = field(default_factory=AuditConfig)
     seed: int = 0
     quiet: bool = False
@@ -209,6 +232,7 @@ GROUP_SCHEMAS: dict[str, type] = {
     "template": TemplateConfig,
     "whitening": WhiteningConfig,
     "stats": StatsConfig,
+    "mesh": MeshConfig,
 }
 
 

@@ -27,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from jaxassoc import data
 from jaxassoc.app import cache, report, resolve, store, sweep_dirs, validation
-from jaxassoc.app.config import StatsConfig, register_configs
+from jaxassoc.app.config import MeshConfig, StatsConfig, register_configs
 from jaxassoc.app.provenance import config_hash, device_kind, files_fingerprint, package_versions
 from jaxassoc.app.registry import Job, JobResult, get_metric, load_metrics, result_of
 from jaxassoc.errors import ConfigError, JaxassocError
@@ -193,7 +193,16 @@ def _job_objects(cfg: DictConfig, output_dir: Path) -> Job:
         output_dir=output_dir,
         quiet=bool(cfg.quiet),
         cache_dir=Path(cfg.cache_dir).expanduser() if cfg.cache_dir else None,
+        mesh=_mesh(cfg),
     )
+
+
+def _mesh(cfg: DictConfig):
+    """The device mesh of the job's models (checked against the device count before any model loads)."""
+    mesh_cfg = OmegaConf.to_object(cfg.mesh) if "mesh" in cfg else MeshConfig()
+    if cfg.model.kind == "static":
+        return None
+    return resolve.device_mesh(mesh_cfg, shard=bool(cfg.model.get("shard", False)))
 
 
 def job_provenance(cfg: DictConfig) -> dict[str, Any]:

@@ -41,6 +41,7 @@ class Job:
     output_dir: Path
     quiet: bool = False
     cache_dir: Path | None = None
+    mesh: Any = None  # the jax.sharding.Mesh models are sharded over (mesh config group); None: one device
 
 
 @dataclasses.dataclass

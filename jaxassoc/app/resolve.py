@@ -13,31 +13,48 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from jaxassoc.app.config import ModelConfig
+from jax.sharding import Mesh
+
+from jaxassoc.app.config import MeshConfig, ModelConfig
 from jaxassoc.app.provenance import file_sha256, files_fingerprint
 from jaxassoc.app.stages import stage
 from jaxassoc.embeddings.static import StaticEmbeddings, load_embedded_glove, load_glove_text, load_word2vec_binary
 from jaxassoc.errors import ConfigError, ModelError
 from jaxassoc.models.base import LanguageModel
 from jaxassoc.models.loading import load_model
+from jaxassoc.models.partitioning import make_mesh
 from jaxassoc.resources import EMBEDDED, glove_files
 
 KINDS = ("causal", "masked", "encoder", "static")
 
 
-def language_model(cfg: ModelConfig) -> LanguageModel:
-    """The port for a causal, masked or encoder model config."""
+def device_mesh(cfg: MeshConfig, shard: bool = False) -> Mesh | None:
+    """The mesh of a mesh config (None: one device); ``shard``: ``model.shard=true``, an alias of
+    ``mesh=data``. ConfigError when the sizes do not multiply to the device count, or when
+    ``model.shard=true`` is combined with another mesh."""
+    if shard and cfg.name not in ("single", "data"):
+        raise ConfigError(f"model.shard=true is an alias of mesh=data and conflicts with mesh={cfg.name}: drop "
+                          "model.shard")
+    if shard:
+        cfg = MeshConfig(name="data", data=-1)
+    return make_mesh(cfg.data, cfg.fsdp, cfg.tp)
+
+
+def language_model(cfg: ModelConfig, mesh: Mesh | None = None) -> LanguageModel:
+    """The port for a causal, masked or encoder model config, its weights sharded over ``mesh``."""
     if cfg.kind not in KINDS or cfg.kind == "static":
         raise ConfigError(f"model {cfg.name!r}: kind {cfg.kind!r} is not a language model ({KINDS[:3]})")
-    return _load_language_model(cfg.source, cfg.revision, cfg.dtype, cfg.name, _files_key(cfg))
+    return _load_language_model(cfg.source, cfg.revision, cfg.dtype, cfg.name, _files_key(cfg), mesh)
 
 
 @functools.lru_cache(maxsize=2)
-def _load_language_model(source: str, revision: str | None, dtype: str, name: str, files_key: str) -> LanguageModel:
+def _load_language_model(source: str, revision: str | None, dtype: str, name: str, files_key: str,
+                         mesh: Mesh | None) -> LanguageModel:
     with stage("model", f"{name} loaded") as loaded:
         progress = logging.getLogger("jaxassoc").isEnabledFor(logging.INFO)  # off with quiet=true
-        model = load_model(source, revision=revision, dtype=dtype, name=name, progress=progress)
-        loaded.what += f" ({model.family}, {model.provenance.file_format}, {dtype})"
+        model = load_model(source, revision=revision, dtype=dtype, name=name, progress=progress, mesh=mesh)
+        placed = "" if mesh is None else ", mesh " + "x".join(f"{a}={n}" for a, n in mesh.shape.items())
+        loaded.what += f" ({model.family}, {model.provenance.file_format}, {dtype}{placed})"
     return model
 
 

@@ -18,6 +18,10 @@
 - ``packing``: many short sequences packed end to end into fixed rows (segment ids in the mask; the
   causal ports restart positions and attend within each sequence), one compiled shape.
 - ``decoding``: greedy generation with a key/value cache (``LanguageModel.decoder`` of the causal ports).
+- ``partitioning``: model-parallel sharding. Per-family tables give every weight logical axes (``embed``,
+  ``vocab``, ``heads``, ``kv_heads``, ``mlp``, ``layers``), mapped onto a ``("data", "fsdp", "tp")`` mesh
+  (``make_mesh``); ``load_model(..., mesh=mesh)`` places each weight sharded as it is read, and
+  ``run_batched`` / ``run_packed`` split batches over the mesh with ``shard=batching.model_shard(model)``.
 """
 
 from jaxassoc.models.base import ForwardOutput, Head, LanguageModel, Provenance, VocabInfo

@@ -86,6 +86,7 @@ class LanguageModel:
     forward: Callable[..., ForwardOutput]  # forward(body, input_ids, attention_mask, all_layers=False)
     max_positions: int  # the context length
     decoder: Decoder | None = None  # causal ports: KV-cache decoding; None for encoders
+    mesh: Any = None  # the jax.sharding.Mesh the params are sharded over (models.partitioning); None: one device
 
     @property
     def head(self) -> Head:

@@ -158,7 +158,7 @@ def params_from_hf(tensors: Mapping[str, np.ndarray], config: BertConfig) -> dic
         # old ones store both (equal), untied transformers-5 ones both (only ``decoder.bias`` is used).
         biases = [t.take(n, (V,)) for n in (names["decoder"] + ".bias", names["bias"]) if t.has(n)]
         b = biases[0] if biases else t.take(names["bias"], (V,))
-        head = Head(W=np.array(W), b=b)
+        head = Head(W=W, b=b)  # placing the params gives the head its own device buffer
     t.finish(c.model_type)
     return {"body": body, "head": head}
 

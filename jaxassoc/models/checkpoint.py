@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import mmap
 import struct
 from pathlib import Path
 from typing import Iterable, Literal, Mapping
@@ -180,6 +181,51 @@ def _shard_names(index: Path) -> list[str]:
     return names
 
 
+def drop_pages(array) -> None:
+    """Unmap from this process the pages read so far of the memory-mapped file ``array`` is a view of
+    (``madvise(MADV_DONTNEED)``; the data stay in the page cache and are read again on the next access), so
+    that reading a checkpoint tensor by tensor keeps the resident size near one tensor. No-op otherwise."""
+    base = array
+    while base is not None and not isinstance(base, np.memmap):
+        base = getattr(base, "base", None)
+    m = getattr(base, "_mmap", None)
+    if m is not None and hasattr(m, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+        m.madvise(mmap.MADV_DONTNEED)
+
+
+class LayerStack:
+    """Per-layer tensors (memory-mapped views) seen as one array with a leading layer axis, never stacked
+    whole: ``stack[index]`` reads only the layers and slices ``index`` covers (one device's slice of a
+    sharded weight), ``np.asarray(stack, dtype)`` stacks them cast one layer at a time."""
+
+    def __init__(self, parts: list[np.ndarray]):
+        self.parts = parts
+        self.shape = (len(parts), *parts[0].shape)
+        self.dtype = parts[0].dtype
+        self.ndim = len(self.shape)
+        self.size = int(np.prod(self.shape))
+
+    def __getitem__(self, index) -> np.ndarray:
+        index = index if isinstance(index, tuple) else (index,)
+        layers, rest = index[0], index[1:]
+        picked = self.parts[layers] if isinstance(layers, slice) else [self.parts[layers]]
+        out = np.empty((len(picked), *self.parts[0][rest].shape), self.dtype)
+        for i, part in enumerate(picked):
+            out[i] = part[rest]
+            drop_pages(part)
+        return out if isinstance(layers, slice) else out[0]
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        out = np.empty(self.shape, dtype=dtype or self.dtype)
+        for i, part in enumerate(self.parts):
+            out[i] = part
+            drop_pages(part)
+        return out
+
+    def astype(self, dtype) -> np.ndarray:
+        return self.__array__(dtype)
+
+
 class TensorTaker:
     """Takes HF tensors by name for a port and reports every problem at once.
 
@@ -225,9 +271,9 @@ class TensorTaker:
             return np.zeros(shape, np.float32)
         return array
 
-    def stack(self, pattern: str, n: int, shape: tuple[int, ...], transpose: bool = False) -> np.ndarray:
-        """``pattern.format(i)`` for i < n, stacked on a new leading (layer) axis."""
-        return np.stack([self.take(pattern.format(i), shape, transpose) for i in range(n)])
+    def stack(self, pattern: str, n: int, shape: tuple[int, ...], transpose: bool = False) -> LayerStack:
+        """``pattern.format(i)`` for i < n, on a new leading (layer) axis (a lazy :class:`LayerStack`)."""
+        return LayerStack([self.take(pattern.format(i), shape, transpose) for i in range(n)])
 
     def finish(self, what: str) -> None:
         """Raise ModelError if any tensor was missing, mis-shaped, or left over."""

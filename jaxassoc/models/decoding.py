@@ -17,7 +17,7 @@ from jaxtyping import Array, Bool, Int
 
 from jaxassoc.errors import InputError, ModelError
 from jaxassoc.models.base import Decoder, LanguageModel
-from jaxassoc.models.batching import FINE_BUCKETS, model_limits, run_batched
+from jaxassoc.models.batching import FINE_BUCKETS, model_limits, model_shard, run_batched
 from jaxassoc.models.heads import head_logits
 
 
@@ -81,5 +81,6 @@ def greedy_generate(
                                    stop=jnp.asarray(stop)))
     outs = run_batched(fn, model.params, [list(p) for p in prompts], batch_size=batch_size,
                        buckets=FINE_BUCKETS, padding_side="left", per_token=False, progress=progress,
+                       shard=model_shard(model),
                        **{**limits, "max_length": limits["max_length"] - max_new_tokens})
     return [[int(t) for t in out if t >= 0] for out in outs]

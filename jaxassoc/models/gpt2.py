@@ -128,7 +128,7 @@ def params_from_hf(tensors: Mapping[str, np.ndarray], config: GPT2Config) -> dic
     if t.has("lm_head.weight") or not c.tie_word_embeddings:
         W = t.take("lm_head.weight", (V, D))
     else:
-        W = np.array(body["wte"])
+        W = body["wte"]  # placing the params gives the head its own device buffer
     t.finish("GPT-2")
     return {"body": body, "head": Head(W=W, b=None)}
 

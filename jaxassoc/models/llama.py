@@ -26,6 +26,7 @@ from jaxtyping import Array, Float, Int
 
 from jaxassoc.errors import ModelError
 from jaxassoc.models.base import ForwardOutput, Head
+from jaxassoc.models.checkpoint import LayerStack
 from jaxassoc.models.layers import KVCache, positions_from_mask, segment_allowed, write_columns
 
 MODEL_TYPES = ("llama", "mistral")
@@ -180,19 +181,17 @@ def params_from_hf(tensors: Mapping[str, np.ndarray], config: LlamaConfig) -> di
     if bad:
         raise ModelError(f"{config.model_type} checkpoint has tensors of the wrong shape: {bad[:6]}")
 
-    def array(name, transpose=False):
-        x = np.asarray(tensors[name], dtype=np.float32)
-        return jnp.asarray(x.T if transpose else x)
+    def array(name, transpose=False):  # a view of the checkpoint's (memory-mapped) tensor
+        x = np.asarray(tensors[name])
+        return x.T if transpose else x
 
     layers = {
-        leaf: jnp.stack(
-            [array(f"model.layers.{i}.{name}", transpose) for i in range(config.num_hidden_layers)]
-        )
+        leaf: LayerStack([array(f"model.layers.{i}.{name}", transpose) for i in range(config.num_hidden_layers)])
         for leaf, (name, transpose) in _LAYER_LEAVES.items()
     }
     embed = array("model.embed_tokens.weight")
     head_name = "lm_head.weight" if "lm_head.weight" in tensors else "model.embed_tokens.weight"
-    head_W = jnp.array(np.asarray(tensors[head_name], dtype=np.float32), copy=True)  # untied: its own buffer
+    head_W = array(head_name)  # untied: placing the params gives it its own device buffer
     body = {"embed": embed, "layers": layers, "norm": array("model.norm.weight")}
     return {"body": body, "head": Head(W=head_W, b=None)}
 

@@ -23,8 +23,8 @@ import numpy as np
 
 from jaxassoc.errors import ConfigError, ModelError
 from jaxassoc.models.base import Decoder, LanguageModel, Provenance, VocabInfo
-from jaxassoc.models.batching import cast_params
 from jaxassoc.models.checkpoint import read_weights, sha256_files
+from jaxassoc.models.partitioning import device_params, head_units, place_params
 from jaxassoc.resources import EMBEDDED
 
 
@@ -71,6 +71,7 @@ def load_model(
     dtype: str = "float32",
     name: str | None = None,
     progress: bool = False,
+    mesh=None,
 ) -> LanguageModel:
     """Load a model port.
 
@@ -78,10 +79,12 @@ def load_model(
     and tokenizer files), a ``.gguf`` file, an embedded name (``jaxassoc.resources.EMBEDDED``) or a hub id
     (downloaded at ``revision`` with huggingface_hub). ``dtype``: parameter dtype (float32, bfloat16,
     float16). The output head is untied from the input embeddings. ``progress``: progress bars while
-    weight files are read (per file) or a GGUF is dequantised (per tensor).
+    weight files are read (per file) or a GGUF is dequantised (per tensor). ``mesh``: a
+    ``jax.sharding.Mesh`` with axes ``("data", "fsdp", "tp")`` (:func:`jaxassoc.models.partitioning.make_mesh`):
+    each weight is placed sharded by its family's partition table, each device's slice cut from the host
+    tensors and cast on its own; None: one device.
     """
-    if dtype not in DTYPES:
-        raise ConfigError(f"model dtype {dtype!r} is not supported; use one of {sorted(DTYPES)}")
+    check_dtype(dtype)
     path, origin, revision = _resolve(source, revision)
     if path.is_file():
         if path.suffix != ".gguf":
@@ -101,7 +104,11 @@ def load_model(
         params = module.params_from_hf(tensors, config)
     except ModelError as e:
         raise ModelError(f"{path}: {e}") from None
-    params = cast_params(jax.tree.map(jnp.asarray, params), DTYPES[dtype])
+    family = FAMILY_MODULES[hf_config["model_type"]][1]
+    if mesh is None:
+        params = device_params(params, DTYPES[dtype])
+    else:
+        params = place_params(params, family, mesh, head_units(family, config), DTYPES[dtype])
     check_finite(params, tensors, path, dtype)
 
     def forward(body, input_ids, attention_mask, all_layers=False):
@@ -109,7 +116,7 @@ def load_model(
 
     return LanguageModel(
         name=name or _default_name(source, path),
-        family=FAMILY_MODULES[hf_config["model_type"]][1],
+        family=family,
         objective=module.OBJECTIVE,
         config=config,
         params=params,
@@ -125,7 +132,15 @@ def load_model(
         forward=jax.jit(forward, static_argnames=("all_layers",)),
         max_positions=int(config.max_positions),
         decoder=_decoder(module, config),
+        mesh=mesh,
     )
+
+
+def check_dtype(dtype: str) -> None:
+    """ConfigError naming ``dtype`` unless it is a parameter dtype the ports run in (a float)."""
+    if dtype not in DTYPES:
+        raise ConfigError(f"model dtype {dtype!r} is not supported: parameters must be floats; use one of "
+                          f"{sorted(DTYPES)} (e.g. model.dtype=bfloat16)")
 
 
 def _decoder(module, config) -> Decoder | None:
@@ -245,13 +260,24 @@ def _read_tokenizer(folder: Path):
                          "the folder needs tokenizer.json or the tokenizer files of its model") from None
 
 
+_FINITE_CHUNK = 1 << 22  # elements per finiteness test: bounds the float32 copy XLA may make of a chunk
+
+
 @jax.jit
-def _maybe_finite(leaves: list[jax.Array]) -> jax.Array:
-    """Per leaf, a fast test (one fused pass) that is True whenever the leaf is finite: max|x| catches
-    infinities, sum(x) catches NaN (XLA's max may drop NaN; a sum never does). A False is confirmed on the
-    host by :func:`check_finite`, since sum(x) alone can overflow."""
-    return jnp.stack([jnp.isfinite(jnp.max(jnp.abs(x), initial=0)) & ~jnp.isnan(jnp.sum(x, dtype=jnp.float32))
-                      for x in leaves])
+def _maybe_finite(x: jax.Array) -> jax.Array:
+    """A fast test (one fused pass) that is True whenever ``x`` is finite: max|x| catches infinities,
+    sum(x) catches NaN (XLA's max may drop NaN; a sum never does). A False is confirmed on the host by
+    :func:`check_finite`, since sum(x) alone can overflow."""
+    return jnp.isfinite(jnp.max(jnp.abs(x), initial=0)) & ~jnp.isnan(jnp.sum(x, dtype=jnp.float32))
+
+
+def _leaf_maybe_finite(x: jax.Array) -> bool:
+    """:func:`_maybe_finite` over slices of the leading axis of at most ``_FINITE_CHUNK`` elements (one row
+    at least), so no full-size float32 copy of a large bf16 leaf is ever made."""
+    rows = max(1, _FINITE_CHUNK // max(1, x.size // x.shape[0])) if x.ndim and x.shape[0] else 0
+    if not rows or x.shape[0] <= rows:
+        return bool(_maybe_finite(x))
+    return all(bool(_maybe_finite(x[i : i + rows])) for i in range(0, x.shape[0], rows))
 
 
 def check_finite(params, tensors: dict, source: Path, dtype: str) -> None:
@@ -260,7 +286,7 @@ def check_finite(params, tensors: dict, source: Path, dtype: str) -> None:
     Values that only overflow when cast to ``dtype`` are named by their parameter path instead.
     """
     paths, leaves = zip(*jax.tree_util.tree_leaves_with_path(params))
-    flagged = np.flatnonzero(~np.asarray(_maybe_finite(list(leaves))))
+    flagged = [i for i, leaf in enumerate(leaves) if not _leaf_maybe_finite(leaf)]
     bad_params = [
         jax.tree_util.keystr(paths[i])
         for i in flagged
@@ -313,4 +339,4 @@ def tokenizer_sha256(tokenizer) -> str:
     return hashlib.sha256(tokenizer.backend_tokenizer.to_str().encode()).hexdigest()
 
 
-__all__ = ["load_model", "family_module", "vocab_info", "tokenizer_sha256", "FAMILY_MODULES", "DTYPES"]
+__all__ = ["load_model", "check_dtype", "family_module", "vocab_info", "tokenizer_sha256", "FAMILY_MODULES", "DTYPES"]

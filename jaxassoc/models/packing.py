@@ -19,7 +19,9 @@ import jax
 import numpy as np
 
 from jaxassoc.errors import ConfigError
-from jaxassoc.models.batching import FINE_BUCKETS, bucket_length, check_sequences
+from jaxassoc.models.batching import FINE_BUCKETS, batch_mesh, bucket_length, check_sequences
+from jaxassoc.models.partitioning import batch_size_multiple
+from jaxassoc.models.sharding import shard_batch, to_host
 
 DEFAULT_ROW_LENGTH = 64  # measured on SmolLM2 (2 CPU threads): rows of 64 run 9% faster than 128 or 32
 
@@ -73,13 +75,16 @@ def run_packed(
     max_length: int | None = None,
     vocab_size: int | None = None,
     progress: bool = False,
+    shard=False,
 ) -> list:
     """``fn(params, ids, segments)`` over packed rows; per sequence, each output leaf cut to its tokens.
 
     Every output leaf must have the row length on axis 1 (per-token outputs). ``row_length`` defaults to
     64 or the smallest fine bucket that holds the longest sequence (at most the context). Batches have at
     most ``max(1, tokens_per_batch // row_length)`` rows, all the same number, spread evenly so the last
-    batch is not mostly empty rows (empty rows are all padding).
+    batch is not mostly empty rows (empty rows are all padding). ``shard``: as in ``run_batched`` (True:
+    all devices, params replicated; a mesh the params are sharded over): the rows of a batch, rounded up
+    to a multiple of the batch devices, are split over them.
     """
     check_sequences(sequences, max_length, vocab_size)
     longest = max(len(s) for s in sequences)
@@ -94,6 +99,9 @@ def run_packed(
     n_rows = max(1, tokens_per_batch // row_length)
     n_rows = -(-len(rows) // -(-len(rows) // n_rows))  # same number of batches, rows spread evenly
     batches = [rows[i : i + n_rows] for i in range(0, len(rows), n_rows)]
+    mesh, params = batch_mesh(shard, params)
+    if mesh is not None:  # whole rows per device: pad the batch with empty rows
+        n_rows = -(-n_rows // batch_size_multiple(mesh)) * batch_size_multiple(mesh)
     if progress:
         from tqdm.auto import tqdm
 
@@ -106,7 +114,10 @@ def run_packed(
         for r, members in enumerate(batch):
             ids[r], segments[r], starts = packed_row(sequences, members, row_length, pad_id)
             placed += [(r, m, s) for m, s in zip(members, starts)]
-        out = jax.tree.map(np.asarray, fn(params, ids, segments))
+        if mesh is not None:
+            ids, segments = shard_batch((ids, segments), mesh)
+        out = fn(params, ids, segments)
+        out = to_host(out) if mesh is not None else jax.tree.map(np.asarray, out)
         for r, m, start in placed:
             stop = start + len(sequences[m])
             results[m] = jax.tree.map(lambda leaf: leaf[r, start:stop], out)

@@ -28,8 +28,10 @@ def data_mesh() -> Mesh:
 
 
 def batch_sharding(mesh: Mesh | None = None) -> NamedSharding:
-    """Split the leading (batch) axis over the mesh's ``"data"`` axis."""
-    return NamedSharding(mesh or data_mesh(), P("data"))
+    """Split the leading (batch) axis over the mesh's batch axes: ``"data"`` (and ``"fsdp"`` when the
+    mesh has it, :mod:`jaxassoc.models.partitioning`)."""
+    mesh = mesh or data_mesh()
+    return NamedSharding(mesh, P(tuple(a for a in ("data", "fsdp") if a in mesh.axis_names)))
 
 
 def replicated_sharding(mesh: Mesh | None = None) -> NamedSharding:
@@ -66,11 +68,12 @@ def replicate(tree: Any, mesh: Mesh | None = None) -> Any:
     if jax.process_count() == 1:
         return jax.device_put(tree, sharding)
 
-    def place(x):
-        host = np.asarray(x)
-        return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+    return jax.tree.map(lambda x: _from_host(np.asarray(x), sharding), tree)
 
-    return jax.tree.map(place, tree)
+
+def _from_host(host: np.ndarray, sharding: NamedSharding) -> jax.Array:
+    """A global array from a host copy that every process holds: each fills only its own devices."""
+    return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
 
 
 def shard_batch(tree: Any, mesh: Mesh | None = None) -> Any:
@@ -82,6 +85,8 @@ def shard_batch(tree: Any, mesh: Mesh | None = None) -> Any:
     sharding = batch_sharding(mesh)
     if jax.process_count() == 1:
         return jax.device_put(tree, sharding)
+    if mesh.axis_names != ("data",):  # a model-parallel mesh: each process fills its own devices' rows
+        return jax.tree.map(lambda x: _from_host(np.asarray(x), sharding), tree)
     processes, me = _mesh_processes(mesh), jax.process_index()
 
     def feed(x):

@@ -84,7 +84,7 @@ def run(job: Job) -> JobResult:
     tests, positions = _tests(job)
     check_suite_words(tests)
     words = sorted({w for t in tests for w in (*t.targets_x, *t.targets_y, *t.attributes_a, *t.attributes_b)})
-    model = resolve.language_model(job.model)
+    model = resolve.language_model(job.model, job.mesh)
     sentences, corpus = corpus_sentences(cfg.corpus)
     key = {"weights": model.provenance.weights_sha256, "tokenizer": model.provenance.tokenizer_sha256,
            "dtype": job.model.dtype, "corpus": corpus, "layer": cfg.layer, "max_contexts": cfg.max_contexts,

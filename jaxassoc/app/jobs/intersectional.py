@@ -102,7 +102,7 @@ def run(job: Job) -> JobResult:
     in_slot = dict(zip(abc.groups["<sgroup>"], abc.groups[slot]))
     fillers = [in_slot[g] for g in singles] + list(pairs["paired"])
     words = list(dict.fromkeys(w for p in poles for w in abc.traits[p]))
-    model = resolve.language_model(job.model)
+    model = resolve.language_model(job.model, job.mesh)
     key = {"weights": model.provenance.weights_sha256, "tokenizer": model.provenance.tokenizer_sha256,
            "template": cfg.template, "groups": fillers, "words": words, "bos": cfg.bos,
            "transform": cfg.set_transform, "nan_policy": cfg.set_nan_policy, "dtype": job.model.dtype}

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import jax
 import pandas as pd
 
+from jaxassoc.models.batching import model_shard
 from jaxassoc import data
 from jaxassoc.app import resolve
 from jaxassoc.app.config import MetricConfig, check_range
@@ -80,9 +81,9 @@ def run(job: Job) -> JobResult:
     if name in SUITE_TASKS:
         check_suite_words(data.load_weat_suite(name).tests)  # before the model loads
     template = PromptTemplate(job.template.name, job.template.text, job.template.quote)
-    model = resolve.language_model(job.model)
+    model = resolve.language_model(job.model, job.mesh)
     options = dict(normalise=cfg.normalise, add_bos=job.model.add_bos, batch_size=job.model.batch_size,
-                   shard=job.model.shard, progress=not job.quiet, cache_dir=job.cache_dir)
+                   shard=model_shard(model), progress=not job.quiet, cache_dir=job.cache_dir)
     with stage("rpam", f"{name} items scored") as scored:
         items, aggregates = _task(job, model, template, options)
         scored.count = len(items)

@@ -108,7 +108,7 @@ def run(job: Job) -> JobResult:
             kind = "ABC templates" if job.model.kind == "masked" else "ABC templates whose trait ends the prompt"
             raise ConfigError(f"template {template!r} is not one of the {len(usable)} {kind} "
                               f"(model.kind={job.model.kind}); metric.templates=[all] takes every one")
-    model = resolve.language_model(job.model)
+    model = resolve.language_model(job.model, job.mesh)
     if model.objective != job.model.kind:
         raise ConfigError(f"model {job.model.name!r} is a {model.objective} LM but model.kind={job.model.kind}: "
                           f"set model.kind={model.objective}")

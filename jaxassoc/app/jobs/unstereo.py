@@ -40,7 +40,7 @@ def run(job: Job) -> JobResult:
     cfg, name = job.metric, job.dataset.name
     if name not in DATASETS:
         raise ConfigError(f"metric=unstereo needs an UnStereoEval dataset ({sorted(DATASETS)}), not {name!r}")
-    model = resolve.language_model(job.model)
+    model = resolve.language_model(job.model, job.mesh)
     rows = None
     if job.dataset.sample is not None:
         frame = data.load_dataset(name)

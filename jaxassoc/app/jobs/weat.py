@@ -171,7 +171,7 @@ def run(job: Job) -> JobResult:
             )
         provenance.update(resolve.model_provenance(job.model, embeddings))
     else:
-        model = resolve.language_model(job.model)
+        model = resolve.language_model(job.model, job.mesh)
         sentences = _corpus_sentences(cfg.corpus)
         vectors = ContextualWordVectors(
             model, ContextIndex.build(sentences), layer=cfg.layer, max_contexts=cfg.max_contexts,

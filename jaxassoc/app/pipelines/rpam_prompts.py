@@ -23,6 +23,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh
 
 from jaxassoc.app.cache import cached_arrays, model_key
 from jaxassoc.app.config import template_slots
@@ -146,7 +147,7 @@ def rpam_inputs(
     *,
     add_bos: bool | None = None,
     batch_size: int = 32,
-    shard: bool = False,
+    shard: bool | Mesh = False,
     progress: bool = False,
     buckets: Sequence[int] = PROMPT_BUCKETS,
 ) -> RpamInputs:
@@ -210,7 +211,7 @@ def cached_rpam_inputs(
     cache_dir: Path | None = None,
     add_bos: bool | None = None,
     batch_size: int = 32,
-    shard: bool = False,
+    shard: bool | Mesh = False,
     progress: bool = False,
     buckets: Sequence[int] = PROMPT_BUCKETS,
 ) -> RpamInputs:
@@ -227,7 +228,8 @@ def cached_rpam_inputs(
         "attribute_ids": [list(ids) for ids in attributes.token_ids],
         "batch_size": batch_size,
         "buckets": list(buckets),
-        "devices": jax.device_count() if shard else 1,
+        "devices": jax.device_count() if shard is not False else 1,
+        **({"mesh": dict(shard.shape)} if isinstance(shard, Mesh) else {}),  # fsdp/tp change the sums
     }
 
     def compute() -> dict[str, np.ndarray]:

@@ -32,6 +32,7 @@ from jaxassoc.metrics.set_exact import set_exact
 from jaxassoc.metrics.set_score import set_word_scores
 from jaxassoc.metrics.stereotype_alignment import AlignmentResult, alignment, human_group_indices, pair_scores
 from jaxassoc.models import LanguageModel, model_limits, run_batched
+from jaxassoc.models.batching import model_shard
 
 _TRAILING = " .?!"
 
@@ -107,7 +108,8 @@ def build_problems(
 def _head_inputs(model: LanguageModel, problems: TraitProblems, batch_size: int):
     """x (N, S, D) at the positions predicting each trait token, the tokens (N, S) and their mask."""
     forward = jax.jit(lambda params, ids, mask: model.forward(params["body"], ids, mask).hidden)
-    hidden = run_batched(forward, model.params, problems.sequences, batch_size=batch_size, **model_limits(model))
+    hidden = run_batched(forward, model.params, problems.sequences, batch_size=batch_size, shard=model_shard(model),
+                         **model_limits(model))
     S = max(len(t) for t in problems.trait_tokens)
     D = hidden[0].shape[-1]
     x = np.zeros((len(hidden), S, D), np.float32)

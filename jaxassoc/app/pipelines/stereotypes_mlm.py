@@ -40,6 +40,7 @@ from jaxassoc.data import AbcData
 from jaxassoc.data.stereotypes import MASK
 from jaxassoc.errors import ConfigError, InputError, ModelError
 from jaxassoc.models import LanguageModel, model_limits, run_batched
+from jaxassoc.models.batching import model_shard
 
 
 class MaskedProblems(NamedTuple):
@@ -123,7 +124,8 @@ def write_in_head_inputs(model: LanguageModel, problems: MaskedProblems, batch_s
             ids, start = list(problems.prompts[n]), problems.mask_starts[n]
             ids[start : start + step] = traits[n][:step]
             sequences.append(ids)
-        out = run_batched(fn, model.params, sequences, batch_size=batch_size, per_token=False, **model_limits(model))
+        out = run_batched(fn, model.params, sequences, batch_size=batch_size, per_token=False,
+                          shard=model_shard(model), **model_limits(model))
         x[rows, step] = np.stack(out)
     return x, tokens, valid
 

@@ -1,0 +1,239 @@
+"""Model-parallel sharding: logical axes per weight, a device mesh, and the rules that join them.
+
+Every weight of a port carries a partition annotation over LOGICAL axes, declared per family in
+:data:`FAMILY_AXES` (keyed by parameter path, apart from the modeling code). :data:`RULES` map the logical
+axes onto the mesh axes ``("data", "fsdp", "tp")``: FSDP shards the embedding (d_model) dimension of the
+weights, tensor parallelism (TP) the heads / MLP / vocabulary dimension; the batch is split over
+``("data", "fsdp")``. A dimension that its mesh axis does not divide (or whose heads it does not divide,
+e.g. 3 KV heads over ``tp=4``) is replicated along that axis, and the tensors concerned are logged once.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from jaxassoc.errors import ConfigError, ModelError
+from jaxassoc.models.checkpoint import drop_pages
+
+log = logging.getLogger(__name__)
+
+MESH_AXES = ("data", "fsdp", "tp")
+BATCH_AXES = ("data", "fsdp")
+RULES: dict[str, str | None] = {  # logical axis -> mesh axis (None: never sharded)
+    "embed": "fsdp",
+    "vocab": "tp",
+    "heads": "tp",
+    "kv_heads": "tp",
+    "mlp": "tp",
+    "layers": None,
+}
+
+_L, _E = "layers", "embed"
+_NORM = {"scale": (_L, None), "bias": (_L, None)}
+_FINAL_NORM = {"scale": (None,), "bias": (None,)}
+
+FAMILY_AXES: dict[str, dict[str, tuple[str | None, ...]]] = {  # family -> {param path: logical axes}
+    "gpt2": {
+        "body/wte": ("vocab", _E),
+        "body/wpe": (None, _E),
+        **{f"body/blocks/{n}/{k}": a for n in ("ln_1", "ln_2") for k, a in _NORM.items()},
+        "body/blocks/c_attn/w": (_L, _E, "heads"),
+        "body/blocks/c_attn/b": (_L, "heads"),
+        "body/blocks/c_proj/w": (_L, "heads", _E),
+        "body/blocks/c_proj/b": (_L, None),
+        "body/blocks/c_fc/w": (_L, _E, "mlp"),
+        "body/blocks/c_fc/b": (_L, "mlp"),
+        "body/blocks/mlp_proj/w": (_L, "mlp", _E),
+        "body/blocks/mlp_proj/b": (_L, None),
+        **{f"body/ln_f/{k}": a for k, a in _FINAL_NORM.items()},
+        "head/W": ("vocab", _E),
+    },
+    "llama": {
+        "body/embed": ("vocab", _E),
+        "body/layers/attn_norm": (_L, None),
+        "body/layers/q": (_L, _E, "heads"),
+        "body/layers/k": (_L, _E, "kv_heads"),
+        "body/layers/v": (_L, _E, "kv_heads"),
+        "body/layers/o": (_L, "heads", _E),
+        "body/layers/mlp_norm": (_L, None),
+        "body/layers/gate": (_L, _E, "mlp"),
+        "body/layers/up": (_L, _E, "mlp"),
+        "body/layers/down": (_L, "mlp", _E),
+        "body/norm": (None,),
+        "head/W": ("vocab", _E),
+    },
+    "bert": {
+        "body/word": ("vocab", _E),
+        "body/position": (None, _E),
+        "body/token_type": (None, _E),
+        **{f"body/embed_ln/{k}": a for k, a in _FINAL_NORM.items()},
+        **{f"body/blocks/{n}/w": (_L, _E, "heads") for n in ("query", "key", "value")},
+        **{f"body/blocks/{n}/b": (_L, "heads") for n in ("query", "key", "value")},
+        "body/blocks/attn_out/w": (_L, "heads", _E),
+        "body/blocks/attn_out/b": (_L, None),
+        **{f"body/blocks/{n}/{k}": a for n in ("attn_ln", "ffn_ln") for k, a in _NORM.items()},
+        "body/blocks/ffn_in/w": (_L, _E, "mlp"),
+        "body/blocks/ffn_in/b": (_L, "mlp"),
+        "body/blocks/ffn_out/w": (_L, "mlp", _E),
+        "body/blocks/ffn_out/b": (_L, None),
+        "body/mlm_transform/dense/w": (_E, None),
+        "body/mlm_transform/dense/b": (None,),
+        **{f"body/mlm_transform/ln/{k}": a for k, a in _FINAL_NORM.items()},
+        "head/W": ("vocab", _E),
+        "head/b": ("vocab",),
+    },
+}
+FAMILY_AXES["roberta"] = FAMILY_AXES["bert"]
+
+
+def head_units(family: str, config: Any) -> dict[str, int]:
+    """The number of heads along the ``heads`` / ``kv_heads`` axes: a head is never split over devices."""
+    if family == "gpt2":
+        return {"heads": config.n_head}
+    if family == "llama":
+        return {"heads": config.num_attention_heads, "kv_heads": config.num_key_value_heads}
+    return {"heads": config.num_heads}
+
+
+def make_mesh(data: int = 1, fsdp: int = 1, tp: int = 1) -> Mesh | None:
+    """A ``("data", "fsdp", "tp")`` mesh over all (global) devices, ordered by (process, device id); None
+    when every size is 1 (one device, no mesh). One size may be -1: all devices the others leave.
+
+    ConfigError naming the sizes and the device count when their product is not the device count.
+    """
+    sizes = {"data": data, "fsdp": fsdp, "tp": tp}
+    devices = sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
+    n = len(devices)
+    shown = ", ".join(f"mesh.{k}={v}" for k, v in sizes.items())
+    bad = [k for k, v in sizes.items() if v == 0 or v < -1]
+    if bad or list(sizes.values()).count(-1) > 1:
+        raise ConfigError(f"mesh sizes {shown}: each must be a positive integer (at most one may be -1, "
+                          "meaning all devices the others leave)")
+    known = int(np.prod([v for v in sizes.values() if v != -1]))
+    if -1 in sizes.values():
+        if n % known:
+            raise ConfigError(f"mesh sizes {shown}: {known} does not divide the {n} devices; choose sizes "
+                              f"whose product divides {n}")
+        sizes = {k: (n // known if v == -1 else v) for k, v in sizes.items()}
+        known = n
+    if known == 1 and n >= 1 and all(v == 1 for v in sizes.values()):
+        return None
+    if known != n:
+        raise ConfigError(f"mesh sizes {shown} multiply to {known} devices but there are {n} devices; choose "
+                          f"sizes whose product is {n} (e.g. mesh.fsdp=1 mesh.tp={n}), or mesh=single")
+    return Mesh(np.array(devices).reshape(tuple(sizes.values())), MESH_AXES)
+
+
+def batch_size_multiple(mesh: Mesh) -> int:
+    """The number of devices the batch axis is split over (``data × fsdp``)."""
+    return int(np.prod([mesh.shape[a] for a in BATCH_AXES if a in mesh.shape]))
+
+
+def batch_spec(mesh: Mesh) -> P:
+    """Split the leading (batch) axis over the mesh's batch axes (those it has)."""
+    return P(tuple(a for a in BATCH_AXES if a in mesh.shape))
+
+
+def _key_name(key) -> str:
+    for attr in ("key", "name", "idx"):
+        if hasattr(key, attr):
+            return str(getattr(key, attr))
+    return str(key)
+
+
+def param_path(path) -> str:
+    """``"body/blocks/c_attn/w"`` from a pytree key path."""
+    return "/".join(_key_name(k) for k in path)
+
+
+def param_specs(params: Any, family: str, mesh: Mesh, units: Mapping[str, int] = {}) -> Any:
+    """A PartitionSpec per leaf of ``params``, from the family's logical axes and :data:`RULES`.
+
+    A dimension whose mesh axis does not divide it (or its number of heads, ``units``) is replicated along
+    that axis; the tensors concerned are logged once. ModelError for a leaf the family's table lacks.
+    """
+    table = FAMILY_AXES.get(family)
+    if table is None:
+        raise ModelError(f"no partitioning table for model family {family!r}; known: {sorted(FAMILY_AXES)}")
+    replicated: list[str] = []
+
+    def spec(path, leaf):
+        name = param_path(path)
+        if name not in table:
+            raise ModelError(f"{family} parameter {name!r} has no partition annotation in FAMILY_AXES")
+        axes = table[name]
+        if len(axes) != np.ndim(leaf):
+            raise ModelError(f"{family} parameter {name!r} has shape {np.shape(leaf)} but its partition "
+                             f"annotation {axes} names {len(axes)} axes")
+        out = []
+        for logical, dim in zip(axes, np.shape(leaf)):
+            axis = RULES.get(logical) if logical else None
+            size = mesh.shape.get(axis, 1) if axis else 1
+            if size == 1:
+                out.append(None)
+            elif dim % size or units.get(logical, size) % size:
+                replicated.append(f"{name} ({logical}={units.get(logical, dim)} over {axis}={size})")
+                out.append(None)
+            else:
+                out.append(axis)
+        return P(*out)
+
+    specs = jax.tree_util.tree_map_with_path(spec, params)
+    if replicated:
+        log.warning("replicated along a mesh axis that does not divide them: %s", "; ".join(replicated))
+    return specs
+
+
+def place_params(params: Any, family: str, mesh: Mesh, units: Mapping[str, int] = {}, dtype=None) -> Any:
+    """``params`` (host or device arrays) as global arrays sharded over ``mesh`` by :func:`param_specs`.
+
+    Each device's slice is cut from the host array and cast to ``dtype`` (floating leaves only) on its
+    own, so no full-size cast copy is made; with several processes each fills only its own devices.
+    """
+    specs = param_specs(params, family, mesh, units)
+
+    def place(leaf, spec):
+        sharding = NamedSharding(mesh, spec)
+        if isinstance(leaf, jax.Array):
+            return jax.device_put(leaf.astype(_target(leaf, dtype)), sharding)
+        return jax.make_array_from_callback(leaf.shape, sharding, lambda index: host_cast(leaf[index], dtype))
+
+    return jax.tree.map(place, params, specs)
+
+
+def _target(leaf, dtype) -> np.dtype:
+    floating = dtype is not None and jnp.issubdtype(leaf.dtype, jnp.floating)
+    return np.dtype(dtype) if floating else np.dtype(leaf.dtype)
+
+
+def host_cast(leaf, dtype=None) -> np.ndarray:
+    """A host array (a NumPy view, a ``checkpoint.LayerStack`` or a slice of one) as a new NumPy array,
+    floating values cast to ``dtype``; the memory-mapped pages read are unmapped afterwards
+    (``checkpoint.drop_pages``), so the resident size grows by the copy only."""
+    with np.errstate(over="ignore"):  # values that overflow the dtype are named by loading.check_finite
+        out = np.array(leaf, dtype=_target(leaf, dtype), copy=True)
+    drop_pages(leaf)
+    return out
+
+
+def device_params(params: Any, dtype=None) -> Any:
+    """``params`` (host arrays, e.g. ``params_from_hf``'s views of a checkpoint) on the default device, one
+    leaf at a time, floating leaves cast to ``dtype`` on the host: never a cast copy of the whole model,
+    and every leaf its own buffer (a tied head is untied)."""
+    return jax.tree.map(lambda x: jnp.asarray(host_cast(x, dtype)), params)
+
+
+def is_placed_on(params: Any, mesh: Mesh) -> bool:
+    """True when every leaf is a global array with a sharding over ``mesh``."""
+    return all(isinstance(x, jax.Array) and isinstance(x.sharding, NamedSharding) and x.sharding.mesh == mesh
+               for x in jax.tree.leaves(params))
+
+
+__all__ = ["FAMILY_AXES", "RULES", "MESH_AXES", "BATCH_AXES", "make_mesh", "param_specs", "place_params",
+           "batch_spec", "batch_size_multiple", "head_units", "is_placed_on", "device_params", "host_cast"]

@@ -1,0 +1,227 @@
+"""Model-parallel sharding (jaxassoc.models.partitioning): the per-family partition tables, the
+replicate-and-log rule, mesh validation, and — on 8 simulated CPU devices in a subprocess (the device
+count must be set before JAX starts) — a 2×4 fsdp×tp mesh giving the single-device results for tiny
+GPT-2, Llama (GQA) and BERT checkpoints, with each device holding only its slice of every sharded weight."""
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+import types
+
+import jax
+import ml_dtypes
+import numpy as np
+import pytest
+from jax.sharding import PartitionSpec as P
+
+from jaxassoc.errors import ConfigError
+from jaxassoc.models import load_model
+from jaxassoc.models.checkpoint import LayerStack
+from jaxassoc.models.loading import check_dtype
+from jaxassoc.models.partitioning import FAMILY_AXES, head_units, make_mesh, param_specs
+from models_helpers import save_tiny_checkpoint
+
+MESH_2x4 = types.SimpleNamespace(shape={"data": 1, "fsdp": 2, "tp": 4})  # param_specs reads only .shape
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "bert", "roberta"])
+def test_every_weight_has_a_partition_annotation(tmp_path, family):
+    model = load_model(save_tiny_checkpoint(tmp_path, family))
+    names = {"/".join(str(getattr(k, "key", getattr(k, "name", k))) for k in path)
+             for path, _ in jax.tree_util.tree_leaves_with_path(model.params)}
+    assert names <= set(FAMILY_AXES[model.family])  # every leaf annotated (param_specs raises otherwise)
+    specs = param_specs(model.params, model.family, MESH_2x4, head_units(model.family, model.config))
+    assert all(isinstance(s, P) for s in jax.tree.leaves(specs, is_leaf=lambda x: isinstance(x, P)))
+
+
+def test_a_dimension_the_axis_does_not_divide_is_replicated_and_logged_once(tmp_path, caplog):
+    # 4 query heads shard over tp=4; 2 KV heads do not, though their width (2 × 8) is a multiple of 4
+    model = load_model(save_tiny_checkpoint(tmp_path, "llama"))
+    with caplog.at_level(logging.WARNING, logger="jaxassoc.models.partitioning"):
+        specs = param_specs(model.params, "llama", MESH_2x4, head_units("llama", model.config))
+    layers = specs["body"]["layers"]
+    assert layers["q"] == P(None, "fsdp", "tp") and layers["o"] == P(None, "tp", "fsdp")
+    assert layers["k"] == P(None, "fsdp", None) and layers["v"] == P(None, "fsdp", None)
+    assert specs["head"].W == P("tp", "fsdp") and specs["body"]["norm"] == P(None)
+    records = [r.getMessage() for r in caplog.records]
+    assert len(records) == 1, records
+    assert "body/layers/k (kv_heads=2 over tp=4)" in records[0] and "body/layers/v" in records[0]
+
+
+def test_a_vocabulary_the_axis_does_not_divide_is_replicated(tmp_path):
+    model = load_model(save_tiny_checkpoint(tmp_path, "gpt2"))
+    mesh = types.SimpleNamespace(shape={"data": 1, "fsdp": 1, "tp": 3})  # vocab 320, 4 heads, MLP 128
+    specs = param_specs(model.params, "gpt2", mesh, head_units("gpt2", model.config))
+    blocks = specs["body"]["blocks"]
+    assert specs["head"].W == P(None, None) and blocks["c_attn"]["w"] == P(None, None, None)
+    assert blocks["c_fc"]["w"] == P(None, None, None)
+    mesh.shape["tp"] = 2
+    specs = param_specs(model.params, "gpt2", mesh, head_units("gpt2", model.config))
+    assert specs["head"].W == P("tp", None) and specs["body"]["blocks"]["c_fc"]["w"] == P(None, None, "tp")
+
+
+def test_a_mesh_whose_sizes_do_not_multiply_to_the_device_count_is_a_config_error():
+    n = len(jax.devices())
+    with pytest.raises(ConfigError, match=rf"mesh.data=1, mesh.fsdp=2, mesh.tp=4 multiply to 8 devices but "
+                                          rf"there are {n} devices"):
+        make_mesh(data=1, fsdp=2, tp=4)
+    with pytest.raises(ConfigError, match=r"mesh.tp=0: each must be a positive integer"):
+        make_mesh(tp=0)
+    with pytest.raises(ConfigError, match=rf"mesh.fsdp=3, mesh.tp=1: 3 does not divide the {n} devices"):
+        make_mesh(data=-1, fsdp=3)
+    assert make_mesh() is None  # one device: no mesh
+
+
+def test_a_dtype_that_is_not_a_float_is_a_config_error():
+    with pytest.raises(ConfigError, match=r"model dtype 'int8' is not supported: parameters must be floats"):
+        check_dtype("int8")
+
+
+def test_a_layer_stack_reads_only_the_slice_asked_for(tmp_path):
+    parts = []
+    for i in range(3):
+        np.save(tmp_path / f"{i}.npy", np.arange(24, dtype=np.float32).reshape(4, 6) + 100 * i)
+        parts.append(np.load(tmp_path / f"{i}.npy", mmap_mode="r").T)  # (6, 4) views of memory maps
+    stack, whole = LayerStack(parts), np.stack(parts)
+    assert stack.shape == whole.shape and stack.dtype == np.float32
+    for index in [(slice(1, 3), slice(0, 3), slice(2, 4)), (slice(None), slice(3, 6), slice(None)), (1,)]:
+        np.testing.assert_array_equal(stack[index], whole[index])
+    np.testing.assert_array_equal(np.asarray(stack, dtype=ml_dtypes.bfloat16), whole.astype(ml_dtypes.bfloat16))
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_bfloat16_loading_casts_each_leaf(tmp_path, family):
+    folder = save_tiny_checkpoint(tmp_path, family)
+    full, half = load_model(folder), load_model(folder, dtype="bfloat16")
+    for a, b in zip(jax.tree.leaves(full.params), jax.tree.leaves(half.params)):
+        assert b.dtype == jax.numpy.bfloat16
+        np.testing.assert_array_equal(np.asarray(a.astype(jax.numpy.bfloat16)), np.asarray(b))
+    assert half.head.W.unsafe_buffer_pointer() != half.params["body"][
+        "wte" if family == "gpt2" else "embed"].unsafe_buffer_pointer()
+
+
+MESH_SCRIPT = textwrap.dedent(
+    """
+    import json, logging, sys
+    import jax, jax.numpy as jnp, numpy as np
+    jax.config.update("jax_default_matmul_precision", "highest")
+    logging.basicConfig(level=logging.WARNING, format="LOG %(name)s %(message)s")
+    from jax.sharding import NamedSharding
+    from jaxassoc.models import load_model, model_limits, run_batched
+    from jaxassoc.models.batching import model_shard
+    from jaxassoc.models.decoding import greedy_generate
+    from jaxassoc.models.heads import head_logits
+    from jaxassoc.models.packing import run_packed
+    from jaxassoc.models.partitioning import make_mesh, param_path
+    from jaxassoc.metrics.set_exact import set_exact
+    from jaxassoc.metrics.set_optax import SolverSettings, set_optax
+    from jaxassoc.embeddings.sentence import token_states
+    assert len(jax.devices()) == 8
+    mesh = make_mesh(data=1, fsdp=2, tp=4)
+    rng = np.random.default_rng(0)
+    seqs = [rng.integers(5, 150, rng.integers(2, 12)).tolist() for _ in range(11)]
+    report = {}
+
+    def logits_and_layers(model):
+        def fn(p, ids, mask):
+            out = model.forward(p["body"], ids, mask, all_layers=True)
+            return head_logits(p["head"], out.hidden), out.layers
+        return jax.jit(fn)
+
+    def token_logprobs(model):
+        def fn(p, ids, segments):
+            logits = head_logits(p["head"], model.forward(p["body"], ids, segments).hidden)
+            return jax.nn.log_softmax(logits, -1)[:, :-1].max(-1)
+        return jax.jit(fn)
+
+    def diff(a, b):
+        return max(float(np.abs(np.asarray(x) - np.asarray(y)).max())
+                   for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+
+    for folder in sys.argv[1:]:
+        one, many = load_model(folder), load_model(folder, mesh=mesh)
+        r = {"family": many.family, "leaves": {}}
+        for path, leaf in jax.tree_util.tree_leaves_with_path(many.params):
+            s = leaf.sharding
+            assert isinstance(s, NamedSharding) and s.mesh == mesh
+            shapes = {tuple(sh.data.shape) for sh in leaf.addressable_shards}
+            assert shapes == {s.shard_shape(leaf.shape)}, (param_path(path), shapes)
+            r["leaves"][param_path(path)] = {
+                "spec": [a for a in s.spec] + [None] * (leaf.ndim - len(s.spec)),
+                "bytes": leaf.size * leaf.dtype.itemsize,
+                "device_bytes": sum(sh.data.size * sh.data.dtype.itemsize for sh in leaf.addressable_shards),
+            }
+        kw = dict(batch_size=4, **model_limits(one))
+        r["logits_layers"] = diff(run_batched(logits_and_layers(one), one.params, seqs, **kw),
+                                  run_batched(logits_and_layers(many), many.params, seqs,
+                                              shard=model_shard(many), **kw))
+        if one.decoder is not None:
+            kw = dict(tokens_per_batch=32, **model_limits(one))
+            r["packed"] = diff(run_packed(token_logprobs(one), one.params, seqs, **kw),
+                               run_packed(token_logprobs(many), many.params, seqs, shard=model_shard(many), **kw))
+            r["greedy_equal"] = (greedy_generate(one, seqs[:5], max_new_tokens=4)
+                                 == greedy_generate(many, seqs[:5], max_new_tokens=4))
+        x = np.stack([run_batched(jax.jit(lambda p, i, m: one.forward(p["body"], i, m).hidden), one.params,
+                                  [s], pad_id=0)[0][-1] for s in seqs[:4]])[:, None]
+        gold = np.array([[3], [7], [11], [13]])
+        settings = SolverSettings(n_outer=5, n_inner=10)
+        a = set_optax(one.head.W, one.head.b, x, gold, candidates=16, settings=settings)
+        b = set_optax(many.head.W, many.head.b, x, gold, candidates=16, settings=settings)
+        r["set_optax"] = diff(a.distance, b.distance)
+        r["set_exact"] = diff(set_exact(one.head.W, one.head.b, x[:, 0], gold[:, 0]).distance,
+                              set_exact(many.head.W, many.head.b, x[:, 0], gold[:, 0]).distance)
+        texts = ["the doctor said that", "she studies math and science", "music"]
+        r["token_states"] = diff(token_states(one, texts, layer=1)[0], token_states(many, texts, layer=1)[0])
+        r["head_still_sharded"] = not many.head.W.sharding.is_fully_replicated
+        report[folder] = r
+    print("REPORT " + json.dumps(report))
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def mesh_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("mesh")
+    folders = [save_tiny_checkpoint(tmp, "gpt2"), save_tiny_checkpoint(tmp, "llama", fmt="sharded"),
+               save_tiny_checkpoint(tmp, "bert")]
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
+    proc = subprocess.run([sys.executable, "-c", MESH_SCRIPT, *map(str, folders)], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("REPORT "))
+    report = json.loads(line.removeprefix("REPORT "))
+    return {r["family"]: r for r in report.values()}, [x for x in proc.stderr.splitlines() if x.startswith("LOG ")]
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "bert"])
+def test_a_2x4_fsdp_tp_mesh_gives_the_single_device_results(mesh_run, family):
+    r = mesh_run[0][family]
+    assert r["logits_layers"] <= 1e-5
+    assert r["set_optax"] <= 1e-5 and r["set_exact"] <= 1e-5 and r["head_still_sharded"]
+    assert r["token_states"] <= 1e-5  # contextual embedding extraction
+    if family != "bert":
+        assert r["packed"] <= 1e-5 and r["greedy_equal"]
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "bert"])
+def test_each_device_holds_only_its_slice_of_every_weight(mesh_run, family):
+    leaves = mesh_run[0][family]["leaves"]
+    for name, leaf in leaves.items():
+        split = 1
+        for axis in leaf["spec"]:
+            split *= {"fsdp": 2, "tp": 4, None: 1}[axis]
+        assert leaf["device_bytes"] == leaf["bytes"] * 8 // split, name  # replicated only where unsharded
+    head = leaves["head/W"]
+    assert head["spec"] == ["tp", "fsdp"] and head["device_bytes"] == head["bytes"]
+    both = [n for n, leaf in leaves.items() if {"tp", "fsdp"} <= set(leaf["spec"])]  # split over all 8
+    assert sum(leaves[n]["device_bytes"] for n in both) == sum(leaves[n]["bytes"] for n in both)
+    assert len(both) >= 4  # embeddings, head, attention and MLP matrices
+
+
+def test_the_replicated_kv_heads_are_logged_once_per_load(mesh_run):
+    logs = [x for x in mesh_run[1] if "replicated along a mesh axis" in x]
+    assert len(logs) == 1, mesh_run[1]  # only Llama (2 KV heads over tp=4); GPT-2 and BERT divide
+    assert "body/layers/k (kv_heads=2 over tp=4)" in logs[0]
