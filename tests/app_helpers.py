@@ -11,11 +11,12 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
 from jaxassoc import data
-from jaxassoc.app import builtin_metrics
+from jaxassoc.app import builtin_metrics, resolve
 from jaxassoc.app.config import register_configs
 from jaxassoc.app.main import CONF_DIR, make_job
 from jaxassoc.app.registry import METRICS, get_metric
@@ -94,6 +95,16 @@ def write_tiny_glove(path: Path, dim: int = 8, *, same_as: dict[str, str] | None
 def write_corpus(path: Path, sentences=CORPUS) -> Path:
     path.write_text("\n".join(sentences) + "\n")
     return path
+
+
+@pytest.fixture
+def no_model(monkeypatch):
+    """Loading any model fails the test: a refusal must come before."""
+    def boom(*args, **kwargs):
+        raise AssertionError("a model was loaded before the config was refused")
+
+    monkeypatch.setattr(resolve, "_load_static", boom)
+    monkeypatch.setattr(resolve, "_load_language_model", boom)
 
 
 def start_hydra():

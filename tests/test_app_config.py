@@ -1,24 +1,17 @@
 """Config-level checks: every shipped config composes against its schema, and the launchers resolve."""
 
 import pytest
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
+from hydra import compose
 from omegaconf import OmegaConf
 
-from jaxassoc.app import builtin_metrics
-from jaxassoc.app.config import register_configs
+from app_helpers import start_hydra
 from jaxassoc.app.main import CONF_DIR
 from jaxassoc.app.registry import METRICS
 
 
 @pytest.fixture(scope="module", autouse=True)
 def hydra_context():
-    builtin_metrics.register_all()
-    register_configs({n: s.config for n, s in METRICS.items()}, {p.stem for p in (CONF_DIR / "metric").glob("*.yaml")})
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        yield
-    GlobalHydra.instance().clear()
+    yield from start_hydra()
 
 
 @pytest.mark.parametrize("group", ["model", "metric", "dataset", "template", "whitening", "stats", "mesh"])

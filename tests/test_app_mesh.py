@@ -12,8 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from app_helpers import compose_config, start_hydra
-from jaxassoc.app import resolve
+from app_helpers import compose_config, no_model, start_hydra  # noqa: F401 (fixture)
 from jaxassoc.app.main import make_job
 from jaxassoc.errors import ConfigError
 from models_helpers import save_tiny_checkpoint
@@ -24,16 +23,6 @@ RPAM = ["metric=rpam", "dataset=weat_ws", "template=tp1"]
 @pytest.fixture(scope="module", autouse=True)
 def hydra_context():
     yield from start_hydra()
-
-
-@pytest.fixture
-def no_model(monkeypatch):
-    """Loading any model fails the test: a refusal must come before."""
-    def boom(*args, **kwargs):
-        raise AssertionError("a model was loaded before the config was refused")
-
-    monkeypatch.setattr(resolve, "_load_static", boom)
-    monkeypatch.setattr(resolve, "_load_language_model", boom)
 
 
 @pytest.mark.parametrize("overrides, match", [

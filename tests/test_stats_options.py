@@ -18,12 +18,12 @@ from app_helpers import (
     PLEASANT,
     UNPLEASANT,
     compose_config,
+    no_model,  # noqa: F401 (fixture)
     run_metric,
     start_hydra,
     use_tiny_suite,
     write_tiny_glove,
 )
-from jaxassoc.app import resolve
 from jaxassoc.app.config import StatsConfig, TemplateConfig
 from jaxassoc.app.main import CONF_DIR, audit_parts, make_job, run_job
 from jaxassoc.app.pipelines.weat import change_class
@@ -47,16 +47,6 @@ def hydra_context():
 @pytest.fixture(scope="module")
 def glove(tmp_path_factory):
     return write_tiny_glove(tmp_path_factory.mktemp("glove") / "tiny.txt")
-
-
-@pytest.fixture
-def no_model(monkeypatch):
-    """Loading any model fails the test: a refusal must come before."""
-    def boom(*args, **kwargs):
-        raise AssertionError("a model was loaded before the config was refused")
-
-    monkeypatch.setattr(resolve, "_load_static", boom)
-    monkeypatch.setattr(resolve, "_load_language_model", boom)
 
 
 def _sets(seed, sizes=(5, 5, 4, 4), dim=8, shift=0.3):
