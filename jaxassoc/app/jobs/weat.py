@@ -246,9 +246,12 @@ def run(job: Job) -> JobResult:
 
 
 def _summary(tables: list[pd.DataFrame]) -> pd.DataFrame:
-    """One line per test (d and p raw/whitened, change class), then anisotropy and similarity."""
+    """One line per test (d and p raw/whitened, change class), then anisotropy and similarity; the reasons
+    of undefined statistics only when a test has one."""
     columns = ["test", "d_raw", "p_raw", "d_whitened", "p_whitened", "change", "coverage",
                "cosine_mean_raw", "cosine_mean_whitened", "benchmark", "rho_raw", "rho_whitened", "p_value",
                "undefined_reason_raw", "undefined_reason_whitened"]
     table = pd.concat(tables, ignore_index=True)
-    return table[[c for c in columns if c in table.columns]].astype(object).where(table.notna(), "")
+    shown = [c for c in columns if c in table.columns
+             and not (c.startswith("undefined_reason") and not table[c].fillna("").astype(bool).any())]
+    return table[shown].astype(object).where(table.notna(), "")
