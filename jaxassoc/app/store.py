@@ -21,11 +21,14 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from jaxassoc.io import atomic_write
+from jaxassoc.models import loading
 
 RESULTS_JSON = "results.json"
 NO_RESULTS = f"no {RESULTS_JSON}"
 RESULT_FILES = ("items.parquet", "items.csv", "aggregates.parquet", "aggregates.csv")
-TOKENIZER_FILES = ("vocab.json", "vocab.txt", "merges.txt", "special_tokens_map.json", "added_tokens.json")
+# Files a tokenizer is read from: the loader's sets, and the special-token files beside them.
+TOKENIZER_FILES = frozenset(f for files in loading.TOKENIZER_FILES for f in files) | {
+    "special_tokens_map.json", "added_tokens.json"}
 
 
 def with_provenance(table: pd.DataFrame, provenance: dict[str, Any]) -> pd.DataFrame:
