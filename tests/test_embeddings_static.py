@@ -158,3 +158,15 @@ def test_word2vec_binary_refuses_non_utf8_words_extra_data_and_nan(tmp_path):
     _word2vec(path, b"2 3\n", [(b"the", (1, 2, 3)), (b"cafe", (4, float("nan"), 6))])
     with pytest.raises(DataError, match=r"w\.bin, word 1 \(word 'cafe'\): the vector has NaN"):
         load_word2vec_binary(path)
+
+
+def test_glove_text_case_follows_the_files_vocabulary(tmp_path):
+    """A cased GloVe file (840B) keeps "Paris" and "paris" apart; an all-lower-case one (6B) lower-cases
+    queries. The app loads every GloVe text file through this default."""
+    cased = load_glove_text(_glove(tmp_path, b"the 1 2\nParis 3 4\nparis 5 6\n"))
+    assert not cased.lowercase
+    assert cased.lookup(["Paris", "paris"]).vectors.tolist() == [[3.0, 4.0], [5.0, 6.0]]
+    lower = load_glove_text(_glove(tmp_path, b"the 1 2\nparis 5 6\n"))
+    assert lower.lowercase
+    assert lower.lookup(["Paris"]).vectors.tolist() == [[5.0, 6.0]]
+    assert load_glove_text(_glove(tmp_path, b"the 1 2\nParis 3 4\n"), lowercase=True).lowercase

@@ -1,8 +1,9 @@
 """Static word embeddings: GloVe text, word2vec binary, the embedded GloVe 6B-50d; lookup with an OOV policy.
 
-Case: GloVe 6B/42B are lower-cased, so their loaders default to ``lowercase=True``: the vocabulary is
-keyed in lower case (the first, most frequent spelling wins) and every query is lower-cased before
-lookup. word2vec (Google News) and GloVe 840B are cased: load them with ``lowercase=False``.
+Case: GloVe 6B/42B are lower-cased, so their lookup lower-cases every query; word2vec (Google News) and
+GloVe 840B are cased, so theirs is case-sensitive. A GloVe text file decides by its own vocabulary
+(``lowercase=None``, the default): lower-cased lookup only when no word in it has an upper-case letter.
+With ``lowercase=True`` the vocabulary is keyed in lower case (the first, most frequent spelling wins).
 
 OOV policy (WEFE's ``lost_vocabulary_threshold``, but an error instead of a silent NaN): ``lookup`` drops
 missing words and returns them, and refuses a set that loses more than ``max_oov_share`` of its words.
@@ -113,8 +114,11 @@ def load_embedded_glove() -> StaticEmbeddings:
     )
 
 
-def load_glove_text(path: str | Path, *, lowercase: bool = True) -> StaticEmbeddings:
+def load_glove_text(path: str | Path, *, lowercase: bool | None = None) -> StaticEmbeddings:
     """A GloVe text file: one ``word v1 ... vD`` per line, UTF-8 (a leading BOM is dropped).
+
+    ``lowercase``: lower-case queries before lookup; None: only when the file's vocabulary is all lower
+    case (GloVe 6B / 42B), so a cased file (GloVe 840B) keeps "Paris" and "paris" apart.
 
     The first line sets D, unless it is a word2vec text header ``<words> <dim>``, whose counts must
     then match the file. A word may contain spaces (as a few in GloVe 840B do), but a row with more
@@ -150,6 +154,8 @@ def load_glove_text(path: str | Path, *, lowercase: bool = True) -> StaticEmbedd
             f"{len(rows)}; the file is truncated or its header is wrong"
         )
     matrix = _float_rows(rows, words, lines, source)
+    if lowercase is None:
+        lowercase = all(w == w.lower() for w in words)
     return StaticEmbeddings(words, matrix, lowercase=lowercase, source=str(path))
 
 
