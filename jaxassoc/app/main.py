@@ -11,6 +11,7 @@ its inputs (config, model files, dataset version) changed or a result file is mi
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import logging
 import os
 import sys
@@ -36,7 +37,9 @@ from jaxassoc.models.sharding import all_processes
 
 log = logging.getLogger("jaxassoc")
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+CONFIG_PACKAGE = "jaxassoc.conf"
+"""The configs (``conf/`` in the source tree), installed as a package: Hydra's ``pkg://jaxassoc.conf``."""
+CONF_DIR = Path(importlib.import_module(CONFIG_PACKAGE).__file__).parent
 JOB_GROUPS = ("model", "metric", "dataset", "template", "whitening", "stats")
 
 # On import, not in main(): a launcher's worker process resolves its job folder (hydra.sweep.subdir) before
@@ -51,12 +54,7 @@ def main() -> None:
         register()
     except JaxassocError as e:
         sys.exit(f"jaxassoc: error: {e}")
-    if not (CONF_DIR / "config.yaml").is_file():
-        sys.exit(
-            f"jaxassoc: error: the config folder {CONF_DIR} is missing; install jaxassoc from its source "
-            "tree with `pip install -e .` (the configs live beside the package)"
-        )
-    hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")(_app)()
+    hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_PACKAGE}", config_name="config")(_app)()
 
 
 def register() -> None:
