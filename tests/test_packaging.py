@@ -137,6 +137,14 @@ def test_the_installed_wheel_runs_a_job_from_another_folder(installed):
     assert (installed / "elsewhere" / "out" / "aggregates.parquet").is_file()
 
 
+def test_the_installed_wheel_has_the_cache_command(installed, tmp_path):
+    env = {**in_wheel_env(installed), "JAXASSOC_CACHE": str(tmp_path)}
+    proc = run_installed(installed, installed / "elsewhere", str(installed / "site" / "bin" / "jaxassoc-cache"), "list",
+                         env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [f"cache: {tmp_path}", "total: 0 entries, 0 B"]
+
+
 def test_a_users_hydra_app_composes_the_installed_wheels_groups(installed):
     script = write_user_app(installed / "user")
     proc = run_installed(installed, installed / "user", sys.executable, str(script), "metric=rpam")
