@@ -10,3 +10,27 @@ Layers (imports flow downwards only)::
 """
 
 __version__ = "0.1.0"
+
+
+def _source_tree_configs() -> None:
+    """Make ``jaxassoc.conf`` (``pkg://jaxassoc.conf``) importable from a source checkout too.
+
+    A wheel installs the configs as the package ``jaxassoc/conf``; in the source tree they are the top-level
+    ``conf/`` folder beside this package, registered here under the same name, so the app and users' own
+    Hydra apps find them the same way in both."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parent
+    init = package.parent / "conf" / "__init__.py"
+    if (package / "conf").is_dir() or not init.is_file() or "jaxassoc.conf" in sys.modules:
+        return
+    spec = importlib.util.spec_from_file_location("jaxassoc.conf", init, submodule_search_locations=[str(init.parent)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["jaxassoc.conf"] = module
+    spec.loader.exec_module(module)
+    setattr(sys.modules[__name__], "conf", module)
+
+
+_source_tree_configs()

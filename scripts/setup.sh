@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 extra=${1:-}
 python=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$python" -m venv .venv
-key=$(cat pyproject.toml constraints.txt scripts/setup.sh | sha1sum | cut -c1-12)
+key=$(cat pyproject.toml setup.py constraints.txt scripts/setup.sh | sha1sum | cut -c1-12)
 stamp=".venv/.setup-$key${extra:+-$extra}"
 if [ ! -f "$stamp" ]; then
   start=$(date +%s)

@@ -5,6 +5,10 @@ the exact inputs (sentences, token ids, options) and a namespace naming the comp
 ``.npz`` files of NumPy arrays, written atomically; reading one back gives the very arrays that were
 stored, so a cache hit is bit-identical to the recomputation that filled it. A damaged entry is a miss,
 and a cache that cannot be written is skipped with a warning: the cache never costs a job its result.
+
+The cache lives in the user cache folder (:func:`default_cache_dir`), shared by every working folder. A hit
+refreshes its entry's modification time, so :func:`evict` (a size limit, ``cache_max_gb``) removes the least
+recently used entries first; :func:`entries` and :func:`clear` back the ``jaxassoc-cache`` command.
 """
 
 from __future__ import annotations
@@ -14,18 +18,43 @@ import hashlib
 import json
 import logging
 import os
+import time
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import jax
 import numpy as np
+from omegaconf import OmegaConf
 
 from jaxassoc import io
 from jaxassoc.io import atomic_write
 from jaxassoc.models.sharding import all_processes
 
 log = logging.getLogger("jaxassoc")
+
+CACHE_ENV = "JAXASSOC_CACHE"
+GB = 1e9  # cache_max_gb's unit
+
+
+def default_cache_dir() -> Path:
+    """``$JAXASSOC_CACHE`` if set, else the platform's user cache folder for jaxassoc: ``platformdirs`` when
+    installed, else ``$XDG_CACHE_HOME/jaxassoc`` or ``~/.cache/jaxassoc``."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    try:
+        import platformdirs
+    except ImportError:
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        return (Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache") / "jaxassoc"
+    return Path(platformdirs.user_cache_dir("jaxassoc", appauthor=False))
+
+
+def register_resolver() -> None:
+    """``${jaxassoc.user_cache_dir:}`` (``cache_dir``'s default in the app config) resolves to
+    :func:`default_cache_dir` when the config is read. Idempotent."""
+    OmegaConf.register_new_resolver("jaxassoc.user_cache_dir", lambda: str(default_cache_dir()), replace=True)
 
 
 def model_key(model: Any) -> dict[str, Any]:
@@ -62,6 +91,8 @@ def cached_arrays(
     stored = _read(path) if path.exists() else None
     if all_processes(stored is not None):  # multi-host: a hit only when every host has read the entry
         log.info("cache hit: %s %s", namespace, path.name[:12])
+        with contextlib.suppress(OSError):
+            os.utime(path)  # the entry's last use, which eviction orders by
         return stored
     arrays = {name: _plain(np.asarray(value)) for name, value in compute().items()}
     try:
@@ -98,6 +129,67 @@ def remove_stale_temporaries(cache_dir: Path | None) -> None:
         return
     for folder in (Path(cache_dir), *(p for p in Path(cache_dir).iterdir() if p.is_dir())):
         io.remove_stale_temporaries(folder)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One cache entry: its file, namespace (the computation), size and last use (a hit or its write)."""
+
+    path: Path
+    namespace: str
+    size: int
+    last_used: float
+
+
+def entries(cache_dir: Path) -> list[Entry]:
+    """Every entry in ``cache_dir`` (``<namespace>/<key>.npz``), least recently used first."""
+    found = []
+    for path in Path(cache_dir).glob("*/*.npz"):
+        with contextlib.suppress(FileNotFoundError):  # removed meanwhile by another job
+            stat = path.stat()
+            found.append(Entry(path, path.parent.name, stat.st_size, stat.st_mtime))
+    return sorted(found, key=lambda e: (e.last_used, str(e.path)))
+
+
+def clear(cache_dir: Path, *, older_than: float | None = None, now: float | None = None) -> list[Entry]:
+    """Remove the entries not used for ``older_than`` seconds (all when None); the removed entries."""
+    now = time.time() if now is None else now
+    removed = [e for e in entries(cache_dir) if older_than is None or now - e.last_used > older_than]
+    for entry in removed:
+        entry.path.unlink(missing_ok=True)
+    return removed
+
+
+def evict(cache_dir: Path | None, max_bytes: int | None, *, keep_since: float) -> list[Entry]:
+    """Remove least recently used entries until the cache holds at most ``max_bytes``, never one used at or
+    after ``keep_since`` (the entries the job that just ran wrote or read); the removed entries."""
+    if cache_dir is None or max_bytes is None or not Path(cache_dir).is_dir():
+        return []
+    found = entries(cache_dir)
+    total = sum(e.size for e in found)
+    removed = []
+    for entry in found:
+        if total <= max_bytes or entry.last_used >= keep_since:
+            break
+        entry.path.unlink(missing_ok=True)
+        total -= entry.size
+        removed.append(entry)
+    if removed:
+        log.info("cache: removed %d least recently used entries (%s) to keep %s under cache_max_gb=%g",
+                 len(removed), format_size(sum(e.size for e in removed)), cache_dir, max_bytes / GB)
+    if total > max_bytes:
+        log.info("cache: %s holds %s, over cache_max_gb=%g, in entries this job used", cache_dir,
+                 format_size(total), max_bytes / GB)
+    return removed
+
+
+def format_size(n: float) -> str:
+    """Bytes in decimal units: ``512 B``, ``1.5 MB``."""
+    units = ("B", "kB", "MB", "GB", "TB")
+    i = 0
+    while n >= 1000 and i < len(units) - 1:
+        n, i = n / 1000, i + 1
+    return f"{n:.0f} B" if i == 0 else f"{n:.1f} {units[i]}"
 
 
 def _read(path: Path) -> dict[str, np.ndarray] | None:

@@ -222,7 +222,9 @@ class AppConfig:
     seed: int = 0
     quiet: bool = False
     resume: bool = True  # skip a job whose results already exist in its output folder
-    cache_dir: Optional[str] = None  # on-disk cache of model outputs (None: no cache)
+    # On-disk cache of model outputs: $JAXASSOC_CACHE, else the user cache folder (jaxassoc.app.cache); None: off.
+    cache_dir: Optional[str] = "${jaxassoc.user_cache_dir:}"
+    cache_max_gb: Optional[float] = None  # after each job, drop least recently used entries beyond it (None: no limit)
     distributed: bool = False  # call jax.distributed.initialize() before any work (multi-host)
 
 

@@ -11,7 +11,9 @@ its inputs (config, model files, dataset version) changed or a result file is mi
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import logging
+import math
 import os
 import sys
 import threading
@@ -27,7 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from jaxassoc import data
 from jaxassoc.app import cache, report, resolve, store, sweep_dirs, validation
-from jaxassoc.app.config import MeshConfig, StatsConfig, register_configs
+from jaxassoc.app.config import MeshConfig, StatsConfig, check_range, register_configs
 from jaxassoc.app.provenance import config_hash, device_kind, files_fingerprint, package_versions
 from jaxassoc.app.registry import Job, JobResult, get_metric, load_metrics, result_of
 from jaxassoc.errors import ConfigError, JaxassocError
@@ -36,12 +38,15 @@ from jaxassoc.models.sharding import all_processes
 
 log = logging.getLogger("jaxassoc")
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+CONFIG_PACKAGE = "jaxassoc.conf"
+"""The configs (``conf/`` in the source tree), installed as a package: Hydra's ``pkg://jaxassoc.conf``."""
+CONF_DIR = Path(importlib.import_module(CONFIG_PACKAGE).__file__).parent
 JOB_GROUPS = ("model", "metric", "dataset", "template", "whitening", "stats")
 
 # On import, not in main(): a launcher's worker process resolves its job folder (hydra.sweep.subdir) before
 # it runs _app, and it imports this module to unpickle _app.
 sweep_dirs.register_resolver()
+cache.register_resolver()
 
 
 def main() -> None:
@@ -51,12 +56,7 @@ def main() -> None:
         register()
     except JaxassocError as e:
         sys.exit(f"jaxassoc: error: {e}")
-    if not (CONF_DIR / "config.yaml").is_file():
-        sys.exit(
-            f"jaxassoc: error: the config folder {CONF_DIR} is missing; install jaxassoc from its source "
-            "tree with `pip install -e .` (the configs live beside the package)"
-        )
-    hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")(_app)()
+    hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_PACKAGE}", config_name="config")(_app)()
 
 
 def register() -> None:
@@ -181,6 +181,7 @@ def make_job(cfg: DictConfig, output_dir: Path) -> Job:
         )
     job = _job_objects(cfg, output_dir)
     validation.check_options(spec, job)
+    cache_max_bytes(cfg)
     return job
 
 
@@ -195,6 +196,15 @@ def _job_objects(cfg: DictConfig, output_dir: Path) -> Job:
         cache_dir=Path(cfg.cache_dir).expanduser() if cfg.cache_dir else None,
         mesh=_mesh(cfg),
     )
+
+
+def cache_max_bytes(cfg: DictConfig) -> int | None:
+    """``cache_max_gb`` in bytes (None: no limit), range-checked."""
+    if cfg.get("cache_max_gb") is None:
+        return None
+    check_range("cache_max_gb", cfg.cache_max_gb, 0, open_low=True,
+                hint="a size in GB (e.g. 20; 0.5 for 500 MB), or null for no limit")
+    return int(cfg.cache_max_gb * cache.GB)
 
 
 def _mesh(cfg: DictConfig):
@@ -286,8 +296,10 @@ def run_job(cfg: DictConfig, output_dir: Path) -> JobResult | None:
     if cfg.resume and reusable(output_dir, inputs, cfg.metric.name):
         return None
     spec = get_metric(cfg.metric.name)
-    start = time.perf_counter()
+    start, started = time.perf_counter(), math.floor(time.time())
     result = result_of(spec, spec.run(job))
+    if is_writer():
+        cache.evict(job.cache_dir, cache_max_bytes(cfg), keep_since=started)
     provenance.update(result.provenance)
     seconds = time.perf_counter() - start
     log.info("%s on %s / %s: %.1f s", cfg.metric.name, cfg.model.name, cfg.dataset.name, seconds)
@@ -326,7 +338,7 @@ def audit_parts(cfg: DictConfig, overrides: list[str]) -> list[tuple[Any, DictCo
     parts = []
     for part in cfg.audit.parts:
         part_cfg = hydra.compose(config_name="config", overrides=[*part.overrides, *forwarded])
-        for key in ("seed", "quiet", "resume", "cache_dir"):
+        for key in ("seed", "quiet", "resume", "cache_dir", "cache_max_gb"):
             part_cfg[key] = cfg[key]
         if part_cfg.metric.name == "audit":
             raise ConfigError(f"audit part {part.name!r} must name a metric other than audit")

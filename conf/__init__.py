@@ -1,0 +1,1 @@
+"""jaxassoc's Hydra configs: the wheel installs this folder as ``jaxassoc.conf`` (``pkg://jaxassoc.conf``)."""

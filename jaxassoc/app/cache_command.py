@@ -1,0 +1,76 @@
+"""The ``jaxassoc-cache`` command: list or clear the on-disk cache of model outputs.
+
+``jaxassoc-cache list`` prints one line per entry (namespace, key, size, time since last use), least recently
+used first, and the total; ``jaxassoc-cache clear`` removes every entry, ``--older-than 7d`` only those not used
+for a week. Both act on ``--cache-dir`` (default: the app's, :func:`jaxassoc.app.cache.default_cache_dir`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import time
+from pathlib import Path
+
+from jaxassoc.app.cache import Entry, clear, default_cache_dir, entries, format_size
+
+UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration(text: str) -> float:
+    """Seconds of ``30m``, ``12h``, ``7d`` or a plain number of days."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration; use e.g. 30m, 12h, 7d (a bare number is days)")
+    return float(match[1]) * UNITS[match[2] or "d"]
+
+
+def format_age(seconds: float) -> str:
+    """``45 s``, ``12 min``, ``3.0 h``, ``2.5 d``."""
+    if seconds < 60:
+        return f"{max(seconds, 0):.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
+
+
+def listing(cache_dir: Path, found: list[Entry], now: float) -> str:
+    """The table ``jaxassoc-cache list`` prints."""
+    lines = [f"cache: {cache_dir}"]
+    if found:
+        width = max(len("namespace"), *(len(e.namespace) for e in found))
+        lines.append(f"{'namespace':<{width}}  {'key':<12}  {'size':>9}  last used")
+        lines += [f"{e.namespace:<{width}}  {e.path.stem[:12]:<12}  {format_size(e.size):>9}  "
+                  f"{format_age(now - e.last_used)} ago" for e in found]
+    lines.append(f"total: {len(found)} entries, {format_size(sum(e.size for e in found))}")
+    return "\n".join(lines)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="jaxassoc-cache", description="List or clear jaxassoc's cache of model outputs.")
+    p.add_argument("--cache-dir", type=Path, default=None,
+                   help="the cache folder (default: $JAXASSOC_CACHE, else the user cache folder)")
+    commands = p.add_subparsers(dest="command", required=True)
+    commands.add_parser("list", help="one line per entry (namespace, key, size, last use) and the total")
+    clear_cmd = commands.add_parser("clear", help="remove entries (all, or those not used for --older-than)")
+    clear_cmd.add_argument("--older-than", type=duration, default=None, metavar="AGE",
+                           help="only entries not used for AGE (30m, 12h, 7d; a bare number is days)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point (``jaxassoc-cache``)."""
+    args = parser().parse_args(argv)
+    cache_dir = (args.cache_dir or default_cache_dir()).expanduser()
+    now = time.time()
+    if args.command == "list":
+        print(listing(cache_dir, entries(cache_dir) if cache_dir.is_dir() else [], now))
+        return
+    removed = clear(cache_dir, older_than=args.older_than, now=now) if cache_dir.is_dir() else []
+    print(f"removed {len(removed)} entries ({format_size(sum(e.size for e in removed))}) from {cache_dir}")
+
+
+if __name__ == "__main__":
+    main()
