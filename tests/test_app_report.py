@@ -151,8 +151,8 @@ def test_rpam_console_table_prints_counts_as_integers_and_the_share_row_apart():
         "test": ["C1", "C2", "all"], "name": ["a", "b", "share of tests with d > 0 (WEAT-WS F1)"],
         "effect_size": [1.5, 0.2, np.nan], "p_value": [0.0004, 0.3, np.nan], "ci_low": [1.3, -0.5, np.nan],
         "ci_high": [1.7, 0.9, np.nan], "undefined_reason": ["", "", np.nan], "n_targets": [50.0, 16.0, np.nan],
-        "n_attributes": [50.0, 16.0, np.nan], "share_positive": [np.nan, np.nan, 1.0], "n_undefined": [np.nan, np.nan, 0.0],
-        "prov_model": "m"})
+        "n_attributes": [50.0, 16.0, np.nan], "share_positive": [np.nan, np.nan, 1.0],
+        "n_undefined": [np.nan, np.nan, 0.0], "prov_model": "m"})
     text = tables.console(tables.views_of(rpam.views, aggregates))
     assert "nan" not in text.lower() and ".000 " not in text.replace("1.000", "")
     lines = text.splitlines()

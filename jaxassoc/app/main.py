@@ -348,7 +348,8 @@ def run_audit(cfg: DictConfig, output_dir: Path) -> None:
         start = time.perf_counter()
         result = run_job(part_cfg, output_dir / part.name)
         if result is None:  # reused: its stored aggregates
-            result = JobResult(items=pd.DataFrame(), aggregates=pd.read_parquet(output_dir / part.name / "aggregates.parquet"))
+            stored = pd.read_parquet(output_dir / part.name / "aggregates.parquet")
+            result = JobResult(items=pd.DataFrame(), aggregates=stored)
         if not cfg.quiet and is_writer():
             print(f"\n== {part.name} ({time.perf_counter() - start:.1f} s)")
             print(console_tables(part_cfg.metric.name, result))

@@ -116,7 +116,8 @@ def labels(settings: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         return ", ".join(f"{SHORT.get(k, k)}={_short(row[k])}" for k in names)
 
     out = pd.DataFrame(index=settings.index)
-    out["model"] = [" ".join([row["model.name"], *(_short(row[k]) for k in model_keys)]) for _, row in settings.iterrows()]
+    out["model"] = [" ".join([row["model.name"], *(_short(row[k]) for k in model_keys)])
+                    for _, row in settings.iterrows()]
     out["setting"] = [join(row, other) for _, row in settings.iterrows()]
     out["label"] = [m + (f" ({s})" if s else "") for m, s in zip(out["model"], out["setting"])]
     return out

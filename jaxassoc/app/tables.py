@@ -20,9 +20,10 @@ import pandas as pd
 
 View = tuple[str, pd.DataFrame]
 STARS = ((0.001, "***"), (0.01, "**"), (0.05, "*"))
-LEGEND = ("\\* p < .05, \\*\\* p < .01, \\*\\*\\* p < .001 (as each test reports p: see its `alternative`); "
-          "[lo, hi]: confidence interval at the job's `stats.confidence` (default 95 %); "
-          "undefined: the statistic has no value, for the reason in `undefined_reason`")
+LEGEND = ("\\* p < .05, \\*\\* p < .01, \\*\\*\\* p < .001 (p as each test reports it: one-sided by default, "
+          "`stats.alternative`); [lo, hi]: the bootstrap confidence interval at `stats.confidence` (default "
+          "95 %; in CEAT's forest plot CES ± 1.96 SE); undefined: the statistic has no value, for the reason in "
+          "`undefined_reason`")
 P_COLUMN = re.compile(r"p(_value)?(_raw|_whitened)?")
 COUNT_COLUMN = re.compile(r"n|n_.+|.+_total|words_.+|rank|seed|.+_count")
 CI_LOW = re.compile(r"ci_low(.*)")
