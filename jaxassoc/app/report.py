@@ -84,10 +84,11 @@ def _flatten(config: dict, prefix: str = "") -> dict[str, str]:
 
 
 def varying(settings: pd.DataFrame) -> list[str]:
-    """The settings that tell the jobs apart: those with more than one value, names first, leaving out one
+    """The settings that tell the jobs apart: those with more than one value, names first (the model's
+    first), then the other ``model.*`` settings, then the rest; leaving out one
     that the settings before it already determine (``template.text`` once ``template.name`` is there)."""
     candidates = [k for k in settings.columns if settings[k].nunique() > 1]
-    candidates.sort(key=lambda k: (k not in SHORT, k != "model.name", k))
+    candidates.sort(key=lambda k: (k not in SHORT, k != "model.name", not k.startswith("model."), k))
     chosen: list[str] = []
     for key in candidates:
         if chosen and (settings.groupby(chosen)[key].nunique() <= 1).all():
