@@ -159,3 +159,35 @@ def test_rpam_console_table_prints_counts_as_integers_and_the_share_row_apart():
     assert re.fullmatch(r"\s*C1\s+1\.500\s+\[1\.300, 1\.700\]\s+<0\.001 \*\*\*\s+50\s+50", lines[2])
     assert lines[4].startswith("-- share of tests") and re.fullmatch(r"\s*1\.000\s+0", lines[6])
     assert "undefined_reason" not in text and "prov_model" not in text and "name" not in lines[1]
+
+
+def test_correlation_bars_keep_templates_and_sample_sizes_apart(tmp_path):
+    """Two templates x two sample sizes of one model: four bars per benchmark, each named by its settings
+    (the old plot averaged them into one bar without saying so)."""
+    root = tmp_path / "sweep"
+    values = {("tp1", 100): 0.8, ("tp2", 100): 0.4, ("tp1", 200): 0.7, ("tp2", 200): 0.2}
+    for (template, sample), r in values.items():
+        job = root / f"template={template},dataset.sample={sample}"
+        job.mkdir(parents=True)
+        aggregates = pd.DataFrame({"benchmark": ["Bellezza"], "statistic": ["spearman"], "correlation": [r],
+                                   "p_value": [0.001], "n": [sample]})
+        config = {"model": {"name": "m"}, "metric": {"name": "rpam"},
+                  "dataset": {"name": "bellezza", "sample": sample},
+                  "template": {"name": template, "text": f"text of {template}"}}
+        provenance = {"config": config, "model": "m", "metric": "rpam"}
+        store.write_results(job, aggregates.head(0), aggregates, provenance, {})
+    table = report.gather(root)
+    settings = report.job_settings(root, list(dict.fromkeys(table["job"])))
+    keys = report.varying(settings)
+    assert keys == ["dataset.sample", "template.name"]  # template.text follows from template.name
+    fig = report.correlation_bars(table.join(report.labels(settings, keys)[["label"]], on="job"), "")
+    ax = fig.axes[0]
+    heights = sorted(round(p.get_height(), 3) for p in ax.patches)
+    assert heights == sorted(values.values())
+    legend = {t.get_text() for t in ax.get_legend().get_texts()}
+    assert legend == {f"m (sample={s}, template={t})" for t, s in values}
+    out = report.write_report(root)
+    assert (out / "correlations_rpam.png").stat().st_size > 0
+    text = (out / "report.md").read_text()
+    assert "| sample | template | benchmark | statistic | correlation | p_value | n |" in text
+    assert "| 100 | tp1 | Bellezza | spearman | 0.800 | 0.001 \\*\\* | 100 |" in text

@@ -37,7 +37,7 @@ NON_PROVENANCE = ("prov_model", "prov_metric", "prov_dataset", "prov_template", 
 TITLES = {"weat": "WEAT", "rpam": "RPAM", "set": "SeT", "ilps": "ILPS", "ilps_star": "ILPS*", "ceat": "CEAT",
           "unstereo": "UnStereoEval", "intersectional": "Intersectional groups"}
 SHORT = {"model.name": "model", "dataset.name": "dataset", "template.name": "template",
-         "whitening.name": "whitening", "metric.name": "metric"}
+         "whitening.name": "whitening", "metric.name": "metric", "dataset.sample": "sample"}
 # (series, effect, CI low, CI high, p): the effect sizes a test row can carry
 SERIES = (("raw", "d_raw", "ci_low_raw", "ci_high_raw", "p_raw"),
           ("whitened", "d_whitened", "ci_low_whitened", "ci_high_whitened", "p_whitened"),
@@ -109,7 +109,7 @@ def setting_columns(settings: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 def labels(settings: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Per job: ``model`` (the model name and its varying ``model.*`` settings), ``setting`` (the other
-    varying settings) and ``label`` (both)."""
+    varying settings) and ``label`` (both); jobs with the same settings are told apart by their folder."""
     model_keys = [k for k in keys if k.startswith("model.") and k != "model.name"]
     other = [k for k in keys if not k.startswith("model.")]
 
@@ -120,6 +120,8 @@ def labels(settings: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     out["model"] = [" ".join([row["model.name"], *(_short(row[k]) for k in model_keys)])
                     for _, row in settings.iterrows()]
     out["setting"] = [join(row, other) for _, row in settings.iterrows()]
+    twins = out.duplicated(["model", "setting"], keep=False)  # same config in two folders: kept apart
+    out.loc[twins, "model"] += " [" + out.index[twins] + "]"
     out["label"] = [m + (f" ({s})" if s else "") for m, s in zip(out["model"], out["setting"])]
     return out
 
@@ -220,9 +222,10 @@ def raw_vs_whitened_scatter(table: pd.DataFrame):
     return fig
 
 
-def correlation_bars(table: pd.DataFrame):
+def correlation_bars(table: pd.DataFrame, fixed: str):
     """Correlations with human judgements per benchmark (and statistic, normalisation), one bar per job,
-    labelled by the job's model and varying settings (template, sample size, ...): no bar averages jobs."""
+    labelled by the job's model and varying settings (template, sample size, ...): no bar averages jobs.
+    ``fixed`` (the settings all bars share) is the title."""
     table = table[table["correlation"].notna()].copy()
     label = table["benchmark"].astype(str)
     if "statistic" in table:
@@ -237,7 +240,8 @@ def correlation_bars(table: pd.DataFrame):
     ax.set_xlabel("")
     ax.set_ylabel("correlation with human judgements")
     ax.axhline(0, color="grey", lw=0.5)
-    ax.legend(fontsize=7, title="one bar per job", title_fontsize=7)
+    ax.legend(fontsize=7, title="one bar per job", title_fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    ax.set_title(fixed, fontsize=8)
     fig.tight_layout()
     return fig
 
@@ -327,7 +331,9 @@ def _metric_plots(metric: str, rows: pd.DataFrame, settings: pd.DataFrame, keys:
     if {"effect_size_raw", "effect_size_whitened"} <= set(rows.columns) and rows["effect_size_whitened"].notna().any():
         plots.append(_save(out, f"raw_vs_whitened_{metric}.png", raw_vs_whitened_scatter(rows)))
     if {"benchmark", "correlation"} <= set(rows.columns) and rows["correlation"].notna().any():
-        plots.append(_save(out, f"correlations_{metric}.png", correlation_bars(rows)))
+        fixed = [f"{SHORT[k]}={_short(settings[k].iloc[0]).replace('null', 'all')}"
+                 for k in ("template.name", "dataset.sample") if k in settings and k not in keys]
+        plots.append(_save(out, f"correlations_{metric}.png", correlation_bars(rows, ", ".join(fixed))))
     return plots
 
 
