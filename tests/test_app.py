@@ -52,8 +52,11 @@ def test_plugin_metric_sweep_resume_and_report(tmp_path):
     assert report.returncode == 0, report.stderr
     table = pd.read_parquet(tmp_path / "sweep" / "report" / "table.parquet")
     assert len(table) == 4 and sorted(table["n_items"]) == [3, 3, 4, 4]
-    assert (tmp_path / "sweep" / "report" / "effect_sizes.png").stat().st_size > 0
-    assert "| toy |" in (tmp_path / "sweep" / "report" / "report.md").read_text()
+    assert (tmp_path / "sweep" / "report" / "effect_sizes_toy.png").stat().st_size > 0
+    text = (tmp_path / "sweep" / "report" / "report.md").read_text()
+    assert "## toy (`metric=toy`)" in text and "varying: `metric.n_items`, `seed`" in text
+    assert "| metric.n_items | seed | test | effect_size | n_items |" in text  # the varying settings lead
+    assert "| toy |" in text
 
 
 def test_same_command_twice_gives_identical_parquet(tmp_path):

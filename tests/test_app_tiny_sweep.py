@@ -1,6 +1,7 @@
 """A 2 x 2 sweep of a real metric on tiny checkpoints, its report, and the model-output cache."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -50,6 +51,15 @@ def test_unstereo_sweep_on_two_tiny_models_then_report_and_cache(tmp_path, tiny_
     assert report.returncode == 0, report.stderr
     table = pd.read_parquet(tmp_path / "sweep" / "report" / "table.parquet")
     assert table["job"].nunique() == 4 and set(table["subset"]) >= {"unconstrained", "0.3"}
+    text = (tmp_path / "sweep" / "report" / "report.md").read_text()
+    section = text.split("## UnStereoEval (`metric=unstereo`)")[1]
+    assert "varying: `model.source`, `metric.aufc_units`" in section
+    header, _, *rows = [line for line in section.splitlines() if line.startswith("|")]
+    assert header == "| model.source | metric.aufc_units | subset | n | us_score | us_std_error | " \
+                     "preference_disparity | male_rel_ratio | aufc |"
+    assert len(rows) == 4 * 6 and "nan" not in text.lower()
+    assert {r.split(" | ")[0].split("-")[0] for r in rows} == {"| gpt2", "| llama"}  # model folders, by name
+    assert all(re.fullmatch(r"\d+", r.split(" | ")[3]) for r in rows)  # n: a count, no decimals
 
 
 def test_cache_hit_is_bit_identical_to_recomputation(tmp_path):

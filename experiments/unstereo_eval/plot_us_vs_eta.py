@@ -13,7 +13,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from jaxassoc.app.report import gather, markdown_table, write_report  # noqa: E402
+from jaxassoc.app.report import gather, write_report  # noqa: E402
+from jaxassoc.app.tables import markdown  # noqa: E402
 
 ORDER = ["USE-5", "USE-10", "USE-20", "Winobias", "Winogender"]
 NAMES = {"use5": "USE-5", "use10": "USE-10", "use20": "USE-20", "winobias": "Winobias", "winogender": "Winogender"}
@@ -25,7 +26,7 @@ def main(sweep: Path) -> None:
     table["eta"] = pd.to_numeric(table["subset"].replace("unconstrained", "inf"))
     out = write_report(sweep)
     summary = table[["model", "dataset", "subset", "n", "us_score", "preference_disparity", "aufc"]]
-    (out / "unstereo_table.md").write_text(markdown_table(summary) + "\n")
+    (out / "unstereo_table.md").write_text(markdown(summary) + "\n")
     datasets = [d for d in ORDER if d in set(table["dataset"])]
     fig, axes = plt.subplots(1, len(datasets), figsize=(3.2 * len(datasets), 3.2), sharey=True, squeeze=False)
     for ax, dataset in zip(axes[0], datasets):
@@ -38,7 +39,7 @@ def main(sweep: Path) -> None:
     axes[0][-1].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out / "us_vs_eta.png", dpi=120)
-    print(markdown_table(summary))
+    print(markdown(summary))
     print(f"\nwritten: {out}/unstereo_table.md, us_vs_eta.png")
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pandas as pd
 
 from jaxassoc.app.pipelines.weat import plot_effect_size_heatmap, plot_raw_vs_whitened
-from jaxassoc.app.report import gather, markdown_table, write_report
+from jaxassoc.app.report import gather, write_report
+from jaxassoc.app.tables import markdown
 
 
 def main(sweep: Path) -> None:
@@ -21,12 +22,12 @@ def main(sweep: Path) -> None:
     a1 = pd.concat(per_model.values())[["model", "test", "d_raw", "p_raw", "d_whitened", "p_whitened", "change", "paper_class"]]
     out = sweep / "report"
     write_report(sweep)
-    (out / "table_a1.md").write_text("# Table A1: WEAT raw vs ZCA-whitened\n\n" + markdown_table(a1) + "\n")
+    (out / "table_a1.md").write_text("# Table A1: WEAT raw vs ZCA-whitened\n\n" + markdown(a1) + "\n")
     a1.to_csv(out / "table_a1.csv", index=False)
     plot_effect_size_heatmap(per_model, out / "figure3_heatmap.png")
     plot_raw_vs_whitened(per_model, out / "figure4_raw_vs_whitened.png")
     counts = a1.groupby(["model", "change"]).size().unstack(fill_value=0)
-    print(markdown_table(a1))
+    print(markdown(a1))
     print("\n" + counts.to_string())
     print(f"\nwritten: {out}/table_a1.md, figure3_heatmap.png, figure4_raw_vs_whitened.png")
 

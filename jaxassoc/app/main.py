@@ -28,7 +28,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from jaxassoc import data
-from jaxassoc.app import cache, report, resolve, store, sweep_dirs, validation
+from jaxassoc.app import cache, report, resolve, store, sweep_dirs, tables, validation
 from jaxassoc.app.config import MeshConfig, StatsConfig, check_range, register_configs
 from jaxassoc.app.provenance import config_hash, device_kind, files_fingerprint, package_versions
 from jaxassoc.app.registry import Job, JobResult, get_metric, load_metrics, result_of
@@ -84,7 +84,7 @@ def _app(cfg: DictConfig) -> None:
         else:
             result = run_job(cfg, output_dir)
             if result is not None and not cfg.quiet and is_writer():
-                print(format_table(result.summary if result.summary is not None else result.aggregates))
+                print(console_tables(cfg.metric.name, result))
                 print(f"results: {output_dir}")
     except JaxassocError as e:
         sys.exit(f"jaxassoc: error: {e}")
@@ -359,25 +359,25 @@ def run_audit(cfg: DictConfig, output_dir: Path) -> None:
     for part, part_cfg in audit_parts(cfg, list(HydraConfig.get().overrides.task)):
         start = time.perf_counter()
         result = run_job(part_cfg, output_dir / part.name)
-        if result is None:
-            result_table = pd.read_parquet(output_dir / part.name / "aggregates.parquet")
-            result_table = result_table[[c for c in result_table.columns if not c.startswith("prov_")]]
-        else:
-            result_table = result.summary if result.summary is not None else result.aggregates
+        if result is None:  # reused: its stored aggregates
+            stored = pd.read_parquet(output_dir / part.name / "aggregates.parquet")
+            result = JobResult(items=pd.DataFrame(), aggregates=stored)
         if not cfg.quiet and is_writer():
             print(f"\n== {part.name} ({time.perf_counter() - start:.1f} s)")
-            print(format_table(result_table))
+            print(console_tables(part_cfg.metric.name, result))
     if not is_writer():
         return
     folder = report.write_report(output_dir)
     print(f"\nreport: {folder / 'report.md'} (all parts' aggregates in {folder / 'table.parquet'})")
 
 
-def format_table(table: pd.DataFrame, max_rows: int = 40) -> str:
-    """A compact text rendering: floats to 3 decimals, at most ``max_rows`` rows."""
-    shown = table.head(max_rows)
-    text = shown.to_string(index=False, float_format=lambda x: f"{x:.3f}")
-    return text + (f"\n... ({len(table) - max_rows} more rows)" if len(table) > max_rows else "")
+def console_tables(metric: str, result: JobResult) -> str:
+    """The metric's compact tables (:mod:`jaxassoc.app.tables`; the same ones the report shows), or the
+    job's ``summary`` (else its aggregates) for a metric that declares no views."""
+    spec = get_metric(metric)
+    if spec.views is None and result.summary is not None:
+        return tables.text(result.summary)
+    return tables.console(tables.views_of(spec.views, result.aggregates))
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ class JobResult:
     aggregates: pd.DataFrame
     provenance: dict[str, Any] = dataclasses.field(default_factory=dict)
     figures: dict[str, Any] = dataclasses.field(default_factory=dict)  # file stem -> matplotlib Figure
-    summary: pd.DataFrame | None = None  # a compact view to print (default: the aggregates)
+    summary: pd.DataFrame | None = None  # a compact table to print for a metric without views (default: aggregates)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +61,9 @@ class MetricSpec:
     ``dataset.sample``, or a whole group (``stats``, ``template``, ``whitening``); None (a plugin that
     declares nothing) refuses nothing. ``ignores(job)`` names the options (shared or ``metric.<field>``)
     that this job's setting leaves unused, with why. The app refuses a non-default value of an option
-    the metric does not use, naming the key (:mod:`jaxassoc.app.validation`)."""
+    the metric does not use, naming the key (:mod:`jaxassoc.app.validation`). ``views(aggregates)`` splits
+    the aggregate rows into compact titled tables for the console and the report (:mod:`jaxassoc.app.tables`);
+    None: the job's ``summary`` on the console and the aggregates in the report."""
 
     name: str
     run: Callable[[Job], JobResult]
@@ -70,6 +72,7 @@ class MetricSpec:
     description: str = ""
     uses: frozenset[str] | None = None
     ignores: Callable[[Job], Mapping[str, str]] | None = None
+    views: Callable[[pd.DataFrame], list[tuple[str, pd.DataFrame]]] | None = None
 
 
 METRICS: dict[str, MetricSpec] = {}
@@ -85,9 +88,10 @@ def register_metric(
     description: str = "",
     uses: frozenset[str] | None = None,
     ignores: Callable[[Job], Mapping[str, str]] | None = None,
+    views: Callable[[pd.DataFrame], list[tuple[str, pd.DataFrame]]] | None = None,
 ) -> MetricSpec:
     """Make ``metric=<name>`` runnable. ``config`` must be a dataclass extending MetricConfig; ``uses``
-    and ``ignores`` declare which shared options it reads (see :class:`MetricSpec`).
+    and ``ignores`` declare which shared options it reads, ``views`` its compact tables (see :class:`MetricSpec`).
 
     A name belongs to the module that registered it first: another module registering the same name (a
     plugin shadowing a built-in metric) is refused; the same module registering it again (a reload) is not.
@@ -101,7 +105,7 @@ def register_metric(
             f"replace it: register your metric under another name"
         )
     spec = MetricSpec(name=name, run=run, config=config, model_kinds=tuple(model_kinds), description=description,
-                      uses=None if uses is None else frozenset(uses), ignores=ignores)
+                      uses=None if uses is None else frozenset(uses), ignores=ignores, views=views)
     METRICS[name] = spec
     return spec
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import jax
+import pandas as pd
 
 from jaxassoc import data
-from jaxassoc.app import resolve, store
+from jaxassoc.app import resolve, store, tables
 from jaxassoc.app.cache import cached_arrays
 from jaxassoc.app.config import NO_EFFECT, MetricConfig, check_choice, check_corpus, check_range, check_unique
 from jaxassoc.app.pipelines.ceat import (
@@ -107,6 +108,10 @@ def run(job: Job) -> JobResult:
     store.write_table(job.output_dir, "draws", draws)
     provenance = {**resolve.model_provenance(job.model, model),
                   "dataset_version": data.dataset_info(job.dataset.name).version, "corpus": corpus}
-    summary = aggregates[["test", "ces", "ces_se", "tau_squared", "p_value", "n_draws", "contexts_per_word_mean",
-                          "undefined_reason"]]
-    return JobResult(items=word_table(pools, tests), aggregates=aggregates, provenance=provenance, summary=summary)
+    return JobResult(items=word_table(pools, tests), aggregates=aggregates, provenance=provenance)
+
+
+def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """One row per test: the combined effect size, its SE, tau², p, draws and contexts per word."""
+    return [("tests", tables.block(aggregates, ["test", "ces", "ces_se", "tau_squared", "p_value", "n_draws",
+                                                "contexts_per_word_mean", "undefined_reason"]))]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from jaxassoc import data
-from jaxassoc.app import report, resolve, store
+from jaxassoc.app import resolve, store, tables
 from jaxassoc.app.cache import cached_arrays
 from jaxassoc.app.config import MetricConfig, check_choice, check_range, check_unique
 from jaxassoc.app.jobs.stereotypes import set_options_ignored
@@ -40,6 +40,7 @@ from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.set_score import NAN_POLICIES, TRANSFORMS
 
 SCORES = ("set", "ilps", "ilps_star")
+SETTINGS = ("measure", "abc_template", "trait_level")  # columns every aggregate row repeats
 TOP_COLUMNS = ["rank", "paired", "first", "second", "trait", "above_max", "below_min", "score", "first_score",
                "second_score"]
 
@@ -133,7 +134,7 @@ def run(job: Job) -> JobResult:
     for stem, table in (("correlations", correlations), ("domains", domains), ("domain_counts", domain_counts),
                         ("top_emergent", top), ("trait_scores", traits.reset_index(names="group"))):
         store.write_table(job.output_dir, stem, table)
-    settings = {"measure": cfg.score, "abc_template": cfg.template, "trait_level": cfg.trait_level}
+    settings = dict(zip(SETTINGS, (cfg.score, cfg.template, cfg.trait_level)))
     _write_markdown(job, top, bottom, order, domains, domain_counts, settings)
     aggregates = pd.concat([top.assign(table=f"top_{cfg.top_k}_above_max"),
                             bottom.assign(table=f"top_{cfg.top_k}_below_min"),
@@ -141,8 +142,21 @@ def run(job: Job) -> JobResult:
                            ignore_index=True).assign(**settings)
     provenance = {**resolve.model_provenance(job.model, model), "dataset_version": data.dataset_info("abc").version,
                   "n_single_groups": len(singles), "n_paired_groups": len(pairs), "bos": cfg.bos}
-    return JobResult(items=emergent.assign(**settings), aggregates=aggregates, provenance=provenance,
-                     summary=top[["rank", "paired", "trait", "above_max", "score", "first_score", "second_score"]])
+    return JobResult(items=emergent.assign(**settings), aggregates=aggregates, provenance=provenance)
+
+
+def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The emergent associations above the max and below the min, the identity order and the domains."""
+    out = []
+    for kind in dict.fromkeys(aggregates["table"]):
+        rows = aggregates[aggregates["table"] == kind]
+        if kind.startswith("top_"):
+            gap = "above_max" if "above" in kind else "below_min"
+            columns = ["rank", "paired", "trait", gap, "score", "first_score", "second_score"]
+        else:
+            columns = [c for c in aggregates.columns if c not in (*TOP_COLUMNS, *SETTINGS, "table")]
+        out.append((kind.replace("_", " "), tables.block(rows, columns)))
+    return out
 
 
 def _write_markdown(job, top, bottom, order, domains, domain_counts, settings) -> None:
@@ -150,11 +164,11 @@ def _write_markdown(job, top, bottom, order, domains, domain_counts, settings) -
     lines = [
         f"# Intersectional groups: {job.model.name}, {cfg.score}, \"{cfg.template}\", traits by {cfg.trait_level}",
         "", f"## Top {len(top)} emergent associations: S(g, t) − max(S(g1, t), S(g2, t))", "",
-        report.markdown_table(top), "",
+        tables.markdown(top), "",
         f"## Top {len(bottom)} below the minimum: S(g, t) − min(S(g1, t), S(g2, t))", "",
-        report.markdown_table(bottom), "", "## Identity order (Kendall τ-b over traits)", "",
-        report.markdown_table(order), "", f"## Dominant domains (difference ≥ {cfg.dominance_threshold})", "",
-        report.markdown_table(domains), "", report.markdown_table(domain_counts), "",
+        tables.markdown(bottom), "", "## Identity order (Kendall τ-b over traits)", "",
+        tables.markdown(order), "", f"## Dominant domains (difference ≥ {cfg.dominance_threshold})", "",
+        tables.markdown(domains), "", tables.markdown(domain_counts), "",
     ]
     text = "\n".join(lines)
     store.atomic_write(job.output_dir / "intersectional.md", lambda p: p.write_text(text))

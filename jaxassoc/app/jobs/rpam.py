@@ -17,7 +17,7 @@ import pandas as pd
 
 from jaxassoc.models.batching import model_shard
 from jaxassoc import data
-from jaxassoc.app import resolve
+from jaxassoc.app import resolve, tables
 from jaxassoc.app.config import MetricConfig, check_range
 from jaxassoc.app.pipelines import rpam, rpam_downstream
 from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate
@@ -92,8 +92,24 @@ def run(job: Job) -> JobResult:
         "dataset_version": data.dataset_info(name).version,
         "add_bos": model.vocab.add_bos if job.model.add_bos is None else job.model.add_bos,
     }
-    compact = aggregates.drop(columns=[c for c in ("name", "roles", "p_exact") if c in aggregates.columns])
-    return JobResult(items=items, aggregates=aggregates, provenance=provenance, summary=compact)
+    return JobResult(items=items, aggregates=aggregates, provenance=provenance)
+
+
+def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The RPAM Test rows (d, CI, p, set sizes), the share of tests with d > 0, and the benchmark rows
+    (correlations with human ratings, SST-2 F1), each with its own columns."""
+    test = aggregates["test"] if "test" in aggregates else pd.Series(None, index=aggregates.index, dtype=object)
+    benchmark = aggregates["benchmark"].notna() if "benchmark" in aggregates else test.isna()
+    return [
+        ("tests", tables.block(aggregates[test.notna() & (test != "all")], [
+            "test", "effect_size", "ci_low", "ci_high", "p_value", "n_targets", "n_attributes",
+            "n_multi_token_attributes", "undefined_reason"])),
+        ("share of tests with d > 0 (WEAT-WS F1)", tables.block(aggregates[test == "all"],
+                                                               ["share_positive", "n_undefined"])),
+        ("benchmarks", tables.block(aggregates[benchmark], [
+            c for c in aggregates.columns if c not in ("test", "name", "roles", "p_exact", "alternative",
+                                                       "confidence", "share_positive", "n_undefined")])),
+    ]
 
 
 def _task(job: Job, model, template: PromptTemplate, options: dict) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from jaxassoc import data
-from jaxassoc.app import resolve
+from jaxassoc.app import resolve, tables
 from jaxassoc.app.cache import cached_arrays
 from jaxassoc.app.config import MetricConfig, check_choice, check_unique
 from jaxassoc.app.pipelines.stereotypes import human_alignment, is_causal_template, pair_matrix, score_causal
@@ -130,17 +130,27 @@ def run(job: Job) -> JobResult:
     aggregates = pd.DataFrame(rows)
     best = aggregates.loc[aggregates["kendall_tau_pilot"].idxmax()]
     summary_rows = [
-        {"selection": "best template on the pilot groups", "template": best["template"],
+        {"template_selection": "best template on the pilot groups", "template": best["template"],
          "kendall_tau_heldout": best["kendall_tau_heldout"], "p_at_3_heldout": best["p_at_3_heldout"]},
-        {"selection": f"mean over {len(templates)} template(s)", "template": "",
+        {"template_selection": f"mean over {len(templates)} template(s)", "template": "",
          "kendall_tau_heldout": aggregates["kendall_tau_heldout"].mean(),
          "p_at_3_heldout": aggregates["p_at_3_heldout"].mean()},
     ]
-    summary = pd.DataFrame(summary_rows).assign(score=score)
-    aggregates = pd.concat([aggregates, summary.rename(columns={"selection": "template_selection"})],
-                           ignore_index=True)
+    aggregates = pd.concat([aggregates, pd.DataFrame(summary_rows).assign(score=score)], ignore_index=True)
     provenance = {**resolve.model_provenance(job.model, model), "dataset_version": data.dataset_info("abc").version,
                   "pilot_groups": list(PILOT_GROUPS),
                   "prompt": "masked write-in" if model.objective == "masked" else f"causal, bos={cfg.bos}"}
-    return JobResult(items=pd.concat(items, ignore_index=True), aggregates=aggregates, provenance=provenance,
-                     summary=summary)
+    return JobResult(items=pd.concat(items, ignore_index=True), aggregates=aggregates, provenance=provenance)
+
+
+def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """Kendall tau and P@3 per template, then the template chosen on the pilot groups and the mean over
+    templates, both on the held-out groups."""
+    chosen = aggregates["template_selection"].notna()
+    return [
+        ("per template", tables.block(aggregates[~chosen], [
+            "template", "kendall_tau_overall", "p_at_3_overall", "kendall_tau_pilot", "kendall_tau_heldout",
+            "p_at_3_pilot", "p_at_3_heldout", "n_groups"])),
+        ("held-out groups", tables.block(aggregates[chosen], [
+            "template_selection", "template", "kendall_tau_heldout", "p_at_3_heldout"])),
+    ]

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
 from jaxassoc import data
-from jaxassoc.app import resolve
+from jaxassoc.app import resolve, tables
 from jaxassoc.app.config import NO_EFFECT, MetricConfig, check_choice, check_range, check_unique
 from jaxassoc.app.cache import cached_arrays
 from jaxassoc.app.pipelines.unstereo import run_unstereo, score_sentences, summarize
@@ -64,5 +65,10 @@ def run(job: Job) -> JobResult:
         "dataset_version": data.dataset_info(name).version,
         "dataset_rows": "all" if rows is None else f"seeded sample of {len(rows)} (seed {job.seed})",
     }
-    compact = summary[["subset", "n", "us_score", "preference_disparity", "male_rel_ratio", "aufc"]]
-    return JobResult(items=scores, aggregates=summary, provenance=provenance, summary=compact)
+    return JobResult(items=scores, aggregates=summary, provenance=provenance)
+
+
+def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """One row per subset (all pairs, then each MaxPMI threshold): US score, disparity, AuFC."""
+    return [("subsets", tables.block(aggregates, ["subset", "n", "us_score", "us_std_error", "preference_disparity",
+                                                  "male_rel_ratio", "aufc"]))]

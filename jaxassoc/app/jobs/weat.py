@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from jaxassoc import data
-from jaxassoc.app import resolve, store
+from jaxassoc.app import resolve, store, tables
 from jaxassoc.app.cache import cached_arrays, model_key
 from jaxassoc.app.config import MetricConfig, check_choice, check_corpus, check_range
 from jaxassoc.app.pipelines.weat import (
@@ -241,17 +241,20 @@ def run(job: Job) -> JobResult:
         plot_raw_vs_whitened({job.model.name: table}, job.output_dir / "weat_raw_vs_whitened.png")
     provenance["dataset_version"] = data.dataset_info(job.dataset.name).version
     provenance["whitening_reference"] = reference.description if zca is not None else None
-    return JobResult(items=table, aggregates=pd.concat(aggregates, ignore_index=True), provenance=provenance,
-                     summary=_summary(aggregates))
+    return JobResult(items=table, aggregates=pd.concat(aggregates, ignore_index=True), provenance=provenance)
 
 
-def _summary(tables: list[pd.DataFrame]) -> pd.DataFrame:
-    """One line per test (d and p raw/whitened, change class), then anisotropy and similarity; the reasons
-    of undefined statistics only when a test has one."""
-    columns = ["test", "d_raw", "p_raw", "d_whitened", "p_whitened", "change", "coverage",
-               "cosine_mean_raw", "cosine_mean_whitened", "benchmark", "rho_raw", "rho_whitened", "p_value",
-               "undefined_reason_raw", "undefined_reason_whitened"]
-    table = pd.concat(tables, ignore_index=True)
-    shown = [c for c in columns if c in table.columns
-             and not (c.startswith("undefined_reason") and not table[c].fillna("").astype(bool).any())]
-    return table[shown].astype(object).where(table.notna(), "")
+def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The tests (d, CI and p raw and whitened, change class, coverage; undefined reasons when a test has
+    one), then the anisotropy and the similarity rows, each with its own columns."""
+    kind = aggregates["test"].where(aggregates["test"].isin(["anisotropy", "similarity"]), "tests")
+    return [
+        ("tests", tables.block(aggregates[kind == "tests"], [
+            "test", "d_raw", "ci_low_raw", "ci_high_raw", "p_raw", "d_whitened", "ci_low_whitened",
+            "ci_high_whitened", "p_whitened", "change", "coverage", "undefined_reason_raw",
+            "undefined_reason_whitened"])),
+        ("anisotropy: mean and SD of pairwise cosines", tables.block(aggregates[kind == "anisotropy"], [
+            "cosine_mean_raw", "cosine_sd_raw", "cosine_mean_whitened", "cosine_sd_whitened"])),
+        ("similarity benchmarks (Spearman rho)", tables.block(aggregates[kind == "similarity"], [
+            "benchmark", "n_pairs", "rho_raw", "rho_whitened", "difference", "ci_low", "ci_high", "p_value"])),
+    ]
