@@ -25,7 +25,7 @@ from typing import Any, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-from jaxassoc.errors import ConfigError
+from jaxassoc.errors import ConfigError, JaxassocError
 from jaxassoc.stats.bootstrap import MAX_RESAMPLES
 from jaxassoc.stats.permutation import ALTERNATIVES, MAX_PARTITIONS, TIES
 
@@ -142,6 +142,50 @@ class DatasetConfig:
 
 
 @dataclass
+class CustomWeatConfig(DatasetConfig):
+    """``dataset=custom_weat``: your own WEAT tests from a file (``path``: YAML, JSON or CSV, relative to the
+    folder jaxassoc runs in) or one test from four word lists on the command line (``X``, ``Y``, ``A``,
+    ``B``, named ``test``); the format is in ``docs/datasets.md``."""
+
+    path: Optional[str] = None
+    X: Optional[list[str]] = None
+    Y: Optional[list[str]] = None
+    A: Optional[list[str]] = None
+    B: Optional[list[str]] = None
+    test: str = "T1"  # the id of the command-line test
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        inline = [s for s in ("X", "Y", "A", "B") if getattr(self, s) is not None]
+        if self.path is None and not inline:
+            raise ConfigError("dataset=custom_weat needs dataset.path=<file.yaml|json|csv> or the four word lists "
+                              "'dataset.X=[...]' 'dataset.Y=[...]' 'dataset.A=[...]' 'dataset.B=[...]'")
+        if self.path is not None and inline:
+            raise ConfigError(f"dataset.path and dataset.{inline[0]} are both set: give the tests in a file or the "
+                              "four word lists on the command line, not both")
+        if self.path is not None and self.test != "T1":
+            raise ConfigError("dataset.test names the command-line test only; a file names its own tests")
+        missing = [s for s in ("X", "Y", "A", "B") if s not in inline]
+        if inline and missing:
+            raise ConfigError(f"dataset.{missing[0]} is missing: a command-line WEAT test needs all four word lists "
+                              "dataset.X, dataset.Y, dataset.A and dataset.B")
+        if self.path is not None:
+            from hydra.utils import to_absolute_path
+
+            from jaxassoc.data.custom_weat import weat_file_format
+
+            try:
+                weat_file_format(self.path)
+            except JaxassocError as e:
+                raise ConfigError(f"dataset.path={self.path!r}: {e}") from None
+            path = Path(to_absolute_path(str(Path(self.path).expanduser())))
+            if not path.is_file():
+                raise ConfigError(f"dataset.path={self.path!r}: no such file ({path}); paths are relative to the "
+                                  "folder jaxassoc runs in")
+            self.path = str(path)
+
+
+@dataclass
 class TemplateConfig:
     name: str = "none"
     text: Optional[str] = None  # e.g. "These words are associated: {target} and"
@@ -246,6 +290,7 @@ def register_configs(metric_schemas: dict[str, type], metric_yamls: set[str] = f
     cs.store(name="app_schema", node=AppConfig)
     for group, schema in GROUP_SCHEMAS.items():
         cs.store(group=group, name=f"{group}_schema", node=schema)
+    cs.store(group="dataset", name="custom_weat_schema", node=CustomWeatConfig)
     cs.store(group="metric", name="audit_schema", node=MetricConfig)
     for name, schema in metric_schemas.items():
         cs.store(group="metric", name=f"{name}_schema", node=schema)

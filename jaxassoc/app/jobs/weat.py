@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from jaxassoc import data
-from jaxassoc.app import resolve, store
+from jaxassoc.app import datasets, resolve, store
 from jaxassoc.app.cache import cached_arrays, model_key
 from jaxassoc.app.config import MetricConfig, check_choice, check_corpus, check_range
 from jaxassoc.app.pipelines.weat import (
@@ -152,7 +152,7 @@ def _contextual_similarity(model, vectors, zca, key, cfg, job: Job) -> list[dict
 
 def run(job: Job) -> JobResult:
     cfg, whitening = job.metric, job.whitening
-    suite = data.load_weat_suite(job.dataset.name)
+    suite = datasets.weat_suite(job.dataset)
     check_suite_words(suite.tests)
     key_weat, key_aniso, key_sim = jax.random.split(jax.random.key(job.seed), 3)
     aggregates, provenance = [], {}
@@ -239,7 +239,7 @@ def run(job: Job) -> JobResult:
             plot_cosine_heatmaps(key_aniso, reference.vectors, zca, job.output_dir / "cosine_matrices.png")
         plot_effect_size_heatmap({job.model.name: table}, job.output_dir / "weat_heatmap.png", alpha=job.stats.alpha)
         plot_raw_vs_whitened({job.model.name: table}, job.output_dir / "weat_raw_vs_whitened.png")
-    provenance["dataset_version"] = data.dataset_info(job.dataset.name).version
+    provenance["dataset_version"] = datasets.dataset_version(job.dataset, suite)
     provenance["whitening_reference"] = reference.description if zca is not None else None
     return JobResult(items=table, aggregates=pd.concat(aggregates, ignore_index=True), provenance=provenance,
                      summary=_summary(aggregates))
