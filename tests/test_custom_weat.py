@@ -164,3 +164,16 @@ def test_cli_runs_own_yaml_file_relative_to_the_working_folder_on_embedded_glove
     assert list(table.index) == ["W6", "W7"] and (table["suite"] == "my_test").all()
     assert table.loc["W6", "d_raw"] > 1 and table.loc["W6", "p_exact_raw"]  # Caliskan et al.: career/family d 1.8
     assert len(table["prov_dataset_version"].iloc[0]) == 12
+
+
+def test_the_documented_yaml_example_loads(tmp_path):
+    text = (FILES_ROOT.parents[2] / "docs" / "datasets.md").read_text()
+    example = text.split("```yaml\n", 1)[1].split("```", 1)[0]
+    suite = load_weat_file(_write(tmp_path / "doc.yaml", example))
+    assert suite.ids == ("career", "science") and suite.tests[0].x_name == "Male names"
+    assert suite.tests[1].name == "science" and suite.tests[1].a_name == "A"
+
+
+def _write(path, text):
+    path.write_text(text)
+    return path
