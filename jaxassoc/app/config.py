@@ -170,19 +170,42 @@ class CustomWeatConfig(DatasetConfig):
             raise ConfigError(f"dataset.{missing[0]} is missing: a command-line WEAT test needs all four word lists "
                               "dataset.X, dataset.Y, dataset.A and dataset.B")
         if self.path is not None:
-            from hydra.utils import to_absolute_path
-
             from jaxassoc.data.custom_weat import weat_file_format
 
-            try:
-                weat_file_format(self.path)
-            except JaxassocError as e:
-                raise ConfigError(f"dataset.path={self.path!r}: {e}") from None
-            path = Path(to_absolute_path(str(Path(self.path).expanduser())))
-            if not path.is_file():
-                raise ConfigError(f"dataset.path={self.path!r}: no such file ({path}); paths are relative to the "
-                                  "folder jaxassoc runs in")
-            self.path = str(path)
+            self.path = data_file("dataset.path", self.path, weat_file_format)
+
+
+@dataclass
+class CustomSentencesConfig(DatasetConfig):
+    """``dataset=custom_sentences``: your own UnStereoEval templates, one a line (``.txt``) or a ``template``
+    column (``.csv``), relative to the folder jaxassoc runs in (``docs/datasets.md``)."""
+
+    path: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.path is None:
+            raise ConfigError("dataset=custom_sentences needs dataset.path=<file.txt|csv> (one template a line, "
+                              "with {pronoun})")
+        from jaxassoc.data.custom_sentences import sentences_file_format
+
+        self.path = data_file("dataset.path", self.path, sentences_file_format)
+
+
+def data_file(key: str, path: str, file_format) -> str:
+    """The absolute path of a user's data file named by ``key`` (relative to the folder jaxassoc runs in,
+    ``~`` expanded); ConfigError naming ``key`` if ``file_format(path)`` refuses its suffix or it is missing."""
+    from hydra.utils import to_absolute_path
+
+    try:
+        file_format(path)
+    except JaxassocError as e:
+        raise ConfigError(f"{key}={path!r}: {e}") from None
+    absolute = Path(to_absolute_path(str(Path(path).expanduser())))
+    if not absolute.is_file():
+        raise ConfigError(f"{key}={path!r}: no such file ({absolute}); paths are relative to the folder jaxassoc "
+                          "runs in")
+    return str(absolute)
 
 
 @dataclass
@@ -291,6 +314,7 @@ def register_configs(metric_schemas: dict[str, type], metric_yamls: set[str] = f
     for group, schema in GROUP_SCHEMAS.items():
         cs.store(group=group, name=f"{group}_schema", node=schema)
     cs.store(group="dataset", name="custom_weat_schema", node=CustomWeatConfig)
+    cs.store(group="dataset", name="custom_sentences_schema", node=CustomSentencesConfig)
     cs.store(group="metric", name="audit_schema", node=MetricConfig)
     for name, schema in metric_schemas.items():
         cs.store(group="metric", name=f"{name}_schema", node=schema)
