@@ -177,3 +177,17 @@ def test_the_documented_yaml_example_loads(tmp_path):
 def _write(path, text):
     path.write_text(text)
     return path
+
+
+def test_rpam_test_on_own_file_gives_the_builtin_suites_results(tmp_path, monkeypatch):
+    from models_helpers import save_tiny_checkpoint
+
+    use_tiny_suite(monkeypatch)
+    lm = save_tiny_checkpoint(tmp_path / "lm", "gpt2", n_positions=256)
+    base = ["metric=rpam", "template=tp1", f"model.source={lm}", "model.name=tiny", "stats.n_bootstrap=50"]
+    builtin = run_metric([*base, "dataset=weat_caliskan2017"], tmp_path / "builtin")
+    path = write_suite(tmp_path / "targets.csv", tiny_suite("weat_caliskan2017"))
+    own = run_metric([*base, "dataset=custom_weat", f"dataset.path={path}"], tmp_path / "own")
+    pd.testing.assert_frame_equal(own.aggregates, builtin.aggregates)
+    pd.testing.assert_frame_equal(own.items, builtin.items)
+    assert own.provenance["dataset_version"] != builtin.provenance["dataset_version"]
