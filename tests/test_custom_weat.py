@@ -191,3 +191,18 @@ def test_rpam_test_on_own_file_gives_the_builtin_suites_results(tmp_path, monkey
     pd.testing.assert_frame_equal(own.aggregates, builtin.aggregates)
     pd.testing.assert_frame_equal(own.items, builtin.items)
     assert own.provenance["dataset_version"] != builtin.provenance["dataset_version"]
+
+
+def test_ceat_on_own_file_gives_the_builtin_suites_results(tmp_path, monkeypatch):
+    from app_helpers import write_corpus
+    from models_helpers import save_tiny_checkpoint
+
+    use_tiny_suite(monkeypatch)
+    lm = save_tiny_checkpoint(tmp_path / "lm", "gpt2", n_positions=256)
+    base = ["metric=ceat", f"model.source={lm}", "model.name=tiny", f"metric.corpus={write_corpus(tmp_path / 'c.txt')}",
+            "metric.n_draws=20", "metric.max_contexts=2"]
+    builtin = run_metric([*base, "dataset=weat_caliskan2017"], tmp_path / "builtin")
+    path = write_suite(tmp_path / "mine.json", tiny_suite("weat_caliskan2017"))
+    own = run_metric([*base, "dataset=custom_weat", f"dataset.path={path}"], tmp_path / "own")
+    pd.testing.assert_frame_equal(own.aggregates.drop(columns="suite"), builtin.aggregates.drop(columns="suite"))
+    assert set(own.aggregates["suite"]) == {"custom_weat"}
