@@ -70,6 +70,16 @@ def test_inline_word_lists_give_the_builtin_tests_result(tmp_path, monkeypatch):
     pd.testing.assert_frame_equal(own[RESULT_COLUMNS], builtin[RESULT_COLUMNS].iloc[:1])  # exact p: same key not needed
 
 
+def test_json_indented_with_tabs_loads_with_its_lines(tmp_path):
+    text = '{\n\t"T1": {\n\t\t"X": ["rose", "tulip"],\n\t\t"Y": ["ant", "moth"],\n\t\t"A": ["love", "joy"],\n' \
+           '\t\t"B": ["war", "love"]\n\t}\n}\n'
+    (tmp_path / "t.json").write_text(text)
+    with pytest.raises(DataError, match=r"t\.json, line 6: test 'T1': word 'love' is in both 'A' and 'B'"):
+        load_weat_file(tmp_path / "t.json")
+    (tmp_path / "t.json").write_text(text.replace('"love"]', '"hate"]'))
+    assert load_weat_file(tmp_path / "t.json").tests[0].attributes_b == ("war", "hate")
+
+
 def test_packaged_suite_file_loads_as_own_tests():
     own = load_weat_file(FILES_ROOT / load_weat_suite("weat_caliskan2017").source)
     assert [_sets(t) for t in own.tests] == [_sets(t) for t in load_weat_suite("weat_caliskan2017").tests]
@@ -89,6 +99,8 @@ BAD_FILES = {
     "bad_yaml": ("t.yaml", "T1: [X: a\n", r"t\.yaml, line 2, column 1: not valid YAML"),
     "bad_json": ("t.json", '{"T1": {"X": ["a",]}}', r"t\.json, line 1, column 19: not valid JSON"),
     "empty_file": ("t.yaml", "", r"t\.yaml: the file is empty"),
+    "duplicate_test_id": ("t.yaml", GOOD + GOOD, r"t\.yaml, line 6: test id 'T1' appears twice"),
+    "duplicate_set_key": ("t.yaml", GOOD + "  X: [lily, daisy]\n", r"line 6: test 'T1': key 'X' appears twice"),
     "csv_missing_column": ("t.csv", "test,set,words\nT1,X,rose\n", r"t\.csv, line 1: no column 'word'"),
     "csv_unknown_set": ("t.csv", "test,set,word\nT1,X,rose\nT1,Z,ant\n", r"t\.csv, line 3: test 'T1': unknown set 'Z'"),
     "csv_blank_row": ("t.csv", "test,set,word\nT1,X,rose\n\nT1,X,tulip\n", r"t\.csv, line 3: a blank row"),

@@ -160,6 +160,7 @@ def _compose(text: str, source: str, kind: str) -> yaml.Node | None:
             json.loads(text)
         except json.JSONDecodeError as e:
             raise DataError(f"{source}, line {e.lineno}, column {e.colno}: not valid JSON: {e.msg}") from None
+        text = text.replace("\t", " ")  # a raw tab in valid JSON is whitespace (strings escape theirs); YAML refuses it
     try:
         return yaml.compose(io.StringIO(text), Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as e:
@@ -175,7 +176,17 @@ def _mapping_tests(text: str, source: str, kind: str) -> list[_Test]:
     if not isinstance(root, yaml.MappingNode):
         raise DataError(f"{_where(source, _line(root))}: expected a mapping of test ids to tests "
                         f"(e.g. T1: {{X: [...], Y: [...], A: [...], B: [...]}})")
-    return [_mapping_test(key, value, source) for key, value in root.value]
+    tests = [_mapping_test(key, value, source) for key, value in root.value]
+    _check_unique([(t.id, t.line) for t in tests], source, "test id")
+    return tests
+
+
+def _check_unique(names: list[tuple[str, int]], source: str, what: str) -> None:
+    seen: set[str] = set()
+    for name, line in names:
+        if name in seen:
+            raise DataError(f"{_where(source, line)}: {what} {name!r} appears twice; give each once")
+        seen.add(name)
 
 
 def _scalar(node: yaml.Node, source: str, what: str) -> str:
@@ -188,6 +199,8 @@ def _mapping_test(key: yaml.Node, value: yaml.Node, source: str) -> _Test:
     test_id = _scalar(key, source, "a test id")
     if not isinstance(value, yaml.MappingNode):
         raise DataError(f"{_where(source, _line(value))}: test {test_id!r} must be a mapping with the keys X, Y, A, B")
+    keys = [(_scalar(k, source, f"a key of test {test_id!r}"), _line(k)) for k, _ in value.value]
+    _check_unique(keys, source, f"test {test_id!r}: key")
     fields = {}
     for k, v in value.value:
         name = _scalar(k, source, f"a key of test {test_id!r}")
