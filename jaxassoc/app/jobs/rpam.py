@@ -106,8 +106,8 @@ def _task(job: Job, model, template: PromptTemplate, options: dict, suite) -> tu
     key = jax.random.key(job.seed)
     if suite is not None:
         return rpam.weat_ws(
-            model, template, key, suite=suite, swap_gender_roles=cfg.swap_gender_roles and name == "weat_ws", ddof=s.ddof,
-            exact_bound=s.exact_bound, n_permutations=s.n_permutations, ties=s.ties,
+            model, template, key, suite=suite, swap_gender_roles=cfg.swap_gender_roles and name == "weat_ws",
+            ddof=s.ddof, exact_bound=s.exact_bound, n_permutations=s.n_permutations, ties=s.ties,
             n_bootstrap=s.n_bootstrap, confidence=s.confidence, alternative=s.alternative, **options,
         )
     if name == "wordsim353":

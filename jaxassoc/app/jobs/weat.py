@@ -69,7 +69,8 @@ def ignored_options(job: Job) -> dict[str, str]:
     zca, static = job.whitening.name == "zca", job.model.kind == "static"
     ignored = {}
     if job.metric.single_category:
-        ignored["whitening.name"] = "metric.single_category=true scores raw vectors (SC-WEAT has no whitened variant here)"
+        ignored["whitening.name"] = ("metric.single_category=true scores raw vectors (SC-WEAT has no whitened "
+                                     "variant here)")
         ignored |= {f"stats.{f}": "SC-WEAT reports d and its permutation p, no bootstrap CI"
                     for f in ("n_bootstrap", "confidence")}
     if not zca:
