@@ -5,6 +5,7 @@ import sys
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from jaxassoc.embeddings import load_zca
 
@@ -33,3 +34,35 @@ def test_weat_job_on_glove_matches_methods_reference_values(tmp_path):
     np.testing.assert_allclose(spectrum["explained_variance_raw"].sum(), 1.0, rtol=1e-4)
     for name in ("cosine_matrices.png", "weat_heatmap.png", "weat_raw_vs_whitened.png"):
         assert (run / name).stat().st_size > 0
+
+
+def _sc_weat_exact_p(w, a, b):
+    """SC-WEAT's p ("greater", strict) by enumerating every re-partition of A ∪ B (float64 NumPy)."""
+    import itertools
+
+    c = np.concatenate([a, b]) @ w / (np.linalg.norm(np.concatenate([a, b]), axis=1) * np.linalg.norm(w))
+    observed = c[: len(a)].mean() - c[len(a):].mean()
+    null = [c[list(i)].mean() - np.delete(c, list(i)).mean() for i in itertools.combinations(range(len(c)), len(a))]
+    return float(np.mean(np.array(null) > observed + 1e-9))
+
+
+def test_sc_weat_job_on_glove_inline_words_matches_numpy_exact_p(tmp_path):
+    from jaxassoc.embeddings.static import load_embedded_glove
+
+    sets = {"X": ["doctor", "engineer"], "Y": ["nurse", "teacher"], "A": ["he", "man", "his", "him"],
+            "B": ["she", "woman", "her", "hers"]}
+    proc = subprocess.run(
+        [sys.executable, "-m", "jaxassoc", "metric=weat", "model=glove-6b-50d", "metric.single_category=true",
+         "dataset=custom_weat", *(f"dataset.{s}=[{','.join(w)}]" for s, w in sets.items()),
+         "hydra.run.dir=run", "cache_dir=null"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    table = pd.read_parquet(tmp_path / "run" / "aggregates.parquet").set_index("word")
+    assert list(table.index) == [*sets["X"], *sets["Y"]] and table["p_exact"].all()
+    glove = load_embedded_glove()
+    a, b = (glove.lookup(sets[s]).vectors.astype(np.float64) for s in "AB")
+    for word in table.index:
+        w = glove.lookup([word]).vectors[0].astype(np.float64)
+        assert table.loc[word, "p"] == pytest.approx(_sc_weat_exact_p(w, a, b), abs=1e-6), word
+    assert table.loc["nurse", "d"] < 0 < table.loc["engineer", "d"]  # GloVe's gendered occupations

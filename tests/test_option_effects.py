@@ -60,6 +60,11 @@ SCENARIOS: dict[str, list[Scenario]] = {
             "metric.reference_level": "sentence", "metric.reference_sentences": 5, "metric.corpus": "{corpus2}"}),
         Scenario(["metric=weat", *TINY_LM, *STATS_BASE, *ZCA, "metric.corpus={corpus}"],
                  {"metric.similarity_contexts": 1}),
+        Scenario([*STATIC, "stats.exact_bound=0", "stats.n_permutations=200", "metric.single_category=true"], {
+            "metric.single_category": False, "stats.ddof": 0, "stats.exact_bound": 1000, "stats.n_permutations": 300,
+            "stats.alternative": "less", "stats.ties": "inclusive", "stats.n_bootstrap": 150, "stats.confidence": 0.5,
+            "whitening": "zca"},
+            refused=frozenset({"stats.n_bootstrap", "stats.confidence", "whitening"})),  # SC-WEAT: no CI, raw vectors
     ],
     "rpam": [
         Scenario(["metric=rpam", *TINY_LM, "template=tp1", "dataset=weat_ws", *STATS_BASE], {
@@ -106,7 +111,7 @@ SCENARIOS: dict[str, list[Scenario]] = {
                  {"metric.set_nan_policy": "python"}),
     ],
 }
-FAST = {"weat": [0]}  # scenario indices of the default (not slow) subset
+FAST = {"weat": [0, 3]}  # scenario indices of the default (not slow) subset
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -15,6 +15,7 @@ from jaxassoc.errors import InputError
 from jaxassoc.metrics.weat import (
     associations,
     check_word_set,
+    sc_weat,
     sc_weat_effect_size,
     weat,
     weat_effect_size,
@@ -89,6 +90,48 @@ def test_sc_weat_matches_independent_formula():
         ca, cb = [_cos(w, a) for a in A], [_cos(w, b) for b in B]
         ref = (np.mean(ca) - np.mean(cb)) / np.std(ca + cb, ddof=1)
         assert g == pytest.approx(ref, rel=1e-5)
+
+
+def _sc_weat_exact_p(w, A, B, alternative):
+    """SC-WEAT's p by itertools enumeration of every re-partition of A ∪ B (float64, NumPy)."""
+    c = np.array([_cos(w, v) for v in np.concatenate([A, B])])
+    n_a = len(A)
+    observed = c[:n_a].mean() - c[n_a:].mean()
+    null = []
+    for idx in itertools.combinations(range(len(c)), n_a):
+        mask = np.zeros(len(c), bool)
+        mask[list(idx)] = True
+        null.append(c[mask].mean() - c[~mask].mean())
+    null = np.array(null)
+    greater, less = np.mean(null > observed + 1e-12), np.mean(null < observed - 1e-12)
+    return {"greater": greater, "less": less, "two-sided": min(1.0, 2 * min(greater, less))}[alternative]
+
+
+@pytest.mark.parametrize("alternative", ["greater", "less", "two-sided"])
+def test_sc_weat_p_matches_numpy_exact_enumeration(alternative):
+    W, _, A, B = _sets(3, sizes=(5, 2, 4, 5))  # |A| != |B|: 126 partitions of A ∪ B
+    got = sc_weat(jax.random.key(0), W, A, B, alternative=alternative)
+    assert bool(got.exact) and int(got.n_resamples) == 126
+    np.testing.assert_allclose(got.d, sc_weat_effect_size(W, A, B), rtol=1e-6)
+    ref = [_sc_weat_exact_p(w, A.astype(np.float64), B.astype(np.float64), alternative) for w in W.astype(np.float64)]
+    np.testing.assert_allclose(got.p_value, ref, atol=1e-6)
+    assert len(set(np.round(ref, 6))) > 1  # the words differ: not a constant p
+
+
+def test_sc_weat_monte_carlo_p_estimates_the_exact_p():
+    W, _, A, B = _sets(4, sizes=(3, 2, 5, 5))
+    exact = sc_weat(jax.random.key(1), W, A, B)
+    drawn = sc_weat(jax.random.key(1), W, A, B, exact_bound=0, n_permutations=20_000)
+    assert not bool(drawn.exact) and int(drawn.n_resamples) == 20_000
+    np.testing.assert_allclose(drawn.p_value, exact.p_value, atol=0.015)
+    again = sc_weat(jax.random.key(1), W, A, B, exact_bound=0, n_permutations=20_000)
+    np.testing.assert_array_equal(drawn.p_value, again.p_value)  # explicit key: reproducible
+
+
+def test_sc_weat_refuses_a_word_in_both_attribute_sets():
+    W, _, A, B = _sets(5, sizes=(2, 2, 2, 2))
+    with pytest.raises(InputError, match="'war' is in both 'A' and 'B'"):
+        sc_weat(jax.random.key(0), W, A, B, words=(["x", "y"], ["war", "peace"], ["war", "hate"]))
 
 
 def test_vmap_over_tests_of_equal_shape():

@@ -25,7 +25,7 @@ from typing import Any, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-from jaxassoc.errors import ConfigError
+from jaxassoc.errors import ConfigError, JaxassocError
 from jaxassoc.stats.bootstrap import MAX_RESAMPLES
 from jaxassoc.stats.permutation import ALTERNATIVES, MAX_PARTITIONS, TIES
 
@@ -142,6 +142,73 @@ class DatasetConfig:
 
 
 @dataclass
+class CustomWeatConfig(DatasetConfig):
+    """``dataset=custom_weat``: your own WEAT tests from a file (``path``: YAML, JSON or CSV, relative to the
+    folder jaxassoc runs in) or one test from four word lists on the command line (``X``, ``Y``, ``A``,
+    ``B``, named ``test``); the format is in ``docs/datasets.md``."""
+
+    path: Optional[str] = None
+    X: Optional[list[str]] = None
+    Y: Optional[list[str]] = None
+    A: Optional[list[str]] = None
+    B: Optional[list[str]] = None
+    test: str = "T1"  # the id of the command-line test
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        inline = [s for s in ("X", "Y", "A", "B") if getattr(self, s) is not None]
+        if self.path is None and not inline:
+            raise ConfigError("dataset=custom_weat needs dataset.path=<file.yaml|json|csv> or the four word lists "
+                              "'dataset.X=[...]' 'dataset.Y=[...]' 'dataset.A=[...]' 'dataset.B=[...]'")
+        if self.path is not None and inline:
+            raise ConfigError(f"dataset.path and dataset.{inline[0]} are both set: give the tests in a file or the "
+                              "four word lists on the command line, not both")
+        if self.path is not None and self.test != "T1":
+            raise ConfigError("dataset.test names the command-line test only; a file names its own tests")
+        missing = [s for s in ("X", "Y", "A", "B") if s not in inline]
+        if inline and missing:
+            raise ConfigError(f"dataset.{missing[0]} is missing: a command-line WEAT test needs all four word lists "
+                              "dataset.X, dataset.Y, dataset.A and dataset.B")
+        if self.path is not None:
+            from jaxassoc.data.custom_weat import weat_file_format
+
+            self.path = data_file("dataset.path", self.path, weat_file_format)
+
+
+@dataclass
+class CustomSentencesConfig(DatasetConfig):
+    """``dataset=custom_sentences``: your own UnStereoEval templates, one a line (``.txt``) or a ``template``
+    column (``.csv``), relative to the folder jaxassoc runs in (``docs/datasets.md``)."""
+
+    path: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.path is None:
+            raise ConfigError("dataset=custom_sentences needs dataset.path=<file.txt|csv> (one template a line, "
+                              "with {pronoun})")
+        from jaxassoc.data.custom_sentences import sentences_file_format
+
+        self.path = data_file("dataset.path", self.path, sentences_file_format)
+
+
+def data_file(key: str, path: str, file_format) -> str:
+    """The absolute path of a user's data file named by ``key`` (relative to the folder jaxassoc runs in,
+    ``~`` expanded); ConfigError naming ``key`` if ``file_format(path)`` refuses its suffix or it is missing."""
+    from hydra.utils import to_absolute_path
+
+    try:
+        file_format(path)
+    except JaxassocError as e:
+        raise ConfigError(f"{key}={path!r}: {e}") from None
+    absolute = Path(to_absolute_path(str(Path(path).expanduser())))
+    if not absolute.is_file():
+        raise ConfigError(f"{key}={path!r}: no such file ({absolute}); paths are relative to the folder jaxassoc "
+                          "runs in")
+    return str(absolute)
+
+
+@dataclass
 class TemplateConfig:
     name: str = "none"
     text: Optional[str] = None  # e.g. "These words are associated: {target} and"
@@ -248,6 +315,8 @@ def register_configs(metric_schemas: dict[str, type], metric_yamls: set[str] = f
     cs.store(name="app_schema", node=AppConfig)
     for group, schema in GROUP_SCHEMAS.items():
         cs.store(group=group, name=f"{group}_schema", node=schema)
+    cs.store(group="dataset", name="custom_weat_schema", node=CustomWeatConfig)
+    cs.store(group="dataset", name="custom_sentences_schema", node=CustomSentencesConfig)
     cs.store(group="metric", name="audit_schema", node=MetricConfig)
     for name, schema in metric_schemas.items():
         cs.store(group="metric", name=f"{name}_schema", node=schema)

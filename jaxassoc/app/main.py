@@ -188,6 +188,8 @@ def make_job(cfg: DictConfig, output_dir: Path) -> Job:
 def _job_objects(cfg: DictConfig, output_dir: Path) -> Job:
     """The config groups as dataclass instances (their ``__post_init__`` range-checks every value)."""
     obj = {g: OmegaConf.to_object(cfg[g]) for g in JOB_GROUPS}
+    for group, value in obj.items():
+        validation.check_known_keys(group, cfg[group].keys(), value)
     return Job(
         **obj,
         seed=int(cfg.seed),

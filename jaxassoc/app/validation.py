@@ -4,7 +4,8 @@ Ranges are checked by the config dataclasses themselves (``__post_init__``, :mod
 Here: a shared option (``stats.*``, ``dataset.sample``, ``template.*``, ``whitening.*``) set to a value
 other than its dataclass default is refused unless the metric declares that it reads it
 (:class:`~jaxassoc.app.registry.MetricSpec` ``uses``), and any option, a metric's own included, is
-refused when the metric says this job's setting leaves it unused (``ignores``). The default audit uses
+refused when the metric says this job's setting leaves it unused (``ignores``); a key its group's
+dataclass does not have (added with ``+``) is refused by :func:`check_known_keys`. The default audit uses
 :func:`unused_options` to forward the command line's ``stats.*`` options only to the parts that read them.
 """
 
@@ -42,6 +43,19 @@ def changed_options(job: Job) -> dict[str, Any]:
     if job.dataset.sample is not None:
         changed["dataset.sample"] = job.dataset.sample
     return changed | _changed("metric", job.metric, skip=("name",))
+
+
+def check_known_keys(group: str, keys: Any, obj: Any) -> None:
+    """ConfigError naming a key of config group ``group`` that its dataclass ``obj`` has no field for: a key
+    added with ``+`` (``+dataset.path=...`` on a dataset that reads no file) would otherwise be dropped."""
+    fields = {f.name for f in dataclasses.fields(obj)}
+    extra = [k for k in keys if k not in fields]
+    if extra:
+        name = getattr(obj, "name", None)
+        raise ConfigError(
+            f"{group}.{extra[0]} is not an option of {group}={name}: it would be ignored; its options are "
+            f"{', '.join(sorted(fields))}; remove the override"
+        )
 
 
 def _declared(spec: MetricSpec, key: str) -> bool:

@@ -10,7 +10,8 @@ Field guide (module: what is there; paper):
 
 - :mod:`~jaxassoc.metrics.weat` — WEAT and SC-WEAT (Caliskan, Bryson & Narayanan 2017; ZCA-WEAT paper
   Eq. 1-4): ``associations`` s(w, A, B), ``effect_size`` d, ``weat_statistics``, ``weat_effect_size``
-  (a scalar to differentiate), ``sc_weat_effect_size``; ``weat.weat(key, x, y, a, b)`` adds the
+  (a scalar to differentiate), ``sc_weat_effect_size``, ``sc_weat`` (with its permutation p-value over
+  A ∪ B, ``ScWeatResult``); ``weat.weat(key, x, y, a, b)`` adds the
   permutation p-value and a bootstrap CI (``WeatResult``); ``association_test`` (``AssociationTest``)
   is that p and CI on any per-target scores s (WEAT's, RPAM's or a user metric's), NaN when s is constant
   (``is_constant``, ``association_scale``); ``check_distinct_words`` is the word rule of every metric
@@ -146,7 +147,9 @@ from jaxassoc.metrics.weat import (
     check_word_set,
     cosine_similarities,
     effect_size,
+    ScWeatResult,
     is_constant,
+    sc_weat,
     sc_weat_effect_size,
     weat_effect_size,
     weat_statistics,
@@ -176,6 +179,7 @@ __all__ = [
     "LogitProjection",
     "RandomEffects",
     "RpamTestResult",
+    "ScWeatResult",
     "SetResult",
     "SharedSetResult",
     "SimilarityComparison",
@@ -229,6 +233,7 @@ __all__ = [
     "rpam_test",
     "rpam_valence",
     "sample_rows",
+    "sc_weat",
     "sc_weat_effect_size",
     "set_exact_kernel",
     "set_from_logits",

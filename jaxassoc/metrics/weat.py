@@ -2,7 +2,7 @@
 
 The kernels (:func:`associations`, :func:`weat_statistics`, :func:`weat_effect_size`,
 :func:`sc_weat_effect_size`) are pure, jit-compiled and differentiable in the vectors; they vmap over
-tests of equal shape. They assume valid inputs: :func:`check_word_set` is the host-side gate that turns
+tests of equal shape. :func:`sc_weat` adds SC-WEAT's permutation p-value (attributes permuted). They assume valid inputs: :func:`check_word_set` is the host-side gate that turns
 empty, single-word, non-numeric, NaN, zero or mismatched sets into :class:`~jaxassoc.errors.InputError`,
 and :func:`weat` runs it before the kernels, the permutation test and the bootstrap.
 
@@ -145,6 +145,62 @@ def sc_weat_effect_size(
     cos_a, cos_b = cosine_similarities(w, a), cosine_similarities(w, b)
     spread = jnp.std(jnp.concatenate([cos_a, cos_b], axis=1), axis=1, ddof=ddof)
     return (cos_a.mean(axis=1) - cos_b.mean(axis=1)) / spread
+
+
+class ScWeatResult(NamedTuple):
+    """SC-WEAT per target word: d(w), the permutation p over re-partitions of A ∪ B, and how p was got."""
+
+    d: Float[Array, " n"]
+    p_value: Float[Array, " n"]
+    exact: Bool[Array, ""]  # True: all partitions of A ∪ B enumerated; False: Monte Carlo
+    n_resamples: Int[Array, ""]
+    defined: Bool[Array, " n"]  # False: cos(w, ·) is the same for every attribute; d and p are NaN
+
+
+def sc_weat(
+    key: PRNGKeyArray,
+    w: ArrayLike,
+    a: ArrayLike,
+    b: ArrayLike,
+    *,
+    words: tuple[Sequence[str], Sequence[str], Sequence[str]] | None = None,
+    names: tuple[str, str, str] = ("W", "A", "B"),
+    ddof: int = 1,
+    exact_bound: int = 1_000_000,
+    n_permutations: int = 100_000,
+    ties: str = "strict",
+    alternative: str = "greater",
+) -> ScWeatResult:
+    """SC-WEAT of every row of ``w`` (Caliskan et al. 2017, suppl.): :func:`sc_weat_effect_size` and its
+    permutation p-value.
+
+    As in the paper the attributes are permuted: p ("greater") is the share of re-partitions (A_i, B_i) of
+    A ∪ B into sets of sizes |A|, |B| with mean_{A_i} cos(w, ·) − mean_{B_i} cos(w, ·) beyond the observed
+    one (:func:`jaxassoc.stats.permutation_test` with ``difference_of_means``: exact enumeration up to
+    ``exact_bound`` partitions, else ``n_permutations`` drawn with ``key``; ``ties`` and ``alternative``
+    as in :func:`weat`). Every word sees the same partitions. The sets pass :func:`check_word_set` and
+    :func:`check_distinct_words` (``words``/``names`` label the errors).
+    """
+    w = check_word_set(names[0], w, words[0] if words is not None else None)
+    a, b = (
+        check_word_set(n, v, ws, dim=w.shape[1])
+        for n, v, ws in zip(names[1:], (a, b), words[1:] if words is not None else (None, None))
+    )
+    if words is not None:
+        check_distinct_words("SC-WEAT", words, names)
+    else:
+        _check_distinct_rows((w, a, b), names)
+    cosines = cosine_similarities(w, jnp.concatenate([jnp.asarray(a), jnp.asarray(b)]))
+    perm = stats.permutation_test_batch(
+        key, cosines, a.shape[0], statistic=stats.difference_of_means, exact_bound=exact_bound,
+        n_permutations=n_permutations, alternative=alternative, ties=ties,
+    )
+    defined = ~jax.vmap(is_constant)(cosines)
+    d = sc_weat_effect_size(w, a, b, ddof=ddof)
+    return ScWeatResult(
+        d=jnp.where(defined, d, jnp.nan), p_value=jnp.where(defined, perm.p_value, jnp.nan),
+        exact=perm.exact[0], n_resamples=perm.n_resamples[0], defined=defined,
+    )
 
 
 def check_word_set(

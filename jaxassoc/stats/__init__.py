@@ -6,7 +6,7 @@
 - percentile bootstrap: ``bootstrap_ci`` (rows resampled jointly), ``bootstrap_ci_groups`` (stratified),
   ``paired_bootstrap`` (difference of two statistics on the same resamples);
 - permutation test of a two-group statistic, exact or Monte Carlo: ``permutation_test``,
-  ``permutation_test_batch``, with WEAT's ``difference_of_sums`` as the default statistic.
+  ``permutation_test_batch``, with WEAT's ``difference_of_sums`` as the default statistic (SC-WEAT: ``difference_of_means``).
 """
 
 from jaxassoc.stats.bootstrap import (
@@ -29,6 +29,7 @@ from jaxassoc.stats.correlation import (
 )
 from jaxassoc.stats.permutation import (
     PermutationResult,
+    difference_of_means,
     difference_of_sums,
     permutation_test,
     permutation_test_batch,
@@ -41,6 +42,7 @@ __all__ = [
     "PermutationResult",
     "bootstrap_ci",
     "bootstrap_ci_groups",
+    "difference_of_means",
     "difference_of_sums",
     "f1_score",
     "kendall_tau_b",

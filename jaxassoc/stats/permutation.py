@@ -56,6 +56,12 @@ def difference_of_sums(values: Float[Array, " n"], in_x: Bool[Array, " n"]) -> F
     return jnp.sum(jnp.where(in_x, values, -values))
 
 
+def difference_of_means(values: Float[Array, " n"], in_x: Bool[Array, " n"]) -> Float[Array, ""]:
+    """mean_X − mean_Y: SC-WEAT's numerator, mean_A cos(w, a) − mean_B cos(w, b) (Caliskan et al. 2017, suppl.)."""
+    n_x = jnp.sum(in_x)
+    return jnp.sum(jnp.where(in_x, values, 0.0)) / n_x - jnp.sum(jnp.where(in_x, 0.0, values)) / (values.shape[0] - n_x)
+
+
 @functools.lru_cache(maxsize=8)
 def _combinations(n: int, n_x: int) -> np.ndarray:
     """All C(n, n_x) index sets of group X, (C, n_x), in lexicographic order; cached per (n, n_x)."""

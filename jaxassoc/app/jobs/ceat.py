@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 import jax
 import pandas as pd
 
-from jaxassoc import data
-from jaxassoc.app import resolve, store, tables
+from jaxassoc.app import datasets, resolve, store, tables
 from jaxassoc.app.cache import cached_arrays
 from jaxassoc.app.config import NO_EFFECT, MetricConfig, check_choice, check_corpus, check_range, check_unique
 from jaxassoc.app.pipelines.ceat import (
@@ -70,19 +69,19 @@ def ignored_options(job: Job) -> dict[str, str]:
 
 
 def _tests(job: Job):
-    if job.dataset.name not in data.SUITE_NAMES:
-        raise ConfigError(f"metric=ceat runs on a WEAT suite: use dataset= one of {list(data.SUITE_NAMES)}")
-    suite = data.load_weat_suite(job.dataset.name)
+    if job.dataset.name not in datasets.WEAT_DATASETS:
+        raise ConfigError(f"metric=ceat runs on a WEAT suite: use dataset= one of {list(datasets.WEAT_DATASETS)}")
+    suite = datasets.weat_suite(job.dataset)
     wanted = job.metric.tests or list(suite.ids)
     unknown = [t for t in wanted if t not in suite.ids]
     if unknown:
         raise ConfigError(f"metric.tests names {unknown}, not in {job.dataset.name} ({list(suite.ids)})")
-    return [suite.test(t) for t in wanted], [suite.ids.index(t) for t in wanted]
+    return [suite.test(t) for t in wanted], [suite.ids.index(t) for t in wanted], suite
 
 
 def run(job: Job) -> JobResult:
     cfg = job.metric
-    tests, positions = _tests(job)
+    tests, positions, suite = _tests(job)
     check_suite_words(tests)
     words = sorted({w for t in tests for w in (*t.targets_x, *t.targets_y, *t.attributes_a, *t.attributes_b)})
     model = resolve.language_model(job.model, job.mesh)
@@ -107,7 +106,7 @@ def run(job: Job) -> JobResult:
                                    max_contexts=cfg.max_contexts, fallback=cfg.fallback)
     store.write_table(job.output_dir, "draws", draws)
     provenance = {**resolve.model_provenance(job.model, model),
-                  "dataset_version": data.dataset_info(job.dataset.name).version, "corpus": corpus}
+                  "dataset_version": datasets.dataset_version(job.dataset, suite), "corpus": corpus}
     return JobResult(items=word_table(pools, tests), aggregates=aggregates, provenance=provenance)
 
 

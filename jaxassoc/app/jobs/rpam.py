@@ -1,6 +1,7 @@
 """``metric=rpam``: RPAM on a causal LM; the dataset chooses the validation task (Hodel et al. 2026, §5).
 
-- ``weat_ws`` / ``weat_caliskan2017``: RPAM Test on every test (d, permutation p, bootstrap CI);
+- ``weat_ws`` / ``weat_caliskan2017`` / ``custom_weat`` (the user's own targets and attributes):
+  RPAM Test on every test (d, permutation p, bootstrap CI);
 - ``wordsim353``: pair scores vs human similarity (Spearman);
 - ``bellezza``: RPAM Valence vs human pleasantness (Spearman, Pearson); ``metric.group_size=k`` > 1
   gives Bellezza-kX; ``metric.downstream=true`` instead compares RPAM Valence with the model's own 1-5
@@ -17,7 +18,7 @@ import pandas as pd
 
 from jaxassoc.models.batching import model_shard
 from jaxassoc import data
-from jaxassoc.app import resolve, tables
+from jaxassoc.app import datasets, resolve, tables
 from jaxassoc.app.config import MetricConfig, check_range
 from jaxassoc.app.pipelines import rpam, rpam_downstream
 from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate
@@ -26,8 +27,8 @@ from jaxassoc.app.registry import Job, JobResult
 from jaxassoc.app.stages import stage
 from jaxassoc.errors import ConfigError
 
-TASKS = ("weat_ws", "weat_caliskan2017", "wordsim353", "bellezza", "sst2")
-SUITE_TASKS = ("weat_ws", "weat_caliskan2017")
+TASKS = ("weat_ws", "weat_caliskan2017", "custom_weat", "wordsim353", "bellezza", "sst2")
+SUITE_TASKS = ("weat_ws", "weat_caliskan2017", "custom_weat")
 SAMPLE_TASKS = ("wordsim353", "bellezza", "sst2")
 STATS_USED = ("ddof", "exact_bound", "n_permutations", "ties", "n_bootstrap", "confidence", "alternative")
 """The stats options of the RPAM Test (WEAT-suite tasks); the other tasks report correlations or F1."""
@@ -78,18 +79,20 @@ def run(job: Job) -> JobResult:
         raise ConfigError(f"metric=rpam has no task for dataset {name!r}; use one of {TASKS}")
     if not job.template.text:
         raise ConfigError("metric=rpam needs a template: template=tp1 (words) or template=tp2 (n-grams, sentences)")
-    if name in SUITE_TASKS:
-        check_suite_words(data.load_weat_suite(name).tests)  # before the model loads
+    suite = datasets.weat_suite(job.dataset) if name in SUITE_TASKS else None
+    if suite is not None:
+        check_suite_words(suite.tests)  # before the model loads
     template = PromptTemplate(job.template.name, job.template.text, job.template.quote)
     model = resolve.language_model(job.model, job.mesh)
     options = dict(normalise=cfg.normalise, add_bos=job.model.add_bos, batch_size=job.model.batch_size,
                    shard=model_shard(model), progress=not job.quiet, cache_dir=job.cache_dir)
     with stage("rpam", f"{name} items scored") as scored:
-        items, aggregates = _task(job, model, template, options)
+        items, aggregates = _task(job, model, template, options, suite)
         scored.count = len(items)
     provenance = {
         **resolve.model_provenance(job.model, model),
-        "dataset_version": data.dataset_info(name).version,
+        "dataset_version": data.dataset_info(name).version if suite is None else datasets.dataset_version(
+            job.dataset, suite),
         "add_bos": model.vocab.add_bos if job.model.add_bos is None else job.model.add_bos,
     }
     return JobResult(items=items, aggregates=aggregates, provenance=provenance)
@@ -112,14 +115,15 @@ def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     ]
 
 
-def _task(job: Job, model, template: PromptTemplate, options: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``(items, aggregates)`` of the task the dataset names (forward passes through the cache)."""
+def _task(job: Job, model, template: PromptTemplate, options: dict, suite) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(items, aggregates)`` of the task the dataset names (forward passes through the cache); ``suite``:
+    the WEAT tests of a suite task."""
     cfg, name, s = job.metric, job.dataset.name, job.stats
     key = jax.random.key(job.seed)
-    if name.startswith("weat"):
+    if suite is not None:
         return rpam.weat_ws(
-            model, template, key, suite=name, swap_gender_roles=cfg.swap_gender_roles, ddof=s.ddof,
-            exact_bound=s.exact_bound, n_permutations=s.n_permutations, ties=s.ties,
+            model, template, key, suite=suite, swap_gender_roles=cfg.swap_gender_roles and name == "weat_ws",
+            ddof=s.ddof, exact_bound=s.exact_bound, n_permutations=s.n_permutations, ties=s.ties,
             n_bootstrap=s.n_bootstrap, confidence=s.confidence, alternative=s.alternative, **options,
         )
     if name == "wordsim353":

@@ -1,7 +1,9 @@
-"""``metric=unstereo``: UnStereoEval gender preference on stereotype-free sentences (Belém et al. 2024)."""
+"""``metric=unstereo``: UnStereoEval gender preference on stereotype-free sentences (Belém et al. 2024), on a
+packaged dataset or the user's own templates (``dataset=custom_sentences dataset.path=...``)."""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -14,10 +16,13 @@ from jaxassoc.app.cache import cached_arrays
 from jaxassoc.app.pipelines.unstereo import run_unstereo, score_sentences, summarize
 from jaxassoc.app.registry import Job, JobResult
 from jaxassoc.app.stages import stage
+from jaxassoc.data.custom_sentences import load_templates_file
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.unstereo import ETAS, LOG10_THRESHOLD
 
-DATASETS = {"use5": "USE-5", "use10": "USE-10", "use20": "USE-20", "winobias": "Winobias", "winogender": "Winogender"}
+CUSTOM = "custom_sentences"  # the user's templates (dataset.path)
+DATASETS = {"use5": "USE-5", "use10": "USE-10", "use20": "USE-20", "winobias": "Winobias", "winogender": "Winogender",
+            CUSTOM: "own templates"}
 
 
 @dataclass
@@ -37,14 +42,26 @@ class UnstereoMetricConfig(MetricConfig):
         check_range("metric.tokens_per_batch", self.tokens_per_batch, 1)
 
 
+def _templates(dataset) -> pd.DataFrame | None:
+    """The user's templates (``dataset=custom_sentences``), read before the model loads; None otherwise."""
+    return load_templates_file(dataset.path) if dataset.name == CUSTOM else None
+
+
+def _version(name: str, custom: pd.DataFrame | None) -> str:
+    if custom is None:
+        return data.dataset_info(name).version
+    return hashlib.sha256("\n".join(custom["template"]).encode()).hexdigest()[:12]
+
+
 def run(job: Job) -> JobResult:
     cfg, name = job.metric, job.dataset.name
     if name not in DATASETS:
         raise ConfigError(f"metric=unstereo needs an UnStereoEval dataset ({sorted(DATASETS)}), not {name!r}")
+    custom = _templates(job.dataset)
     model = resolve.language_model(job.model, job.mesh)
     rows = None
     if job.dataset.sample is not None:
-        frame = data.load_dataset(name)
+        frame = data.load_dataset(name) if custom is None else custom
         rng = np.random.default_rng(job.seed)
         rows = np.sort(rng.choice(len(frame), size=min(job.dataset.sample, len(frame)), replace=False))
     def scorer(sentences: list[str]) -> np.ndarray:
@@ -57,12 +74,12 @@ def run(job: Job) -> JobResult:
 
     with stage("unstereo", f"{DATASETS[name]} sentence pairs scored") as scored:
         scores = run_unstereo(model, DATASETS[name], parity_preprocessing=cfg.parity_preprocessing, rows=rows,
-                              scorer=scorer)
+                              scorer=scorer, frame=custom)
         scored.count = len(scores)
     summary = summarize(scores, etas=tuple(cfg.etas), aufc_units=cfg.aufc_units, threshold=cfg.threshold_log10)
     provenance = {
         **resolve.model_provenance(job.model, model),
-        "dataset_version": data.dataset_info(name).version,
+        "dataset_version": _version(name, custom),
         "dataset_rows": "all" if rows is None else f"seeded sample of {len(rows)} (seed {job.seed})",
     }
     return JobResult(items=scores, aggregates=summary, provenance=provenance)

@@ -1,4 +1,5 @@
-"""``metric=weat``: WEAT raw vs ZCA-whitened on static or contextual vectors (ZCA-WEAT paper, Exp. 1-3)."""
+"""``metric=weat``: WEAT raw vs ZCA-whitened on static or contextual vectors (ZCA-WEAT paper, Exp. 1-3);
+``metric.single_category=true``: SC-WEAT of every target word with its permutation p (docs/methods.md §2.4)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from jaxassoc import data
-from jaxassoc.app import resolve, store, tables
+from jaxassoc.app import datasets, resolve, store, tables
 from jaxassoc.app.cache import cached_arrays, model_key
 from jaxassoc.app.config import MetricConfig, check_choice, check_corpus, check_range
 from jaxassoc.app.pipelines.weat import (
@@ -22,6 +23,7 @@ from jaxassoc.app.pipelines.weat import (
     plot_raw_vs_whitened,
     prefetch_word_vectors,
     run_anisotropy,
+    run_sc_weat_experiment,
     run_similarity_benchmark,
     run_weat_experiment,
     suite_words,
@@ -47,6 +49,7 @@ class WeatMetricConfig(MetricConfig):
     reference_sentences: int = 100_000  # contextual ZCA fit: at most this many corpus sentences
     corpus: str = "wikitext2"  # reference corpus: wikitext2 (test+valid, offline) or a text file, one sentence a line
     similarity_contexts: int = 5  # contextual WS-353 / SimLex word vectors: sentences per word
+    single_category: bool = False  # SC-WEAT: d and p of each target word against A and B (no X vs Y)
 
     def __post_init__(self) -> None:
         check_range("metric.max_oov_share", self.max_oov_share, 0, 1)
@@ -65,6 +68,11 @@ def ignored_options(job: Job) -> dict[str, str]:
     """The options this job's model kind and whitening leave unused (the app refuses them when set)."""
     zca, static = job.whitening.name == "zca", job.model.kind == "static"
     ignored = {}
+    if job.metric.single_category:
+        ignored["whitening.name"] = ("metric.single_category=true scores raw vectors (SC-WEAT has no whitened "
+                                     "variant here)")
+        ignored |= {f"stats.{f}": "SC-WEAT reports d and its permutation p, no bootstrap CI"
+                    for f in ("n_bootstrap", "confidence")}
     if not zca:
         ignored["stats.alpha"] = "it is the level of the raw vs whitened change class, which needs whitening=zca"
         ignored |= {f"whitening.{f}": "whitening=none fits no ZCA" for f in ("eps", "reference", "max_samples")}
@@ -152,7 +160,7 @@ def _contextual_similarity(model, vectors, zca, key, cfg, job: Job) -> list[dict
 
 def run(job: Job) -> JobResult:
     cfg, whitening = job.metric, job.whitening
-    suite = data.load_weat_suite(job.dataset.name)
+    suite = datasets.weat_suite(job.dataset)
     check_suite_words(suite.tests)
     key_weat, key_aniso, key_sim = jax.random.split(jax.random.key(job.seed), 3)
     aggregates, provenance = [], {}
@@ -192,6 +200,8 @@ def run(job: Job) -> JobResult:
                 )
                 extracted.count = len(reference.vectors)
         provenance.update(resolve.model_provenance(job.model, model))
+    if cfg.single_category:
+        return _single_category(job, vectors, suite, key_weat, provenance)
     zca = None
     if whitening.name == "zca":
         with stage("weat", f"whitening fitted on {len(reference.vectors):,} vectors"):
@@ -239,14 +249,30 @@ def run(job: Job) -> JobResult:
             plot_cosine_heatmaps(key_aniso, reference.vectors, zca, job.output_dir / "cosine_matrices.png")
         plot_effect_size_heatmap({job.model.name: table}, job.output_dir / "weat_heatmap.png", alpha=job.stats.alpha)
         plot_raw_vs_whitened({job.model.name: table}, job.output_dir / "weat_raw_vs_whitened.png")
-    provenance["dataset_version"] = data.dataset_info(job.dataset.name).version
+    provenance["dataset_version"] = datasets.dataset_version(job.dataset, suite)
     provenance["whitening_reference"] = reference.description if zca is not None else None
     return JobResult(items=table, aggregates=pd.concat(aggregates, ignore_index=True), provenance=provenance)
+
+
+def _single_category(job: Job, vectors, suite, key, provenance: dict) -> JobResult:
+    """``metric.single_category=true``: SC-WEAT of every target word (one row per word)."""
+    s = job.stats
+    with stage("weat", f"{job.dataset.name} SC-WEAT words scored") as scored:
+        table = run_sc_weat_experiment(
+            vectors, suite, key=key, ddof=s.ddof, exact_bound=s.exact_bound, n_permutations=s.n_permutations,
+            ties=s.ties, alternative=s.alternative, max_oov_share=job.metric.max_oov_share,
+        )
+        scored.count = len(table)
+    provenance["dataset_version"] = datasets.dataset_version(job.dataset, suite)
+    return JobResult(items=table, aggregates=table, provenance=provenance)
 
 
 def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """The tests (d, CI and p raw and whitened, change class, coverage; undefined reasons when a test has
     one), then the anisotropy and the similarity rows, each with its own columns."""
+    if "word" in aggregates:  # metric.single_category=true: one row per target word
+        return [("SC-WEAT: each target word against A and B", tables.block(aggregates, [
+            "test", "set", "word", "d", "p", "p_exact"]))]
     kind = aggregates["test"].where(aggregates["test"].isin(["anisotropy", "similarity"]), "tests")
     return [
         ("tests", tables.block(aggregates[kind == "tests"], [

@@ -29,6 +29,7 @@ from jaxassoc import data, stats
 from jaxassoc.errors import InputError
 from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate, RpamInputs, cached_rpam_inputs, tokenize_attributes
 from jaxassoc.app.pipelines.weat import check_suite_words
+from jaxassoc.data.weat import WeatSuite
 from jaxassoc.metrics import rpam
 from jaxassoc.metrics.weat import UNDEFINED_CONSTANT_S
 from jaxassoc.models.base import LanguageModel
@@ -64,7 +65,7 @@ def weat_ws(
     template: PromptTemplate,
     key: jax.Array,
     *,
-    suite: str = "weat_ws",
+    suite: str | WeatSuite = "weat_ws",
     swap_gender_roles: bool = True,
     normalise: bool = True,
     ddof: int = 1,
@@ -76,9 +77,9 @@ def weat_ws(
     alternative: str = "greater",
     **run_options,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """RPAM Test on every test of a WEAT suite."""
+    """RPAM Test on every test of a WEAT suite (a packaged suite's name, or a suite such as a user's own)."""
     rows, items = [], []
-    tests = data.load_weat_suite(suite).tests
+    tests = (data.load_weat_suite(suite) if isinstance(suite, str) else suite).tests
     check_suite_words(tests)
     for test, test_key in zip(tests, jax.random.split(key, len(tests))):
         swapped = swap_gender_roles and test.id in GENDER_ROLE_TESTS

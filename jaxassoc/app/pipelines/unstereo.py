@@ -88,13 +88,16 @@ def run_unstereo(
     progress: bool = False,
     rows: Sequence[int] | None = None,
     scorer: Callable[[list[str]], np.ndarray] | None = None,
+    frame: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Per-pair scores of one dataset (as the original's results files): the dataset's columns plus
     ``M_template``, ``M_num_tokens`` (tokens without BOS), ``M_logprob``, the same with ``F_``,
     ``FM_logprob`` = F − M, ``model``, ``parity_preprocessing``. Each distinct sentence is scored once.
     ``rows``: positions of the dataset's rows to score (e.g. a seeded sample); None scores all.
-    ``scorer``: sentences -> log-likelihoods in place of :func:`score_sentences` (e.g. a cached one)."""
-    frame = data.load_dataset(dataset_name)
+    ``scorer``: sentences -> log-likelihoods in place of :func:`score_sentences` (e.g. a cached one).
+    ``frame``: the rows (``template``, ``max_gender_pmi``) in place of the named dataset's, e.g. a user's
+    file (:func:`jaxassoc.data.custom_sentences.load_templates_file`)."""
+    frame = data.load_dataset(dataset_name) if frame is None else frame
     if rows is not None:
         frame = frame.iloc[list(rows)].reset_index(drop=True)
     male, female = data.fill_templates(frame["template"].tolist(), parity_preprocessing=parity_preprocessing)

@@ -2,6 +2,7 @@
 
 - :func:`run_weat_experiment` (Experiment 3): d and p of every test of a suite, raw and whitened, and
   the significance change class at p < alpha.
+- :func:`run_sc_weat_experiment`: SC-WEAT d and p of every target word of a suite (``metric.single_category``).
 - :func:`run_anisotropy` (Experiment 1): mean ± SD pairwise cosine of 2,000 random reference vectors and
   the explained-variance spectrum, before and after whitening.
 - :func:`run_similarity_benchmark` (Experiment 2): Spearman rho of cosine vs human scores, raw vs
@@ -49,7 +50,7 @@ from jaxassoc.metrics.anisotropy import (
     sample_rows,
 )
 from jaxassoc.metrics.similarity import compare_whitening
-from jaxassoc.metrics.weat import UNDEFINED_CONSTANT_S, check_distinct_words, weat
+from jaxassoc.metrics.weat import UNDEFINED_CONSTANT_S, check_distinct_words, sc_weat, weat
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -158,6 +159,50 @@ def run_weat_experiment(
             whitening=whitening_description if whitening is not None else "none",
         )  # fmt: skip
         rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def run_sc_weat_experiment(
+    vectors: StaticEmbeddings | VectorsFn,
+    suite,
+    *,
+    key: jax.Array,
+    ddof: int = 1,
+    exact_bound: int = 1_000_000,
+    n_permutations: int = 100_000,
+    ties: str = "strict",
+    alternative: str = "greater",
+    max_oov_share: float = 0.2,
+) -> pd.DataFrame:
+    """SC-WEAT (docs/methods.md §2.4) of every target word of every test of ``suite`` against the test's
+    A and B: one row per word with d, its permutation p over re-partitions of A ∪ B (the words of a test
+    share the partitions, drawn with the test's key) and the settings used."""
+    check_suite_words(suite.tests)
+    lookup = _vectors_fn(vectors, max_oov_share)
+    rows = []
+    for test, test_key in zip(suite.tests, jax.random.split(key, len(suite.tests))):
+        names = (test.x_name, test.y_name, test.a_name, test.b_name)
+        sets = (test.targets_x, test.targets_y, test.attributes_a, test.attributes_b)
+        found = [lookup(list(words), f"{test.id} {name}") for words, name in zip(sets, names)]
+        words = (*found[0].kept_words, *found[1].kept_words)
+        targets = np.concatenate([found[0].vectors, found[1].vectors])
+        res = sc_weat(
+            test_key, targets, found[2].vectors, found[3].vectors,
+            words=(words, found[2].kept_words, found[3].kept_words), names=(f"{names[0]} ∪ {names[1]}", *names[2:]),
+            ddof=ddof, exact_bound=exact_bound, n_permutations=n_permutations, ties=ties, alternative=alternative,
+        )
+        n_x = len(found[0].kept_words)
+        for i, word in enumerate(words):
+            rows.append({
+                "suite": suite.name, "test": test.id, "name": test.name, "set": names[0] if i < n_x else names[1],
+                "word": word, "n_a": len(found[2].kept_words), "n_b": len(found[3].kept_words),
+                "d": float(res.d[i]), "p": float(res.p_value[i]), "p_exact": bool(res.exact),
+                "p_resamples": int(res.n_resamples),
+                "undefined_reason": "" if bool(res.defined[i]) else "cos(w, ·) is the same for every attribute",
+                "lost_words": " ".join(w for f in found for w in f.lost_words),
+                "ddof": ddof, "ties": ties, "alternative": alternative, "exact_bound": exact_bound,
+                "n_permutations": n_permutations,
+            })
     return pd.DataFrame(rows)
 
 

@@ -1,0 +1,35 @@
+"""The WEAT tests a job's dataset config names: a packaged suite (``dataset=weat_caliskan2017``, ...) or
+the user's own (``dataset=custom_weat``: a file or four command-line word lists,
+:mod:`jaxassoc.data.custom_weat`), with the version string its results record."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from jaxassoc import data
+from jaxassoc.data.custom_weat import load_weat_file, weat_suite_from_sets
+from jaxassoc.data.weat import WeatSuite
+
+CUSTOM_WEAT = "custom_weat"
+WEAT_DATASETS: tuple[str, ...] = (*data.SUITE_NAMES, CUSTOM_WEAT)
+
+
+def weat_suite(dataset: Any) -> WeatSuite:
+    """The suite of a dataset config (a :class:`~jaxassoc.app.config.DatasetConfig`), checked before any
+    model is loaded."""
+    if dataset.name != CUSTOM_WEAT:
+        return data.load_weat_suite(dataset.name)
+    if dataset.path is not None:
+        return load_weat_file(dataset.path)
+    sets = {s: getattr(dataset, s) for s in ("X", "Y", "A", "B")}
+    return weat_suite_from_sets(sets, test_id=dataset.test, source="the command line (dataset.X, Y, A, B)")
+
+
+def dataset_version(dataset: Any, suite: WeatSuite) -> str:
+    """The packaged dataset's content hash, or for ``custom_weat`` a short SHA-256 of its tests' words."""
+    if dataset.name != CUSTOM_WEAT:
+        return data.dataset_info(dataset.name).version
+    tests = [[t.id, t.targets_x, t.targets_y, t.attributes_a, t.attributes_b] for t in suite.tests]
+    return hashlib.sha256(json.dumps(tests).encode()).hexdigest()[:12]

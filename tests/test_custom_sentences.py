@@ -1,0 +1,83 @@
+"""``dataset=custom_sentences``: users' own UnStereoEval templates from a text or CSV file give the same
+scores as the same templates built in; bad files are refused naming the file and line."""
+
+import pandas as pd
+import pytest
+
+from app_helpers import compose_config, no_model, run_metric, start_hydra  # noqa: F401
+from jaxassoc.app.main import make_job
+from jaxassoc.data import unstereo
+from jaxassoc.data.custom_sentences import load_templates_file
+from jaxassoc.errors import ConfigError, DataError
+from models_helpers import save_tiny_checkpoint
+
+SCORES = ["M_template", "F_template", "M_logprob", "F_logprob", "FM_logprob", "max_gender_pmi"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def hydra_context():
+    yield from start_hydra()
+
+
+@pytest.fixture(scope="module")
+def tiny_lm(tmp_path_factory):
+    return save_tiny_checkpoint(tmp_path_factory.mktemp("lm"), "gpt2", n_positions=256)
+
+
+@pytest.mark.parametrize("suffix", [".txt", ".csv"])
+def test_own_templates_give_the_builtin_datasets_scores(tmp_path, tiny_lm, suffix):
+    winogender = unstereo.load_winogender()
+    path = tmp_path / f"mine{suffix}"
+    if suffix == ".txt":  # MaxPMI recomputed from the PMI table (it reproduces Winogender's shipped values)
+        path.write_text("\n".join(winogender["template"]) + "\n")
+    else:
+        winogender[["template", "max_gender_pmi"]].to_csv(path, index=False)
+    base = ["metric=unstereo", f"model.source={tiny_lm}", "model.name=tiny"]
+    builtin = run_metric([*base, "dataset=winogender"], tmp_path / "builtin")
+    own = run_metric([*base, "dataset=custom_sentences", f"dataset.path={path}"], tmp_path / "own")
+    pd.testing.assert_frame_equal(own.aggregates, builtin.aggregates)
+    pd.testing.assert_frame_equal(own.items[SCORES], builtin.items[SCORES])
+
+
+def _file(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+BAD = {
+    "empty_text": ("t.txt", "", r"t\.txt: no templates"),
+    "blank_line": ("t.txt", "{pronoun} ran.\n\n{pronoun} sat.\n", r"t\.txt, line 2: a blank line"),
+    "no_pronoun_slot": ("t.txt", "{pronoun} ran.\nThe dog sat.\n", r"t\.txt, line 2: template .*no pronoun placeholder"),
+    "csv_missing_column": ("t.csv", "sentence\n{pronoun} ran.\n", r"t\.csv, line 1: no column 'template'"),
+    "csv_blank_row": ("t.csv", "template\n{pronoun} ran.\n\n", r"t\.csv, line 3: a blank row"),
+    "csv_empty_template": ("t.csv", "template,max_gender_pmi\n ,0.5\n", r"t\.csv, line 2: the template is empty"),
+    "csv_bad_pmi": ("t.csv", "template,max_gender_pmi\n{pronoun} ran.,high\n", r"line 2: max_gender_pmi 'high' is not a number"),
+    "csv_empty": ("t.csv", "", r"t\.csv: the file is empty"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_template_file_is_refused_naming_file_and_line(tmp_path, case):
+    name, text, message = BAD[case]
+    with pytest.raises(DataError, match=message):
+        load_templates_file(_file(tmp_path, name, text))
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ([], r"dataset=custom_sentences needs dataset.path"),
+    (["dataset.path=nofile.txt"], r"dataset.path='nofile.txt': no such file"),
+    (["dataset.path=t.json"], r"unknown format '.json' for sentence templates"),
+])
+def test_bad_custom_sentences_options_are_refused_by_name(tmp_path, monkeypatch, no_model, overrides, message):  # noqa: F811
+    monkeypatch.chdir(tmp_path)
+    _file(tmp_path, "t.json", "[]")
+    cfg = compose_config(["metric=unstereo", "dataset=custom_sentences", *overrides])
+    with pytest.raises(ConfigError, match=message):
+        make_job(cfg, tmp_path)
+
+
+def test_bad_template_file_is_refused_before_the_model_loads(tmp_path, no_model):  # noqa: F811
+    path = _file(tmp_path, "t.txt", "{pronoun} ran.\n\n")
+    with pytest.raises(DataError, match="line 2: a blank line"):
+        run_metric(["metric=unstereo", "dataset=custom_sentences", f"dataset.path={path}"], tmp_path)
