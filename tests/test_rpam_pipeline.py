@@ -68,7 +68,9 @@ def test_probabilities_match_torch(models, template, normalise):
     expected = _torch_p(torch_model, model.tokenizer, TARGETS, ATTRIBUTES, template, normalise)
     np.testing.assert_allclose(p, expected, rtol=1e-4, atol=1e-7)
     assert inputs.n_multi_token == len(tokens.multi_token)
-    assert inputs.n_sequences == len(TARGETS) * len(tokens.multi_token)
+    # one row per prompt; every (target, multi-token attribute) continuation scored from its cache
+    assert inputs.n_sequences == len(TARGETS)
+    assert inputs.n_continuations == len(TARGETS) * len(tokens.multi_token)
 
 
 def test_single_token_attributes_run_prompts_only(models):
@@ -98,7 +100,7 @@ def test_duplicate_targets_share_passes_and_agree(models):
     p, inputs = pipeline.probabilities(model, ["doctor", "nurse", "doctor"], ATTRIBUTES, TP1)
     np.testing.assert_array_equal(p[0], p[2])
     n_multi = inputs.n_multi_token
-    assert inputs.n_sequences == 2 * n_multi
+    assert inputs.n_sequences == 2 and inputs.n_continuations == 2 * n_multi
 
 
 def test_attribute_may_equal_a_target(models):
