@@ -7,7 +7,7 @@ Both sides compute the same p(v, t) entries from the same weights (the embedded 
 ``jaxassoc.models.gguf.read_gguf`` and loaded into ``transformers.LlamaForCausalLM``):
 
 - PyTorch (eager, ``torch.inference_mode``): per task, length-sorted batches of ``--batch-size`` prompts,
-  left-padded, run once with ``use_cache=True`` and the head at the last position only
+  left-padded (position ids from the mask), run once with ``use_cache=True`` and the head at the last position only
   (``logits_to_keep=1``) for the first-token logits and log-partition; then the needed (prompt,
   multi-token attribute) pairs of the batch in chunks of up to ``--cont-batch`` rows: each row gets its
   prompt's cache rows (``index_select``), its subwords 1..k-1 right-padded, position ids continuing the
@@ -87,10 +87,13 @@ def torch_probabilities(model, prompts, attr_ids, needed, batch_size, cont_batch
             for r, t in enumerate(rows):
                 ids[r, P - len(prompts[t]) :] = torch.tensor(prompts[t])
                 mask[r, P - len(prompts[t]) :] = 1
-            out = model(input_ids=ids, attention_mask=mask, use_cache=True, logits_to_keep=1)
+            out = model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(1) - 1).clamp(min=0),
+                        use_cache=True, logits_to_keep=1)
             logits = out.logits[:, -1].double()
             p[rows] = torch.softmax(logits[:, first], dim=-1).numpy()
             pairs = [(r, c) for r, t in enumerate(rows) for c in multi if needed is None or needed[t, c]]
+            if needed is not None:  # the entries not asked for stay NaN, as on the jaxassoc side
+                p[np.ix_(rows, multi)] = np.where(needed[np.ix_(rows, multi)], p[np.ix_(rows, multi)], np.nan)
             for s in range(0, len(pairs), cont_batch):
                 chunk = pairs[s : s + cont_batch]
                 select = torch.tensor([r for r, _ in chunk])
@@ -106,7 +109,7 @@ def torch_probabilities(model, prompts, attr_ids, needed, batch_size, cont_batch
                 cont_mask = torch.cat([mask[select], valid.long()], dim=1)
                 positions = mask[select].sum(1, keepdim=True) + torch.arange(k)[None]
                 hidden = model.model(input_ids=inputs, attention_mask=cont_mask, position_ids=positions,
-                                     past_key_values=cache, use_cache=True).last_hidden_state
+                                     cache=cache, use_cache=True).last_hidden_state
                 logp = torch.log_softmax(model.lm_head(hidden[valid]).float(), dim=-1)
                 logp = logp.gather(1, targets[valid][:, None])[:, 0].double().exp()
                 at = 0
