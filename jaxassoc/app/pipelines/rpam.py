@@ -5,9 +5,10 @@ Each task returns ``(items, aggregates)`` DataFrames. The statistics follow docs
 - WEAT-WS: RPAM Test on C1-C10; "F1" = share of tests with d > 0 (among the tests whose d is defined).
   C7/C8 use the gender terms as targets and the math/science/arts words as attributes by default
   (App. B); ``swap_gender_roles=False`` keeps the listed roles. All tests run in one pass over the union
-  of their prompts and continuations (a prompt or continuation shared by tests runs once). Each row says which roles were used; a
-  test whose s is constant (up to rounding) has NaN d, p and CI and says why in ``undefined_reason``. The word
-  rule of every metric (:func:`jaxassoc.metrics.weat.check_distinct_words`) is checked first.
+  of their prompts and continuations (a prompt or continuation shared by tests runs once). Each row says
+  which roles were used; a test whose s is constant (up to rounding) has NaN d, p and CI and says why in
+  ``undefined_reason``. The word rule of every metric (:func:`jaxassoc.metrics.weat.check_distinct_words`)
+  is checked first.
 - WS-353: C = every WS-353 word; pair score = mean of p(w2 | w1) and p(w1 | w2); Spearman with humans.
   The softmax over C needs only first-token logits, so continuations run for each pair's partner only.
 - Bellezza: RPAM Valence of the 399 words vs human ratings (Spearman and Pearson); Bellezza-kX: seeded
