@@ -2,7 +2,8 @@
 
 Workload per template: WEAT-WS C1-C10 (C7/C8 with the gender terms as targets), Bellezza words x the 50
 valence attributes, and WS-353 (every word a target and an attribute; a pair needs each word's
-continuation after its partner only). ``--bellezza-words``/``--ws-pairs`` take seeded subsets (0 = all).
+continuation after its partner only). ``--bellezza-words``/``--ws-pairs`` take seeded subsets, ``--weat-tests``
+the first n tests (0 = all).
 Both sides compute the same p(v, t) entries from the same weights (the embedded GGUF dequantised once by
 ``jaxassoc.models.gguf.read_gguf`` and loaded into ``transformers.LlamaForCausalLM``):
 
@@ -39,7 +40,7 @@ TEMPLATES = {
 }
 
 
-def workload(bellezza_words: int, ws_pairs: int):
+def workload(bellezza_words: int, ws_pairs: int, weat_tests: int = 0):
     """``(name, tasks, needed)``: WEAT-WS (10 tasks of (targets, attributes)), Bellezza, WS-353 with its
     pairs (``needed`` marks the WS-353 entries a pair reads; None: all)."""
     import numpy as np
@@ -48,7 +49,7 @@ def workload(bellezza_words: int, ws_pairs: int):
     from jaxassoc.app.pipelines.rpam import GENDER_ROLE_TESTS
 
     weat = []
-    for test in data.load_weat_suite("weat_ws").tests:
+    for test in data.load_weat_suite("weat_ws").tests[: weat_tests or None]:
         test = test.with_roles_swapped() if test.id in GENDER_ROLE_TESTS else test
         weat.append((test.targets_x + test.targets_y, test.attributes_a + test.attributes_b))
     rng = np.random.default_rng(0)
@@ -149,6 +150,7 @@ def main(argv=None) -> None:
     parser.add_argument("--templates", default="tp1,tp2")
     parser.add_argument("--bellezza-words", type=int, default=100, help="seeded subset (0: all 399)")
     parser.add_argument("--ws-pairs", type=int, default=40, help="seeded subset of pairs (0: all 353)")
+    parser.add_argument("--weat-tests", type=int, default=0, help="the first n WEAT-WS tests (0: all 10)")
     args = parser.parse_args(argv)
     pinned = pin_threads(args.threads)
 
@@ -166,9 +168,10 @@ def main(argv=None) -> None:
     model = load_model("smollm2-135m")
     torch_model, _ = torch_llama_from_gguf(smollm2_gguf())
     pad = model.vocab.pad_id if model.vocab.pad_id is not None else model.vocab.eos_id
-    work = workload(args.bellezza_words, args.ws_pairs)
+    work = workload(args.bellezza_words, args.ws_pairs, args.weat_tests)
     print(f"pinned: {pinned}; transformers {transformers.__version__}, torch {torch.__version__}")
-    print(f"SmolLM2-135M (GGUF dequantised to float32); batch {args.batch_size}; Bellezza words "
+    print(f"SmolLM2-135M (GGUF dequantised to float32); batch {args.batch_size}; WEAT-WS tests "
+          f"{args.weat_tests or 10}, Bellezza words "
           f"{args.bellezza_words or 399}, WS-353 pairs {args.ws_pairs or 353}")
     rates = {"jax": jax_gflops(), "torch": torch_gflops()}
     for name in args.templates.split(","):
