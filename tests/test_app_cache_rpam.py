@@ -53,7 +53,7 @@ def _assert_same_inputs(a, b):
         x, y = getattr(a, field), getattr(b, field)
         assert x.dtype == y.dtype and x.shape == y.shape
         np.testing.assert_array_equal(x, y)
-    assert (a.n_multi_token, a.n_sequences) == (b.n_multi_token, b.n_sequences)
+    assert (a.n_multi_token, a.n_sequences, a.n_continuations) == (b.n_multi_token, b.n_sequences, b.n_continuations)
 
 
 def test_hit_is_bit_identical_and_runs_no_forward_pass(model, tmp_path, counted):

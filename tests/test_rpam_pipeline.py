@@ -68,7 +68,9 @@ def test_probabilities_match_torch(models, template, normalise):
     expected = _torch_p(torch_model, model.tokenizer, TARGETS, ATTRIBUTES, template, normalise)
     np.testing.assert_allclose(p, expected, rtol=1e-4, atol=1e-7)
     assert inputs.n_multi_token == len(tokens.multi_token)
-    assert inputs.n_sequences == len(TARGETS) * len(tokens.multi_token)
+    # one row per prompt; every (target, multi-token attribute) continuation scored from its cache
+    assert inputs.n_sequences == len(TARGETS)
+    assert inputs.n_continuations == len(TARGETS) * len(tokens.multi_token)
 
 
 def test_single_token_attributes_run_prompts_only(models):
@@ -98,7 +100,68 @@ def test_duplicate_targets_share_passes_and_agree(models):
     p, inputs = pipeline.probabilities(model, ["doctor", "nurse", "doctor"], ATTRIBUTES, TP1)
     np.testing.assert_array_equal(p[0], p[2])
     n_multi = inputs.n_multi_token
-    assert inputs.n_sequences == 2 * n_multi
+    assert inputs.n_sequences == 2 and inputs.n_continuations == 2 * n_multi
+
+
+def test_pairwise_task_computes_only_the_partners_continuations(models, monkeypatch):
+    """WS-353: the softmax over C uses first-token logits only, so a pair needs the continuation of each
+    word after its partner, not after every word; the needed entries equal the all-pairs computation."""
+    import pandas as pd
+
+    from jaxassoc import data
+    from jaxassoc.app.pipelines import rpam_prompts
+
+    model, _ = models
+    pairs = pd.DataFrame({"word1": ["math", "science", "art", "music"], "word2": ["science", "art", "xylophone", "math"],
+                          "score": [7.0, 5.0, 2.0, 6.0]})
+    monkeypatch.setattr(data, "load_wordsim353", lambda: pairs)
+    seen = []
+    real = rpam_prompts.rpam_inputs
+    monkeypatch.setattr(rpam_prompts, "rpam_inputs", lambda *a, **k: seen.append(real(*a, **k)) or seen[-1])
+    items, _ = pipeline.wordsim353(model, TP2, batch_size=2)
+    words = sorted(set(pairs["word1"]) | set(pairs["word2"]))
+    multi = set(tokenize_attributes(model.tokenizer, words, TP2).multi_token)
+    ordered = {(a, b) for a, b in zip(pairs["word1"], pairs["word2"])} | {(b, a) for a, b in zip(pairs["word1"], pairs["word2"])}
+    n_needed = sum(words.index(b) in multi for _, b in ordered)
+    all_pairs = len(words) * len(multi)
+    assert 0 < n_needed < all_pairs
+    assert seen[0].n_continuations == n_needed  # the count the scorer exposes
+    p_all, inputs_all = pipeline.probabilities(model, words, words, TP2, batch_size=2)
+    assert inputs_all.n_continuations == all_pairs
+    i1, i2 = (np.array([words.index(w) for w in pairs[c]]) for c in ("word1", "word2"))
+    np.testing.assert_allclose(items["score"], (p_all[i1, i2] + p_all[i2, i1]) / 2, rtol=1e-6)
+    unneeded = np.ones((len(words), len(words)), bool)
+    unneeded[i1, i2] = unneeded[i2, i1] = False
+    multi_column = np.isin(np.arange(len(words)), list(multi))[None, :]
+    assert np.isnan(seen[0].continuation[unneeded & multi_column]).all()  # never computed
+    assert np.isfinite(seen[0].continuation[~(unneeded & multi_column)]).all()
+
+
+def test_tasks_share_prompts_and_continuations(models):
+    """Several tasks in one run (WEAT-WS's tests): each (prompt, continuation) runs once, and each task's
+    p equals its own run."""
+    model, _ = models
+    tasks = [(TARGETS[:3], ATTRIBUTES[:5]), (TARGETS[1:], ATTRIBUTES[2:])]
+    ps, inputs = pipeline.task_probabilities(model, tasks, TP1, batch_size=2)
+    multi = set(tokenize_attributes(model.tokenizer, ATTRIBUTES, TP1).multi_token)
+    needed = {(t, a) for ts, attrs in tasks for t in ts for a in attrs if ATTRIBUTES.index(a) in multi}
+    alone = [pipeline.probabilities(model, ts, attrs, TP1, batch_size=2) for ts, attrs in tasks]
+    assert inputs.n_sequences == len(TARGETS) and inputs.n_continuations == len(needed)
+    assert inputs.n_continuations < sum(a.n_continuations for _, a in alone)
+    for p, (q, _) in zip(ps, alone):
+        np.testing.assert_allclose(p, q, rtol=1e-5)
+
+
+def test_prompt_with_more_packed_subwords_than_a_row_holds_runs_in_several_rows(models, monkeypatch):
+    from jaxassoc.app.pipelines import rpam_prompts
+
+    model, _ = models
+    p, inputs = pipeline.probabilities(model, TARGETS, ATTRIBUTES, TP2, batch_size=4)
+    monkeypatch.setattr(rpam_prompts, "CONTINUATION_BUCKETS", (4,))  # at most 4 packed subwords per row
+    p_split, split = pipeline.probabilities(model, TARGETS, ATTRIBUTES, TP2, batch_size=4)
+    assert inputs.n_sequences == len(TARGETS) < split.n_sequences
+    assert split.n_continuations == inputs.n_continuations
+    np.testing.assert_allclose(p_split, p, rtol=1e-5)
 
 
 def test_attribute_may_equal_a_target(models):
@@ -143,6 +206,14 @@ def test_bad_inputs(models):
     long_target = " ".join(["music"] * model.max_positions)
     with pytest.raises(InputError, match=r"exceeds the context of 64 tokens"):
         rpam_inputs(model, [long_target], tokenize_attributes(tok, ["math"], TP1), TP1)
+    with pytest.raises(InputError, match=r"needed has shape \(2, 2\), not \(targets, attributes\) = \(1, 2\)"):
+        rpam_inputs(model, ["doctor"], tokenize_attributes(tok, ["math", "art"], TP1), TP1, needed=np.ones((2, 2)))
+
+
+def test_masked_model_is_refused(tmp_path):
+    bert = load_model(save_tiny_checkpoint(tmp_path, "bert"))
+    with pytest.raises(InputError, match="is a masked model: RPAM needs a causal LM"):
+        rpam_inputs(bert, ["doctor"], tokenize_attributes(bert.tokenizer, ["math"], TP1), TP1)
 
 
 def _torch_greedy(torch_model, prompt, n_new, stop):

@@ -18,6 +18,8 @@
 - ``packing``: many short sequences packed end to end into fixed rows (segment ids in the mask; the
   causal ports restart positions and attend within each sequence), one compiled shape.
 - ``decoding``: greedy generation with a key/value cache (``LanguageModel.decoder`` of the causal ports).
+- ``continuations``: many continuations of one prompt scored from its key/value cache in one pass, packed
+  end to end after it with a block-causal mask (RPAM's multi-token attributes).
 - ``partitioning``: model-parallel sharding. Per-family tables give every weight logical axes (``embed``,
   ``vocab``, ``heads``, ``kv_heads``, ``mlp``, ``layers``), mapped onto a ``("data", "fsdp", "tp")`` mesh
   (``make_mesh``); ``load_model(..., mesh=mesh)`` places each weight sharded as it is read, and

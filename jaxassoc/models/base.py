@@ -68,7 +68,9 @@ class Decoder(NamedTuple):
     """``init_cache(batch, length, dtype)``: an empty cache pytree for rows of ``length`` columns."""
     forward_cached: Callable[..., tuple[Float[Array, "B t D"], Any]]
     """``forward_cached(body, ids, mask, cache, start) -> (hidden, cache)``: the head input of the tokens at
-    columns ``[start, start + t)``, with the full-length mask; earlier columns come from the cache."""
+    columns ``[start, start + t)``, with the full-length mask; earlier columns come from the cache. Optional
+    ``positions=`` (B, t) and ``allowed=`` (B, 1, t, T) override the new tokens' position ids and the cache
+    columns they attend to (``models.continuations``)."""
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -17,7 +17,7 @@ from typing import Mapping
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float, Int
+from jaxtyping import Array, Bool, Float, Int
 
 from jaxassoc.errors import ModelError
 from jaxassoc.models.base import ForwardOutput, Head
@@ -196,13 +196,21 @@ def forward_cached(
     start: Int[Array, ""],
     *,
     config: GPT2Config,
+    positions: Int[Array, "B t"] | None = None,
+    allowed: Bool[Array, "B 1 t T"] | None = None,
 ) -> tuple[Float[Array, "B t D"], KVCache]:
     """Hidden states (after ``ln_f``) of the tokens at columns ``[start, start + t)`` of rows described by
-    the full-length mask, reading earlier keys/values from ``cache`` and writing these tokens' into it."""
+    the full-length mask, reading earlier keys/values from ``cache`` and writing these tokens' into it.
+
+    ``positions`` (the new tokens' position ids) and ``allowed`` (which of the T cache columns each new
+    token attends to) override what the mask implies, e.g. for continuations packed after a shared prefix
+    (:mod:`jaxassoc.models.continuations`)."""
     t = input_ids.shape[1]
-    positions = jax.lax.dynamic_slice_in_dim(positions_from_mask(attention_mask), start, t, axis=1)
+    if positions is None:
+        positions = jax.lax.dynamic_slice_in_dim(positions_from_mask(attention_mask), start, t, axis=1)
     h = jnp.take(body["wte"], input_ids, axis=0) + jnp.take(body["wpe"], positions, axis=0)
-    allowed = jax.lax.dynamic_slice_in_dim(causal_allowed(attention_mask), start, t, axis=2)
+    if allowed is None:
+        allowed = jax.lax.dynamic_slice_in_dim(causal_allowed(attention_mask), start, t, axis=2)
 
     def step(h, xs):
         p, k_all, v_all = xs

@@ -22,7 +22,7 @@ from typing import Any, Mapping
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float, Int
+from jaxtyping import Array, Bool, Float, Int
 
 from jaxassoc.errors import ModelError
 from jaxassoc.models.base import ForwardOutput, Head
@@ -306,20 +306,36 @@ def forward_cached(
     start: Int[Array, ""],
     *,
     config: LlamaConfig,
+    positions: Int[Array, "B t"] | None = None,
+    allowed: Bool[Array, "B 1 t T"] | None = None,
 ) -> tuple[Float[Array, "B t D"], KVCache]:
     """Hidden states of the tokens at columns ``[start, start + t)`` of rows described by the full-length
     mask, reading earlier columns' keys/values from ``cache`` and writing these tokens' into it.
 
     A prompt pass (``start = 0``, all prompt columns) followed by one-token steps gives the same states as
     :func:`forward` over the whole sequence (tested), at the cost of one token per step.
+
+    ``positions`` (the new tokens' position ids) and ``allowed`` (which of the T cache columns each new
+    token attends to) override what the mask implies, e.g. for continuations packed after a shared prefix
+    (:mod:`jaxassoc.models.continuations`); Mistral's sliding window is then applied on position ids, the
+    cache columns' being the mask's with the new tokens' ``positions`` written at ``start``.
     """
     t = input_ids.shape[1]
     x = body["embed"][input_ids]
-    positions = jax.lax.dynamic_slice_in_dim(positions_from_mask(attention_mask), start, t, axis=1)
+    mask_positions = positions_from_mask(attention_mask)
+    if positions is None:
+        positions = jax.lax.dynamic_slice_in_dim(mask_positions, start, t, axis=1)
     cos, sin = rope_tables(positions, config.head_dim, config.rope_theta, x.dtype)
-    bias = jax.lax.dynamic_slice_in_dim(
-        attention_mask_bias(attention_mask, config.sliding_window, x.dtype), start, t, axis=3
-    )
+    if allowed is None:
+        bias = jax.lax.dynamic_slice_in_dim(
+            attention_mask_bias(attention_mask, config.sliding_window, x.dtype), start, t, axis=3
+        )
+    else:
+        if config.sliding_window is not None:
+            keys = jax.lax.dynamic_update_slice_in_dim(mask_positions, positions.astype(mask_positions.dtype),
+                                                       start, axis=1)
+            allowed = allowed & (keys[:, None, None, :] > positions[:, None, :, None] - config.sliding_window)
+        bias = jnp.where(allowed, 0.0, jnp.finfo(x.dtype).min).astype(x.dtype)[:, :, None]
 
     def step(x, xs):
         layer, k_all, v_all = xs

@@ -4,10 +4,13 @@ Each task returns ``(items, aggregates)`` DataFrames. The statistics follow docs
 
 - WEAT-WS: RPAM Test on C1-C10; "F1" = share of tests with d > 0 (among the tests whose d is defined).
   C7/C8 use the gender terms as targets and the math/science/arts words as attributes by default
-  (App. B); ``swap_gender_roles=False`` keeps the listed roles. Each row says which roles were used; a
-  test whose s is constant (up to rounding) has NaN d, p and CI and says why in ``undefined_reason``. The word
-  rule of every metric (:func:`jaxassoc.metrics.weat.check_distinct_words`) is checked first.
+  (App. B); ``swap_gender_roles=False`` keeps the listed roles. All tests run in one pass over the union
+  of their prompts and continuations (a prompt or continuation shared by tests runs once). Each row says
+  which roles were used; a test whose s is constant (up to rounding) has NaN d, p and CI and says why in
+  ``undefined_reason``. The word rule of every metric (:func:`jaxassoc.metrics.weat.check_distinct_words`)
+  is checked first.
 - WS-353: C = every WS-353 word; pair score = mean of p(w2 | w1) and p(w1 | w2); Spearman with humans.
+  The softmax over C needs only first-token logits, so continuations run for each pair's partner only.
 - Bellezza: RPAM Valence of the 399 words vs human ratings (Spearman and Pearson); Bellezza-kX: seeded
   groups of k words joined "w1 and w2 and ...", valence vs the mean rating (Spearman).
 - SST-2: 16 random positives dropped (seeded) to balance 428/428, valence binarised at the median, F1.
@@ -44,13 +47,16 @@ def probabilities(
     template: PromptTemplate,
     *,
     normalise: bool = True,
+    needed: np.ndarray | None = None,
     **run_options,
 ) -> tuple[np.ndarray, RpamInputs]:
     """p(v, t) for every target (rows) and attribute (columns), and the raw inputs it came from.
 
-    ``run_options`` go to :func:`cached_rpam_inputs` (``cache_dir`` turns the on-disk cache on)."""
+    ``needed`` (bool, targets x attributes; None: all) marks the entries the task reads: the others are NaN
+    when their attribute has several tokens (its continuation is not computed). ``run_options`` go to
+    :func:`cached_rpam_inputs` (``cache_dir`` turns the on-disk cache on)."""
     tokens = tokenize_attributes(model.tokenizer, attributes, template)
-    inputs = cached_rpam_inputs(model, targets, tokens, template, **run_options)
+    inputs = cached_rpam_inputs(model, targets, tokens, template, needed=needed, **run_options)
     p = rpam.relative_probabilities(
         jnp.asarray(inputs.first_logits),
         jnp.asarray(inputs.continuation),
@@ -58,6 +64,37 @@ def probabilities(
         normalise=normalise,
     )
     return np.asarray(p), inputs
+
+
+def task_probabilities(
+    model: LanguageModel,
+    tasks: Sequence[tuple[Sequence[str], Sequence[str]]],
+    template: PromptTemplate,
+    *,
+    normalise: bool = True,
+    **run_options,
+) -> tuple[list[np.ndarray], RpamInputs]:
+    """p(v, t) of several (targets, attributes) tasks from one run over their union, so a prompt shared by
+    tasks runs once and each (prompt, multi-token attribute) continuation once; each task's p equals
+    :func:`probabilities` of that task alone (its softmax is over its own attributes)."""
+    for _, attributes in tasks:
+        tokenize_attributes(model.tokenizer, attributes, template)  # each task's own duplicate check
+    targets = list(dict.fromkeys(t for ts, _ in tasks for t in ts))
+    attributes = list(dict.fromkeys(a for _, attrs in tasks for a in attrs))
+    rows = [[targets.index(t) for t in ts] for ts, _ in tasks]
+    cols = [[attributes.index(a) for a in attrs] for _, attrs in tasks]
+    needed = np.zeros((len(targets), len(attributes)), dtype=bool)
+    for r, c in zip(rows, cols):
+        needed[np.ix_(r, c)] = True
+    _, inputs = probabilities(model, targets, attributes, template, needed=needed, **run_options)
+    ps = [
+        np.asarray(rpam.relative_probabilities(
+            jnp.asarray(inputs.first_logits[np.ix_(r, c)]), jnp.asarray(inputs.continuation[np.ix_(r, c)]),
+            jnp.asarray(inputs.log_partition[r]), normalise=normalise,
+        ))
+        for r, c in zip(rows, cols)
+    ]
+    return ps, inputs
 
 
 def weat_ws(
@@ -81,12 +118,13 @@ def weat_ws(
     rows, items = [], []
     tests = (data.load_weat_suite(suite) if isinstance(suite, str) else suite).tests
     check_suite_words(tests)
-    for test, test_key in zip(tests, jax.random.split(key, len(tests))):
-        swapped = swap_gender_roles and test.id in GENDER_ROLE_TESTS
-        if swapped:
-            test = test.with_roles_swapped()
+    swapped = [swap_gender_roles and test.id in GENDER_ROLE_TESTS for test in tests]
+    tests = [test.with_roles_swapped() if swap else test for test, swap in zip(tests, swapped)]
+    ps, _ = task_probabilities(model, [(t.targets_x + t.targets_y, t.attributes_a + t.attributes_b) for t in tests],
+                               template, normalise=normalise, **run_options)
+    for test, test_key, swapped, p in zip(tests, jax.random.split(key, len(tests)), swapped, ps):
         x, y, a, b = test.targets_x, test.targets_y, test.attributes_a, test.attributes_b
-        p, inputs = probabilities(model, x + y, a + b, template, normalise=normalise, **run_options)
+        n_multi = len(tokenize_attributes(model.tokenizer, a + b, template).multi_token)
         result = rpam.rpam_test(
             test_key, jnp.asarray(p), n_x=len(x), n_a=len(a), ddof=ddof, exact_bound=exact_bound,
             n_permutations=n_permutations, ties=ties, n_bootstrap=n_bootstrap, confidence=confidence,
@@ -107,7 +145,7 @@ def weat_ws(
                 "roles": "gender terms as targets" if swapped else "as listed",
                 "n_targets": len(x) + len(y),
                 "n_attributes": len(a) + len(b),
-                "n_multi_token_attributes": inputs.n_multi_token,
+                "n_multi_token_attributes": n_multi,
             }
         )
         items += [
@@ -142,8 +180,10 @@ def wordsim353(
     pairs = subsample(data.load_wordsim353(), sample, key)
     words = sorted(set(pairs["word1"]) | set(pairs["word2"]))
     index = {w: i for i, w in enumerate(words)}
-    p, inputs = probabilities(model, words, words, template, normalise=normalise, **run_options)
     i1, i2 = pairs["word1"].map(index).to_numpy(), pairs["word2"].map(index).to_numpy()
+    needed = np.zeros((len(words), len(words)), dtype=bool)
+    needed[i1, i2] = needed[i2, i1] = True  # a pair's score reads each word's continuation after its partner only
+    p, inputs = probabilities(model, words, words, template, normalise=normalise, needed=needed, **run_options)
     scores = (p[i1, i2] + p[i2, i1]) / 2
     items = pairs.assign(score=scores)
     rho = stats.spearman_test(jnp.asarray(scores), jnp.asarray(pairs["score"].to_numpy(float)))

@@ -5,9 +5,10 @@ For T targets and an attribute set C:
 
 - the first-token logits of every attribute (only the rows of C's first tokens are kept) and the
   full-vocabulary log-partition at the prompt's last position;
-- for each multi-token attribute, the prompt followed by its subwords, from which the probabilities of
-  subwords 2..k are read at once (left to right, App. E); the first-token logits come from the same
-  pass, so the prompt alone is run only when every attribute is a single token.
+- for each multi-token attribute the task needs, the probabilities of subwords 2..k, each read left to
+  right with the earlier subwords appended (App. E): each distinct prompt runs once with its key/value
+  cache kept, and the subwords of all its needed attributes run packed in one pass from that cache
+  (:mod:`jaxassoc.models.continuations`), so a continuation costs its own tokens only.
 
 Attributes are tokenised as they would follow the prompt: with a leading space after a word (TP1:
 ``... and`` + `` math``), without one after an opening quote (TP2: ``... and "`` + ``math``).
@@ -29,8 +30,11 @@ from jaxassoc.app.cache import cached_arrays, model_key
 from jaxassoc.app.config import template_slots
 from jaxassoc.errors import InputError
 from jaxassoc.models.base import LanguageModel
-from jaxassoc.models.batching import FINE_BUCKETS, model_limits, run_batched
-from jaxassoc.models.heads import head_logits, last_positions
+from jaxassoc.models.batching import FINE_BUCKETS, batch_mesh, bucket_length, check_sequences, model_limits, pad_batch
+from jaxassoc.models.continuations import pack_continuations, prefix_and_continuations
+from jaxassoc.models.heads import head_logits
+from jaxassoc.models.partitioning import batch_size_multiple
+from jaxassoc.models.sharding import shard_batch, to_host
 
 @dataclasses.dataclass(frozen=True)
 class PromptTemplate:
@@ -106,37 +110,87 @@ class RpamInputs:
     """What the RPAM kernels take, for T targets and C attributes."""
 
     first_logits: np.ndarray  # (T, C)
-    continuation: np.ndarray  # (T, C): mean full-vocabulary probability of subwords 2..k (1: single token)
+    continuation: np.ndarray  # (T, C): mean full-vocabulary probability of subwords 2..k (1: single token;
+    # NaN for a (target, multi-token attribute) pair the task did not ask for)
     log_partition: np.ndarray  # (T,): log-sum-exp over the vocabulary at the first position
     n_multi_token: int  # number of multi-token attributes
-    n_sequences: int  # forward-pass rows actually run (after deduplication)
+    n_sequences: int  # forward-pass rows actually run (distinct prompts, more when one needs several rows)
+    n_continuations: int  # distinct (prompt, multi-token attribute) continuations scored
 
 
 PROMPT_BUCKETS = FINE_BUCKETS  # RPAM prompts are short (TP1 ~ 10 tokens)
+CONTINUATION_BUCKETS = (4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+"""Packed-continuation lengths (columns after the prompt); a prompt needing more runs in several rows."""
 
 
 ROW_MULTIPLE = 64
 """Attribute rows are padded to a multiple of this, so tests with similar |C| share one compilation."""
 
 
-@functools.partial(jax.jit, static_argnames=("forward", "window"))
-def _window_scores(params, input_ids, attention_mask, *, forward, window):
-    """At the last ``window + 1`` positions of each row: the logits of the rows ``params["rows"]`` (the
-    attributes' first tokens), the log-partition, and the log-probability of the next token (full
-    vocabulary); the head runs at those positions only.
+@functools.partial(jax.jit, static_argnames=("decoder",))
+def _prompt_scores(params, prompt_ids, prompt_mask, inputs, targets, segments, *, decoder):
+    """At each prompt's last token: the logits of the rows ``params["rows"]`` (the attributes' first
+    tokens) and the log-partition; and log P_V of the subwords packed after the prompt
+    (:func:`jaxassoc.models.continuations.prefix_and_continuations`, the head at those positions only)."""
+    last, continuation = prefix_and_continuations(params, prompt_ids, prompt_mask, inputs, targets, segments,
+                                                  decoder=decoder)
+    logits = head_logits(params["head"], last).astype(jnp.float32)
+    return logits[:, params["rows"]], jax.nn.logsumexp(logits, axis=-1), continuation
 
-    Index j is position ``last - window + j`` (clamped at 0); the next-token entry at j = window is 0.
-    """
-    hidden = forward(params["body"], input_ids, attention_mask).hidden
-    last = last_positions(attention_mask)
-    positions = jnp.maximum(last[:, None] - window + jnp.arange(window + 1)[None, :], 0)
-    picked = jnp.take_along_axis(hidden, positions[..., None], axis=1)
-    logits = head_logits(params["head"], picked).astype(jnp.float32)
-    log_partition = jax.nn.logsumexp(logits, axis=-1)
-    following = jnp.take_along_axis(input_ids, jnp.minimum(positions + 1, input_ids.shape[1] - 1), axis=1)
-    next_logprob = jnp.take_along_axis(logits, following[..., None], axis=-1)[..., 0] - log_partition
-    next_logprob = next_logprob.at[:, -1].set(0.0)
-    return logits[..., params["rows"]], log_partition, next_logprob
+
+def _work_rows(prompts: list[tuple[int, ...]], continuations: list[list[tuple[int, ...]]], cap: int):
+    """``(prompt, continuations)`` rows: each prompt once, its continuations packed in order, a new row
+    (the prompt again) whenever the next one would pass ``cap`` packed columns."""
+    rows = []
+    for prompt, conts in zip(prompts, continuations):
+        row, used = [], 0
+        for tokens in conts:
+            if row and used + len(tokens) - 1 > cap:
+                rows.append((prompt, row))
+                row, used = [], 0
+            row.append(tokens)
+            used += len(tokens) - 1
+        rows.append((prompt, row))
+    return rows
+
+
+def _run_rows(model: LanguageModel, params: dict, rows, *, batch_size: int, shard: bool | Mesh, progress: bool,
+              buckets: Sequence[int]) -> list:
+    """:func:`_prompt_scores` over the work rows in batches of one fixed size, sorted by packed then prompt
+    length, prompts left-padded to a length bucket, packed continuations to a continuation bucket (0 when
+    none in the batch); one output tuple per row, in order."""
+    limits = model_limits(model)
+    check_sequences([list(p) for p, _ in rows], limits["max_length"], limits["vocab_size"])
+    check_sequences([list(t) for _, conts in rows for t in conts] or [[0]], None, limits["vocab_size"])
+    B = min(batch_size, 1 << (len(rows) - 1).bit_length())
+    mesh, params = batch_mesh(shard, params)
+    if mesh is not None:
+        B = -(-B // batch_size_multiple(mesh)) * batch_size_multiple(mesh)
+    packed = [sum(len(t) - 1 for t in conts) for _, conts in rows]
+    order = sorted(range(len(rows)), key=lambda i: (packed[i], len(rows[i][0])))
+    groups = [order[i : i + B] for i in range(0, len(order), B)]
+    if progress:
+        from tqdm.auto import tqdm
+
+        groups = tqdm(groups, desc="batches", unit="batch")
+    fn = functools.partial(_prompt_scores, decoder=model.decoder)
+    results: list = [None] * len(rows)
+    for group in groups:
+        P = bucket_length(max(len(rows[i][0]) for i in group), buckets, limits["max_length"])
+        n = max(packed[i] for i in group)
+        L = bucket_length(n, CONTINUATION_BUCKETS, None) if n else 0
+        ids, mask = pad_batch([list(rows[i][0]) for i in group], P, B, limits["pad_id"], "left")
+        cont = np.zeros((3, B, L), dtype=np.int32)
+        for r, i in enumerate(group):
+            cont[:, r] = pack_continuations(rows[i][1], L)
+        batch = (ids, mask, *cont)
+        if mesh is not None:
+            batch = shard_batch(batch, mesh)
+        out = fn(params, *batch)
+        out = to_host(out) if mesh is not None else jax.tree.map(np.asarray, out)
+        for r, i in enumerate(group):
+            results[i] = tuple(leaf[r] for leaf in out)
+    return results
 
 
 def rpam_inputs(
@@ -145,6 +199,7 @@ def rpam_inputs(
     attributes: Attributes,
     template: PromptTemplate,
     *,
+    needed: np.ndarray | None = None,
     add_bos: bool | None = None,
     batch_size: int = 32,
     shard: bool | Mesh = False,
@@ -153,12 +208,15 @@ def rpam_inputs(
 ) -> RpamInputs:
     """Run the prompts of every target and read what RPAM needs (see the module docstring).
 
-    One pass per (target, multi-token attribute): the prompt followed by the attribute's subwords gives
-    both the first-token logits at the prompt's last position (identical under causal attention to a
-    pass over the prompt alone) and the subword probabilities, so the prompt-only pass is run only when
-    every attribute is a single token. Identical sequences run once, and the head is evaluated only at
-    the last few positions of each row.
+    ``needed`` (bool, T x C; None: all) marks the (target, attribute) pairs whose continuation factor the
+    task reads, e.g. each WS-353 pair's partner; the others are NaN in ``continuation``. The first-token
+    logits and the log-partition cover all of C (the softmax over C needs them). Each distinct prompt runs
+    once with its key/value cache kept, and the subwords 2..k of all its distinct needed multi-token
+    attributes run in one packed pass from that cache (:mod:`jaxassoc.models.continuations`); rows with
+    more than ``CONTINUATION_BUCKETS[-1]`` packed subwords are split over several rows.
     """
+    if model.decoder is None:
+        raise InputError(f"{model.name!r} is a {model.objective} model: RPAM needs a causal LM")
     prompts = encode_prompts(model, [template.fill(t) for t in targets], add_bos=add_bos)
     longest = max(len(a) for a in attributes.token_ids)
     for target, ids in zip(targets, prompts):
@@ -167,39 +225,38 @@ def rpam_inputs(
                 f"target {target[:60]!r}: its prompt has {len(ids)} tokens, which with the longest attribute "
                 f"({longest} tokens) exceeds the context of {model.max_positions} tokens of model {model.name!r}"
             )
-    multi = attributes.multi_token
-    suffixes = [attributes.token_ids[c] for c in multi] or [()]
-    # (target, attribute or None) -> row of the deduplicated sequence list
-    unique: dict[tuple[int, ...], int] = {}
-    where: dict[tuple[int, int | None], int] = {}
-    for t, prompt in enumerate(prompts):
-        for c, suffix in zip(multi or (None,), suffixes):
-            where[t, c] = unique.setdefault(tuple(prompt) + tuple(suffix), len(unique))
-    sequences = [list(seq) for seq in unique]
-    window = longest if multi else 0  # the prompt's last position is last - k for a k-token suffix
-    rows = np.zeros(-(-len(attributes.words) // ROW_MULTIPLE) * ROW_MULTIPLE, dtype=np.int32)
-    rows[: len(attributes.words)] = attributes.first_ids
-    fn = functools.partial(_window_scores, forward=model.forward, window=window)
-    outs = run_batched(
-        fn, {**model.params, "rows": jnp.asarray(rows)}, sequences, batch_size=batch_size, **model_limits(model),
-        shard=shard, progress=progress, per_token=False, buckets=buckets,
-    )
     T, C = len(targets), len(attributes.words)
-    first_logits = np.empty((T, C), dtype=np.float32)
-    log_partition = np.empty(T, dtype=np.float64)
+    needed = np.ones((T, C), dtype=bool) if needed is None else np.asarray(needed, dtype=bool)
+    if needed.shape != (T, C):
+        raise InputError(f"needed has shape {needed.shape}, not (targets, attributes) = {(T, C)}")
+    multi = attributes.multi_token
+    unique: dict[tuple[int, ...], int] = {}  # distinct prompt -> index
+    where = [unique.setdefault(tuple(p), len(unique)) for p in prompts]
+    wanted: list[dict[tuple[int, ...], None]] = [{} for _ in unique]  # ordered sets of continuations
+    for t, c in zip(*np.nonzero(needed[:, list(multi)])) if multi else ():
+        wanted[where[t]][attributes.token_ids[multi[c]]] = None
+    rows = _work_rows(list(unique), [list(w) for w in wanted], CONTINUATION_BUCKETS[-1])
+    first_ids = np.zeros(-(-C // ROW_MULTIPLE) * ROW_MULTIPLE, dtype=np.int32)
+    first_ids[:C] = attributes.first_ids
+    outs = _run_rows(model, {**model.params, "rows": jnp.asarray(first_ids)}, rows, batch_size=batch_size,
+                     shard=shard, progress=progress, buckets=buckets)
+    first_logits = np.empty((len(unique), C), dtype=np.float32)
+    log_partition = np.empty(len(unique), dtype=np.float64)
+    factor: dict[tuple[int, tuple[int, ...]], float] = {}  # (prompt, continuation) -> mean subword probability
+    for (prompt, conts), (scores, lse, logprob) in zip(rows, outs):
+        u = unique[prompt]
+        first_logits[u], log_partition[u] = scores[:C], lse
+        at = 0
+        for tokens in conts:
+            k = len(tokens)
+            factor[u, tokens] = float(np.exp(logprob[at : at + k - 1].astype(np.float64)).mean())
+            at += k - 1
     continuation = np.ones((T, C), dtype=np.float64)
-    for t in range(T):
-        c0 = multi[0] if multi else None
-        k0 = len(attributes.token_ids[c0]) if multi else 0
-        scores, lse, _ = outs[where[t, c0]]
-        first_logits[t] = scores[window - k0, :C]  # the prompt's last position
-        log_partition[t] = lse[window - k0]
-        for c in multi:
-            k = len(attributes.token_ids[c])
-            next_logprob = outs[where[t, c]][2]
-            # subwords 2..k are predicted at positions last-k+1 .. last-1
-            continuation[t, c] = np.exp(next_logprob[window - k + 1 : window]).mean()
-    return RpamInputs(first_logits, continuation.astype(np.float32), log_partition, len(multi), len(sequences))
+    for c in multi:
+        tokens = attributes.token_ids[c]
+        continuation[:, c] = [factor.get((where[t], tokens), np.nan) for t in range(T)]
+    return RpamInputs(first_logits[where], continuation.astype(np.float32), log_partition[where], len(multi),
+                      len(rows), len(factor))
 
 
 def cached_rpam_inputs(
@@ -208,6 +265,7 @@ def cached_rpam_inputs(
     attributes: Attributes,
     template: PromptTemplate,
     *,
+    needed: np.ndarray | None = None,
     cache_dir: Path | None = None,
     add_bos: bool | None = None,
     batch_size: int = 32,
@@ -218,7 +276,7 @@ def cached_rpam_inputs(
     """:func:`rpam_inputs` through the on-disk cache (:mod:`jaxassoc.app.cache`; ``cache_dir=None``: off).
 
     The key holds what decides the arrays bit for bit: the model (weights, tokenizer, dtypes), the filled
-    prompts, BOS, the attributes' token ids, and the batching (batch size, buckets, devices). Statistics
+    prompts, BOS, the attributes' token ids, the needed pairs, and the batching (batch size, buckets, devices). Statistics
     options and ``normalise`` are not in it, so the ablation and other statistics reuse the passes.
     """
     parts = {
@@ -226,6 +284,8 @@ def cached_rpam_inputs(
         "prompts": [template.fill(t) for t in targets],
         "add_bos": model.vocab.add_bos if add_bos is None else add_bos,
         "attribute_ids": [list(ids) for ids in attributes.token_ids],
+        "needed": None if needed is None else [list(np.shape(needed)), np.packbits(needed).tobytes().hex()],
+        "scorer": "kv_cache_packed_continuations",  # the values of the earlier full re-run differ in the last bits
         "batch_size": batch_size,
         "buckets": list(buckets),
         "devices": jax.device_count() if shard is not False else 1,
@@ -233,10 +293,10 @@ def cached_rpam_inputs(
     }
 
     def compute() -> dict[str, np.ndarray]:
-        inputs = rpam_inputs(model, targets, attributes, template, add_bos=add_bos, batch_size=batch_size,
-                             shard=shard, progress=progress, buckets=buckets)
+        inputs = rpam_inputs(model, targets, attributes, template, needed=needed, add_bos=add_bos,
+                             batch_size=batch_size, shard=shard, progress=progress, buckets=buckets)
         return {f.name: np.asarray(getattr(inputs, f.name)) for f in dataclasses.fields(RpamInputs)}
 
     arrays = cached_arrays(cache_dir, "rpam_inputs", parts, compute)
     return RpamInputs(arrays["first_logits"], arrays["continuation"], arrays["log_partition"],
-                      int(arrays["n_multi_token"]), int(arrays["n_sequences"]))
+                      int(arrays["n_multi_token"]), int(arrays["n_sequences"]), int(arrays["n_continuations"]))
