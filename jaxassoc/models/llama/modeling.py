@@ -18,7 +18,6 @@ from __future__ import annotations
 from typing import Mapping
 
 import jax
-import jax.numpy as jnp
 
 from jaxassoc.models.layers import (
     CausalBlock,
