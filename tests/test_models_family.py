@@ -40,6 +40,10 @@ def test_registry_finds_each_model_type_and_refuses_an_unknown_one_by_name():
     with pytest.raises(ModelError, match=r"model_type='t5'.*supported: \['bert', 'gpt2', 'llama', 'mistral', "
                                          r"'roberta'\]"):
         family_for("t5")
+    bert = family_for("bert")
+    assert bert.decoder(None) is None
+    with pytest.raises(ModelError, match="the bert family is masked: it has no key/value-cache decoding"):
+        bert.init_cache(None, 1, 4)
 
 
 @pytest.mark.parametrize("name", [*WITH_HEAD, "bert-encoder"])

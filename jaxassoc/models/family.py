@@ -65,7 +65,8 @@ class Family:
 
     def init_cache(self, config: Any, batch: int, length: int, dtype=jnp.float32):
         """An empty key/value cache for ``batch`` rows of ``length`` columns (causal families)."""
-        return self._causal(self.abstract_body(config)).init_cache(batch, length, dtype)
+        self._check_causal()
+        return self.abstract_body(config).init_cache(batch, length, dtype)
 
     def forward_cached(
         self,
@@ -80,8 +81,8 @@ class Family:
         allowed: Bool[Array, "B 1 t T"] | None = None,
     ) -> tuple[Float[Array, "B t D"], Any]:
         """``layers.CausalBody.forward_cached`` of the body module holding ``body``."""
-        module = self._causal(self.body_module(config, body))
-        return module.forward_cached(input_ids, attention_mask, cache, start, positions=positions, allowed=allowed)
+        self._check_causal()
+        return self.body_module(config, body).forward_cached(input_ids, attention_mask, cache, start, positions=positions, allowed=allowed)
 
     def decoder(self, config: Any) -> Decoder | None:
         """KV-cache decoding bound to ``config`` for causal families; None for masked ones."""
@@ -92,10 +93,9 @@ class Family:
             forward_cached=functools.partial(self.forward_cached, config=config),
         )
 
-    def _causal(self, module: nnx.Module):
+    def _check_causal(self) -> None:
         if self.objective != "causal":
             raise ModelError(f"the {self.name} family is {self.objective}: it has no key/value-cache decoding")
-        return module
 
 
 @functools.lru_cache(maxsize=64)
