@@ -85,7 +85,7 @@ def main():
     import transformers
 
     from _matmul_rate import jax_gflops, torch_gflops
-    from jaxassoc.models import llama
+    from jaxassoc.models.llama import FAMILY as llama
     from jaxassoc.models.gguf import read_gguf
     from jaxassoc.models.heads import last_positions, logits_at
     from jaxassoc.resources import smollm2_gguf

@@ -1,7 +1,8 @@
 """Which attribute words (head rows) and which target words drive an RPAM Test effect size?
 
 RPAM's d (Hodel et al. 2026, Eq. 1-2) is a differentiable function of the output head once the body's
-prompt states are fixed (``head_rpam.py``). One ``jax.grad`` gives
+prompt states are fixed (``head_rpam.py``). One ``jax.grad`` over the head's NNX state (split from the
+model's module by a state filter, so the body is never differentiated) and the prompt states gives
 
 - for each attribute word: the gradient of d on the head rows of its tokens (first token and, per App. E,
   its later subwords), as a norm ‖∂d/∂W_rows‖ and as the first-order change of d when those rows are
@@ -26,7 +27,7 @@ import pandas as pd
 import head_rpam
 from jaxassoc.app.pipelines.rpam_prompts import tokenize_attributes
 from jaxassoc.metrics import association_scores, effect_size, relative_probabilities, rpam_effect_size
-from jaxassoc.models import Head, load_model
+from jaxassoc.models import load_model
 
 
 def attribution(model, spec: head_rpam.RpamTestSpec) -> tuple[float, pd.DataFrame, pd.DataFrame]:
@@ -34,15 +35,15 @@ def attribution(model, spec: head_rpam.RpamTestSpec) -> tuple[float, pd.DataFram
     states = head_rpam.rpam_test_states(model, spec)
     n_x, n_a = len(spec.x), len(spec.a)
 
-    def d_of(head: Head, first_hidden, cont_hidden):
+    def d_of(head_state, first_hidden, cont_hidden):
         s = states._replace(first_hidden=first_hidden, cont_hidden=cont_hidden)
-        return rpam_effect_size(*head_rpam.head_rpam_inputs(head, s), n_x=n_x, n_a=n_a)
+        return rpam_effect_size(*head_rpam.head_rpam_inputs(head_rpam.as_head(head_state), s), n_x=n_x, n_a=n_a)
 
     d, (g_head, g_first, g_cont) = jax.value_and_grad(d_of, argnums=(0, 1, 2))(
-        model.head, states.first_hidden, states.cont_hidden
+        head_rpam.head_state(model), states.first_hidden, states.cont_hidden
     )
     tokens = tokenize_attributes(model.tokenizer, spec.a + spec.b, head_rpam.TP1)
-    W, gW = np.asarray(model.head.W, np.float32), np.asarray(g_head.W)
+    W, gW = np.asarray(model.head.W, np.float32), np.asarray(head_rpam.as_head(g_head).W)
     attributes = pd.DataFrame(
         {
             "attribute": spec.a + spec.b,

@@ -10,6 +10,8 @@ the head inputs. :func:`head_rpam_inputs` then recomputes, from any head ``Head(
 
 which are exactly what :func:`jaxassoc.metrics.rpam.rpam_effect_size` takes (normalised RPAM, the
 default: the softmax over the attribute set C). Everything is jnp, so ``jax.grad`` reaches ``W`` and ``b``.
+:func:`head_state` takes the head out of the model's NNX module with a state filter (the body stays
+out of the differentiated state) and :func:`as_head` turns such a state back into ``Head(W, b)``.
 Shared by ``attribution.py`` and ``mitigation.py``; the prompts and tokenisation are the app's own
 (:mod:`jaxassoc.app.pipelines.rpam_prompts`), so the numbers match ``jaxassoc metric=rpam``.
 """
@@ -23,6 +25,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import nnx
 from jaxtyping import Array, Bool, Float, Int
 
 from jaxassoc import data
@@ -120,6 +123,19 @@ def prompt_states(
         cont_target=jnp.asarray([t for t, _ in pairs], jnp.int32),
         cont_attribute=jnp.asarray([c for _, c in pairs], jnp.int32),
     )
+
+
+def head_state(model: LanguageModel) -> nnx.State:
+    """The output head's NNX state, split from the model's module by a path filter (``{"head": {"W", "b"}}``):
+    the only state the examples differentiate or train."""
+    _, state, _ = nnx.split(model.module, nnx.PathContains("head"), ...)
+    return state
+
+
+def as_head(state: nnx.State) -> Head:
+    """``Head(W, b)`` from a head state (:func:`head_state`, its gradient or an update of it)."""
+    head = state.to_pure_dict()["head"]
+    return Head(W=head["W"], b=head.get("b"))
 
 
 def head_rpam_inputs(head: Head, states: HeadStates) -> tuple[Float[Array, "T C"], Float[Array, "T C"]]:

@@ -10,7 +10,8 @@ where ΔNLL_lm is the change of the mean next-token negative log-likelihood on t
 (WikiText-2 ``valid``), i.e. log of the perplexity ratio: the quadratic penalty keeps the perplexity
 within ``ppl_bound`` (default +2%), with ``margin`` (0.5) of the bound left for sentences never trained
 on. Only the head moves (its rows are untied from the input embeddings by ``load_model``), the body does
-not, so every hidden state is computed once.
+not, so every hidden state is computed once: the trained parameters are the head's NNX state, split from
+the model's module by a state filter (``head_rpam.head_state``), and optax updates that state.
 
 By default (``rows="attributes"``) only the head rows of the trained test's attribute tokens (first
 tokens and later subwords) may move. With ``rows="all"`` every row is trainable, and once the penalty is
@@ -106,12 +107,14 @@ def mitigate(model: LanguageModel, *, test: str = "C6", steps: int = 40, lr: flo
     lm_sentences = pick_sentences("valid", n_lm, max_tokens, model.tokenizer, seed)
     lm_hidden, lm_targets = lm_states(model, lm_sentences)
     ev_hidden, ev_targets = lm_states(model, pick_sentences("test", n_eval, max_tokens, model.tokenizer, seed))
-    head0 = jax.tree.map(lambda a: a.astype(jnp.float32), model.head)
+    state0 = jax.tree.map(lambda a: a.astype(jnp.float32), head_rpam.head_state(model))
+    head0 = head_rpam.as_head(state0)
     nll0, ev_nll0 = float(mean_nll(head0, lm_hidden, lm_targets)), float(mean_nll(head0, ev_hidden, ev_targets))
     tau = margin * np.log1p(ppl_bound)
     spec = specs[test]
 
-    def loss_fn(head, train_states, hidden, targets):
+    def loss_fn(state, train_states, hidden, targets):
+        head = head_rpam.as_head(state)
         d = rpam_effect_size(*head_rpam.head_rpam_inputs(head, train_states), n_x=len(spec.x), n_a=len(spec.a))
         dnll = mean_nll(head, hidden, targets) - nll0
         return d**2 + penalty * jnp.maximum(dnll - tau, 0.0) ** 2, (d, dnll)
@@ -127,22 +130,23 @@ def mitigate(model: LanguageModel, *, test: str = "C6", steps: int = 40, lr: flo
         trainable[np.asarray(st.cont_ids)[np.asarray(st.cont_valid)]] = True
     row_mask = jnp.asarray(trainable, jnp.float32)
 
-    def keep_rows(tree):  # zero the update of every frozen head row (W rows and bias entries)
-        return Head(tree.W * row_mask[:, None], None if tree.b is None else tree.b * row_mask)
+    def keep_rows(tree):  # zero the update of every frozen head row (W rows: 2-d leaves; bias entries: 1-d)
+        return jax.tree.map(lambda x: x * (row_mask[:, None] if x.ndim == 2 else row_mask), tree)
 
     @jax.jit
-    def step(head, opt_state, train_states, hidden, targets):
-        (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(head, train_states, hidden, targets)
-        updates, opt_state = opt.update(keep_rows(grads), opt_state, head)
-        return optax.apply_updates(head, keep_rows(updates)), opt_state, loss, aux
+    def step(state, opt_state, train_states, hidden, targets):
+        (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(state, train_states, hidden, targets)
+        updates, opt_state = opt.update(keep_rows(grads), opt_state, state)
+        return optax.apply_updates(state, keep_rows(updates)), opt_state, loss, aux
 
     before = effect_sizes(head0, states, specs)
-    head, opt_state, start = head0, opt.init(head0), time.perf_counter()
+    state, opt_state, start = state0, opt.init(state0), time.perf_counter()
     for i in range(steps):
-        head, opt_state, loss, (d, dnll) = step(head, opt_state, states[test], lm_hidden, lm_targets)
+        state, opt_state, loss, (d, dnll) = step(state, opt_state, states[test], lm_hidden, lm_targets)
         if log_every and (i % log_every == 0 or i == steps - 1):
             print(f"step {i:3d}  loss {float(loss):.4f}  d(before step) {float(d):+.4f}  "
                   f"ppl ratio {float(jnp.exp(dnll)):.4f}  ({time.perf_counter() - start:.0f} s)", flush=True)
+    head = head_rpam.as_head(state)
     after = effect_sizes(head, states, specs)
     nll1, ev_nll1 = float(mean_nll(head, lm_hidden, lm_targets)), float(mean_nll(head, ev_hidden, ev_targets))
     table = pd.DataFrame({"test": list(before), "trained": [t == test for t in before],

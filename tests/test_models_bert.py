@@ -10,7 +10,8 @@ import transformers
 
 from jaxassoc.models.partitioning import device_params
 from jaxassoc.errors import ModelError
-from jaxassoc.models import bert
+from jaxassoc.models.bert import FAMILY as bert
+from jaxassoc.models.bert.modeling import position_ids
 from jaxassoc.models.checkpoint import read_weights
 from jaxassoc.models.heads import head_logits
 from jaxassoc.resources import minilm_dir
@@ -64,7 +65,7 @@ def test_roberta_positions_start_after_padding_idx(tmp_path):
     config, _ = port(folder)
     assert config.padding_idx == 1 and config.max_positions == 64  # 66 rows minus padding_idx + 1
     mask = jnp.asarray([[1, 1, 1, 0], [1, 1, 1, 1]])
-    np.testing.assert_array_equal(bert.position_ids(mask, config), [[2, 3, 4, 1], [2, 3, 4, 5]])
+    np.testing.assert_array_equal(position_ids(mask, config), [[2, 3, 4, 1], [2, 3, 4, 5]])
     # A sequence as long as the context uses the last position row and still matches HF.
     main, _ = compare(folder, "roberta", lengths=(64, 30))
     assert main <= 1e-4

@@ -15,7 +15,7 @@ import transformers
 
 from jaxassoc.models.partitioning import device_params
 from jaxassoc.errors import ModelError
-from jaxassoc.models import llama
+from jaxassoc.models.llama import FAMILY as llama
 from jaxassoc.models.gguf import _open, read_gguf, read_metadata, reverse_permute
 from jaxassoc.models.gguf_tokenizer import bytes_to_unicode, tokenizer_from_metadata
 from jaxassoc.models.heads import head_logits, last_positions

@@ -9,7 +9,7 @@ import torch
 
 from jaxassoc.models.partitioning import device_params
 from jaxassoc.errors import ModelError
-from jaxassoc.models import gpt2
+from jaxassoc.models.gpt2 import FAMILY as gpt2
 from jaxassoc.models.checkpoint import read_weights
 from jaxassoc.models.heads import head_logits
 from models_helpers import load_torch, save_tiny_checkpoint

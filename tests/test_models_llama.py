@@ -1,5 +1,6 @@
 """Llama / Mistral port against transformers' torch models (tiny random checkpoints saved as safetensors)."""
 
+import dataclasses
 import json
 
 import jax
@@ -12,7 +13,7 @@ from safetensors.numpy import load_file
 
 from jaxassoc.models.partitioning import device_params
 from jaxassoc.errors import ModelError
-from jaxassoc.models import llama
+from jaxassoc.models.llama import FAMILY as llama
 from jaxassoc.models.heads import head_logits
 
 VOCAB = 101
@@ -121,8 +122,7 @@ def test_sliding_window_is_applied(tiny_mistral):
     ids, mask = _batch()
     full = llama.forward(params["body"], jnp.asarray(ids), jnp.asarray(mask), config=config).hidden
     unwindowed = llama.forward(
-        params["body"], jnp.asarray(ids), jnp.asarray(mask), config=llama.LlamaConfig(
-            **{**config.__dict__, "sliding_window": None})
+        params["body"], jnp.asarray(ids), jnp.asarray(mask), config=dataclasses.replace(config, sliding_window=None)
     ).hidden
     np.testing.assert_allclose(np.asarray(full[0, :4]), np.asarray(unwindowed[0, :4]), atol=1e-6)
     assert np.abs(np.asarray(full[0, 4:]) - np.asarray(unwindowed[0, 4:])).max() > 1e-3

@@ -13,7 +13,8 @@ from safetensors.numpy import load_file
 
 from jaxassoc.models.partitioning import device_params
 from jaxassoc.errors import ConfigError, InputError
-from jaxassoc.models import gpt2, llama
+from jaxassoc.models.gpt2 import FAMILY as gpt2
+from jaxassoc.models.llama import FAMILY as llama
 from jaxassoc.models.base import Head
 from jaxassoc.models.heads import next_token_logprobs
 from jaxassoc.models.layers import positions_from_mask

@@ -1,15 +1,21 @@
-"""Language-model ports as pure JAX functions over parameter pytrees, with the last layer exposed.
+"""Language-model ports as Flax NNX modules run as pure JAX functions over their state, last layer exposed.
 
 - :func:`load_model` (``loading``): a local folder (safetensors, sharded safetensors, PyTorch ``.bin``
   with torch installed), a ``.gguf`` file (``gguf``: dequantised, llama.cpp's Q/K permutation undone,
   tokenizer rebuilt from the file's metadata without torch), an embedded name (``smollm2-135m``,
   ``minilm-l6``) or a hub id + revision. The HF config is checked against what the port handles.
-- Families, one module each, with the same API (``config_from_hf``, ``params_from_hf``, ``forward``):
+- Families, one folder each (``config.py``: the HF config, refusing what the port lacks; ``params.py``:
+  HF tensors -> module state; ``modeling.py``: the ``nnx.Module`` body), each exporting a ``FAMILY``
+  (``family.Family``, the declared contract; ``family.family_for(model_type)`` is the registry):
   ``gpt2`` (GPT-2), ``bert`` (BERT and RoBERTa, masked LM head or encoder only), ``llama`` (Llama and
-  Mistral: RMSNorm, RoPE, GQA, SwiGLU, sliding window). Layers are stacked and scanned.
+  Mistral: RMSNorm, RoPE, GQA, SwiGLU, sliding window). ``layers``: the shared norms, rotary tables, the
+  one attention function, masks, KV cache and causal body; layers are stacked and scanned (one block
+  compiled). Adding a family: ``docs/models.md``.
 - :class:`LanguageModel` (``base``): ``params = {"body": ..., "head": Head(W, b)}`` with the output head
-  untied from the input embeddings; ``forward(body, ids, mask, all_layers=False) -> ForwardOutput``
-  gives the head input (after the final norm / MLM transform) and every layer's states on request.
+  untied from the input embeddings; the body pytree is the NNX state of the family's body module.
+  ``forward(body, ids, mask, all_layers=False) -> ForwardOutput`` gives the head input (after the final
+  norm / MLM transform) and every layer's states on request; ``model.module`` is the whole model as an
+  NNX module (``nnx.split(model.module, nnx.PathContains("head"), ...)`` isolates the head state).
 - ``heads``: logits at chosen positions, the last real token of each row, next-token log-probs.
 - :func:`run_batched` (``batching``): a jitted ``fn(params, ids, mask)`` over many sequences, sorted
   into length buckets (one compilation per bucket), optionally sharded over all devices;
@@ -17,7 +23,8 @@
   :func:`cast_params` for bf16 compute.
 - ``packing``: many short sequences packed end to end into fixed rows (segment ids in the mask; the
   causal ports restart positions and attend within each sequence), one compiled shape.
-- ``decoding``: greedy generation with a key/value cache (``LanguageModel.decoder`` of the causal ports).
+- ``decoding``: greedy generation with a key/value cache (``LanguageModel.decoder`` of the causal ports;
+  its ``forward_cached`` takes optional ``positions`` / ``allowed`` to lay out cache columns otherwise).
 - ``continuations``: many continuations of one prompt scored from its key/value cache in one pass, packed
   end to end after it with a block-causal mask (RPAM's multi-token attributes).
 - ``partitioning``: model-parallel sharding. Per-family tables give every weight logical axes (``embed``,

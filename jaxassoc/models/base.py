@@ -1,6 +1,7 @@
 """The contract of a model port: what every metric needs from a language model, whatever its family.
 
-A port is a set of pure functions over a parameter pytree ``{"body": ..., "head": Head}``:
+A port is a Flax NNX module (``jaxassoc.models.family``) run as pure functions over its state, the
+parameter pytree ``{"body": ..., "head": Head}``:
 
 - ``forward(body, input_ids, attention_mask, *, config, all_layers=False) -> ForwardOutput``: the final
   hidden states at the head's input (after the final norm; for masked LMs also after the MLM head
@@ -67,10 +68,10 @@ class Decoder(NamedTuple):
     init_cache: Callable[..., Any]
     """``init_cache(batch, length, dtype)``: an empty cache pytree for rows of ``length`` columns."""
     forward_cached: Callable[..., tuple[Float[Array, "B t D"], Any]]
-    """``forward_cached(body, ids, mask, cache, start) -> (hidden, cache)``: the head input of the tokens at
-    columns ``[start, start + t)``, with the full-length mask; earlier columns come from the cache. Optional
-    ``positions=`` (B, t) and ``allowed=`` (B, 1, t, T) override the new tokens' position ids and the cache
-    columns they attend to (``models.continuations``)."""
+    """``forward_cached(body, ids, mask, cache, start, *, positions=None, allowed=None) -> (hidden, cache)``:
+    the head input of the tokens at columns ``[start, start + t)``, with the full-length mask; earlier
+    columns come from the cache. ``positions`` (B, t) and ``allowed`` (B, 1, t, T) override the position
+    ids and the cache columns each new token sees (default: from the mask; ``models.continuations``)."""
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -89,10 +90,17 @@ class LanguageModel:
     max_positions: int  # the context length
     decoder: Decoder | None = None  # causal ports: KV-cache decoding; None for encoders
     mesh: Any = None  # the jax.sharding.Mesh the params are sharded over (models.partitioning); None: one device
+    module_of: Callable[[dict], Any] | None = None  # params -> the NNX module holding them (models.family)
 
     @property
     def head(self) -> Head:
         return self.params["head"]
+
+    @property
+    def module(self) -> Any:
+        """The model as a Flax NNX module (``family.LanguageModule``: ``body`` and ``head``) holding the
+        current params, so ``nnx.split(model.module)`` gives them back as NNX state."""
+        return self.module_of(self.params)
 
     def with_params(self, params: dict) -> "LanguageModel":
         """The same model with other parameters (e.g. a perturbed head or a bf16 copy)."""

@@ -1,37 +1,67 @@
-"""Small pieces shared by the transformer ports: norms, activations, attention, position ids.
+"""Pieces shared by the Flax NNX ports: norms, rotary embeddings, the attention function, masks and
+position ids, the key/value cache, and the causal decoder body with its cached-forward step.
 
-The ports are plain ``jax.numpy`` functions over parameter pytrees rather than Flax linen modules: a
-linen ``apply`` is exactly such a pure function, and writing it directly keeps the parameter tree equal
-to what the metrics differentiate (``{"body": ..., "head": Head}``) with no module/variable plumbing.
-Per-layer parameters are stacked on a leading axis and the blocks run under ``jax.lax.scan``, so a model
-compiles one block whatever its depth.
+Every port is an ``nnx.Module`` tree whose attribute names are the keys of its parameter pytree, so the
+NNX state of a body as a pure dict *is* ``params["body"]`` (``nnx.merge(graphdef, body)`` rebuilds the
+module from it). Per-layer parameters are stacked on a leading axis: a family's block module is built
+once with that axis on every parameter (``lead=(n_layers,)``) and :func:`scan_layers` runs it under
+``jax.lax.scan`` over its split state (``nnx.split`` outside the scan, ``nnx.merge`` of one layer's slice
+per step), so a model compiles one block whatever its depth. Parameters are created as zeros: a port is
+filled by loading a checkpoint (``load_model``), and its shapes come from ``nnx.eval_shape``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-from typing import Callable, Iterator, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 import jax
 import jax.numpy as jnp
+from flax import nnx
 from jaxtyping import Array, Bool, Float, Int
 
 from jaxassoc.errors import ModelError
+from jaxassoc.models.base import ForwardOutput
 
 
-def layer_norm(x: Float[Array, "... D"], p: dict, eps: float) -> Float[Array, "... D"]:
-    """LayerNorm (Ba et al. 2016) with ``p = {"scale", "bias"}``, computed in float32."""
+def zeros(*shape: int) -> nnx.Param:
+    """A float32 parameter of ``shape`` (its values come from a checkpoint)."""
+    return nnx.Param(jnp.zeros(shape, jnp.float32))
+
+
+class LayerNorm(nnx.Module):
+    """LayerNorm (Ba et al. 2016) with parameters ``scale`` and ``bias``, computed in float32."""
+
+    def __init__(self, dim: int, eps: float, *, lead: tuple[int, ...] = ()):
+        self.scale = zeros(*lead, dim)
+        self.bias = zeros(*lead, dim)
+        self.eps = eps
+
+    def __call__(self, x: Float[Array, "... D"]) -> Float[Array, "... D"]:
+        x32 = x.astype(jnp.float32)
+        mean = x32.mean(-1, keepdims=True)
+        var = jnp.square(x32 - mean).mean(-1, keepdims=True)
+        y = (x32 - mean) * jax.lax.rsqrt(var + self.eps)
+        return (y * self.scale[...].astype(jnp.float32) + self.bias[...].astype(jnp.float32)).astype(x.dtype)
+
+
+class Dense(nnx.Module):
+    """``x @ w + b`` with ``w`` stored ``(in, out)``."""
+
+    def __init__(self, n_in: int, n_out: int, *, lead: tuple[int, ...] = ()):
+        self.w = zeros(*lead, n_in, n_out)
+        self.b = zeros(*lead, n_out)
+
+    def __call__(self, x: Float[Array, "... I"]) -> Float[Array, "... O"]:
+        return x @ self.w[...] + self.b[...]
+
+
+def rms_norm(x: Float[Array, "... D"], weight: Float[Array, " D"], eps: float) -> Float[Array, "... D"]:
+    """RMSNorm (Zhang & Sennrich 2019, eq. 4), computed in float32 as in Llama."""
     x32 = x.astype(jnp.float32)
-    mean = x32.mean(-1, keepdims=True)
-    var = jnp.square(x32 - mean).mean(-1, keepdims=True)
-    y = (x32 - mean) * jax.lax.rsqrt(var + eps)
-    return (y * p["scale"].astype(jnp.float32) + p["bias"].astype(jnp.float32)).astype(x.dtype)
-
-
-def dense(x: Float[Array, "... I"], p: dict) -> Float[Array, "... O"]:
-    """``x @ w + b`` with ``p = {"w": (in, out), "b": (out,)}``."""
-    return x @ p["w"] + p["b"]
+    normed = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + eps)
+    return weight * normed.astype(x.dtype)
 
 
 def gelu_tanh(x: Array) -> Array:
@@ -70,6 +100,21 @@ def required_fields(family: str) -> Iterator[None]:
         raise ModelError(f"the {family} config.json lacks the required field {e.args[0]!r}") from None
 
 
+def rope_tables(positions: Int[Array, "B T"], head_dim: int, theta: float, dtype) -> tuple[Array, Array]:
+    """cos and sin of the rotary angles ``pos * theta^(-2i/d)`` (Su et al. 2021, eq. 34), each ``(B, T, d)``."""
+    inv_freq = 1.0 / (theta ** (jnp.arange(0, head_dim, 2, dtype=jnp.float32) / head_dim))
+    angles = positions.astype(jnp.float32)[..., None] * inv_freq
+    angles = jnp.concatenate([angles, angles], axis=-1)
+    return jnp.cos(angles).astype(dtype), jnp.sin(angles).astype(dtype)
+
+
+def apply_rope(x: Float[Array, "B T H d"], cos: Float[Array, "B T d"], sin: Float[Array, "B T d"]) -> Array:
+    """Rotate each head's vector by its position's angles (HF "rotate half" layout)."""
+    half = x.shape[-1] // 2
+    rotated = jnp.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+    return x * cos[:, :, None, :] + rotated * sin[:, :, None, :]
+
+
 def positions_from_mask(attention_mask: Int[Array, "B T"]) -> Int[Array, "B T"]:
     """Position of each real token counted from the start of its sequence (left or right padding).
 
@@ -98,22 +143,43 @@ def segment_allowed(attention_mask: Int[Array, "B T"]) -> Bool[Array, "B T T"]:
     return real_key & (same | padding_query)
 
 
+def padding_allowed(attention_mask: Int[Array, "B T"]) -> Bool[Array, "B 1 1 T"]:
+    """Keys a query may attend to in a bidirectional encoder: every real token."""
+    return attention_mask.astype(bool)[:, None, None, :]
+
+
+def causal_allowed(attention_mask: Int[Array, "B T"], window: int | None = None) -> Bool[Array, "B 1 T T"]:
+    """Keys a query may attend to in a causal decoder: real tokens of its segment at or before it, and with
+    a sliding ``window`` (Mistral) only the query and the ``window - 1`` tokens before it."""
+    T = attention_mask.shape[1]
+    q, k = jnp.arange(T)[:, None], jnp.arange(T)[None, :]
+    allowed = k <= q
+    if window is not None and window < T:
+        allowed = allowed & (k > q - window)
+    return (allowed[None] & segment_allowed(attention_mask))[:, None]
+
+
 def attention(
     q: Float[Array, "B T H K"],
-    k: Float[Array, "B T H K"],
-    v: Float[Array, "B T H K"],
-    allowed: Bool[Array, "B 1 T T"],
+    k: Float[Array, "B S G K"],
+    v: Float[Array, "B S G K"],
+    allowed: Bool[Array, "B 1 T S"],
     scale: float,
 ) -> Float[Array, "B T H K"]:
-    """Scaled dot-product attention (Vaswani et al. 2017, eq. 1); softmax in float32.
+    """Scaled dot-product attention (Vaswani et al. 2017, eq. 1) with grouped-query heads (Ainslie et al.
+    2023: the H query heads share G key/value heads, H a multiple of G); softmax in float32.
 
-    Disallowed scores are set to the dtype's minimum (not -inf), as in HF, so a query row with no allowed
-    key (a padding row) gives finite values instead of NaN.
+    ``allowed[b, 0, t, s]`` says whether query t may see key s (causal, segment, window and padding masks
+    are all such arrays). Disallowed scores are set to the float32 minimum (not -inf), as in HF, so a query
+    row with no allowed key (a padding row) gives finite values instead of NaN.
     """
-    scores = jnp.einsum("bqhk,bthk->bhqt", q, k).astype(jnp.float32) * scale
-    scores = jnp.where(allowed, scores, jnp.finfo(jnp.float32).min)
+    B, T, H, K = q.shape
+    G = k.shape[2]
+    grouped = q.reshape(B, T, G, H // G, K)
+    scores = jnp.einsum("btgnk,bsgk->bgnts", grouped, k).astype(jnp.float32) * scale
+    scores = jnp.where(allowed[:, :, None], scores, jnp.finfo(jnp.float32).min)
     weights = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
-    return jnp.einsum("bhqt,bthk->bqhk", weights, v)
+    return jnp.einsum("bgnts,bsgk->btgnk", weights, v).reshape(B, T, H, K)
 
 
 def split_heads(x: Float[Array, "B T D"], n_heads: int) -> Float[Array, "B T H K"]:
@@ -130,16 +196,16 @@ def head_scale(head_dim: int) -> float:
     return 1.0 / math.sqrt(head_dim)
 
 
-def padding_allowed(attention_mask: Int[Array, "B T"]) -> Bool[Array, "B 1 1 T"]:
-    """Keys a query may attend to in a bidirectional encoder: every real token."""
-    return attention_mask.astype(bool)[:, None, None, :]
+def scan_layers(stack: nnx.Module, step: Callable, carry: Any, xs: Any = None) -> tuple[Any, Any]:
+    """``jax.lax.scan`` of ``step(layer, carry, x) -> (carry, y)`` over the layers of a stacked module:
+    its state is split once, and each step merges its layer's slice into a one-layer module."""
+    graphdef, state = nnx.split(stack)
 
+    def body(carry, sliced):
+        layer_state, x = sliced
+        return step(nnx.merge(graphdef, layer_state), carry, x)
 
-def causal_allowed(attention_mask: Int[Array, "B T"]) -> Bool[Array, "B 1 T T"]:
-    """Keys a query may attend to in a causal decoder: real tokens of its segment at or before it."""
-    T = attention_mask.shape[1]
-    causal = jnp.tril(jnp.ones((T, T), dtype=bool))
-    return (causal[None] & segment_allowed(attention_mask))[:, None]
+    return jax.lax.scan(body, carry, (state, xs))
 
 
 class KVCache(NamedTuple):
@@ -154,3 +220,109 @@ def write_columns(k_all: Array, v_all: Array, k: Array, v: Array, start) -> tupl
     k_all = jax.lax.dynamic_update_slice_in_dim(k_all, k.astype(k_all.dtype), start, axis=1)
     v_all = jax.lax.dynamic_update_slice_in_dim(v_all, v.astype(v_all.dtype), start, axis=1)
     return k_all, v_all
+
+
+class CausalBlock(nnx.Module):
+    """A decoder block split where the key/value cache sits: ``project`` gives the queries, keys and values
+    of its input, ``attend`` the block output from those queries over (cached) keys and values."""
+
+    def project(self, h: Float[Array, "B t D"], positions: Any) -> tuple[Array, Array, Array]:
+        """Queries, keys and values; ``positions`` is what the body's ``block_positions`` gives."""
+        raise NotImplementedError
+
+    def attend(self, h: Float[Array, "B t D"], q, k, v, allowed: Bool[Array, "B 1 t T"]) -> Float[Array, "B t D"]:
+        raise NotImplementedError
+
+    def __call__(self, h, positions, allowed):
+        return self.attend(h, *self.project(h, positions), allowed)
+
+
+class CausalBody(nnx.Module):
+    """A causal decoder body: ``embed_inputs(ids, positions)``, a stacked :class:`CausalBlock` (``stack``), then
+    ``final_norm``. Subclasses name their parameters as their checkpoint layout is read
+    (``<family>/params.py``) and give ``window`` (sliding window or None) and ``cache_dims``."""
+
+    window: int | None = None
+
+    @property
+    def stack(self) -> CausalBlock:
+        raise NotImplementedError
+
+    @property
+    def cache_dims(self) -> tuple[int, int, int]:
+        """(layers, key/value heads, head dim) of the key/value cache."""
+        raise NotImplementedError
+
+    def embed_inputs(self, input_ids: Int[Array, "B T"], positions: Int[Array, "B T"]) -> Float[Array, "B T D"]:
+        raise NotImplementedError
+
+    def final_norm(self, h: Float[Array, "B T D"]) -> Float[Array, "B T D"]:
+        raise NotImplementedError
+
+    def block_positions(self, positions: Int[Array, "B T"], dtype) -> Any:
+        """What the blocks need of the position ids (computed once, outside the layer scan): the ids
+        themselves by default; rotary ports override it with their cos/sin tables."""
+        return positions
+
+    def __call__(
+        self, input_ids: Int[Array, "B T"], attention_mask: Int[Array, "B T"], *, all_layers: bool = False
+    ) -> ForwardOutput:
+        """Final hidden states after the final norm (the head input), and optionally HF's
+        ``hidden_states``: the embeddings, then each block's output, the last one after the final norm
+        (so ``layers[-1] == hidden``)."""
+        positions = positions_from_mask(attention_mask)
+        x = self.embed_inputs(input_ids, positions)
+        allowed = causal_allowed(attention_mask, self.window)
+        at = self.block_positions(positions, x.dtype)
+
+        def step(block, h, _):
+            out = block(h, at, allowed)
+            return out, (out if all_layers else None)
+
+        h, per_layer = scan_layers(self.stack, step, x)
+        hidden = self.final_norm(h)
+        if not all_layers:
+            return ForwardOutput(hidden=hidden, layers=None)
+        return ForwardOutput(hidden=hidden, layers=(x, *(per_layer[i] for i in range(per_layer.shape[0] - 1)), hidden))
+
+    def init_cache(self, batch: int, length: int, dtype=jnp.float32) -> KVCache:
+        """An empty cache for ``batch`` rows of ``length`` columns (prompt + new tokens)."""
+        layers, heads, head_dim = self.cache_dims
+        shape = (layers, batch, length, heads, head_dim)
+        return KVCache(jnp.zeros(shape, dtype), jnp.zeros(shape, dtype))
+
+    def forward_cached(
+        self,
+        input_ids: Int[Array, "B t"],
+        attention_mask: Int[Array, "B T"],
+        cache: KVCache,
+        start: Int[Array, ""],
+        *,
+        positions: Int[Array, "B t"] | None = None,
+        allowed: Bool[Array, "B 1 t T"] | None = None,
+    ) -> tuple[Float[Array, "B t D"], KVCache]:
+        """Hidden states (after the final norm) of the tokens at columns ``[start, start + t)`` of rows
+        described by the full-length mask, reading earlier columns' keys/values from ``cache`` and writing
+        these tokens' into it.
+
+        ``positions`` (their position ids) and ``allowed`` (which of the T cache columns each new token may
+        see) default to what the mask gives (:func:`positions_from_mask`, :func:`causal_allowed`); pass
+        them to lay out the columns otherwise, e.g. several continuations of one cached prefix side by side
+        (block-causal ``allowed``, positions restarting after the prefix). A prompt pass (``start = 0``)
+        followed by one-token steps gives the same states as the full forward (tested).
+        """
+        t = input_ids.shape[1]
+        if positions is None:
+            positions = jax.lax.dynamic_slice_in_dim(positions_from_mask(attention_mask), start, t, axis=1)
+        if allowed is None:
+            allowed = jax.lax.dynamic_slice_in_dim(causal_allowed(attention_mask, self.window), start, t, axis=2)
+        x = self.embed_inputs(input_ids, positions)
+        at = self.block_positions(positions, x.dtype)
+
+        def step(block, h, kv):
+            q, k, v = block.project(h, at)
+            k_all, v_all = write_columns(*kv, k, v, start)
+            return block.attend(h, q, k_all, v_all, allowed), (k_all, v_all)
+
+        h, (k, v) = scan_layers(self.stack, step, x, (cache.k, cache.v))
+        return self.final_norm(h), KVCache(k, v)

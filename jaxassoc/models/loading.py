@@ -1,29 +1,26 @@
 """``load_model``: a checkpoint folder, GGUF file, embedded model or hub id -> a ready LanguageModel.
 
-Dispatch is on the HF config's ``model_type``; every family module (gpt2, bert, llama) has the same API:
-``MODEL_TYPES``, ``OBJECTIVE``, ``config_from_hf(hf_config) -> Config`` (frozen, with ``max_positions``),
-``params_from_hf(tensors, config) -> {"body", "head"}`` and ``forward(body, ids, mask, *, config,
-all_layers)``. Family modules are imported lazily.
+Dispatch is on the HF config's ``model_type`` through the family registry
+(:func:`jaxassoc.models.family.family_for`, which imports the family's folder on first use); every family
+declares the same contract (:class:`jaxassoc.models.family.Family`).
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import importlib
 import json
 import logging
 import re
 from pathlib import Path
-from types import ModuleType
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxassoc.errors import ConfigError, ModelError
-from jaxassoc.models.base import Decoder, LanguageModel, Provenance, VocabInfo
+from jaxassoc.models.base import LanguageModel, Provenance, VocabInfo
 from jaxassoc.models.checkpoint import read_weights, sha256_files
+from jaxassoc.models.family import LanguageModule, family_for
 from jaxassoc.models.partitioning import device_params, head_units, place_params
 from jaxassoc.resources import EMBEDDED
 
@@ -36,32 +33,11 @@ def _not_torch_banner(record: logging.LogRecord) -> bool:
 logging.getLogger("transformers").addFilter(_not_torch_banner)  # before the import, which logs it
 import transformers  # noqa: E402
 
-FAMILY_MODULES: dict[str, tuple[str, str]] = {  # model_type -> (module, family)
-    "gpt2": ("jaxassoc.models.gpt2", "gpt2"),
-    "bert": ("jaxassoc.models.bert", "bert"),
-    "roberta": ("jaxassoc.models.bert", "roberta"),
-    "llama": ("jaxassoc.models.llama", "llama"),
-    "mistral": ("jaxassoc.models.llama", "llama"),
-}
-
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
 
 # What a hub download fetches: config, tokenizer files and weights (safetensors preferred by the reader).
 _HUB_PATTERNS = ["*.json", "*.txt", "*.model", "*.safetensors", "*.bin"]
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
-
-
-def family_module(model_type: str | None) -> ModuleType:
-    """The port module for a HF ``model_type``; ModelError listing the supported ones otherwise."""
-    if model_type not in FAMILY_MODULES:
-        raise ModelError(
-            f"unsupported architecture model_type={model_type!r}; supported: {sorted(FAMILY_MODULES)}"
-        )
-    module_name = FAMILY_MODULES[model_type][0]
-    try:
-        return importlib.import_module(module_name)
-    except ImportError as e:
-        raise ModelError(f"model_type {model_type!r} needs {module_name}, which cannot be imported: {e}") from e
 
 
 def load_model(
@@ -99,12 +75,12 @@ def load_model(
         tensors, weights_sha, file_format = weights.tensors, weights.sha256(), weights.file_format
         tokenizer = _read_tokenizer(path)
     try:
-        module = family_module(hf_config.get("model_type"))
-        config = module.config_from_hf(hf_config)
-        params = module.params_from_hf(tensors, config)
+        spec = family_for(hf_config.get("model_type"))
+        config = spec.config_from_hf(hf_config)
+        params = spec.params_from_hf(tensors, config)
     except ModelError as e:
         raise ModelError(f"{path}: {e}") from None
-    family = FAMILY_MODULES[hf_config["model_type"]][1]
+    family = spec.model_types[hf_config["model_type"]]
     if mesh is None:
         params = device_params(params, DTYPES[dtype])
     else:
@@ -112,16 +88,19 @@ def load_model(
     check_finite(params, tensors, path, dtype)
 
     def forward(body, input_ids, attention_mask, all_layers=False):
-        return module.forward(body, input_ids, attention_mask, config=config, all_layers=all_layers)
+        return spec.forward(body, input_ids, attention_mask, config=config, all_layers=all_layers)
+
+    def module_of(params: dict) -> LanguageModule:
+        return LanguageModule(spec.body_module(config, params["body"]), params["head"])
 
     return LanguageModel(
         name=name or _default_name(source, path),
         family=family,
-        objective=module.OBJECTIVE,
+        objective=spec.objective,
         config=config,
         params=params,
         tokenizer=tokenizer,
-        vocab=vocab_info(tokenizer, module.OBJECTIVE),
+        vocab=vocab_info(tokenizer, spec.objective),
         provenance=Provenance(
             source=origin,
             revision=revision,
@@ -131,8 +110,9 @@ def load_model(
         ),
         forward=jax.jit(forward, static_argnames=("all_layers",)),
         max_positions=int(config.max_positions),
-        decoder=_decoder(module, config),
+        decoder=spec.decoder(config),
         mesh=mesh,
+        module_of=module_of,
     )
 
 
@@ -141,16 +121,6 @@ def check_dtype(dtype: str) -> None:
     if dtype not in DTYPES:
         raise ConfigError(f"model dtype {dtype!r} is not supported: parameters must be floats; use one of "
                           f"{sorted(DTYPES)} (e.g. model.dtype=bfloat16)")
-
-
-def _decoder(module, config) -> Decoder | None:
-    """The port's KV-cache decoding functions bound to its config (causal families only)."""
-    if not hasattr(module, "forward_cached"):
-        return None
-    return Decoder(
-        init_cache=functools.partial(module.init_cache, config),
-        forward_cached=functools.partial(module.forward_cached, config=config),
-    )
 
 
 def _resolve(source: str | Path, revision: str | None) -> tuple[Path, str, str | None]:
@@ -339,4 +309,4 @@ def tokenizer_sha256(tokenizer) -> str:
     return hashlib.sha256(tokenizer.backend_tokenizer.to_str().encode()).hexdigest()
 
 
-__all__ = ["load_model", "check_dtype", "family_module", "vocab_info", "tokenizer_sha256", "FAMILY_MODULES", "DTYPES"]
+__all__ = ["load_model", "check_dtype", "vocab_info", "tokenizer_sha256", "DTYPES"]

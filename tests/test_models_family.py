@@ -1,0 +1,142 @@
+"""The family contract: the registry, the NNX module of a loaded model (its state is ``model.params``),
+head-only gradients through state filters, and the overrides of the cached forward (positions, allowed)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+from models_helpers import save_tiny_checkpoint
+
+from jaxassoc.errors import ModelError
+from jaxassoc.models.family import LanguageModule, family_for
+from jaxassoc.models.heads import head_logits
+from jaxassoc.models.layers import causal_allowed, positions_from_mask
+from jaxassoc.models.loading import load_model
+
+
+CAUSAL = ["gpt2", "llama", "mistral"]
+WITH_HEAD = [*CAUSAL, "bert"]
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """One tiny model of each kind, loaded on first use."""
+    loaded = {}
+
+    def get(name):
+        if name not in loaded:
+            overrides = {"sliding_window": 3} if name == "mistral" else {}
+            folder = save_tiny_checkpoint(tmp_path_factory.mktemp("family"), name, seed=3, **overrides)
+            loaded[name] = load_model(folder)
+        return loaded[name]
+
+    return get
+
+
+def test_registry_finds_each_model_type_and_refuses_an_unknown_one_by_name():
+    assert {t: family_for(t).name for t in ("gpt2", "bert", "roberta", "llama", "mistral")} == {
+        "gpt2": "gpt2", "bert": "bert", "roberta": "bert", "llama": "llama", "mistral": "llama"}
+    with pytest.raises(ModelError, match=r"model_type='t5'.*supported: \['bert', 'gpt2', 'llama', 'mistral', "
+                                         r"'roberta'\]"):
+        family_for("t5")
+    bert = family_for("bert")
+    assert bert.decoder(None) is None
+    with pytest.raises(ModelError, match="the bert family is masked: it has no key/value-cache decoding"):
+        bert.init_cache(None, 1, 4)
+
+
+@pytest.mark.parametrize("name", [*WITH_HEAD, "bert-encoder"])
+def test_module_state_is_the_params(models, name):
+    """``nnx.split(model.module)`` gives back ``params["body"]`` and the head's arrays, the same buffers."""
+    tiny = models(name)
+    module = tiny.module
+    assert isinstance(module, LanguageModule)
+    _, state = nnx.split(module)
+    pure = state.to_pure_dict()
+    head = tiny.params["head"]
+    expected = {"body": tiny.params["body"]} | ({} if head is None else
+                                                {"head": {k: v for k, v in head._asdict().items() if v is not None}})
+    assert jax.tree.structure(pure) == jax.tree.structure(expected)
+    for got, want in zip(jax.tree.leaves(pure), jax.tree.leaves(expected)):
+        assert got is want
+
+
+@pytest.mark.parametrize("name", [*WITH_HEAD, "bert-encoder"])
+def test_module_call_equals_the_pure_forward(models, name):
+    tiny = models(name)
+    ids = jnp.array([[5, 6, 7, 8], [0, 9, 10, 11]])
+    mask = jnp.array([[1, 1, 1, 1], [0, 1, 1, 1]])
+    hidden = tiny.forward(tiny.params["body"], ids, mask).hidden
+    if tiny.head is None:
+        with pytest.raises(ModelError, match="no output head"):
+            tiny.module(ids, mask)
+        np.testing.assert_allclose(np.asarray(tiny.module.body(ids, mask).hidden), np.asarray(hidden), atol=1e-6)
+        return
+    np.testing.assert_allclose(np.asarray(tiny.module(ids, mask)), np.asarray(head_logits(tiny.head, hidden)),
+                               atol=1e-6)
+
+
+@pytest.mark.parametrize("name", WITH_HEAD)
+def test_head_only_gradient_through_a_state_filter(models, name):
+    """Splitting the module into head and rest and differentiating the head state gives the gradient of
+    the same loss written on ``Head`` directly; nothing of the body is differentiated."""
+    tiny = models(name)
+    ids, mask = jnp.array([[5, 6, 7, 8]]), jnp.array([[1, 1, 1, 1]])
+    hidden = tiny.forward(tiny.params["body"], ids, mask).hidden
+    graphdef, head_state, rest = nnx.split(tiny.module, nnx.PathContains("head"), ...)
+
+    def loss(head_state):
+        module = nnx.merge(graphdef, head_state, rest)
+        return head_logits(module.head.as_head(), hidden).sum()
+
+    grads = jax.grad(loss)(head_state).to_pure_dict()
+    want = jax.grad(lambda h: head_logits(h, hidden).sum())(tiny.head)
+    assert set(grads) == {"head"}
+    np.testing.assert_allclose(np.asarray(grads["head"]["W"]), np.asarray(want.W), rtol=1e-6)
+
+
+def _causal(tiny):
+    return tiny.decoder, getattr(tiny.config, "sliding_window", None)
+
+
+@pytest.mark.parametrize("name", CAUSAL)
+def test_cached_forward_with_its_default_overrides_is_unchanged(models, name):
+    tiny = models(name)
+    dec, window = _causal(tiny)
+    body = tiny.params["body"]
+    ids = jnp.array([[0, 0, 7, 8, 9, 10, 11, 12], [3, 4, 5, 6, 7, 8, 9, 10]])
+    mask = jnp.array([[0, 0, 1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1, 1, 1]])
+    _, cache = dec.forward_cached(body, ids[:, :5], mask, dec.init_cache(2, 8), 0)
+    plain, plain_cache = dec.forward_cached(body, ids[:, 5:], mask, cache, 5)
+    positions = positions_from_mask(mask)[:, 5:]
+    allowed = causal_allowed(mask, window)[:, :, 5:]
+    given, given_cache = dec.forward_cached(body, ids[:, 5:], mask, cache, 5, positions=positions, allowed=allowed)
+    np.testing.assert_array_equal(np.asarray(given), np.asarray(plain))
+    np.testing.assert_array_equal(np.asarray(given_cache.k), np.asarray(plain_cache.k))
+
+
+@pytest.mark.parametrize("name", CAUSAL)
+def test_two_continuations_after_a_shared_prefix_equal_each_run_alone(models, name):
+    """A cached prefix, then two continuations side by side in one pass: block-causal ``allowed`` (each
+    sees the prefix and itself, within the sliding window if any) and positions restarting after the
+    prefix give each continuation the states it has when it runs alone after the prefix."""
+    tiny = models(name)
+    dec, window = _causal(tiny)
+    body = tiny.params["body"]
+    prefix, first, second = [5, 6, 7, 8], [9, 10, 11], [12, 13]
+    P, T = len(prefix), len(prefix) + len(first) + len(second)
+    mask = jnp.ones((1, T), jnp.int32)
+    _, cache = dec.forward_cached(body, jnp.array([prefix]), mask, dec.init_cache(1, T), 0)
+    branch = np.array([0] * P + [1] * len(first) + [2] * len(second))  # 0: the shared prefix
+    pos = np.concatenate([np.arange(P), P + np.arange(len(first)), P + np.arange(len(second))])
+    q, k = np.arange(P, T)[:, None], np.arange(T)[None, :]
+    allowed = ((branch[k] == 0) | (branch[k] == branch[q])) & (pos[k] <= pos[q])
+    if window is not None:
+        allowed &= pos[k] > pos[q] - window
+    hidden, _ = dec.forward_cached(body, jnp.array([first + second]), mask, cache, P,
+                                   positions=jnp.asarray(pos[None, P:]), allowed=jnp.asarray(allowed[None, None]))
+    for cont, columns in ((first, slice(0, len(first))), (second, slice(len(first), None))):
+        ids = jnp.array([prefix + cont])
+        alone = tiny.forward(body, ids, jnp.ones_like(ids)).hidden[0, P:]
+        np.testing.assert_allclose(np.asarray(hidden[0, columns]), np.asarray(alone), atol=2e-5, rtol=1e-4)
