@@ -176,6 +176,13 @@ MESH_SCRIPT = textwrap.dedent(
         texts = ["the doctor said that", "she studies math and science", "music"]
         r["token_states"] = diff(token_states(one, texts, layer=1)[0], token_states(many, texts, layer=1)[0])
         r["head_still_sharded"] = not many.head.W.sharding.is_fully_replicated
+        from jaxassoc.models.partitioning import head_units
+        from jaxassoc.models.sizing import bytes_per_device
+        shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), many.params)
+        device0 = jax.devices()[0]
+        r["sizing"] = [bytes_per_device(shapes, many.family, dict(mesh.shape), head_units(many.family, many.config), 4),
+                       sum(sh.data.size * sh.data.dtype.itemsize for leaf in jax.tree.leaves(many.params)
+                           for sh in leaf.addressable_shards if sh.device == device0)]
         report[folder] = r
     print("REPORT " + json.dumps(report))
     """
@@ -219,6 +226,12 @@ def test_each_device_holds_only_its_slice_of_every_weight(mesh_run, family):
     both = [n for n, leaf in leaves.items() if {"tp", "fsdp"} <= set(leaf["spec"])]  # split over all 8
     assert sum(leaves[n]["device_bytes"] for n in both) == sum(leaves[n]["bytes"] for n in both)
     assert len(both) >= 4  # embeddings, head, attention and MLP matrices
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "bert"])
+def test_the_sizing_bytes_per_device_are_what_a_device_holds(mesh_run, family):
+    predicted, held = mesh_run[0][family]["sizing"]
+    assert predicted == held > 0
 
 
 def test_the_replicated_kv_heads_are_logged_once_per_load(mesh_run):

@@ -308,14 +308,21 @@ class CausalBody(nnx.Module):
         ``positions`` (their position ids) and ``allowed`` (which of the T cache columns each new token may
         see) default to what the mask gives (:func:`positions_from_mask`, :func:`causal_allowed`); pass
         them to lay out the columns otherwise, e.g. several continuations of one cached prefix side by side
-        (block-causal ``allowed``, positions restarting after the prefix). A prompt pass (``start = 0``)
+        (block-causal ``allowed``, positions restarting after the prefix). With a given ``allowed``, a
+        sliding window (Mistral) is applied on position ids, the cache columns' being the mask's with the
+        new tokens' ``positions`` written at ``start``. A prompt pass (``start = 0``)
         followed by one-token steps gives the same states as the full forward (tested).
         """
         t = input_ids.shape[1]
+        mask_positions = positions_from_mask(attention_mask)
         if positions is None:
-            positions = jax.lax.dynamic_slice_in_dim(positions_from_mask(attention_mask), start, t, axis=1)
+            positions = jax.lax.dynamic_slice_in_dim(mask_positions, start, t, axis=1)
         if allowed is None:
             allowed = jax.lax.dynamic_slice_in_dim(causal_allowed(attention_mask, self.window), start, t, axis=2)
+        elif self.window is not None:  # the sliding window on position ids: packed columns are not positions
+            keys = jax.lax.dynamic_update_slice_in_dim(mask_positions, positions.astype(mask_positions.dtype),
+                                                       start, axis=1)
+            allowed = allowed & (keys[:, None, None, :] > positions[:, None, :, None] - self.window)
         x = self.embed_inputs(input_ids, positions)
         at = self.block_positions(positions, x.dtype)
 
