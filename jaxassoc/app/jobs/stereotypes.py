@@ -26,6 +26,7 @@ from jaxassoc.app.config import MetricConfig, check_choice, check_unique
 from jaxassoc.app.pipelines.stereotypes import human_alignment, is_causal_template, pair_matrix, score_causal
 from jaxassoc.app.pipelines.stereotypes_mlm import score_masked
 from jaxassoc.app.registry import Job, JobResult
+from jaxassoc.app.stages import stage
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.set_score import NAN_POLICIES, TRANSFORMS
 
@@ -69,9 +70,10 @@ def usable_templates(abc, objective: str) -> list[str]:
     return [t for t in abc.all_templates if objective == "masked" or is_causal_template(t)]
 
 
-def _scores(job: Job, model, abc, template: str) -> pd.DataFrame:
+def _scores(job: Job, model, abc, template: str, where: str) -> pd.DataFrame:
     """score_causal / score_masked (by the model's objective) for the human-rated groups of the template's
-    slot, through the on-disk cache."""
+    slot, through the on-disk cache: one entry per template, and for a causal LM one per chunk of prompts
+    as it finishes (an interrupted run resumes there). ``where`` ("template 3/33") labels the stage lines."""
     cfg = job.metric
     slot = abc.slot_of(template)
     to_slot = dict(zip(abc.groups["<sgroup>"], abc.groups[slot]))
@@ -88,7 +90,8 @@ def _scores(job: Job, model, abc, template: str) -> pd.DataFrame:
         if model.objective == "masked":
             frame = score_masked(model, abc, template, **options)
         else:
-            frame = score_causal(model, abc, template, bos=cfg.bos, **options)
+            frame = score_causal(model, abc, template, bos=cfg.bos, cache_dir=job.cache_dir,
+                                 log_as=(job.metric.name, where), **options)
         return {c: frame[c].to_numpy() for c in frame.columns}
 
     return pd.DataFrame(cached_arrays(job.cache_dir, "stereotype_scores", key, compute))
@@ -113,8 +116,10 @@ def run(job: Job) -> JobResult:
         raise ConfigError(f"model {job.model.name!r} is a {model.objective} LM but model.kind={job.model.kind}: "
                           f"set model.kind={model.objective}")
     items, rows = [], []
-    for template in templates:
-        scores = _scores(job, model, abc, template)
+    for i, template in enumerate(templates, start=1):
+        where = f"template {i}/{len(templates)}"
+        with stage(score, f"{where} {template!r} scored"):
+            scores = _scores(job, model, abc, template, where)
         result, present = human_alignment(pair_matrix(scores, abc, score), abc, abc.slot_of(template))
         taus, p3 = np.asarray(result.tau_per_group), np.asarray(result.p_at_3_per_group)
         pilot = np.array([g in PILOT_GROUPS for g in present])
