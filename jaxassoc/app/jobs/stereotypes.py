@@ -80,7 +80,8 @@ def _scores(job: Job, model, abc, template: str, where: str) -> pd.DataFrame:
     groups = [to_slot[s] for s in dict.fromkeys(abc.human_groups.values()) if s in to_slot]
     key = {"weights": model.provenance.weights_sha256, "tokenizer": model.provenance.tokenizer_sha256,
            "template": template, "groups": groups, "bos": cfg.bos, "transform": cfg.set_transform,
-           "nan_policy": cfg.set_nan_policy, "dtype": job.model.dtype}
+           "nan_policy": cfg.set_nan_policy, "dtype": job.model.dtype,
+           "batch_size": job.model.batch_size}  # the batches (causal: the packed rows) decide the bits
     options = dict(groups=groups, set_transform=cfg.set_transform, set_nan_policy=cfg.set_nan_policy,
                    batch_size=job.model.batch_size)
     if model.objective == "masked":

@@ -33,19 +33,19 @@ from jaxassoc.data import AbcData, load_human_ratings
 from jaxassoc.data.stereotypes import MASK
 from jaxassoc.errors import ConfigError, InputError
 from jaxassoc.metrics.ilps import chain_rule_logprob, first_subword_logprob, word_initial_mask
-from jaxassoc.metrics.set_exact import set_exact
+from jaxassoc.metrics.set_exact import check_set_inputs, set_from_logits
 from jaxassoc.metrics.set_score import set_word_scores
 from jaxassoc.metrics.stereotype_alignment import AlignmentResult, alignment, human_group_indices, pair_scores
 from jaxassoc.models import LanguageModel, model_limits
-from jaxassoc.models.batching import batch_mesh, model_shard
+from jaxassoc.models.batching import batch_mesh, check_sequences, model_shard
 from jaxassoc.models.packing import pack_rows, packed_row
 from jaxassoc.models.partitioning import batch_size_multiple
 from jaxassoc.models.sharding import shard_batch, to_host
 
 _TRAILING = " .?!"
-ROW_LENGTH = 64  # packed row of prompts (about 4 of 10-16 tokens each)
-BATCHES_PER_CHUNK = 8  # the unit of caching and progress: about 800 prompts, a quarter of a template
-SET_ROWS = 256  # SeT problems are padded to a multiple of this (few compilations for all chunks)
+ROW_LENGTH = 64  # tokens of a packed row of prompts (as jaxassoc.models.packing's default)
+BATCHES_PER_CHUNK = 8  # the unit of caching and progress: about 500 prompts, a sixth of a template
+HEAD_ROWS = 64  # trait steps per call of the head (ILPS, ILPS* and SeT share its logits)
 
 
 class TraitProblems(NamedTuple):
@@ -121,9 +121,9 @@ def _hidden(params, ids, segments, *, forward):
 
 
 def _packed_hidden(model: LanguageModel, sequences: Sequence[Sequence[int]], rows: Sequence[Sequence[int]],
-                   batch_rows: int) -> list[np.ndarray]:
+                   batch_rows: int, row_length: int) -> list[np.ndarray]:
     """The last hidden states (T, D) of ``sequences`` packed as ``rows`` (lists of sequence indices), in
-    batches of exactly ``batch_rows`` rows of :data:`ROW_LENGTH` tokens (empty rows pad the last), so the
+    batches of exactly ``batch_rows`` rows of ``row_length`` tokens (empty rows pad the last), so the
     model compiles once for every chunk of every template."""
     mesh, params = batch_mesh(model_shard(model), model.params)
     if mesh is not None:
@@ -132,11 +132,11 @@ def _packed_hidden(model: LanguageModel, sequences: Sequence[Sequence[int]], row
     forward = functools.partial(_hidden, forward=model.forward)
     hidden: dict[int, np.ndarray] = {}
     for at in range(0, len(rows), batch_rows):
-        ids = np.full((batch_rows, ROW_LENGTH), pad_id, np.int32)
-        segments = np.zeros((batch_rows, ROW_LENGTH), np.int32)
+        ids = np.full((batch_rows, row_length), pad_id, np.int32)
+        segments = np.zeros((batch_rows, row_length), np.int32)
         placed = []
         for r, members in enumerate(rows[at : at + batch_rows]):
-            ids[r], segments[r], starts = packed_row(sequences, members, ROW_LENGTH, pad_id)
+            ids[r], segments[r], starts = packed_row(sequences, members, row_length, pad_id)
             placed += [(r, m, s) for m, s in zip(members, starts)]
         if mesh is not None:
             ids, segments = shard_batch((ids, segments), mesh)
@@ -159,11 +159,12 @@ def _trait_inputs(hidden, problems: TraitProblems, members: Sequence[int], steps
     return x, tokens, valid
 
 
-def chunk_rows(problems: TraitProblems, batch_rows: int, batches_per_chunk: int = BATCHES_PER_CHUNK) -> list[list[list[int]]]:
-    """The template's sequences packed into rows of :data:`ROW_LENGTH` tokens, cut into chunks of
+def chunk_rows(problems: TraitProblems, batch_rows: int, row_length: int,
+               batches_per_chunk: int = BATCHES_PER_CHUNK) -> list[list[list[int]]]:
+    """The template's sequences packed into rows of ``row_length`` tokens, cut into chunks of
     ``batches_per_chunk`` batches of ``batch_rows`` rows: the unit of work that is cached and logged."""
     size = batch_rows * batches_per_chunk
-    rows = pack_rows([len(s) for s in problems.sequences], ROW_LENGTH)
+    rows = pack_rows([len(s) for s in problems.sequences], row_length)
     return [rows[i : i + size] for i in range(0, len(rows), size)]
 
 
@@ -178,15 +179,18 @@ def causal_terms(
     """Per (filler, word) problem: ``first`` and ``chain`` (ILPS / ILPS* terms) and ``distance`` (SeT's
     ‖ΔA‖_F per trait step, 0 where the step is padding), computed chunk by chunk.
 
-    Each chunk (:func:`chunk_rows`; ``batch_size`` // 4 packed rows per batch, the rows of 64 tokens
-    holding about 4 prompts each) is stored in ``cache_dir`` as soon as it is done, keyed by the model and
+    Each chunk (:func:`chunk_rows`; ``batch_size`` // 4 packed rows per batch, rows of :data:`ROW_LENGTH`
+    tokens or the longest prompt, at most the model's context) is stored in ``cache_dir`` as soon as it is done, keyed by the model and
     the chunk's exact packed token ids, so an interrupted run resumes at its first unfinished chunk.
-    ``log_as=(job, where)`` logs one stage line per chunk, e.g. ``set: 412 prompts scored (template 3/33,
-    chunk 2/4) in 9.1 s``.
+    ``log_as=(job, where)`` logs one stage line per chunk, e.g. ``set: 512 prompts scored (template 3/33,
+    chunk 2/6) in 60.1 s``.
     """
+    limits = model_limits(model)
+    check_sequences(problems.sequences, limits["max_length"], limits["vocab_size"])
     steps = max(len(t) for t in problems.trait_tokens)
     batch_rows = max(1, batch_size // 4)
-    chunks = chunk_rows(problems, batch_rows)
+    row_length = min(max(ROW_LENGTH, *map(len, problems.sequences)), limits["max_length"])
+    chunks = chunk_rows(problems, batch_rows, row_length)
     n = len(problems.sequences)
     first, chain = np.zeros(n, np.float32), np.zeros(n, np.float32)
     distance = np.zeros((n, steps), np.float32)
@@ -194,13 +198,13 @@ def causal_terms(
         members = sorted(m for row in rows for m in row)
 
         def compute():
-            hidden = _packed_hidden(model, problems.sequences, rows, batch_rows)
+            hidden = _packed_hidden(model, problems.sequences, rows, batch_rows, row_length)
             x, tokens, valid = _trait_inputs(hidden, problems, members, steps)
             return head_terms(model, x, tokens, valid)
 
         key = {"model": model_key(model), "rows": [[problems.sequences[m] for m in row] for row in rows],
                "trait_starts": [problems.trait_starts[m] for m in members], "steps": steps,
-               "batch_rows": batch_rows, "row_length": ROW_LENGTH}
+               "batch_rows": batch_rows, "row_length": row_length}
         with contextlib.ExitStack() as stack:
             if log_as is not None:
                 job, where = log_as
@@ -211,25 +215,27 @@ def causal_terms(
 
 
 @jax.jit
-def _ilps_chunk(head, x, tokens, valid, word_initial):
+def _head_chunk(head, x, tokens, first_step, word_initial):
+    """For flat (trait step) rows: log P(token), ILPS*'s renormalised step term and SeT's distance, from
+    one product with the head (the logits are shared by the three)."""
     logits = x @ head.W.T.astype(x.dtype)
     logits = logits if head.b is None else logits + head.b
-    return first_subword_logprob(logits[:, 0], tokens[:, 0]), chain_rule_logprob(logits, tokens, valid, word_initial)
+    allowed = jnp.where(first_step[:, None], word_initial[None, :], ~word_initial[None, :])
+    step = jax.vmap(lambda z, t, a: chain_rule_logprob(z[None], t[None], jnp.ones(1, bool), a))(logits, tokens, allowed)
+    sqnorm = jnp.sum(x * x, axis=-1) + (0.0 if head.b is None else 1.0)
+    return first_subword_logprob(logits, tokens), step, set_from_logits(logits, sqnorm, tokens).distance
 
 
-def _ilps_terms(head, x, tokens, valid, word_initial, chunk: int = 32):
-    """Per problem: log P(first token) and ILPS*'s renormalised chain-rule log P(word), ``chunk`` problems
-    at a time (the last chunk padded, so one compilation per trait length serves every template)."""
+def _flat_head_terms(head, x, tokens, first_step, word_initial, chunk: int = HEAD_ROWS):
+    """:func:`_head_chunk` over flat rows, ``chunk`` at a time (the last padded: one compilation)."""
     head = jax.tree.map(jnp.asarray, head)  # on the device once, not per chunk
     n = len(x)
     pad = -n % chunk
-    x, tokens, valid = (np.concatenate([a, np.zeros((pad, *a.shape[1:]), a.dtype)]) for a in (x, tokens, valid))
-    first, chain = [], []
-    for start in range(0, n + pad, chunk):
-        f, c = _ilps_chunk(head, *(jnp.asarray(a[start : start + chunk]) for a in (x, tokens, valid)), word_initial)
-        first.append(np.asarray(f))
-        chain.append(np.asarray(c))
-    return np.concatenate(first)[:n], np.concatenate(chain)[:n]
+    x, tokens, first_step = (np.concatenate([a, np.zeros((pad, *a.shape[1:]), a.dtype)])
+                             for a in (x, tokens, first_step))
+    parts = [_head_chunk(head, *(jnp.asarray(a[at : at + chunk]) for a in (x, tokens, first_step)), word_initial)
+             for at in range(0, n + pad, chunk)]
+    return [np.concatenate([np.asarray(p[i]) for p in parts])[:n] for i in range(3)]
 
 
 def marker_kind(model: LanguageModel) -> str:
@@ -240,18 +246,20 @@ def marker_kind(model: LanguageModel) -> str:
 
 
 def head_terms(model: LanguageModel, x: np.ndarray, tokens: np.ndarray, valid: np.ndarray) -> dict[str, np.ndarray]:
-    """ILPS's ``first``, ILPS*'s ``chain`` (N,) and SeT's ``distance`` (N, S) from the head inputs ``x``
-    (N, S, D) at each trait subword; ``tokens``, ``valid`` (N, S). SeT runs on the valid steps padded to
-    a multiple of :data:`SET_ROWS`, so one compilation serves every chunk."""
+    """ILPS's ``first`` (log P of the first subword), ILPS*'s ``chain`` (N,) and SeT's ``distance`` (N, S;
+    0 on padding) from the head inputs ``x`` (N, S, D) at each trait subword; ``tokens``, ``valid`` (N, S).
+    The head runs on the valid steps only, once for all three scores."""
     head = model.head
+    check_set_inputs(head.W, head.b, x[valid], tokens[valid])
     initial = jnp.asarray(word_initial_mask(model.tokenizer, marker_kind(model), vocab_size=head.W.shape[0]))
-    first, chain = _ilps_terms(head, x, tokens, valid, initial)
-    flat_x, flat_tokens = x[valid], tokens[valid]
-    pad = -len(flat_x) % SET_ROWS
-    flat = set_exact(head.W, head.b, np.concatenate([flat_x, np.zeros((pad, flat_x.shape[1]), flat_x.dtype)]),
-                     np.concatenate([flat_tokens, np.zeros(pad, flat_tokens.dtype)]))
+    rows, steps = np.nonzero(valid)
+    first_flat, step_flat, distance_flat = _flat_head_terms(head, x[valid], tokens[valid], steps == 0, initial)
+    first = np.zeros(len(x), np.float32)
+    first[rows[steps == 0]] = first_flat[steps == 0]
+    chain = np.zeros(len(x), np.float32)
+    np.add.at(chain, rows, step_flat)
     distance = np.zeros(valid.shape, np.float32)
-    distance[valid] = np.asarray(flat.distance)[: len(flat_x)]
+    distance[valid] = distance_flat
     return {"first": first, "chain": chain, "distance": distance}
 
 
