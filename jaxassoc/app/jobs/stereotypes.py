@@ -26,6 +26,7 @@ from jaxassoc.app.config import MetricConfig, check_choice, check_unique
 from jaxassoc.app.pipelines.stereotypes import human_alignment, is_causal_template, pair_matrix, score_causal
 from jaxassoc.app.pipelines.stereotypes_mlm import score_masked
 from jaxassoc.app.registry import Job, JobResult
+from jaxassoc.app.stages import stage
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.set_score import NAN_POLICIES, TRANSFORMS
 
@@ -69,16 +70,18 @@ def usable_templates(abc, objective: str) -> list[str]:
     return [t for t in abc.all_templates if objective == "masked" or is_causal_template(t)]
 
 
-def _scores(job: Job, model, abc, template: str) -> pd.DataFrame:
+def _scores(job: Job, model, abc, template: str, where: str) -> pd.DataFrame:
     """score_causal / score_masked (by the model's objective) for the human-rated groups of the template's
-    slot, through the on-disk cache."""
+    slot, through the on-disk cache: one entry per template, and for a causal LM one per chunk of prompts
+    as it finishes (an interrupted run resumes there). ``where`` ("template 3/33") labels the stage lines."""
     cfg = job.metric
     slot = abc.slot_of(template)
     to_slot = dict(zip(abc.groups["<sgroup>"], abc.groups[slot]))
     groups = [to_slot[s] for s in dict.fromkeys(abc.human_groups.values()) if s in to_slot]
     key = {"weights": model.provenance.weights_sha256, "tokenizer": model.provenance.tokenizer_sha256,
            "template": template, "groups": groups, "bos": cfg.bos, "transform": cfg.set_transform,
-           "nan_policy": cfg.set_nan_policy, "dtype": job.model.dtype}
+           "nan_policy": cfg.set_nan_policy, "dtype": job.model.dtype,
+           "batch_size": job.model.batch_size}  # the batches (causal: the packed rows) decide the bits
     options = dict(groups=groups, set_transform=cfg.set_transform, set_nan_policy=cfg.set_nan_policy,
                    batch_size=job.model.batch_size)
     if model.objective == "masked":
@@ -88,7 +91,8 @@ def _scores(job: Job, model, abc, template: str) -> pd.DataFrame:
         if model.objective == "masked":
             frame = score_masked(model, abc, template, **options)
         else:
-            frame = score_causal(model, abc, template, bos=cfg.bos, **options)
+            frame = score_causal(model, abc, template, bos=cfg.bos, cache_dir=job.cache_dir,
+                                 log_as=(job.metric.name, where), **options)
         return {c: frame[c].to_numpy() for c in frame.columns}
 
     return pd.DataFrame(cached_arrays(job.cache_dir, "stereotype_scores", key, compute))
@@ -113,8 +117,10 @@ def run(job: Job) -> JobResult:
         raise ConfigError(f"model {job.model.name!r} is a {model.objective} LM but model.kind={job.model.kind}: "
                           f"set model.kind={model.objective}")
     items, rows = [], []
-    for template in templates:
-        scores = _scores(job, model, abc, template)
+    for i, template in enumerate(templates, start=1):
+        where = f"template {i}/{len(templates)}"
+        with stage(score, f"{where} {template!r} scored"):
+            scores = _scores(job, model, abc, template, where)
         result, present = human_alignment(pair_matrix(scores, abc, score), abc, abc.slot_of(template))
         taus, p3 = np.asarray(result.tau_per_group), np.asarray(result.p_at_3_per_group)
         pilot = np.array([g in PILOT_GROUPS for g in present])

@@ -16,7 +16,10 @@ three scores.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 from collections.abc import Sequence
+from pathlib import Path
 from typing import NamedTuple
 
 import jax
@@ -24,17 +27,25 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
+from jaxassoc.app.cache import cached_arrays, model_key
+from jaxassoc.app.stages import stage
 from jaxassoc.data import AbcData, load_human_ratings
 from jaxassoc.data.stereotypes import MASK
 from jaxassoc.errors import ConfigError, InputError
 from jaxassoc.metrics.ilps import chain_rule_logprob, first_subword_logprob, word_initial_mask
-from jaxassoc.metrics.set_exact import set_exact
+from jaxassoc.metrics.set_exact import check_set_inputs, set_from_logits
 from jaxassoc.metrics.set_score import set_word_scores
 from jaxassoc.metrics.stereotype_alignment import AlignmentResult, alignment, human_group_indices, pair_scores
-from jaxassoc.models import LanguageModel, model_limits, run_batched
-from jaxassoc.models.batching import model_shard
+from jaxassoc.models import LanguageModel, model_limits
+from jaxassoc.models.batching import batch_mesh, check_sequences, model_shard
+from jaxassoc.models.packing import pack_rows, packed_row
+from jaxassoc.models.partitioning import batch_size_multiple
+from jaxassoc.models.sharding import shard_batch, to_host
 
 _TRAILING = " .?!"
+ROW_LENGTH = 64  # tokens of a packed row of prompts (as jaxassoc.models.packing's default)
+BATCHES_PER_CHUNK = 8  # the unit of caching and progress: about 500 prompts, a sixth of a template
+HEAD_ROWS = 64  # trait steps per call of the head (ILPS, ILPS* and SeT share its logits)
 
 
 class TraitProblems(NamedTuple):
@@ -105,42 +116,126 @@ def build_problems(
     return TraitProblems(fillers, list(words), sequences, starts, traits)
 
 
-def _head_inputs(model: LanguageModel, problems: TraitProblems, batch_size: int):
-    """x (N, S, D) at the positions predicting each trait token, the tokens (N, S) and their mask."""
-    forward = jax.jit(lambda params, ids, mask: model.forward(params["body"], ids, mask).hidden)
-    hidden = run_batched(forward, model.params, problems.sequences, batch_size=batch_size, shard=model_shard(model),
-                         **model_limits(model))
-    S = max(len(t) for t in problems.trait_tokens)
-    D = hidden[0].shape[-1]
-    x = np.zeros((len(hidden), S, D), np.float32)
-    tokens = np.zeros((len(hidden), S), np.int32)
-    valid = np.zeros((len(hidden), S), bool)
-    for n, (h, start, trait) in enumerate(zip(hidden, problems.trait_starts, problems.trait_tokens)):
+def _hidden(params, ids, segments, *, forward):
+    return forward(params["body"], ids, segments).hidden
+
+
+def _packed_hidden(model: LanguageModel, sequences: Sequence[Sequence[int]], rows: Sequence[Sequence[int]],
+                   batch_rows: int, row_length: int) -> list[np.ndarray]:
+    """The last hidden states (T, D) of ``sequences`` packed as ``rows`` (lists of sequence indices), in
+    batches of exactly ``batch_rows`` rows of ``row_length`` tokens (empty rows pad the last), so the
+    model compiles once for every chunk of every template."""
+    mesh, params = batch_mesh(model_shard(model), model.params)
+    if mesh is not None:
+        batch_rows = -(-batch_rows // batch_size_multiple(mesh)) * batch_size_multiple(mesh)
+    pad_id = model_limits(model)["pad_id"]
+    forward = functools.partial(_hidden, forward=model.forward)
+    hidden: dict[int, np.ndarray] = {}
+    for at in range(0, len(rows), batch_rows):
+        ids = np.full((batch_rows, row_length), pad_id, np.int32)
+        segments = np.zeros((batch_rows, row_length), np.int32)
+        placed = []
+        for r, members in enumerate(rows[at : at + batch_rows]):
+            ids[r], segments[r], starts = packed_row(sequences, members, row_length, pad_id)
+            placed += [(r, m, s) for m, s in zip(members, starts)]
+        if mesh is not None:
+            ids, segments = shard_batch((ids, segments), mesh)
+        out = forward(params, ids, segments)
+        out = to_host(out) if mesh is not None else np.asarray(out)
+        for r, m, start in placed:
+            hidden[m] = out[r, start : start + len(sequences[m])]
+    return [hidden[m] for m in sorted(hidden)]
+
+
+def _trait_inputs(hidden, problems: TraitProblems, members: Sequence[int], steps: int):
+    """x (n, steps, D) at the positions predicting each trait token of ``members``, their tokens and mask."""
+    x = np.zeros((len(members), steps, hidden[0].shape[-1]), np.float32)
+    tokens = np.zeros((len(members), steps), np.int32)
+    valid = np.zeros((len(members), steps), bool)
+    for n, (h, m) in enumerate(zip(hidden, members)):
+        start, trait = problems.trait_starts[m], problems.trait_tokens[m]
         x[n, : len(trait)] = h[start - 1 : start - 1 + len(trait)]
         tokens[n, : len(trait)], valid[n, : len(trait)] = trait, True
     return x, tokens, valid
 
 
+def chunk_rows(problems: TraitProblems, batch_rows: int, row_length: int,
+               batches_per_chunk: int = BATCHES_PER_CHUNK) -> list[list[list[int]]]:
+    """The template's sequences packed into rows of ``row_length`` tokens, cut into chunks of
+    ``batches_per_chunk`` batches of ``batch_rows`` rows: the unit of work that is cached and logged."""
+    size = batch_rows * batches_per_chunk
+    rows = pack_rows([len(s) for s in problems.sequences], row_length)
+    return [rows[i : i + size] for i in range(0, len(rows), size)]
+
+
+def causal_terms(
+    model: LanguageModel,
+    problems: TraitProblems,
+    *,
+    batch_size: int = 32,
+    cache_dir: Path | None = None,
+    log_as: tuple[str, str] | None = None,
+) -> dict[str, np.ndarray]:
+    """Per (filler, word) problem: ``first`` and ``chain`` (ILPS / ILPS* terms) and ``distance`` (SeT's
+    ‖ΔA‖_F per trait step, 0 where the step is padding), computed chunk by chunk.
+
+    Each chunk (:func:`chunk_rows`; ``batch_size`` // 4 packed rows per batch, rows of :data:`ROW_LENGTH`
+    tokens or the longest prompt, at most the model's context) is stored in ``cache_dir`` as soon as it is done, keyed by the model and
+    the chunk's exact packed token ids, so an interrupted run resumes at its first unfinished chunk.
+    ``log_as=(job, where)`` logs one stage line per chunk, e.g. ``set: 512 prompts scored (template 3/33,
+    chunk 2/6) in 60.1 s``.
+    """
+    limits = model_limits(model)
+    check_sequences(problems.sequences, limits["max_length"], limits["vocab_size"])
+    steps = max(len(t) for t in problems.trait_tokens)
+    batch_rows = max(1, batch_size // 4)
+    row_length = min(max(ROW_LENGTH, *map(len, problems.sequences)), limits["max_length"])
+    chunks = chunk_rows(problems, batch_rows, row_length)
+    n = len(problems.sequences)
+    first, chain = np.zeros(n, np.float32), np.zeros(n, np.float32)
+    distance = np.zeros((n, steps), np.float32)
+    for c, rows in enumerate(chunks, start=1):
+        members = sorted(m for row in rows for m in row)
+
+        def compute():
+            hidden = _packed_hidden(model, problems.sequences, rows, batch_rows, row_length)
+            x, tokens, valid = _trait_inputs(hidden, problems, members, steps)
+            return head_terms(model, x, tokens, valid)
+
+        key = {"model": model_key(model), "rows": [[problems.sequences[m] for m in row] for row in rows],
+               "trait_starts": [problems.trait_starts[m] for m in members], "steps": steps,
+               "batch_rows": batch_rows, "row_length": row_length}
+        with contextlib.ExitStack() as stack:
+            if log_as is not None:
+                job, where = log_as
+                stack.enter_context(stage(job, f"prompts scored ({where}, chunk {c}/{len(chunks)})", len(members)))
+            terms = cached_arrays(cache_dir, "stereotype_terms", key, compute)
+        first[members], chain[members], distance[members] = terms["first"], terms["chain"], terms["distance"]
+    return {"first": first, "chain": chain, "distance": distance}
+
+
 @jax.jit
-def _ilps_chunk(head, x, tokens, valid, word_initial):
+def _head_chunk(head, x, tokens, first_step, word_initial):
+    """For flat (trait step) rows: log P(token), ILPS*'s renormalised step term and SeT's distance, from
+    one product with the head (the logits are shared by the three)."""
     logits = x @ head.W.T.astype(x.dtype)
     logits = logits if head.b is None else logits + head.b
-    return first_subword_logprob(logits[:, 0], tokens[:, 0]), chain_rule_logprob(logits, tokens, valid, word_initial)
+    allowed = jnp.where(first_step[:, None], word_initial[None, :], ~word_initial[None, :])
+    step = jax.vmap(lambda z, t, a: chain_rule_logprob(z[None], t[None], jnp.ones(1, bool), a))(logits, tokens, allowed)
+    sqnorm = jnp.sum(x * x, axis=-1) + (0.0 if head.b is None else 1.0)
+    return first_subword_logprob(logits, tokens), step, set_from_logits(logits, sqnorm, tokens).distance
 
 
-def _ilps_terms(head, x, tokens, valid, word_initial, chunk: int = 32):
-    """Per problem: log P(first token) and ILPS*'s renormalised chain-rule log P(word), ``chunk`` problems
-    at a time (the last chunk padded, so one compilation per trait length serves every template)."""
+def _flat_head_terms(head, x, tokens, first_step, word_initial, chunk: int = HEAD_ROWS):
+    """:func:`_head_chunk` over flat rows, ``chunk`` at a time (the last padded: one compilation)."""
     head = jax.tree.map(jnp.asarray, head)  # on the device once, not per chunk
     n = len(x)
     pad = -n % chunk
-    x, tokens, valid = (np.concatenate([a, np.zeros((pad, *a.shape[1:]), a.dtype)]) for a in (x, tokens, valid))
-    first, chain = [], []
-    for start in range(0, n + pad, chunk):
-        f, c = _ilps_chunk(head, *(jnp.asarray(a[start : start + chunk]) for a in (x, tokens, valid)), word_initial)
-        first.append(np.asarray(f))
-        chain.append(np.asarray(c))
-    return np.concatenate(first)[:n], np.concatenate(chain)[:n]
+    x, tokens, first_step = (np.concatenate([a, np.zeros((pad, *a.shape[1:]), a.dtype)])
+                             for a in (x, tokens, first_step))
+    parts = [_head_chunk(head, *(jnp.asarray(a[at : at + chunk]) for a in (x, tokens, first_step)), word_initial)
+             for at in range(0, n + pad, chunk)]
+    return [np.concatenate([np.asarray(p[i]) for p in parts])[:n] for i in range(3)]
 
 
 def marker_kind(model: LanguageModel) -> str:
@@ -148,6 +243,49 @@ def marker_kind(model: LanguageModel) -> str:
     if model.vocab.continuation_marker == "##":
         return "wordpiece"
     return "sentencepiece" if model.vocab.word_initial_marker == "▁" else "bpe"
+
+
+def head_terms(model: LanguageModel, x: np.ndarray, tokens: np.ndarray, valid: np.ndarray) -> dict[str, np.ndarray]:
+    """ILPS's ``first`` (log P of the first subword), ILPS*'s ``chain`` (N,) and SeT's ``distance`` (N, S;
+    0 on padding) from the head inputs ``x`` (N, S, D) at each trait subword; ``tokens``, ``valid`` (N, S).
+    The head runs on the valid steps only, once for all three scores."""
+    head = model.head
+    check_set_inputs(head.W, head.b, x[valid], tokens[valid])
+    initial = jnp.asarray(word_initial_mask(model.tokenizer, marker_kind(model), vocab_size=head.W.shape[0]))
+    rows, steps = np.nonzero(valid)
+    first_flat, step_flat, distance_flat = _flat_head_terms(head, x[valid], tokens[valid], steps == 0, initial)
+    first = np.zeros(len(x), np.float32)
+    first[rows[steps == 0]] = first_flat[steps == 0]
+    chain = np.zeros(len(x), np.float32)
+    np.add.at(chain, rows, step_flat)
+    distance = np.zeros(valid.shape, np.float32)
+    distance[valid] = distance_flat
+    return {"first": first, "chain": chain, "distance": distance}
+
+
+def scores_from_terms(
+    fillers: Sequence[str],
+    words: Sequence[str],
+    terms: dict[str, np.ndarray],
+    valid: np.ndarray,
+    *,
+    set_transform: str = "neg_distance",
+    set_nan_policy: str = "propagate",
+) -> pd.DataFrame:
+    """The score table from :func:`head_terms`' arrays (row-major over (filler, word), the prior noun the
+    last filler): each group minus the prior noun."""
+    distance = terms["distance"]
+    set_word = np.asarray(set_word_scores(jnp.asarray(distance), jnp.asarray(valid),
+                                          transform=set_transform, nan_policy=set_nan_policy))
+    shape = (len(fillers), len(words))
+    first, chain, set_word = (np.asarray(a).reshape(shape) for a in (terms["first"], terms["chain"], set_word))
+    max_distance = np.where(valid, distance, 0.0).max(axis=1).reshape(shape)
+    rows = []
+    for g, group in enumerate(fillers[:-1]):
+        for w, word in enumerate(words):
+            rows.append((group, word, first[g, w] - first[-1, w], chain[g, w] - chain[-1, w],
+                         set_word[g, w] - set_word[-1, w], max_distance[g, w]))
+    return pd.DataFrame(rows, columns=["group", "word", "ilps", "ilps_star", "set", "set_distance_max"])
 
 
 def scores_from_head_inputs(
@@ -166,23 +304,8 @@ def scores_from_head_inputs(
     ``x`` (N, S, D), ``tokens`` and ``valid`` (N, S) are row-major over (filler, word), the prior noun the
     last filler; step i of a row is the head input that predicts its subword i (after subwords < i).
     """
-    head = model.head
-    initial = jnp.asarray(word_initial_mask(model.tokenizer, marker_kind(model), vocab_size=head.W.shape[0]))
-    first, chain = _ilps_terms(head, x, tokens, valid, initial)
-    flat = set_exact(head.W, head.b, x[valid], tokens[valid])
-    distance = np.zeros(valid.shape, np.float32)
-    distance[valid] = np.asarray(flat.distance)
-    set_word = np.asarray(set_word_scores(jnp.asarray(distance), jnp.asarray(valid),
-                                          transform=set_transform, nan_policy=set_nan_policy))
-    shape = (len(fillers), len(words))
-    first, chain, set_word = (a.reshape(shape) for a in (first, chain, set_word))
-    max_distance = np.where(valid, distance, 0.0).max(axis=1).reshape(shape)
-    rows = []
-    for g, group in enumerate(fillers[:-1]):
-        for w, word in enumerate(words):
-            rows.append((group, word, first[g, w] - first[-1, w], chain[g, w] - chain[-1, w],
-                         set_word[g, w] - set_word[-1, w], max_distance[g, w]))
-    return pd.DataFrame(rows, columns=["group", "word", "ilps", "ilps_star", "set", "set_distance_max"])
+    return scores_from_terms(fillers, words, head_terms(model, x, tokens, valid), valid,
+                             set_transform=set_transform, set_nan_policy=set_nan_policy)
 
 
 def score_causal(
@@ -196,12 +319,15 @@ def score_causal(
     set_transform: str = "neg_distance",
     set_nan_policy: str = "propagate",
     batch_size: int = 32,
+    cache_dir: Path | None = None,
+    log_as: tuple[str, str] | None = None,
 ) -> pd.DataFrame:
     """ILPS, ILPS* and SeT of every (group, trait word) in ``template``, each minus the prior noun's.
 
     Columns: ``group``, ``word``, ``ilps``, ``ilps_star``, ``set`` (and the raw ``set_distance_max``,
     the largest per-subword ‖ΔA‖_F of the group prompt). ``groups`` default to the template slot's
-    list, ``words`` to every synonym of every pole.
+    list, ``words`` to every synonym of every pole. The prompts are packed end to end and run in chunks
+    (``cache_dir``, ``log_as``: see :func:`causal_terms`).
     """
     if model.objective != "causal":
         raise ConfigError(f"score_causal needs a causal LM; {model.name!r} is {model.objective}")
@@ -212,9 +338,10 @@ def score_causal(
     words = default_words(abc) if words is None else list(words)
     problems = build_problems(model.tokenizer, abc, template, groups, words,
                               bos_id=model.vocab.bos_id if bos else None)
-    x, tokens, valid = _head_inputs(model, problems, batch_size)
-    return scores_from_head_inputs(model, problems.fillers, words, x, tokens, valid,
-                                   set_transform=set_transform, set_nan_policy=set_nan_policy)
+    terms = causal_terms(model, problems, batch_size=batch_size, cache_dir=cache_dir, log_as=log_as)
+    valid = np.arange(terms["distance"].shape[1]) < np.array([len(t) for t in problems.trait_tokens])[:, None]
+    return scores_from_terms(problems.fillers, words, terms, valid,
+                             set_transform=set_transform, set_nan_policy=set_nan_policy)
 
 
 def pair_matrix(scores: pd.DataFrame, abc: AbcData, metric: str) -> pd.DataFrame:
