@@ -244,7 +244,8 @@ def test_greedy_generation_matches_torch(models):
 
 
 @pytest.mark.parametrize(
-    "answer, rating", [(" 4", 4), ("5.", 5), ("The rating is 2", 2), ("7", None), ("none", None), ("0", None)]
+    "answer, rating", [(" 4", 4), ("5.", 5), ("The rating is 2", 2), ("7", None), ("none", None), ("0", None),
+                       ("10", None), ("3.5 out of 5", None), ("4/5", 4)]
 )
 def test_parse_rating(answer, rating):
     assert rpam_downstream.parse_rating(answer) == rating

@@ -3,8 +3,8 @@ Experiment 3, App. F "Bellezza rating on Mistral-Instruct"), and RPAM Valence is
 
 The paper's adapted prompt is used verbatim, with the word in ASCII double quotes; the model's chat template
 wraps it when ``chat_template`` is on. Decoding is greedy for at most ``max_new_tokens`` tokens and stops
-early once every row of a batch has produced a digit or an end token; the rating is the first digit of the
-answer when it is 1-5, otherwise the answer is counted as unparsable and dropped.
+early once every row of a batch has produced a digit or an end token; the rating is the first number of the
+answer when it is a whole 1-5, otherwise the answer is counted as unparsable and dropped.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ RATING_PROMPT = (
 """App. F, "Our adapted prompt" (the PDF's typeset quotes around WORD as ASCII ``"``)."""
 
 _DIGIT = re.compile(r"\d")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
 
 
 def rating_prompts(model: LanguageModel, words: Sequence[str], *, chat_template: bool) -> list[list[int]]:
@@ -66,9 +67,10 @@ def stop_tokens(tokenizer) -> np.ndarray:
 
 
 def parse_rating(answer: str) -> int | None:
-    """The first digit of the answer if it is 1-5, else None (unparsable)."""
-    match = _DIGIT.search(answer)
-    return int(match.group()) if match and match.group() in "12345" else None
+    """The first number of the answer if it is a whole 1-5, else None (unparsable): "10" (one token in
+    GPT-2's vocabulary) or "3.5" is not a rating of 1 or 3."""
+    match = _NUMBER.search(answer)
+    return int(match.group()) if match and match.group() in ("1", "2", "3", "4", "5") else None
 
 
 def model_ratings(
