@@ -65,6 +65,13 @@ as significant or stable. The paper counts "Not significant" as "Stable" (signif
 Table A1 marks e.g. GloVe W10 (p .069 -> .229) with S. Column ``paper_class`` follows the paper."""
 
 
+def _looked_up(test, lookup) -> tuple[tuple[str, ...], list]:
+    """The names of a test's four sets (X, Y, A, B) and each set looked up (its kept words and vectors)."""
+    names = (test.x_name, test.y_name, test.a_name, test.b_name)
+    sets = (test.targets_x, test.targets_y, test.attributes_a, test.attributes_b)
+    return names, [lookup(list(words), f"{test.id} {name}") for words, name in zip(sets, names)]
+
+
 def _vectors_fn(vectors: StaticEmbeddings | VectorsFn, max_oov_share: float) -> VectorsFn:
     if isinstance(vectors, StaticEmbeddings):
         return lambda words, name: vectors.lookup(words, max_oov_share=max_oov_share, name=name)
@@ -131,9 +138,7 @@ def run_weat_experiment(
     lookup = _vectors_fn(vectors, max_oov_share)
     rows = []
     for test, test_key in zip(suite.tests, jax.random.split(key, len(suite.tests))):
-        names = (test.x_name, test.y_name, test.a_name, test.b_name)
-        sets = (test.targets_x, test.targets_y, test.attributes_a, test.attributes_b)
-        found = [lookup(list(words), f"{test.id} {name}") for words, name in zip(sets, names)]
+        names, found = _looked_up(test, lookup)
         kept = tuple(f.kept_words for f in found)
         settings = dict(
             words=kept, names=names, ddof=ddof, exact_bound=exact_bound, n_permutations=n_permutations,
@@ -145,7 +150,7 @@ def run_weat_experiment(
             "name": test.name,
             **{f"n_{s}": len(k) for s, k in zip("xyab", kept)},
             "lost_words": " ".join(w for f in found for w in f.lost_words),
-            "coverage": sum(map(len, kept)) / sum(map(len, sets)),
+            "coverage": sum(map(len, kept)) / sum(len(f.kept_words) + len(f.lost_words) for f in found),
             **_result_columns("raw", weat(test_key, *(f.vectors for f in found), **settings)),
         }
         if whitening is not None:
@@ -181,9 +186,7 @@ def run_sc_weat_experiment(
     lookup = _vectors_fn(vectors, max_oov_share)
     rows = []
     for test, test_key in zip(suite.tests, jax.random.split(key, len(suite.tests))):
-        names = (test.x_name, test.y_name, test.a_name, test.b_name)
-        sets = (test.targets_x, test.targets_y, test.attributes_a, test.attributes_b)
-        found = [lookup(list(words), f"{test.id} {name}") for words, name in zip(sets, names)]
+        names, found = _looked_up(test, lookup)
         words = (*found[0].kept_words, *found[1].kept_words)
         targets = np.concatenate([found[0].vectors, found[1].vectors])
         res = sc_weat(
