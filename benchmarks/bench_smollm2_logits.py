@@ -26,7 +26,7 @@ sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).parent.parent)]  
 from _matmul_rate import pin_threads  # noqa: E402  (imports nothing heavy)
 
 BUCKETS = (8, 12, 16, 20)
-WIKITEXT = Path("/work/shared/data/wikitext2/test.txt")
+WIKITEXT = Path(__file__).resolve().parent.parent / "jaxassoc" / "data" / "files" / "wikitext2" / "test.txt"
 
 
 def parse_args():

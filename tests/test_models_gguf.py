@@ -5,6 +5,8 @@ transformers' GGUF tensor conversion (``load_gguf_checkpoint``), llama.cpp's Q/K
 pre-tokenizer regexes (re-implemented here with numpy and the ``regex`` module), and tiny torch models.
 """
 
+from pathlib import Path
+
 import gguf
 import jax.numpy as jnp
 import numpy as np
@@ -21,7 +23,7 @@ from jaxassoc.models.gguf_tokenizer import bytes_to_unicode, tokenizer_from_meta
 from jaxassoc.models.heads import head_logits, last_positions
 from jaxassoc.resources import smollm2_gguf
 
-WIKITEXT = "/work/shared/data/wikitext2/test.txt"
+WIKITEXT = str(Path(__file__).resolve().parents[1] / "jaxassoc" / "data" / "files" / "wikitext2" / "test.txt")
 
 
 def llama_cpp_permute(weights: np.ndarray, n_head: int) -> np.ndarray:

@@ -22,7 +22,7 @@ from jaxassoc.metrics.weat import (
     weat_statistics,
 )
 
-SUITE = Path("/work/shared/data/weat/weat_caliskan2017.json")
+SUITE = Path(__file__).resolve().parents[1] / "jaxassoc" / "data" / "files" / "weat" / "weat_caliskan2017.json"
 
 
 def _cos(u, v):
