@@ -87,6 +87,7 @@ def main():
     from _matmul_rate import jax_gflops, torch_gflops
     from jaxassoc.models.llama import FAMILY as llama
     from jaxassoc.models.gguf import read_gguf
+    from jaxassoc.models.partitioning import device_params
     from jaxassoc.models.heads import last_positions, logits_at
     from jaxassoc.resources import smollm2_gguf
 
@@ -96,7 +97,7 @@ def main():
 
     hf_config, tensors, tokenizer = read_gguf(smollm2_gguf())
     config = llama.config_from_hf(hf_config)
-    params = llama.params_from_hf(tensors, config)
+    params = device_params(llama.params_from_hf(tensors, config))  # host views -> device arrays
     prompts = make_prompts(tokenizer, args.prompts, args.seed)
     batches = make_batches(prompts, args.batch_size, tokenizer.pad_token_id)
 
