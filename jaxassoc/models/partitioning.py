@@ -21,7 +21,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from jaxassoc.errors import ConfigError, ModelError
 from jaxassoc.models.checkpoint import drop_pages
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 MESH_AXES = ("data", "fsdp", "tp")
 BATCH_AXES = ("data", "fsdp")
@@ -152,11 +152,11 @@ def param_path(path) -> str:
     return "/".join(_key_name(k) for k in path)
 
 
-def param_specs(params: Any, family: str, mesh: Mesh, units: Mapping[str, int] = {}) -> Any:
+def param_specs(params: Any, family: str, mesh: Mesh, units: Mapping[str, int] = {}, *, log: bool = True) -> Any:
     """A PartitionSpec per leaf of ``params``, from the family's logical axes and :data:`RULES`.
 
     A dimension whose mesh axis does not divide it (or its number of heads, ``units``) is replicated along
-    that axis; the tensors concerned are logged once. ModelError for a leaf the family's table lacks.
+    that axis; the tensors concerned are logged once (``log``). ModelError for a leaf the family's table lacks.
     """
     table = FAMILY_AXES.get(family)
     if table is None:
@@ -185,8 +185,8 @@ def param_specs(params: Any, family: str, mesh: Mesh, units: Mapping[str, int] =
         return P(*out)
 
     specs = jax.tree_util.tree_map_with_path(spec, params)
-    if replicated:
-        log.warning("replicated along a mesh axis that does not divide them: %s", "; ".join(replicated))
+    if replicated and log:
+        logger.warning("replicated along a mesh axis that does not divide them: %s", "; ".join(replicated))
     return specs
 
 

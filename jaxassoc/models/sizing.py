@@ -12,7 +12,6 @@ batch sizes of the conf/model files).
 
 from __future__ import annotations
 
-import logging
 import math
 from typing import Any, Mapping, NamedTuple
 
@@ -33,7 +32,7 @@ def bytes_per_device(shapes: Any, family: str, sizes: Mapping[str, int], units: 
     """Bytes of the parameter tree ``shapes`` (leaves with ``.shape``) one device holds on a mesh of axis
     ``sizes`` (``{"data", "fsdp", "tp"}``), at ``itemsize`` bytes per value."""
     mesh = MeshShape({axis: int(sizes.get(axis, 1)) for axis in MESH_AXES})
-    specs = param_specs(shapes, family, mesh, units)
+    specs = param_specs(shapes, family, mesh, units, log=False)
 
     def leaf_bytes(leaf, spec) -> int:
         split = [mesh.shape[axis] if axis else 1 for axis in (*spec, *[None] * (len(leaf.shape) - len(spec)))]
@@ -99,7 +98,6 @@ def sizing_rows() -> list[dict]:
     from jaxassoc.models.partitioning import head_units
 
     rows = []
-    logging.getLogger("jaxassoc.models.partitioning").setLevel(logging.ERROR)  # the table shows replication
     for model, hf_config in MODELS.items():
         family, config, shapes = abstract_params(hf_config)
         units = head_units(family, config)
