@@ -9,7 +9,7 @@ from flax import nnx
 from models_helpers import save_tiny_checkpoint
 
 from jaxassoc.errors import ModelError
-from jaxassoc.models.family import LanguageModule, family_for
+from jaxassoc.models.family import LanguageModule, family_folders, family_for, family_named
 from jaxassoc.models.heads import head_logits
 from jaxassoc.models.layers import causal_allowed, positions_from_mask
 from jaxassoc.models.loading import load_model
@@ -34,12 +34,27 @@ def models(tmp_path_factory):
     return get
 
 
+def test_every_family_folder_is_registered_with_a_sharding_table():
+    """Each sub-package of jaxassoc.models is a family registered under its model types, with a table of
+    body and head parameter paths (test_models_mesh checks a loaded model's leaves against it)."""
+    import importlib
+
+    assert {"bert", "gpt2", "llama"} <= set(family_folders())
+    for folder in family_folders():
+        family = importlib.import_module(f"jaxassoc.models.{folder}").FAMILY
+        assert family.name == folder and all(family_for(t) is family for t in family.model_types)
+        assert all(k.startswith(("body/", "head/")) for k in family.axes), folder
+
+
 def test_registry_finds_each_model_type_and_refuses_an_unknown_one_by_name():
     assert {t: family_for(t).name for t in ("gpt2", "bert", "roberta", "llama", "mistral")} == {
         "gpt2": "gpt2", "bert": "bert", "roberta": "bert", "llama": "llama", "mistral": "llama"}
-    with pytest.raises(ModelError, match=r"model_type='t5'.*supported: \['bert', 'gpt2', 'llama', 'mistral', "
-                                         r"'roberta'\]"):
-        family_for("t5")
+    with pytest.raises(ModelError, match=r"model_type='xlnet'.*supported: \[.*'bert', .*'gpt2', .*'llama', "
+                                         r".*'mistral', .*'roberta'.*\]"):
+        family_for("xlnet")
+    assert family_named("roberta") is family_named("bert") is family_for("bert")
+    with pytest.raises(ModelError, match="unknown model family 'xlnet'"):
+        family_named("xlnet")
     bert = family_for("bert")
     assert bert.decoder(None) is None
     with pytest.raises(ModelError, match="the bert family is masked: it has no key/value-cache decoding"):

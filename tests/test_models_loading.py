@@ -84,11 +84,11 @@ def test_bfloat16_params(gpt2_folder):
 
 
 def test_unknown_model_type_lists_supported(tmp_path, gpt2_folder):
-    folder = tmp_path / "t5"
+    folder = tmp_path / "xlnet"
     shutil.copytree(gpt2_folder, folder)
-    config = json.loads((folder / "config.json").read_text()) | {"model_type": "t5"}
+    config = json.loads((folder / "config.json").read_text()) | {"model_type": "xlnet"}
     (folder / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ModelError, match=r"'t5'.*supported.*'bert'.*'gpt2'.*'roberta'"):
+    with pytest.raises(ModelError, match=r"'xlnet'.*supported.*'bert'.*'gpt2'.*'roberta'"):
         load_model(folder)
 
 

@@ -21,7 +21,7 @@ from jaxassoc.errors import ConfigError
 from jaxassoc.models import load_model
 from jaxassoc.models.checkpoint import LayerStack
 from jaxassoc.models.loading import check_dtype
-from jaxassoc.models.partitioning import FAMILY_AXES, head_units, make_mesh, param_specs
+from jaxassoc.models.partitioning import family_axes, head_units, make_mesh, param_specs
 from models_helpers import save_tiny_checkpoint
 
 MESH_2x4 = types.SimpleNamespace(shape={"data": 1, "fsdp": 2, "tp": 4})  # param_specs reads only .shape
@@ -32,7 +32,7 @@ def test_every_weight_has_a_partition_annotation(tmp_path, family):
     model = load_model(save_tiny_checkpoint(tmp_path, family))
     names = {"/".join(str(getattr(k, "key", getattr(k, "name", k))) for k in path)
              for path, _ in jax.tree_util.tree_leaves_with_path(model.params)}
-    assert names <= set(FAMILY_AXES[model.family])  # every leaf annotated (param_specs raises otherwise)
+    assert names <= set(family_axes(model.family))  # every leaf annotated (param_specs raises otherwise)
     specs = param_specs(model.params, model.family, MESH_2x4, head_units(model.family, model.config))
     assert all(isinstance(s, P) for s in jax.tree.leaves(specs, is_leaf=lambda x: isinstance(x, P)))
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
+import pkgutil
 from typing import Any, Callable, Literal, Mapping
 
 import jax.numpy as jnp
@@ -24,7 +25,9 @@ from jaxassoc.errors import ModelError
 from jaxassoc.models.base import Decoder, ForwardOutput, Head
 from jaxassoc.models.heads import head_logits
 
-FAMILIES: tuple[str, ...] = ("gpt2", "bert", "llama")  # the folders under jaxassoc/models, imported lazily
+Axes = tuple[str | None, ...]
+"""Logical axes of one parameter (``partitioning.RULES`` maps them onto the mesh), e.g. ``("layers",
+"embed", "heads")``; None: never sharded."""
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -42,6 +45,10 @@ class Family:
     new_body: Callable[[Any, Mapping | None], nnx.Module]
     """``new_body(config, body)``: the body module (zero parameters) with the structure of ``body`` (None:
     the full structure); causal families' bodies are :class:`jaxassoc.models.layers.CausalBody`."""
+    axes: Mapping[str, Axes]
+    """Parameter path (``"body/blocks/c_attn/w"``, ``"head/W"``) -> its logical axes: the sharding table."""
+    units: Callable[[Any], Mapping[str, int]]
+    """``units(config)``: heads along the ``heads`` / ``kv_heads`` axes (a head is never split over devices)."""
 
     def abstract_body(self, config: Any, body: Mapping | None = None) -> nnx.Module:
         """The body module with ``jax.ShapeDtypeStruct`` parameters (``nnx.eval_shape``): nothing allocated."""
@@ -113,14 +120,32 @@ def _map_leaves(fn: Callable, tree: Mapping) -> dict:
     return {k: _map_leaves(fn, v) if isinstance(v, Mapping) else fn(v) for k, v in tree.items()}
 
 
+def family_folders() -> tuple[str, ...]:
+    """The family folders: every sub-package of :mod:`jaxassoc.models` (each exports ``FAMILY``)."""
+    import jaxassoc.models as models
+
+    return tuple(sorted(m.name for m in pkgutil.iter_modules(models.__path__) if m.ispkg))
+
+
 @functools.lru_cache(maxsize=1)
 def registry() -> dict[str, Family]:
-    """HF ``model_type`` -> its Family, over every folder in :data:`FAMILIES` (imported on first use)."""
+    """HF ``model_type`` -> its Family, over every family folder (imported on first use)."""
     out: dict[str, Family] = {}
-    for folder in FAMILIES:
+    for folder in family_folders():
         family = importlib.import_module(f"jaxassoc.models.{folder}").FAMILY
+        clash = sorted(set(family.model_types) & set(out))
+        if clash:
+            raise ModelError(f"model_type {clash} claimed by two families: {out[clash[0]].name} and {family.name}")
         out.update(dict.fromkeys(family.model_types, family))
     return out
+
+
+def family_named(name: str) -> Family:
+    """The Family a loaded model's ``LanguageModel.family`` name belongs to (e.g. ``roberta`` -> bert)."""
+    for family in registry().values():
+        if name == family.name or name in family.model_types.values():
+            return family
+    raise ModelError(f"unknown model family {name!r}; known: {sorted({f.name for f in registry().values()})}")
 
 
 def family_for(model_type: str | None) -> Family:
@@ -159,4 +184,5 @@ class LanguageModule(nnx.Module):
         return head_logits(self.head.as_head(), self.body(input_ids, attention_mask).hidden)
 
 
-__all__ = ["FAMILIES", "Family", "LanguageModule", "OutputHead", "family_for", "param_shapes", "registry"]
+__all__ = ["Axes", "Family", "LanguageModule", "OutputHead", "family_folders", "family_for", "family_named",
+           "param_shapes", "registry"]

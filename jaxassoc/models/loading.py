@@ -40,6 +40,13 @@ _HUB_PATTERNS = ["*.json", "*.txt", "*.model", "*.safetensors", "*.bin"]
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
 
+def _family_of(hf_config: dict, path: Path):
+    try:
+        return family_for(hf_config.get("model_type"))
+    except ModelError as e:
+        raise ModelError(f"{path}: {e}") from None
+
+
 def load_model(
     source: str | Path,
     *,
@@ -71,11 +78,12 @@ def load_model(
         weights_sha, file_format = sha256_files([path]), "gguf"
     else:
         hf_config = _read_config(path)
+        _family_of(hf_config, path)  # an unknown architecture is named before any weights are read
         weights = read_weights(path, progress=progress)
         tensors, weights_sha, file_format = weights.tensors, weights.sha256(), weights.file_format
         tokenizer = _read_tokenizer(path)
+    spec = _family_of(hf_config, path)
     try:
-        spec = family_for(hf_config.get("model_type"))
         config = spec.config_from_hf(hf_config)
         params = spec.params_from_hf(tensors, config)
     except ModelError as e:

@@ -1,7 +1,8 @@
 """Model-parallel sharding: logical axes per weight, a device mesh, and the rules that join them.
 
 Every weight of a port carries a partition annotation over LOGICAL axes, declared per family in
-:data:`FAMILY_AXES` (keyed by parameter path, apart from the modeling code). :data:`RULES` map the logical
+:func:`family_axes` (each family folder's ``sharding.py``, keyed by parameter path, apart from the
+modeling code). :data:`RULES` map the logical
 axes onto the mesh axes ``("data", "fsdp", "tp")``: FSDP shards the embedding (d_model) dimension of the
 weights, tensor parallelism (TP) the heads / MLP / vocabulary dimension; the batch is split over
 ``("data", "fsdp")``. A dimension that its mesh axis does not divide (or whose heads it does not divide,
@@ -34,71 +35,25 @@ RULES: dict[str, str | None] = {  # logical axis -> mesh axis (None: never shard
     "layers": None,
 }
 
-_L, _E = "layers", "embed"
-_NORM = {"scale": (_L, None), "bias": (_L, None)}
-_FINAL_NORM = {"scale": (None,), "bias": (None,)}
+STACKED_NORM: dict[str, tuple[str | None, ...]] = {"scale": ("layers", None), "bias": ("layers", None)}
+"""Axes of a stacked :class:`jaxassoc.models.layers.LayerNorm` (per-layer scale and bias, never sharded)."""
+NORM: dict[str, tuple[str | None, ...]] = {"scale": (None,), "bias": (None,)}
+"""Axes of a single LayerNorm."""
 
-FAMILY_AXES: dict[str, dict[str, tuple[str | None, ...]]] = {  # family -> {param path: logical axes}
-    "gpt2": {
-        "body/wte": ("vocab", _E),
-        "body/wpe": (None, _E),
-        **{f"body/blocks/{n}/{k}": a for n in ("ln_1", "ln_2") for k, a in _NORM.items()},
-        "body/blocks/c_attn/w": (_L, _E, "heads"),
-        "body/blocks/c_attn/b": (_L, "heads"),
-        "body/blocks/c_proj/w": (_L, "heads", _E),
-        "body/blocks/c_proj/b": (_L, None),
-        "body/blocks/c_fc/w": (_L, _E, "mlp"),
-        "body/blocks/c_fc/b": (_L, "mlp"),
-        "body/blocks/mlp_proj/w": (_L, "mlp", _E),
-        "body/blocks/mlp_proj/b": (_L, None),
-        **{f"body/ln_f/{k}": a for k, a in _FINAL_NORM.items()},
-        "head/W": ("vocab", _E),
-    },
-    "llama": {
-        "body/embed": ("vocab", _E),
-        "body/layers/attn_norm": (_L, None),
-        "body/layers/q": (_L, _E, "heads"),
-        "body/layers/k": (_L, _E, "kv_heads"),
-        "body/layers/v": (_L, _E, "kv_heads"),
-        "body/layers/o": (_L, "heads", _E),
-        "body/layers/mlp_norm": (_L, None),
-        "body/layers/gate": (_L, _E, "mlp"),
-        "body/layers/up": (_L, _E, "mlp"),
-        "body/layers/down": (_L, "mlp", _E),
-        "body/norm": (None,),
-        "head/W": ("vocab", _E),
-    },
-    "bert": {
-        "body/word": ("vocab", _E),
-        "body/position": (None, _E),
-        "body/token_type": (None, _E),
-        **{f"body/embed_ln/{k}": a for k, a in _FINAL_NORM.items()},
-        **{f"body/blocks/{n}/w": (_L, _E, "heads") for n in ("query", "key", "value")},
-        **{f"body/blocks/{n}/b": (_L, "heads") for n in ("query", "key", "value")},
-        "body/blocks/attn_out/w": (_L, "heads", _E),
-        "body/blocks/attn_out/b": (_L, None),
-        **{f"body/blocks/{n}/{k}": a for n in ("attn_ln", "ffn_ln") for k, a in _NORM.items()},
-        "body/blocks/ffn_in/w": (_L, _E, "mlp"),
-        "body/blocks/ffn_in/b": (_L, "mlp"),
-        "body/blocks/ffn_out/w": (_L, "mlp", _E),
-        "body/blocks/ffn_out/b": (_L, None),
-        "body/mlm_transform/dense/w": (_E, None),
-        "body/mlm_transform/dense/b": (None,),
-        **{f"body/mlm_transform/ln/{k}": a for k, a in _FINAL_NORM.items()},
-        "head/W": ("vocab", _E),
-        "head/b": ("vocab",),
-    },
-}
-FAMILY_AXES["roberta"] = FAMILY_AXES["bert"]
+
+def family_axes(family: str) -> dict[str, tuple[str | None, ...]]:
+    """Parameter path -> logical axes of a family (its folder's ``sharding.AXES``, via ``Family.axes``);
+    ``family`` is a ``LanguageModel.family`` name. ModelError for an unknown family."""
+    from jaxassoc.models.family import family_named
+
+    return dict(family_named(family).axes)
 
 
 def head_units(family: str, config: Any) -> dict[str, int]:
     """The number of heads along the ``heads`` / ``kv_heads`` axes: a head is never split over devices."""
-    if family == "gpt2":
-        return {"heads": config.n_head}
-    if family == "llama":
-        return {"heads": config.num_attention_heads, "kv_heads": config.num_key_value_heads}
-    return {"heads": config.num_heads}
+    from jaxassoc.models.family import family_named
+
+    return dict(family_named(family).units(config))
 
 
 def make_mesh(data: int = 1, fsdp: int = 1, tp: int = 1) -> Mesh | None:
@@ -158,15 +113,13 @@ def param_specs(params: Any, family: str, mesh: Mesh, units: Mapping[str, int] =
     A dimension whose mesh axis does not divide it (or its number of heads, ``units``) is replicated along
     that axis; the tensors concerned are logged once (``log``). ModelError for a leaf the family's table lacks.
     """
-    table = FAMILY_AXES.get(family)
-    if table is None:
-        raise ModelError(f"no partitioning table for model family {family!r}; known: {sorted(FAMILY_AXES)}")
+    table = family_axes(family)
     replicated: list[str] = []
 
     def spec(path, leaf):
         name = param_path(path)
         if name not in table:
-            raise ModelError(f"{family} parameter {name!r} has no partition annotation in FAMILY_AXES")
+            raise ModelError(f"{family} parameter {name!r} has no partition annotation in its sharding.AXES")
         axes = table[name]
         if len(axes) != np.ndim(leaf):
             raise ModelError(f"{family} parameter {name!r} has shape {np.shape(leaf)} but its partition "
@@ -235,5 +188,5 @@ def is_placed_on(params: Any, mesh: Mesh) -> bool:
                for x in jax.tree.leaves(params))
 
 
-__all__ = ["FAMILY_AXES", "RULES", "MESH_AXES", "BATCH_AXES", "make_mesh", "param_specs", "place_params",
+__all__ = ["NORM", "STACKED_NORM", "RULES", "family_axes", "MESH_AXES", "BATCH_AXES", "make_mesh", "param_specs", "place_params",
            "batch_spec", "batch_size_multiple", "head_units", "is_placed_on", "device_params", "host_cast"]

@@ -81,13 +81,11 @@ def abstract_params(hf_config: dict) -> tuple[str, Any, dict]:
     from flax import nnx
 
     from jaxassoc.models.family import family_for
-    from jaxassoc.models.partitioning import FAMILY_AXES
-
     family = family_for(hf_config["model_type"])
     name = family.model_types[hf_config["model_type"]]
     config = family.config_from_hf(hf_config)
     body = nnx.state(family.abstract_body(config)).to_pure_dict()
-    embedding = next(path.removeprefix("body/") for path, axes in FAMILY_AXES[name].items()
+    embedding = next(path.removeprefix("body/") for path, axes in family.axes.items()
                      if path.startswith("body/") and axes == ("vocab", "embed"))
     head = {"W": body[embedding]}
     return name, config, {"body": body, "head": head}

@@ -1,0 +1,37 @@
+"""Every causal family's tiny random checkpoint (``tests/family_specs``) against transformers: logits with
+right and left padding, cached greedy decoding, packed scoring (see ``tests/conformance.py``)."""
+
+import pytest
+
+import conformance
+from family_specs import all_specs
+from jaxassoc.models import load_model
+
+SPECS = all_specs()
+
+
+@pytest.fixture(scope="module", params=SPECS, ids=[s.name for s in SPECS])
+def pair(request, tmp_path_factory):
+    """(our model loaded from the saved folder, transformers' model loaded from the same folder)."""
+    spec = request.param
+    folder = conformance.save(spec, tmp_path_factory.mktemp("conformance"))
+    return spec, load_model(folder), conformance.load_reference(spec, folder)
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_logits_at_every_real_position_match_transformers(pair, side):
+    spec, model, reference = pair
+    seqs = conformance.sequences(model.head.W.shape[0])
+    assert conformance.logits_error(model, reference, seqs, side) <= spec.atol
+
+
+def test_cached_greedy_decoding_equals_transformers_generate(pair):
+    _, model, reference = pair
+    prompts = conformance.sequences(model.head.W.shape[0], n=5, seed=1, low=1, high=9)
+    assert conformance.greedy_mismatches(model, reference, prompts) == []
+
+
+def test_packed_scoring_equals_each_sequence_alone(pair):
+    spec, model, reference = pair
+    seqs = conformance.sequences(model.head.W.shape[0], n=9, seed=2, low=1, high=14)
+    assert conformance.packed_error(model, reference, seqs) <= spec.atol
