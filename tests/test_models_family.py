@@ -118,14 +118,14 @@ def _causal(tiny):
 @pytest.mark.parametrize("name", CAUSAL)
 def test_cached_forward_with_its_default_overrides_is_unchanged(models, name):
     tiny = models(name)
-    dec, window = _causal(tiny)
+    dec, _ = _causal(tiny)
     body = tiny.params["body"]
     ids = jnp.array([[0, 0, 7, 8, 9, 10, 11, 12], [3, 4, 5, 6, 7, 8, 9, 10]])
     mask = jnp.array([[0, 0, 1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1, 1, 1]])
     _, cache = dec.forward_cached(body, ids[:, :5], mask, dec.init_cache(2, 8), 0)
     plain, plain_cache = dec.forward_cached(body, ids[:, 5:], mask, cache, 5)
     positions = positions_from_mask(mask)[:, 5:]
-    allowed = causal_allowed(mask, window)[:, :, 5:]
+    allowed = causal_allowed(mask)[:, :, 5:]  # the body applies a sliding window on the positions
     given, given_cache = dec.forward_cached(body, ids[:, 5:], mask, cache, 5, positions=positions, allowed=allowed)
     np.testing.assert_array_equal(np.asarray(given), np.asarray(plain))
     np.testing.assert_array_equal(np.asarray(given_cache.k), np.asarray(plain_cache.k))

@@ -148,14 +148,11 @@ def padding_allowed(attention_mask: Int[Array, "B T"]) -> Bool[Array, "B 1 1 T"]
     return attention_mask.astype(bool)[:, None, None, :]
 
 
-def causal_allowed(attention_mask: Int[Array, "B T"], window: int | None = None) -> Bool[Array, "B 1 T T"]:
-    """Keys a query may attend to in a causal decoder: real tokens of its segment at or before it, and with
-    a sliding ``window`` (Mistral) only the query and the ``window - 1`` tokens before it."""
+def causal_allowed(attention_mask: Int[Array, "B T"]) -> Bool[Array, "B 1 T T"]:
+    """Keys a query may attend to in a causal decoder: real tokens of its segment at or before it (a sliding
+    window is applied on position ids by :func:`window_allowed`)."""
     T = attention_mask.shape[1]
-    q, k = jnp.arange(T)[:, None], jnp.arange(T)[None, :]
-    allowed = k <= q
-    if window is not None and window < T:
-        allowed = allowed & (k > q - window)
+    allowed = jnp.arange(T)[None, :] <= jnp.arange(T)[:, None]
     return (allowed[None] & segment_allowed(attention_mask))[:, None]
 
 
@@ -165,21 +162,39 @@ def attention(
     v: Float[Array, "B S G K"],
     allowed: Bool[Array, "B 1 T S"],
     scale: float,
+    *,
+    bias: Float[Array, "B H T S"] | None = None,
+    softcap: float | None = None,
 ) -> Float[Array, "B T H K"]:
     """Scaled dot-product attention (Vaswani et al. 2017, eq. 1) with grouped-query heads (Ainslie et al.
     2023: the H query heads share G key/value heads, H a multiple of G); softmax in float32.
 
     ``allowed[b, 0, t, s]`` says whether query t may see key s (causal, segment, window and padding masks
     are all such arrays). Disallowed scores are set to the float32 minimum (not -inf), as in HF, so a query
-    row with no allowed key (a padding row) gives finite values instead of NaN.
+    row with no allowed key (a padding row) gives finite values instead of NaN. ``bias`` (broadcastable to
+    ``(B, H, T, S)``, e.g. ALiBi's) is added to the scaled scores; ``softcap`` then caps them smoothly,
+    ``c * tanh(scores / c)`` (Gemma 2).
     """
     B, T, H, K = q.shape
     G = k.shape[2]
     grouped = q.reshape(B, T, G, H // G, K)
     scores = jnp.einsum("btgnk,bsgk->bgnts", grouped, k).astype(jnp.float32) * scale
+    if bias is not None:
+        bias = jnp.broadcast_to(bias, (B, H, T, scores.shape[-1])).reshape(B, G, H // G, T, -1)
+        scores = scores + bias.astype(jnp.float32)
+    if softcap is not None:
+        scores = softcap * jnp.tanh(scores / softcap)
     scores = jnp.where(allowed[:, :, None], scores, jnp.finfo(jnp.float32).min)
     weights = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
     return jnp.einsum("bgnts,bsgk->btgnk", weights, v).reshape(B, T, H, K)
+
+
+def window_allowed(
+    allowed: Bool[Array, "B 1 t T"], query_positions: Int[Array, "B t"], key_positions: Int[Array, "B T"], window: int
+) -> Bool[Array, "B 1 t T"]:
+    """``allowed`` restricted to a sliding window on position ids: a query sees itself and the ``window - 1``
+    positions before it (Mistral; the local layers of GPT-Neo, Gemma 2/3, Qwen2)."""
+    return allowed & (key_positions[:, None, None, :] > query_positions[:, None, :, None] - window)
 
 
 def split_heads(x: Float[Array, "B T D"], n_heads: int) -> Float[Array, "B T H K"]:
@@ -227,22 +242,26 @@ class CausalBlock(nnx.Module):
     of its input, ``attend`` the block output from those queries over (cached) keys and values."""
 
     def project(self, h: Float[Array, "B t D"], positions: Any) -> tuple[Array, Array, Array]:
-        """Queries, keys and values; ``positions`` is what the body's ``block_positions`` gives."""
+        """Queries, keys and values; ``positions`` is what the body's ``layer_positions`` gives."""
         raise NotImplementedError
 
-    def attend(self, h: Float[Array, "B t D"], q, k, v, allowed: Bool[Array, "B 1 t T"]) -> Float[Array, "B t D"]:
+    def attend(self, h: Float[Array, "B t D"], q, k, v, allowed: Bool[Array, "B 1 t T"], bias=None) -> Float[Array, "B t D"]:
+        """The block output; ``bias``: the body's ``attention_bias`` (None for most families)."""
         raise NotImplementedError
 
-    def __call__(self, h, positions, allowed):
-        return self.attend(h, *self.project(h, positions), allowed)
+    def __call__(self, h, positions, allowed, bias=None):
+        return self.attend(h, *self.project(h, positions), allowed, bias)
 
 
 class CausalBody(nnx.Module):
     """A causal decoder body: ``embed_inputs(ids, positions)``, a stacked :class:`CausalBlock` (``stack``), then
     ``final_norm``. Subclasses name their parameters as their checkpoint layout is read
-    (``<family>/params.py``) and give ``window`` (sliding window or None) and ``cache_dims``."""
+    (``<family>/params.py``) and give ``cache_dims``, and optionally ``window`` (a sliding window on
+    position ids) with ``local_layers`` (which layers use it; None: all), ``block_positions`` /
+    ``layer_positions`` (rotary tables) and ``attention_bias`` (ALiBi)."""
 
     window: int | None = None
+    local_layers: tuple[bool, ...] | None = None
 
     @property
     def stack(self) -> CausalBlock:
@@ -264,6 +283,24 @@ class CausalBody(nnx.Module):
         themselves by default; rotary ports override it with their cos/sin tables."""
         return positions
 
+    def layer_positions(self, at: Any, local: Bool[Array, ""]) -> Any:
+        """One layer's share of ``block_positions`` (``local``: whether the layer is a windowed one); e.g.
+        Gemma 3 gives its local layers other rotary tables. Default: ``at`` itself."""
+        return at
+
+    def attention_bias(self, query_positions: Int[Array, "B t"], key_positions: Int[Array, "B T"]) -> Array | None:
+        """An additive attention bias broadcastable to ``(B, heads, t, T)`` from position ids (ALiBi), or None."""
+        return None
+
+    def _layer_masks(self, allowed, query_positions, key_positions):
+        """(global, local or None, per-layer flags ``(L,)``): what each layer of the scan attends with."""
+        n_layers = self.cache_dims[0]
+        if self.window is None:
+            return allowed, None, jnp.zeros(n_layers, bool)
+        local = window_allowed(allowed, query_positions, key_positions, self.window)
+        flags = (True,) * n_layers if self.local_layers is None else self.local_layers
+        return allowed, local, jnp.asarray(flags, bool)
+
     def __call__(
         self, input_ids: Int[Array, "B T"], attention_mask: Int[Array, "B T"], *, all_layers: bool = False
     ) -> ForwardOutput:
@@ -272,14 +309,16 @@ class CausalBody(nnx.Module):
         (so ``layers[-1] == hidden``)."""
         positions = positions_from_mask(attention_mask)
         x = self.embed_inputs(input_ids, positions)
-        allowed = causal_allowed(attention_mask, self.window)
+        allowed, local, flags = self._layer_masks(causal_allowed(attention_mask), positions, positions)
+        bias = self.attention_bias(positions, positions)
         at = self.block_positions(positions, x.dtype)
 
-        def step(block, h, _):
-            out = block(h, at, allowed)
+        def step(block, h, flag):
+            mask = allowed if local is None else jnp.where(flag, local, allowed)
+            out = block(h, self.layer_positions(at, flag), mask, bias)
             return out, (out if all_layers else None)
 
-        h, per_layer = scan_layers(self.stack, step, x)
+        h, per_layer = scan_layers(self.stack, step, x, flags)
         hidden = self.final_norm(h)
         if not all_layers:
             return ForwardOutput(hidden=hidden, layers=None)
@@ -308,28 +347,29 @@ class CausalBody(nnx.Module):
         ``positions`` (their position ids) and ``allowed`` (which of the T cache columns each new token may
         see) default to what the mask gives (:func:`positions_from_mask`, :func:`causal_allowed`); pass
         them to lay out the columns otherwise, e.g. several continuations of one cached prefix side by side
-        (block-causal ``allowed``, positions restarting after the prefix). With a given ``allowed``, a
-        sliding window (Mistral) is applied on position ids, the cache columns' being the mask's with the
-        new tokens' ``positions`` written at ``start``. A prompt pass (``start = 0``)
-        followed by one-token steps gives the same states as the full forward (tested).
+        (block-causal ``allowed``, positions restarting after the prefix). Sliding windows and attention
+        biases act on position ids: the cache columns' are the mask's with the new tokens' ``positions``
+        written at ``start``. A prompt pass (``start = 0``) followed by one-token steps gives the same
+        states as the full forward (tested).
         """
         t = input_ids.shape[1]
         mask_positions = positions_from_mask(attention_mask)
         if positions is None:
             positions = jax.lax.dynamic_slice_in_dim(mask_positions, start, t, axis=1)
         if allowed is None:
-            allowed = jax.lax.dynamic_slice_in_dim(causal_allowed(attention_mask, self.window), start, t, axis=2)
-        elif self.window is not None:  # the sliding window on position ids: packed columns are not positions
-            keys = jax.lax.dynamic_update_slice_in_dim(mask_positions, positions.astype(mask_positions.dtype),
-                                                       start, axis=1)
-            allowed = allowed & (keys[:, None, None, :] > positions[:, None, :, None] - self.window)
+            allowed = jax.lax.dynamic_slice_in_dim(causal_allowed(attention_mask), start, t, axis=2)
+        keys = jax.lax.dynamic_update_slice_in_dim(mask_positions, positions.astype(mask_positions.dtype), start, axis=1)
+        allowed, local, flags = self._layer_masks(allowed, positions, keys)
+        bias = self.attention_bias(positions, keys)
         x = self.embed_inputs(input_ids, positions)
         at = self.block_positions(positions, x.dtype)
 
-        def step(block, h, kv):
-            q, k, v = block.project(h, at)
-            k_all, v_all = write_columns(*kv, k, v, start)
-            return block.attend(h, q, k_all, v_all, allowed), (k_all, v_all)
+        def step(block, h, xs):
+            flag, k_all, v_all = xs
+            mask = allowed if local is None else jnp.where(flag, local, allowed)
+            q, k, v = block.project(h, self.layer_positions(at, flag))
+            k_all, v_all = write_columns(k_all, v_all, k, v, start)
+            return block.attend(h, q, k_all, v_all, mask, bias), (k_all, v_all)
 
-        h, (k, v) = scan_layers(self.stack, step, x, (cache.k, cache.v))
+        h, (k, v) = scan_layers(self.stack, step, x, (flags, cache.k, cache.v))
         return self.final_norm(h), KVCache(k, v)

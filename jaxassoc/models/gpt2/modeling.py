@@ -49,11 +49,11 @@ class GPT2Block(CausalBlock):
         q, k, v = jnp.split(self.c_attn(self.ln_1(h)), 3, axis=-1)
         return tuple(split_heads(a, self.config.n_head) for a in (q, k, v))
 
-    def attend(self, h, q, k, v, allowed):
+    def attend(self, h, q, k, v, allowed, bias=None):
         """``h + Attn`` (queries of h's tokens over the given keys/values) then ``h + MLP(LayerNorm(h))``."""
         c = self.config
         scale = head_scale(c.d_model // c.n_head) if c.scale_attn_weights else 1.0
-        h = h + self.c_proj(merge_heads(attention(q, k, v, allowed, scale)))
+        h = h + self.c_proj(merge_heads(attention(q, k, v, allowed, scale, bias=bias)))
         return h + self.mlp_proj(ACTIVATIONS[c.activation](self.c_fc(self.ln_2(h))))
 
 

@@ -63,11 +63,11 @@ class LlamaBlock(CausalBlock):
         k = apply_rope((h @ self.k[...]).reshape(B, T, KV, d), cos, sin)
         return q, k, (h @ self.v[...]).reshape(B, T, KV, d)
 
-    def attend(self, x, q, k, v, allowed):
+    def attend(self, x, q, k, v, allowed, bias=None):
         """``x + Attn`` (queries of x's tokens over the given keys/values) then ``x + SwiGLU(RMSNorm(x))``."""
         c = self.config
         B, T, _ = x.shape
-        attended = attention(q, k, v, allowed, head_scale(c.head_dim)).reshape(B, T, -1)
+        attended = attention(q, k, v, allowed, head_scale(c.head_dim), bias=bias).reshape(B, T, -1)
         x = x + attended @ self.o[...]
         h = rms_norm(x, self.mlp_norm[...], c.rms_norm_eps)
         return x + (jax.nn.silu(h @ self.gate[...]) * (h @ self.up[...])) @ self.down[...]
