@@ -79,10 +79,25 @@ def test_every_seed_papers_model_has_a_config(paper):
 
 def test_models_csv_runs_all_28_paper_models_as_configs():
     assert len(ROWS) == 28 and len({r["model"] for r in ROWS}) == 28
-    not_runnable = [(r["model"], r["runnable_in_jaxassoc"]) for r in ROWS if not RUNNABLE.fullmatch(r["runnable_in_jaxassoc"])]
-    assert not not_runnable
+    runnable = {r["model"]: r["runnable_in_jaxassoc"] for r in ROWS}
+    assert not {m: v for m, v in runnable.items() if not RUNNABLE.fullmatch(v)}
     assert len(set(SEED_MODELS["unstereo_eval"])) == 28
     assert set(SEED_MODELS["unstereo_eval"]) <= set(CONFIGS)
+
+
+def test_models_csv_lists_the_models_of_the_papers_shipped_results():
+    """The 28 models of the authors' per-row Winogender results (tests/fixtures), under their hub ids there
+    (``org__name``; the Llama-2 rows name local copies, matched by size)."""
+    import pandas as pd
+
+    results = REPO / "tests" / "fixtures" / "unstereo_eval" / "results" / "Winogender-no-maxpmi-constraint.csv.gz"
+    shipped = pd.read_csv(results, usecols=["model", "orig_model_name"]).drop_duplicates()
+    assert sorted(shipped["model"]) == sorted(r["model"] for r in ROWS)
+    hub = {r["model"]: r["hub_id"] for r in ROWS}
+    for model, orig in zip(shipped["model"], shipped["orig_model_name"]):
+        expected = hub[model].replace("/", "__")
+        local_llama = model.startswith("llama-2") and model.removeprefix("llama-2-").upper() in orig.upper()
+        assert orig == expected or local_llama, (model, orig)
 
 
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r["model"])
