@@ -6,6 +6,7 @@ import os
 import shutil
 import stat
 import subprocess
+from csv import DictReader
 from pathlib import Path
 
 import pytest
@@ -24,17 +25,21 @@ def stub(path: Path) -> Path:
 
 
 def run_script(tmp_path: Path, script: Path, *, venv: bool, python: Path | None = None,
-               extra: tuple[str, ...] = ()) -> list[str]:
-    """Run a copy of ``script`` in a scratch repo under ``tmp_path``; the interpreter calls it made."""
+               extra: tuple[str, ...] = (), env: dict[str, str] | None = None,
+               files: tuple[str, ...] = ()) -> list[str]:
+    """Run a copy of ``script`` (and of the repo ``files`` it reads) in a scratch repo under ``tmp_path``
+    with ``env`` added; the interpreter calls it made."""
     repo = tmp_path / "repo"
-    (repo / script).parent.mkdir(parents=True)
-    shutil.copy(REPO / script, repo / script)
+    for path in (str(script), *files):
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / path, repo / path)
     if venv:
         stub(repo / ".venv" / "bin" / "python")
     bin_dir = tmp_path / "bin"  # python3 on the PATH; no `python` there
     stub(bin_dir / "python3")
     log = tmp_path / "calls.log"
-    env = {"PATH": f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin", "STUB_LOG": str(log), "HOME": str(tmp_path)}
+    env = {"PATH": f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin", "STUB_LOG": str(log), "HOME": str(tmp_path),
+           **(env or {})}
     if python is not None:
         env["PYTHON"] = str(python)
     proc = subprocess.run(["bash", str(repo / script), *ARGS.get(str(script), []), *extra], cwd=tmp_path, env=env,
@@ -74,3 +79,49 @@ def test_set_cao2022_gives_set_options_to_the_set_jobs_only(tmp_path):
     assert "metric.set_transform=log1m" in sweeps["set"]
     assert all("metric.set_transform" not in sweeps[m] for m in ("ilps", "ilps_star"))
     assert all("stats.n_bootstrap=100" in call for call in sweeps.values())
+
+
+def sweep_models(calls: list[str]) -> list[list[str]]:
+    """The ``model=a,b,...`` list of each sweep call, in order."""
+    return [next(a for a in call.split() if a.startswith("model=")).removeprefix("model=").split(",")
+            for call in calls if " -m jaxassoc -m " in call]
+
+
+def test_unstereo_eval_MODELS_paper_sweeps_the_28_configs_of_models_csv(tmp_path):
+    """One multirun over the paper's 28 models: the config names of models.csv's runnable column, in order."""
+    csv = "experiments/unstereo_eval/models.csv"
+    calls = run_script(tmp_path, Path("experiments/unstereo_eval/run.sh"), venv=True, env={"MODELS": "paper"},
+                       files=(csv,), extra=("model.dtype=bfloat16",))
+    rows = list(DictReader((REPO / csv).open()))
+    expected = [r["runnable_in_jaxassoc"].removeprefix("yes (model=").removesuffix(")") for r in rows]
+    assert sweep_models(calls) == [expected] and len(set(expected)) == 28
+    assert all((REPO / "conf" / "model" / f"{name}.yaml").is_file() for name in expected)
+    assert "model.dtype=bfloat16" in calls[0].split()
+
+
+def test_unstereo_eval_MODELS_paper_refuses_a_csv_without_runnable_rows(tmp_path):
+    repo = tmp_path / "repo" / "experiments" / "unstereo_eval"
+    repo.mkdir(parents=True)
+    (repo / "models.csv").write_text("model,hub_id,architecture,runnable_in_jaxassoc,loads,note\n")
+    shutil.copy(REPO / "experiments/unstereo_eval/run.sh", repo / "run.sh")
+    proc = subprocess.run(["bash", str(repo / "run.sh")], env={"PATH": "/usr/bin:/bin", "MODELS": "paper",
+                          "PYTHON": "/bin/true"}, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "no 'yes (model=...)' rows" in proc.stderr and "models.csv" in proc.stderr
+
+
+@pytest.mark.parametrize(("script", "paper"), [
+    ("experiments/zca_weat/run.sh", ["glove-6b-100d", "word2vec-googlenews", "bert-base-cased", "roberta-base", "gpt2",
+                                     "unsup-simcse-bert-base-uncased", "unsup-simcse-roberta-base"]),
+    ("experiments/set_cao2022/run.sh", ["bert-large-cased", "roberta-large"]),
+], ids=["zca_weat", "set_cao2022"])
+def test_MODELS_paper_sweeps_the_papers_models(tmp_path, script, paper):
+    """The seven models of the ZCA-WEAT paper, the two masked LMs of Cao et al. 2022; each has its config."""
+    models = sweep_models(run_script(tmp_path, Path(script), venv=True, env={"MODELS": "paper"}))
+    assert models and all(m == paper for m in models)
+    assert all((REPO / "conf" / "model" / f"{name}.yaml").is_file() for name in paper)
+
+
+def test_MODELS_passes_other_names_through(tmp_path):
+    calls = run_script(tmp_path, Path("experiments/unstereo_eval/run.sh"), venv=True,
+                       env={"MODELS": "pythia-70m,qwen2.5-0.5b"})
+    assert sweep_models(calls) == [["pythia-70m", "qwen2.5-0.5b"]]

@@ -3,8 +3,8 @@
 #
 #   experiments/rpam/run.sh MODEL [OUT]
 #
-# MODEL: a conf/model name (smollm2-135m offline; gpt2, gpt2-large, mistral-7b-v0.1,
-# mistral-7b-instruct-v0.2 need the hub or a local copy). OUT: results folder (default
+# MODEL: a conf/model name (smollm2-135m offline; the paper's gpt2, gpt2-large, gpt-neo-125m, mistral-7b-v0.1,
+# mistral-7b-instruct-v0.2 and any other causal conf/model need the hub or a local copy). OUT: results folder (default
 # experiments/rpam/results/MODEL). Finished jobs are skipped when rerun (Hydra resume).
 # Environment knobs (empty = the paper's full setting):
 #   SAMPLE_TP2=n        seeded subsample of n items for the TP2 tasks on WS-353, Bellezza, SST-2
