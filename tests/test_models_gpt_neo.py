@@ -1,0 +1,96 @@
+"""GPT-Neo port: config refusals by field, checkpoint faults by tensor, and the local layers' window: the
+same keys as transformers' local mask, and really exercised by the conformance spec
+(``tests/family_specs/gpt_neo.py``: a global then a local layer, window 3)."""
+
+import dataclasses
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+import conformance
+from family_specs.gpt_neo import SPECS
+from jaxassoc.errors import ModelError
+from jaxassoc.models import load_model
+from jaxassoc.models.gpt_neo import FAMILY as gpt_neo
+from jaxassoc.models.heads import head_logits
+from jaxassoc.models.layers import causal_allowed, positions_from_mask, window_allowed
+
+BASE = {"model_type": "gpt_neo", "vocab_size": 50, "hidden_size": 32, "num_layers": 2, "num_heads": 4,
+        "max_position_embeddings": 64, "window_size": 3, "attention_types": [[["global", "local"], 1]]}
+
+
+@pytest.mark.parametrize(
+    "fields, words",
+    [
+        ({"attention_types": [[["global", "sparse"], 1]]}, "attention_types.*'sparse'"),
+        ({"attention_types": [[["global", "local"], 2]]}, "num_layers"),
+        ({"attention_types": [["global", 2]]}, "attention_types.*malformed"),
+        ({"attention_layers": ["local", "global"]}, "attention_layers"),
+        ({"activation_function": "swish"}, "activation_function"),
+        ({"window_size": 0}, "window_size"),
+        ({"num_heads": 5}, "num_heads"),
+        ({"model_type": "gpt2"}, "'gpt2'"),
+        ({"hidden_size": None}, "hidden_size"),
+    ],
+)
+def test_unsupported_config_is_refused_by_field(fields, words):
+    config = {k: v for k, v in {**BASE, **fields}.items() if v is not None}
+    with pytest.raises(ModelError, match=words):
+        gpt_neo.config_from_hf(config)
+
+
+def test_config_expands_attention_types_per_layer():
+    config = gpt_neo.config_from_hf({**BASE, "num_layers": 4, "attention_types": [[["global", "local"], 2]]})
+    assert config.attention_layers == ("global", "local", "global", "local")
+    assert gpt_neo.new_body(config).local_layers == (False, True, False, True)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    folder = conformance.save(SPECS[0], tmp_path_factory.mktemp("gpt_neo"))
+    return folder, load_model(folder), conformance.load_reference(SPECS[0], folder)
+
+
+def test_local_mask_is_transformers_local_mask(tiny):
+    """A local layer's query sees itself and the window_size - 1 tokens before it: transformers' buffer
+    ``tril(ones) XOR tril(ones, -window_size)`` of the local layer, position for position."""
+    _, model, reference = tiny
+    T, window = 12, model.config.window_size
+    theirs = reference.transformer.h[1].attn.attention.bias[0, 0, :T, :T].numpy()
+    mask = jnp.ones((1, T), jnp.int32)
+    positions = positions_from_mask(mask)
+    ours = np.asarray(window_allowed(causal_allowed(mask), positions, positions, window))[0, 0]
+    np.testing.assert_array_equal(ours, theirs)
+    assert ours.sum(1).max() == window
+
+
+def test_window_changes_the_logits_from_position_window_on(tiny):
+    """With both layers global the logits agree on the first window_size positions and differ (far beyond the
+    conformance tolerance, 1e-4) after them: the window of the local layer is doing something."""
+    _, model, _ = tiny
+    seqs = conformance.sequences(model.head.W.shape[0])
+    ids, mask = conformance.padded_batch(seqs, "right")
+    glob = dataclasses.replace(model.config, attention_layers=("global", "global"))
+    logits = {}
+    for name, config in (("local", model.config), ("global", glob)):
+        hidden = gpt_neo.forward(model.params["body"], jnp.asarray(ids), jnp.asarray(mask), config=config).hidden
+        logits[name] = np.asarray(head_logits(model.head, hidden))
+    w = model.config.window_size
+    diff = np.abs(logits["local"] - logits["global"])
+    assert diff[:, :w].max() < 1e-5
+    assert diff[:, w:][mask[:, w:].astype(bool)].max() > 1e-2
+
+
+def test_checkpoint_missing_a_tensor_names_it(tiny):
+    folder, model, _ = tiny
+    tensors = load_file(folder / "model.safetensors")
+    name = "transformer.h.1.attn.attention.out_proj.bias"
+    with pytest.raises(ModelError, match=name.replace(".", r"\.")):
+        gpt_neo.params_from_hf({k: v for k, v in tensors.items() if k != name}, model.config)
+    assert "lm_head.weight" not in tensors  # tied: the head is a copy of wte
+    np.testing.assert_array_equal(np.asarray(model.head.W), tensors["transformer.wte.weight"])
+    untied = dataclasses.replace(model.config, tie_word_embeddings=False)
+    with pytest.raises(ModelError, match=r"lm_head\.weight"):
+        gpt_neo.params_from_hf(tensors, untied)
