@@ -3,8 +3,10 @@ that really selects, both expert layouts, config refusal by field name, bad chec
 against transformers are in tests/test_models_conformance.py)."""
 
 import dataclasses
+import functools
 import json
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -43,8 +45,13 @@ def _ids(T=9, rows=3, seed=0):
     return jnp.asarray(ids), jnp.ones((rows, T), jnp.int32)
 
 
+@functools.partial(jax.jit, static_argnames="config")
+def _jit_logits(params, ids, mask, config):
+    return head_logits(params["head"], mixtral.forward(params["body"], ids, mask, config=config).hidden)
+
+
 def _logits(params, config, ids, mask):
-    return np.asarray(head_logits(params["head"], mixtral.forward(params["body"], ids, mask, config=config).hidden))
+    return np.asarray(_jit_logits(params, ids, mask, config=config))
 
 
 def numpy_moe(h, router, gate, up, down, k):

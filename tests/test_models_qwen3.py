@@ -3,8 +3,10 @@ refusal by field name, bad checkpoints (the shared checks against transformers a
 tests/test_models_conformance.py)."""
 
 import dataclasses
+import functools
 import json
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -41,8 +43,12 @@ def tiny(tmp_path_factory):
 
 def _logits(params, config, T=8):
     ids = jnp.asarray(np.random.default_rng(0).integers(3, TINY["vocab_size"], size=(2, T)))
-    hidden = qwen3.forward(params["body"], ids, jnp.ones_like(ids), config=config).hidden
-    return np.asarray(head_logits(params["head"], hidden)), np.asarray(ids)
+    return np.asarray(_jit_logits(params, ids, jnp.ones_like(ids), config=config)), np.asarray(ids)
+
+
+@functools.partial(jax.jit, static_argnames="config")
+def _jit_logits(params, ids, mask, config):
+    return head_logits(params["head"], qwen3.forward(params["body"], ids, mask, config=config).hidden)
 
 
 def test_logits_match_transformers_and_the_config_is_read(tiny):
