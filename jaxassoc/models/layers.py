@@ -100,6 +100,23 @@ def required_fields(family: str) -> Iterator[None]:
         raise ModelError(f"the {family} config.json lacks the required field {e.args[0]!r}") from None
 
 
+def unscaled_rope_theta(hf_config: dict, port: str, default: float = 10000.0) -> float:
+    """``rope_theta`` of a transformers 4 (``rope_theta`` / ``rope_scaling``) or 5 (``rope_parameters``)
+    config (``default`` when it has none: the HF config class's ``default_theta``); ModelError naming the
+    rope type unless it is unscaled (``default``)."""
+    params = hf_config.get("rope_parameters") or {}
+    scaling = hf_config.get("rope_scaling")
+    rope_type = params.get("rope_type", "default")
+    if scaling is not None:
+        rope_type = scaling.get("rope_type", scaling.get("type"))
+    if rope_type != "default":
+        raise ModelError(
+            f"config field rope_scaling / rope_parameters: rope_type = {rope_type!r} is not supported by the "
+            f"{port} port; only unscaled rotary embeddings (rope_type 'default') are"
+        )
+    return float(params.get("rope_theta", hf_config.get("rope_theta", default)))
+
+
 def rope_tables(positions: Int[Array, "B T"], head_dim: int, theta: float, dtype) -> tuple[Array, Array]:
     """cos and sin of the rotary angles ``pos * theta^(-2i/d)`` (Su et al. 2021, eq. 34), each ``(B, T, d)``."""
     inv_freq = 1.0 / (theta ** (jnp.arange(0, head_dim, 2, dtype=jnp.float32) / head_dim))

@@ -1,0 +1,93 @@
+"""Qwen3 hyper-parameters from a transformers ``config.json`` (v4 or v5 rotary fields), refusing what the
+port does not implement: scaled rotary embeddings (e.g. YaRN), q/k/v/o biases, activations other than
+SiLU, layer types other than full and sliding-window attention."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from jaxassoc.errors import ModelError
+from jaxassoc.models.layers import required_fields, unscaled_rope_theta
+
+MODEL_TYPE = "qwen3"
+LAYER_TYPES = ("full_attention", "sliding_attention")
+
+
+@dataclasses.dataclass(frozen=True)
+class Qwen3Config:
+    """The hyper-parameters the forward pass needs (hashable: a static argument under jit)."""
+
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int  # independent of hidden_size / num_attention_heads
+    rms_norm_eps: float
+    rope_theta: float
+    max_position_embeddings: int
+    tie_word_embeddings: bool = False
+    sliding_window: int | None = None  # a local layer's token sees itself and the previous window-1 tokens
+    local_layers: tuple[bool, ...] | None = None  # which layers use the window (None: no window at all)
+    model_type: str = MODEL_TYPE
+
+    @property
+    def max_positions(self) -> int:
+        return self.max_position_embeddings
+
+
+def _refuse(field: str, value, supported: str) -> None:
+    raise ModelError(f"qwen3 config field {field} = {value!r} is not supported by the qwen3 port ({supported})")
+
+
+def _window(hf_config: dict, n_layers: int) -> tuple[int | None, tuple[bool, ...] | None]:
+    """(window, which layers use it) as transformers' Qwen3Config derives them: the window only with
+    ``use_sliding_window``; ``layer_types``, or else the layers from ``max_window_layers`` on."""
+    window = hf_config.get("sliding_window") if hf_config.get("use_sliding_window", False) else None
+    types = hf_config.get("layer_types") or [
+        "sliding_attention" if window is not None and i >= int(hf_config.get("max_window_layers", 28))
+        else "full_attention" for i in range(n_layers)
+    ]
+    unknown = sorted(set(types) - set(LAYER_TYPES))
+    if unknown or len(types) != n_layers:
+        _refuse("layer_types", types, f"{n_layers} entries, each one of {LAYER_TYPES}")
+    local = tuple(t == "sliding_attention" for t in types)
+    if any(local) and not window:
+        _refuse("layer_types", types, "sliding_attention layers need use_sliding_window true and a sliding_window")
+    return (int(window), local) if any(local) else (None, None)
+
+
+def config_from_hf(hf_config: dict) -> Qwen3Config:
+    """A Qwen3Config from a transformers ``config.json`` dict; ModelError naming every refused field."""
+    if hf_config.get("model_type") != MODEL_TYPE:
+        raise ModelError(f"model_type {hf_config.get('model_type')!r} is not a qwen3 model")
+    if hf_config.get("hidden_act", "silu") != "silu":
+        _refuse("hidden_act", hf_config["hidden_act"], "only 'silu': the feed-forward is a SwiGLU")
+    if hf_config.get("attention_bias", False):
+        _refuse("attention_bias", hf_config["attention_bias"], "only false: no q/k/v/o biases")
+    with required_fields(MODEL_TYPE):
+        heads = int(hf_config["num_attention_heads"])
+        kv_heads = int(hf_config.get("num_key_value_heads") or heads)
+        n_layers = int(hf_config["num_hidden_layers"])
+        window, local = _window(hf_config, n_layers)
+        config = Qwen3Config(
+            vocab_size=int(hf_config["vocab_size"]),
+            hidden_size=int(hf_config["hidden_size"]),
+            intermediate_size=int(hf_config["intermediate_size"]),
+            num_hidden_layers=n_layers,
+            num_attention_heads=heads,
+            num_key_value_heads=kv_heads,
+            head_dim=int(hf_config.get("head_dim", 128) or int(hf_config["hidden_size"]) // heads),
+            rms_norm_eps=float(hf_config["rms_norm_eps"]),
+            rope_theta=unscaled_rope_theta(hf_config, MODEL_TYPE),
+            max_position_embeddings=int(hf_config["max_position_embeddings"]),
+            tie_word_embeddings=bool(hf_config.get("tie_word_embeddings", False)),
+            sliding_window=window,
+            local_layers=local,
+        )
+    if heads % kv_heads:
+        _refuse("num_key_value_heads", kv_heads, f"num_attention_heads = {heads} must be a multiple of it")
+    if config.head_dim % 2:
+        _refuse("head_dim", config.head_dim, "rotary embeddings need an even head dimension")
+    return config

@@ -1,0 +1,27 @@
+"""Qwen3 sharding table: each parameter path's logical axes (``partitioning.RULES`` maps them onto the mesh)
+and the query / key-value heads the ``heads`` / ``kv_heads`` axes hold. The per-head q/k norm weights
+(one head dimension, shared by every head) are replicated."""
+
+from jaxassoc.models.qwen3.config import Qwen3Config
+
+L, E = "layers", "embed"
+AXES = {
+    "body/embed": ("vocab", E),
+    "body/layers/attn_norm": (L, None),
+    "body/layers/q": (L, E, "heads"),
+    "body/layers/k": (L, E, "kv_heads"),
+    "body/layers/v": (L, E, "kv_heads"),
+    "body/layers/q_norm": (L, None),
+    "body/layers/k_norm": (L, None),
+    "body/layers/o": (L, "heads", E),
+    "body/layers/mlp_norm": (L, None),
+    "body/layers/gate": (L, E, "mlp"),
+    "body/layers/up": (L, E, "mlp"),
+    "body/layers/down": (L, "mlp", E),
+    "body/norm": (None,),
+    "head/W": ("vocab", E),
+}
+
+
+def units(config: Qwen3Config) -> dict[str, int]:
+    return {"heads": config.num_attention_heads, "kv_heads": config.num_key_value_heads}
