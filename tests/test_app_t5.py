@@ -15,6 +15,7 @@ from jaxassoc.app.config import ModelConfig
 from jaxassoc.app.main import make_job
 from jaxassoc.app.pipelines import rpam as pipeline
 from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate
+from jaxassoc.app.registry import get_metric
 from jaxassoc.errors import ConfigError
 from jaxassoc.models import load_model
 from models_helpers import save_tiny_checkpoint
@@ -53,6 +54,13 @@ def test_other_metrics_refuse_a_seq2seq_model_by_name(hydra_context, no_model, t
     with pytest.raises(ConfigError, match=rf"metric '{metric}' cannot score model 't5-v1.1-small' of kind "
                                           r"'seq2seq'.*encoder-decoder model.*metrics that read one: \['rpam'\]"):
         make_job(cfg, tmp_path)
+
+
+def test_rpam_downstream_refuses_a_seq2seq_model(hydra_context, no_model, tmp_path):
+    cfg = compose_config(["metric=rpam", "model=t5-v1.1-small", "template=tp1", "dataset=bellezza",
+                          "metric.downstream=true"])
+    with pytest.raises(ConfigError, match="metric.downstream=true.*'t5-v1.1-small' is an encoder-decoder"):
+        get_metric("rpam").run(make_job(cfg, tmp_path))
 
 
 def test_a_t5_checkpoint_declared_causal_is_refused(folder):
