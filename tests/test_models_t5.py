@@ -117,6 +117,10 @@ def test_rpam_reads_only_the_needed_continuations_and_refuses_bos(v11):
     needed = np.array([[True, True, False], [True, False, False]])
     inputs = rpam_inputs(model, ["flower", "doctor"], attributes, TP1, needed=needed)
     assert inputs.n_continuations == 1 and np.isnan(inputs.continuation[0, 2]) and np.isnan(inputs.continuation[1, 1])
+    first_only = rpam_inputs(model, ["flower", "doctor"], attributes, TP1, needed=np.zeros((2, 3), bool))
+    assert first_only.n_continuations == 0 and first_only.n_sequences == 2  # decoder input: the start token only
+    np.testing.assert_allclose(first_only.first_logits, inputs.first_logits, atol=1e-5)
+    np.testing.assert_allclose(first_only.log_partition, inputs.log_partition, atol=1e-5)
     with pytest.raises(InputError, match="add_bos.*encoder-decoder"):
         rpam_inputs(model, ["flower"], attributes, TP1, add_bos=True)
 

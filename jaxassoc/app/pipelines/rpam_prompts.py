@@ -217,7 +217,8 @@ def rpam_inputs(
     logits and the log-partition cover all of C (the softmax over C needs them). Each distinct prompt runs
     once with its key/value cache kept, and the subwords 2..k of all its distinct needed multi-token
     attributes run in one packed pass from that cache (:mod:`jaxassoc.models.continuations`); rows with
-    more than ``CONTINUATION_BUCKETS[-1]`` packed subwords are split over several rows.
+    more than ``CONTINUATION_BUCKETS[-1]`` packed subwords are split over several rows. An encoder-decoder
+    model gives the same arrays from its decoder (:mod:`jaxassoc.app.pipelines.rpam_seq2seq`).
     """
     seq2seq = model.objective == "seq2seq"
     if model.decoder is None and not seq2seq:
