@@ -21,8 +21,8 @@ def register_all() -> None:
     register_metric("weat", run=weat.run, config=weat.WeatMetricConfig, model_kinds=("static", *LANGUAGE_MODELS),
                     description="WEAT / ZCA-whitened WEAT on static or contextual vectors",
                     uses={"stats", "whitening"}, ignores=weat.ignored_options, views=weat.views)
-    register_metric("rpam", run=rpam.run, config=rpam.RpamMetricConfig, model_kinds=("causal",),
-                    description="RPAM Test / Valence / similarity on a causal LM",
+    register_metric("rpam", run=rpam.run, config=rpam.RpamMetricConfig, model_kinds=("causal", "seq2seq"),
+                    description="RPAM Test / Valence / similarity on a causal LM or an encoder-decoder (T5)",
                     uses={*(f"stats.{f}" for f in rpam.STATS_USED), "dataset.sample", "template"},
                     ignores=rpam.ignored_options, views=rpam.views)
     for name in stereotypes.SCORES:

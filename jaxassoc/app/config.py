@@ -99,7 +99,7 @@ class ModelConfig:
     name: str = MISSING  # short name used in result tables
     source: str = MISSING  # embedded name ("smollm2-135m"), folder, .gguf file or hub id
     revision: Optional[str] = None
-    kind: str = "causal"  # causal | masked | encoder | static
+    kind: str = "causal"  # causal | masked | encoder | seq2seq (T5) | static
     dtype: str = "float32"  # float32 | bfloat16 | float16 (parameter and compute dtype)
     batch_size: int = 32
     shard: bool = False  # an alias of mesh=data (data-parallel over all devices)

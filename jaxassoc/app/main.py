@@ -178,11 +178,18 @@ def make_job(cfg: DictConfig, output_dir: Path) -> Job:
         raise ConfigError(
             f"metric {spec.name!r} cannot score model {cfg.model.name!r} of kind {cfg.model.kind!r}; "
             f"it needs a model of kind {' or '.join(spec.model_kinds)}"
+            + (f" ({cfg.model.name!r} is an encoder-decoder model, neither a causal LM nor a masked LM nor a "
+               f"sentence encoder; metrics that read one: {seq2seq_metrics()})" if cfg.model.kind == "seq2seq" else "")
         )
     job = _job_objects(cfg, output_dir)
     validation.check_options(spec, job)
     cache_max_bytes(cfg)
     return job
+
+
+def seq2seq_metrics() -> list[str]:
+    """The registered metrics that score an encoder-decoder model (``model_kinds`` holds seq2seq)."""
+    return sorted(name for name, spec in load_metrics().items() if "seq2seq" in spec.model_kinds)
 
 
 def _job_objects(cfg: DictConfig, output_dir: Path) -> Job:

@@ -25,7 +25,7 @@ from jaxassoc.models.loading import load_model
 from jaxassoc.models.partitioning import make_mesh
 from jaxassoc.resources import EMBEDDED, glove_files
 
-KINDS = ("causal", "masked", "encoder", "static")
+KINDS = ("causal", "masked", "encoder", "seq2seq", "static")
 
 
 def device_mesh(cfg: MeshConfig, shard: bool = False) -> Mesh | None:
@@ -41,10 +41,18 @@ def device_mesh(cfg: MeshConfig, shard: bool = False) -> Mesh | None:
 
 
 def language_model(cfg: ModelConfig, mesh: Mesh | None = None) -> LanguageModel:
-    """The port for a causal, masked or encoder model config, its weights sharded over ``mesh``."""
+    """The port for a causal, masked, encoder or seq2seq model config, its weights sharded over ``mesh``.
+    ConfigError when an encoder-decoder checkpoint is not declared ``kind: seq2seq``, or the other way round."""
     if cfg.kind not in KINDS or cfg.kind == "static":
-        raise ConfigError(f"model {cfg.name!r}: kind {cfg.kind!r} is not a language model ({KINDS[:3]})")
-    return _load_language_model(cfg.source, cfg.revision, cfg.dtype, cfg.name, _files_key(cfg), mesh)
+        raise ConfigError(f"model {cfg.name!r}: kind {cfg.kind!r} is not a language model ({KINDS[:-1]})")
+    model = _load_language_model(cfg.source, cfg.revision, cfg.dtype, cfg.name, _files_key(cfg), mesh)
+    if (model.objective == "seq2seq") != (cfg.kind == "seq2seq"):
+        raise ConfigError(
+            f"model {cfg.name!r} is an encoder-decoder ({model.family}) model but model.kind={cfg.kind}: set "
+            "model.kind=seq2seq (only metric=rpam reads an encoder-decoder model)" if model.objective == "seq2seq"
+            else f"model {cfg.name!r} is a {model.objective} model ({model.family}) but model.kind=seq2seq: set "
+            f"model.kind={model.objective}")
+    return model
 
 
 @functools.lru_cache(maxsize=2)

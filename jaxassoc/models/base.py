@@ -80,7 +80,7 @@ class LanguageModel:
 
     name: str
     family: str  # "gpt2" | "bert" | "roberta" | "llama"
-    objective: Literal["causal", "masked"]
+    objective: Literal["causal", "masked", "seq2seq"]
     config: Any  # the family's frozen config dataclass (hashable: a static argument under jit)
     params: dict  # {"body": pytree, "head": Head}
     tokenizer: Any  # transformers.PreTrainedTokenizerFast

@@ -37,7 +37,7 @@ class Family:
     name: str
     model_types: Mapping[str, str]
     """HF ``model_type`` -> the ``LanguageModel.family`` it loads as (RoBERTa keeps its name, Mistral is llama)."""
-    objective: Literal["causal", "masked"]
+    objective: Literal["causal", "masked", "seq2seq"]
     config_from_hf: Callable[[dict], Any]
     """The family's frozen config dataclass from a HF ``config.json``; ModelError naming refused fields."""
     params_from_hf: Callable[[Mapping[str, np.ndarray], Any], dict]

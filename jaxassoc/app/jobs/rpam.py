@@ -79,6 +79,9 @@ def run(job: Job) -> JobResult:
         raise ConfigError(f"metric=rpam has no task for dataset {name!r}; use one of {TASKS}")
     if not job.template.text:
         raise ConfigError("metric=rpam needs a template: template=tp1 (words) or template=tp2 (n-grams, sentences)")
+    if cfg.downstream and job.model.kind == "seq2seq":
+        raise ConfigError(f"metric.downstream=true: the ratings are generated greedily by a causal LM, and model "
+                          f"{job.model.name!r} is an encoder-decoder (model.kind=seq2seq); drop metric.downstream")
     suite = datasets.weat_suite(job.dataset) if name in SUITE_TASKS else None
     if suite is not None:
         check_suite_words(suite.tests)  # before the model loads

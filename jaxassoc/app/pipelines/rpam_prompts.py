@@ -12,6 +12,9 @@ For T targets and an attribute set C:
 
 Attributes are tokenised as they would follow the prompt: with a leading space after a word (TP1:
 ``... and`` + `` math``), without one after an opening quote (TP2: ``... and "`` + ``math``).
+
+An encoder-decoder model (T5) is read by :mod:`jaxassoc.app.pipelines.rpam_seq2seq` instead: the same
+arrays from the decoder's first and following steps.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from jax.sharding import Mesh
 
 from jaxassoc.app.cache import cached_arrays, model_key
 from jaxassoc.app.config import template_slots
+from jaxassoc.app.pipelines.rpam_seq2seq import encode_encoder_prompts, seq2seq_factors
 from jaxassoc.errors import InputError
 from jaxassoc.models.base import LanguageModel
 from jaxassoc.models.batching import FINE_BUCKETS, batch_mesh, bucket_length, check_sequences, model_limits, pad_batch
@@ -213,12 +217,16 @@ def rpam_inputs(
     logits and the log-partition cover all of C (the softmax over C needs them). Each distinct prompt runs
     once with its key/value cache kept, and the subwords 2..k of all its distinct needed multi-token
     attributes run in one packed pass from that cache (:mod:`jaxassoc.models.continuations`); rows with
-    more than ``CONTINUATION_BUCKETS[-1]`` packed subwords are split over several rows.
+    more than ``CONTINUATION_BUCKETS[-1]`` packed subwords are split over several rows. An encoder-decoder
+    model gives the same arrays from its decoder (:mod:`jaxassoc.app.pipelines.rpam_seq2seq`).
     """
-    if model.decoder is None:
-        raise InputError(f"{model.name!r} is a {model.objective} model: RPAM needs a causal LM")
-    prompts = encode_prompts(model, [template.fill(t) for t in targets], add_bos=add_bos)
-    longest = max(len(a) for a in attributes.token_ids)
+    seq2seq = model.objective == "seq2seq"
+    if model.decoder is None and not seq2seq:
+        raise InputError(f"{model.name!r} is a {model.objective} model: RPAM needs a causal LM or an "
+                         "encoder-decoder model")
+    encode = encode_encoder_prompts if seq2seq else encode_prompts
+    prompts = encode(model, [template.fill(t) for t in targets], add_bos=add_bos)
+    longest = 0 if seq2seq else max(len(a) for a in attributes.token_ids)  # T5: attributes go to the decoder
     for target, ids in zip(targets, prompts):
         if len(ids) + longest > model.max_positions:
             raise InputError(
@@ -235,11 +243,30 @@ def rpam_inputs(
     wanted: list[dict[tuple[int, ...], None]] = [{} for _ in unique]  # ordered sets of continuations
     for t, c in zip(*np.nonzero(needed[:, list(multi)])) if multi else ():
         wanted[where[t]][attributes.token_ids[multi[c]]] = None
-    rows = _work_rows(list(unique), [list(w) for w in wanted], CONTINUATION_BUCKETS[-1])
     first_ids = np.zeros(-(-C // ROW_MULTIPLE) * ROW_MULTIPLE, dtype=np.int32)
     first_ids[:C] = attributes.first_ids
-    outs = _run_rows(model, {**model.params, "rows": jnp.asarray(first_ids)}, rows, batch_size=batch_size,
-                     shard=shard, progress=progress, buckets=buckets)
+    params = {**model.params, "rows": jnp.asarray(first_ids)}
+    if seq2seq:
+        first_logits, log_partition, factor, n_rows = seq2seq_factors(
+            model, params, unique, [list(w) for w in wanted], C, batch_size=batch_size, shard=shard,
+            progress=progress, buckets=buckets)
+    else:
+        first_logits, log_partition, factor, n_rows = _causal_factors(
+            model, params, unique, wanted, C, batch_size=batch_size, shard=shard, progress=progress, buckets=buckets)
+    continuation = np.ones((T, C), dtype=np.float64)
+    for c in multi:
+        tokens = attributes.token_ids[c]
+        continuation[:, c] = [factor.get((where[t], tokens), np.nan) for t in range(T)]
+    return RpamInputs(first_logits[where], continuation.astype(np.float32), log_partition[where], len(multi),
+                      n_rows, len(factor))
+
+
+def _causal_factors(model: LanguageModel, params: dict, unique: dict, wanted: list, C: int, *, batch_size: int,
+                    shard: bool | Mesh, progress: bool, buckets: Sequence[int]):
+    """First-token logits ``(U, C)``, log-partitions ``(U,)`` and ``{(prompt, attribute ids): mean subword
+    probability}`` of the distinct prompts, each run once with its continuations packed from its cache."""
+    rows = _work_rows(list(unique), [list(w) for w in wanted], CONTINUATION_BUCKETS[-1])
+    outs = _run_rows(model, params, rows, batch_size=batch_size, shard=shard, progress=progress, buckets=buckets)
     first_logits = np.empty((len(unique), C), dtype=np.float32)
     log_partition = np.empty(len(unique), dtype=np.float64)
     factor: dict[tuple[int, tuple[int, ...]], float] = {}  # (prompt, continuation) -> mean subword probability
@@ -251,12 +278,7 @@ def rpam_inputs(
             k = len(tokens)
             factor[u, tokens] = float(np.exp(logprob[at : at + k - 1].astype(np.float64)).mean())
             at += k - 1
-    continuation = np.ones((T, C), dtype=np.float64)
-    for c in multi:
-        tokens = attributes.token_ids[c]
-        continuation[:, c] = [factor.get((where[t], tokens), np.nan) for t in range(T)]
-    return RpamInputs(first_logits[where], continuation.astype(np.float32), log_partition[where], len(multi),
-                      len(rows), len(factor))
+    return first_logits, log_partition, factor, len(rows)
 
 
 def cached_rpam_inputs(
@@ -285,7 +307,8 @@ def cached_rpam_inputs(
         "add_bos": model.vocab.add_bos if add_bos is None else add_bos,
         "attribute_ids": [list(ids) for ids in attributes.token_ids],
         "needed": None if needed is None else [list(np.shape(needed)), np.packbits(needed).tobytes().hex()],
-        "scorer": "kv_cache_packed_continuations",  # the values of the earlier full re-run differ in the last bits
+        # the values of the earlier full re-run differ in the last bits; encoder-decoder models are teacher-forced
+        "scorer": "seq2seq_teacher_forced" if model.objective == "seq2seq" else "kv_cache_packed_continuations",
         "batch_size": batch_size,
         "buckets": list(buckets),
         "devices": jax.device_count() if shard is not False else 1,

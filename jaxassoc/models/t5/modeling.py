@@ -1,0 +1,193 @@
+"""T5 encoder-decoder (Raffel et al. 2020) as Flax NNX modules, matching ``T5ForConditionalGeneration``.
+
+Pre-norm blocks with T5's LayerNorm (RMS scaling without mean or bias, ``layers.rms_norm``); attention
+with no ``1/sqrt(d)`` scaling and a learned relative position bias (bucketed signed distance in the
+encoder, past-only distance in the decoder) held by the first layer and added in every layer's self
+attention; cross attention has none. Feed-forward ``wo(act(wi_0 x) * wi_1 x)`` (v1.1, gated) or
+``wo(act(wi x))`` (original T5). Decoder output times ``d_model**-0.5`` before the head only when the
+checkpoint ties it to the embeddings (original T5); v1.1 has an untied head and no rescale.
+
+The module state is ``{"shared", "encoder": {"rel_bias", "blocks", "final_norm"}, "decoder": {...}}``,
+blocks stacked on a leading axis and scanned. ``__call__`` is the encoder (``Family.forward``); ``decode``
+runs the decoder teacher-forced over the encoder states. Relative positions are column differences, as in
+HF: rows padded on the right or the left give the same states at real tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+from jaxtyping import Array, Float, Int
+
+from jaxassoc.models.base import ForwardOutput
+from jaxassoc.models.layers import ACTIVATIONS, merge_heads, padding_allowed, rms_norm, scan_layers, split_heads, zeros
+from jaxassoc.models.t5.config import T5Config
+
+
+def relative_buckets(relative: Int[Array, "T S"], bidirectional: bool, num_buckets: int, max_distance: int):
+    """T5's bucket of each relative position ``key - query`` (HF ``_relative_position_bucket``): exact
+    buckets for small distances, logarithmic ones up to ``max_distance``; bidirectional halves the buckets
+    by sign, unidirectional keeps only the past."""
+    buckets = jnp.zeros_like(relative)
+    if bidirectional:
+        num_buckets //= 2
+        buckets = buckets + (relative > 0).astype(relative.dtype) * num_buckets
+        relative = jnp.abs(relative)
+    else:
+        relative = -jnp.minimum(relative, 0)
+    max_exact = num_buckets // 2
+    large = max_exact + (jnp.log(jnp.maximum(relative, 1).astype(jnp.float32) / max_exact)
+                         / math.log(max_distance / max_exact) * (num_buckets - max_exact)).astype(relative.dtype)
+    large = jnp.minimum(large, num_buckets - 1)
+    return buckets + jnp.where(relative < max_exact, relative, large)
+
+
+def position_bias(table: Float[Array, "N H"], T: int, S: int, bidirectional: bool, config: T5Config):
+    """The additive bias ``(1, H, T, S)`` of queries at columns ``0..T-1`` over keys ``0..S-1``."""
+    relative = jnp.arange(S)[None, :] - jnp.arange(T)[:, None]
+    buckets = relative_buckets(relative, bidirectional, config.num_buckets, config.max_distance)
+    return jnp.take(table, buckets, axis=0).transpose(2, 0, 1)[None]
+
+
+def t5_attention(q, k, v, allowed, bias):
+    """Unscaled dot-product attention with an additive ``bias`` ``(1|B, H, T, S)``; softmax in float32."""
+    scores = jnp.einsum("bthk,bshk->bhts", q, k).astype(jnp.float32)
+    if bias is not None:
+        scores = scores + bias.astype(jnp.float32)
+    scores = jnp.where(allowed, scores, jnp.finfo(jnp.float32).min)
+    weights = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
+    return jnp.einsum("bhts,bshk->bthk", weights, v)
+
+
+class Attention(nnx.Module):
+    """q, k, v ``(D, H*d)`` and o ``(H*d, D)`` without biases."""
+
+    def __init__(self, config: T5Config, lead: tuple[int, ...]):
+        D, inner = config.d_model, config.num_heads * config.d_kv
+        self.q, self.k, self.v = zeros(*lead, D, inner), zeros(*lead, D, inner), zeros(*lead, D, inner)
+        self.o = zeros(*lead, inner, D)
+        self.heads = config.num_heads
+
+    def __call__(self, x, memory, allowed, bias):
+        q, k, v = (split_heads(h @ w[...], self.heads) for h, w in ((x, self.q), (memory, self.k), (memory, self.v)))
+        return merge_heads(t5_attention(q, k, v, allowed, bias)) @ self.o[...]
+
+
+class FeedForward(nnx.Module):
+    """``wo(act(wi_0 x) * wi_1 x)`` (gated) or ``wo(act(wi x))``."""
+
+    def __init__(self, config: T5Config, lead: tuple[int, ...]):
+        D, F = config.d_model, config.d_ff
+        if config.gated:
+            self.wi_0, self.wi_1 = zeros(*lead, D, F), zeros(*lead, D, F)
+        else:
+            self.wi = zeros(*lead, D, F)
+        self.wo = zeros(*lead, F, D)
+        self.activation, self.gated = config.activation, config.gated
+
+    def __call__(self, x):
+        act = ACTIVATIONS[self.activation]
+        h = act(x @ self.wi_0[...]) * (x @ self.wi_1[...]) if self.gated else act(x @ self.wi[...])
+        return h @ self.wo[...]
+
+
+class EncoderBlock(nnx.Module):
+    def __init__(self, config: T5Config, *, lead: tuple[int, ...] = ()):
+        D = config.d_model
+        self.attn_norm, self.attn = zeros(*lead, D), Attention(config, lead)
+        self.ffn_norm, self.ffn = zeros(*lead, D), FeedForward(config, lead)
+        self.eps = config.layer_norm_epsilon
+
+    def __call__(self, h, allowed, bias):
+        x = rms_norm(h, self.attn_norm[...], self.eps)
+        h = h + self.attn(x, x, allowed, bias)
+        return h + self.ffn(rms_norm(h, self.ffn_norm[...], self.eps))
+
+
+class DecoderBlock(nnx.Module):
+    def __init__(self, config: T5Config, *, lead: tuple[int, ...] = ()):
+        D = config.d_model
+        self.self_norm, self.self_attn = zeros(*lead, D), Attention(config, lead)
+        self.cross_norm, self.cross_attn = zeros(*lead, D), Attention(config, lead)
+        self.ffn_norm, self.ffn = zeros(*lead, D), FeedForward(config, lead)
+        self.eps = config.layer_norm_epsilon
+
+    def __call__(self, h, memory, allowed, bias, cross_allowed):
+        x = rms_norm(h, self.self_norm[...], self.eps)
+        h = h + self.self_attn(x, x, allowed, bias)
+        h = h + self.cross_attn(rms_norm(h, self.cross_norm[...], self.eps), memory, cross_allowed, None)
+        return h + self.ffn(rms_norm(h, self.ffn_norm[...], self.eps))
+
+
+class Stack(nnx.Module):
+    """Encoder or decoder: the first layer's relative-bias table, the stacked blocks, the final norm."""
+
+    def __init__(self, config: T5Config, block, n_layers: int):
+        self.rel_bias = zeros(config.num_buckets, config.num_heads)
+        self.blocks = block(config, lead=(n_layers,))
+        self.final_norm = zeros(config.d_model)
+
+
+class T5(nnx.Module):
+    """The T5 body: shared embeddings, encoder and decoder stacks (the head is ``params["head"]``)."""
+
+    def __init__(self, config: T5Config):
+        self.shared = zeros(config.vocab_size, config.d_model)
+        self.encoder = Stack(config, EncoderBlock, config.num_layers)
+        self.decoder = Stack(config, DecoderBlock, config.num_decoder_layers)
+        self.config = config
+
+    def __call__(
+        self, input_ids: Int[Array, "B T"], attention_mask: Int[Array, "B T"], *, all_layers: bool = False
+    ) -> ForwardOutput:
+        """The encoder: final states after its final norm, and on request HF's ``encoder_hidden_states``
+        (embeddings, then each block's output, the last one after the final norm)."""
+        c, enc = self.config, self.encoder
+        T = input_ids.shape[1]
+        x = jnp.take(self.shared[...], input_ids, axis=0)
+        bias = position_bias(enc.rel_bias[...], T, T, True, c)
+        allowed = padding_allowed(attention_mask)
+
+        def step(block, h, _):
+            out = block(h, allowed, bias)
+            return out, (out if all_layers else None)
+
+        h, per_layer = scan_layers(enc.blocks, step, x)
+        hidden = rms_norm(h, enc.final_norm[...], c.layer_norm_epsilon)
+        if not all_layers:
+            return ForwardOutput(hidden=hidden, layers=None)
+        return ForwardOutput(hidden=hidden, layers=(x, *(per_layer[i] for i in range(per_layer.shape[0] - 1)), hidden))
+
+    def decode(
+        self,
+        encoder_hidden: Float[Array, "B S D"],
+        encoder_mask: Int[Array, "B S"],
+        decoder_ids: Int[Array, "B T"],
+        decoder_mask: Int[Array, "B T"],
+    ) -> Float[Array, "B T D"]:
+        """The head input at every decoder position, teacher-forced (``decoder_ids`` start with
+        ``decoder_start_token_id``; right padding): decoder final norm, times ``d_model**-0.5`` when the
+        checkpoint scales its decoder output."""
+        c, dec = self.config, self.decoder
+        T = decoder_ids.shape[1]
+        x = jnp.take(self.shared[...], decoder_ids, axis=0)
+        bias = position_bias(dec.rel_bias[...], T, T, False, c)
+        causal = jnp.arange(T)[None, :] <= jnp.arange(T)[:, None]
+        allowed = causal[None, None] & padding_allowed(decoder_mask)
+        cross = padding_allowed(encoder_mask)
+
+        def step(block, h, _):
+            return block(h, encoder_hidden, allowed, bias, cross), None
+
+        h, _ = scan_layers(dec.blocks, step, x)
+        hidden = rms_norm(h, dec.final_norm[...], c.layer_norm_epsilon)
+        return hidden * (c.d_model ** -0.5) if c.scale_decoder_outputs else hidden
+
+
+def new_body(config: T5Config, body: Mapping | None = None) -> T5:
+    """The body module (zero parameters)."""
+    return T5(config)

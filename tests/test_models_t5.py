@@ -1,0 +1,233 @@
+"""T5 port (v1.1 and original T5) against transformers' ``T5ForConditionalGeneration`` (tiny random
+checkpoints saved as safetensors), RPAM's encoder-decoder readout against decoder log-probs computed here
+with torch, the config refusals, and the metrics that refuse an encoder-decoder model."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+from safetensors.numpy import load_file, save_file
+
+from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate, rpam_inputs, tokenize_attributes
+from jaxassoc.errors import ConfigError, InputError, ModelError
+from jaxassoc.models import load_model
+from jaxassoc.models.family import family_named
+from jaxassoc.models.heads import head_logits
+from jaxassoc.models.t5.config import config_from_hf
+from t5_helpers import load_t5, save_t5
+
+SENTENCES = ["These words are associated: flower and",
+             "The doctor said that he would help the nurse with her work today and then",
+             "math"]
+# decoder rows: start token then teacher-forced ids, right-padded
+DECODER = np.array([[0, 5, 7, 9, 11, 3, 40], [0, 8, 4, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0, 0]])
+DECODER_MASK = np.array([[1] * 7, [1, 1, 1, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0, 0]])
+TP1 = PromptTemplate("tp1", "These words are associated: {target} and")
+TP2 = PromptTemplate("tp2", 'This sentence and this word are associated: {quote}This is {target}{quote} and {quote}')
+
+
+@pytest.fixture(scope="module")
+def v11(tmp_path_factory):
+    folder = save_t5(tmp_path_factory.mktemp("t5") / "v11")
+    return folder, load_t5(folder), load_model(folder)
+
+
+@pytest.fixture(scope="module")
+def original(tmp_path_factory):
+    """Original T5: relu feed-forward, head tied to the embeddings with the d_model**-0.5 rescale."""
+    folder = save_t5(tmp_path_factory.mktemp("t5") / "orig", seed=1, feed_forward_proj="relu",
+                     tie_word_embeddings=True)
+    return folder, load_t5(folder), load_model(folder)
+
+
+def _compare(ref, model, padding_side):
+    model.tokenizer.padding_side = padding_side
+    enc = model.tokenizer(SENTENCES, padding=True, return_tensors="np")
+    with torch.no_grad():
+        out = ref(input_ids=torch.tensor(enc["input_ids"]), attention_mask=torch.tensor(enc["attention_mask"]),
+                  decoder_input_ids=torch.tensor(DECODER), decoder_attention_mask=torch.tensor(DECODER_MASK),
+                  output_hidden_states=True)
+    body, mask = model.params["body"], jnp.asarray(enc["attention_mask"])
+    ours = model.forward(body, jnp.asarray(enc["input_ids"]), mask, all_layers=True)
+    real = enc["attention_mask"].astype(bool)
+    assert len(ours.layers) == len(out.encoder_hidden_states)
+    for a, b in zip(ours.layers, out.encoder_hidden_states):
+        np.testing.assert_allclose(np.asarray(a)[real], b.numpy()[real], atol=1e-4, rtol=0)
+    np.testing.assert_allclose(np.asarray(ours.hidden)[real], out.encoder_last_hidden_state.numpy()[real], atol=1e-4,
+                               rtol=0)
+    hidden = family_named(model.family).body_module(model.config, body).decode(
+        ours.hidden, mask, jnp.asarray(DECODER), jnp.asarray(DECODER_MASK))
+    logits = np.asarray(head_logits(model.head, hidden))
+    dec_real = DECODER_MASK.astype(bool)
+    np.testing.assert_allclose(logits[dec_real], out.logits.numpy()[dec_real], atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("padding_side", ["right", "left"])
+def test_v11_encoder_states_and_decoder_logits_match_transformers(v11, padding_side):
+    _, ref, model = v11
+    assert (model.family, model.objective, model.decoder) == ("t5", "seq2seq", None)
+    assert model.config.gated and not model.config.scale_decoder_outputs
+    assert not np.array_equal(np.asarray(model.head.W), np.asarray(model.params["body"]["shared"]))  # untied
+    _compare(ref, model, padding_side)
+
+
+def test_original_t5_relu_and_tied_rescaled_head_match_transformers(original):
+    _, ref, model = original
+    assert model.config.activation == "relu" and model.config.scale_decoder_outputs
+    np.testing.assert_array_equal(np.asarray(model.head.W), np.asarray(model.params["body"]["shared"]))
+    _compare(ref, model, "right")
+
+
+def _reference_logprobs(ref, tokenizer, prompt, attribute_ids):
+    """log p of each attribute token at decoder steps 1..k after the start token, encoder fed the prompt + EOS."""
+    enc = tokenizer(prompt, return_tensors="pt")
+    assert enc["input_ids"][0, -1].item() == tokenizer.eos_token_id
+    with torch.no_grad():
+        logits = ref(**enc, decoder_input_ids=torch.tensor([[0, *attribute_ids]])).logits[0]
+    logp = torch.log_softmax(logits.double(), -1).numpy()
+    return [logp[j, t] for j, t in enumerate(attribute_ids)]
+
+
+@pytest.mark.parametrize("template", [TP1, TP2], ids=["tp1", "tp2"])
+def test_rpam_readout_equals_decoder_logprobs(v11, template):
+    _, ref, model = v11
+    words = ["math", "pleasant", "unpleasant", "computer", "nurse"]
+    attributes = tokenize_attributes(model.tokenizer, words, template)
+    lengths = [len(ids) for ids in attributes.token_ids]
+    assert 1 in lengths and 2 in lengths  # one- and two-token attributes
+    targets = ["flower", "doctor", "the engineer", "flower"]
+    inputs = rpam_inputs(model, targets, attributes, template, batch_size=4)
+    for t, target in enumerate(targets):
+        for c, ids in enumerate(attributes.token_ids):
+            logp = _reference_logprobs(ref, model.tokenizer, template.fill(target), ids)
+            assert inputs.first_logits[t, c] - inputs.log_partition[t] == pytest.approx(logp[0], abs=1e-4)
+            expected = np.mean(np.exp(logp[1:])) if len(ids) > 1 else 1.0
+            assert inputs.continuation[t, c] == pytest.approx(expected, rel=1e-4, abs=1e-9)
+
+
+def test_rpam_reads_only_the_needed_continuations_and_refuses_bos(v11):
+    _, _, model = v11
+    attributes = tokenize_attributes(model.tokenizer, ["math", "computer", "nurse"], TP1)
+    needed = np.array([[True, True, False], [True, False, False]])
+    inputs = rpam_inputs(model, ["flower", "doctor"], attributes, TP1, needed=needed)
+    assert inputs.n_continuations == 1 and np.isnan(inputs.continuation[0, 2]) and np.isnan(inputs.continuation[1, 1])
+    first_only = rpam_inputs(model, ["flower", "doctor"], attributes, TP1, needed=np.zeros((2, 3), bool))
+    assert first_only.n_continuations == 0 and first_only.n_sequences == 2  # decoder input: the start token only
+    np.testing.assert_allclose(first_only.first_logits, inputs.first_logits, atol=1e-5)
+    np.testing.assert_allclose(first_only.log_partition, inputs.log_partition, atol=1e-5)
+    with pytest.raises(InputError, match="add_bos.*encoder-decoder"):
+        rpam_inputs(model, ["flower"], attributes, TP1, add_bos=True)
+
+
+def _hf_config(**changes):
+    base = {"model_type": "t5", "vocab_size": 200, "d_model": 32, "d_kv": 8, "d_ff": 48, "num_layers": 2,
+            "num_heads": 4, "feed_forward_proj": "gated-gelu", "tie_word_embeddings": False}
+    return {**base, **changes}
+
+
+@pytest.mark.parametrize("field, value", [
+    ("is_encoder_decoder", False),
+    ("is_decoder", True),
+    ("add_cross_attention", True),
+    ("feed_forward_proj", "gated-swish"),
+    ("feed_forward_proj", "silu"),
+    ("feed_forward_proj", "relu-gated-gelu"),
+    ("model_type", "mt5"),
+])
+def test_config_refuses_by_field(field, value):
+    with pytest.raises(ModelError, match=f"{field}.*{value}|{value}.*{field}|{field}={value!r}"):
+        config_from_hf(_hf_config(**{field: value}))
+
+
+def test_config_names_a_missing_field():
+    hf = _hf_config()
+    del hf["d_kv"]
+    with pytest.raises(ModelError, match="'d_kv'"):
+        config_from_hf(hf)
+
+
+def test_v11_config_is_read_as_the_hub_writes_it():
+    config = config_from_hf(_hf_config(num_decoder_layers=3, decoder_start_token_id=0))
+    assert (config.activation, config.gated, config.scale_decoder_outputs, config.tie_word_embeddings) == (
+        "gelu_new", True, False, False)
+    assert config.num_decoder_layers == 3
+    # transformers 5 writes tie_word_embeddings=true with the scale it derived
+    saved = config_from_hf(_hf_config(tie_word_embeddings=True, scale_decoder_outputs=False))
+    assert not saved.scale_decoder_outputs and saved.tie_word_embeddings
+
+
+@pytest.mark.parametrize("name", ["lm_head.weight", "decoder.block.1.layer.1.EncDecAttention.k.weight",
+                                  "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"])
+def test_missing_tensor_is_named(v11, tmp_path, name):
+    folder = tmp_path / "broken"
+    folder.mkdir()
+    src = v11[0]
+    for f in src.iterdir():
+        if f.name != "model.safetensors":
+            (folder / f.name).write_bytes(f.read_bytes())
+    tensors = load_file(src / "model.safetensors")
+    del tensors[name]
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(ModelError, match=f"missing tensors.*{name}"):
+        load_model(folder)
+
+
+def test_metrics_without_an_encoder_decoder_readout_refuse(v11):
+    from jaxassoc.app.pipelines.stereotypes import score_causal
+    from jaxassoc.app.pipelines.stereotypes_mlm import score_masked
+    from jaxassoc.app.pipelines.unstereo import sentence_token_ids
+    from jaxassoc.models.decoding import greedy_generate
+
+    _, _, model = v11
+    with pytest.raises(ModelError, match=f"UnStereoEval.*causal.*{model.name}.*seq2seq"):
+        sentence_token_ids(model, ["The doctor said"])
+    with pytest.raises(ConfigError, match=f"score_causal needs a causal LM; '{model.name}' is seq2seq"):
+        score_causal(model, None, "x")
+    with pytest.raises(ConfigError, match=f"score_masked needs a masked LM; '{model.name}' is seq2seq"):
+        score_masked(model, None, "x")
+    with pytest.raises(ModelError, match="seq2seq model: greedy decoding needs a causal LM"):
+        greedy_generate(model, [[5, 6]], max_new_tokens=2)
+    with pytest.raises(ModelError, match="t5 family is seq2seq: it has no key/value-cache decoding"):
+        family_named("t5").init_cache(model.config, 1, 4)
+
+
+MESH_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    import jax, numpy as np
+    jax.config.update("jax_default_matmul_precision", "highest")
+    from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate, rpam_inputs, tokenize_attributes
+    from jaxassoc.models import load_model
+    from jaxassoc.models.partitioning import make_mesh
+    assert len(jax.devices()) == 8
+    one, many = load_model(sys.argv[1]), load_model(sys.argv[1], mesh=make_mesh(data=1, fsdp=2, tp=4))
+    sharded = sum(not x.sharding.is_fully_replicated for x in jax.tree.leaves(many.params))
+    ids = np.array([[5, 9, 13, 20, 1], [7, 8, 1, 0, 0]]); mask = (np.arange(5) < np.array([[5], [3]])).astype(int)
+    enc = float(np.abs(np.asarray(one.forward(one.params["body"], ids, mask).hidden)
+                       - np.asarray(many.forward(many.params["body"], ids, mask).hidden))[mask > 0].max())
+    tp1 = PromptTemplate("tp1", "These words are associated: {target} and")
+    attrs = tokenize_attributes(one.tokenizer, ["math", "computer", "nurse", "pleasant"], tp1)
+    a = rpam_inputs(one, ["flower", "doctor", "the engineer"], attrs, tp1, batch_size=4)
+    b = rpam_inputs(many, ["flower", "doctor", "the engineer"], attrs, tp1, batch_size=4, shard=many.mesh)
+    rpam = max(float(np.abs(getattr(a, f) - getattr(b, f)).max()) for f in ("first_logits", "log_partition"))
+    cont = float(np.abs(np.log(a.continuation) - np.log(b.continuation)).max())
+    print("REPORT", sharded, enc, rpam, cont)
+    """
+)
+
+
+@pytest.mark.slow
+def test_mesh_2x4_equals_one_device(v11):
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
+    proc = subprocess.run([sys.executable, "-c", MESH_SCRIPT, str(v11[0])], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    sharded, enc, rpam, cont = next(x for x in proc.stdout.splitlines() if x.startswith("REPORT")).split()[1:]
+    assert int(sharded) > 0
+    assert float(enc) < 1e-4 and float(rpam) < 1e-4 and float(cont) < 1e-4
