@@ -40,7 +40,7 @@ def _hf_config(folder) -> dict:
 @pytest.mark.parametrize(
     "field, value",
     [("attn_type", "multiquery_attention"), ("prefix_lm", True), ("qk_ln", True), ("alibi", False),
-     ("alibi_bias_max", 16)],
+     ("alibi_bias_max", 16), ("rope", True), ("sliding_window_size", 4)],
 )
 def test_unsupported_attn_config_values_are_refused(folder, field, value):
     hf_config = _hf_config(folder)
@@ -56,6 +56,16 @@ def test_unsupported_attn_config_values_are_refused(folder, field, value):
 def test_unsupported_config_values_are_refused(folder, field, value):
     with pytest.raises(ModelError, match=field):
         mpt.config_from_hf(_hf_config(folder) | {field: value})
+
+
+@pytest.mark.parametrize(
+    "field, value", [("ffn_type", "mptglu"), ("ffn_act_fn", {"name": "silu"})],
+)
+def test_unsupported_ffn_config_values_are_refused(folder, field, value):
+    """llm-foundry's ffn_config, which transformers ignores: only its default MLP."""
+    with pytest.raises(ModelError, match=f"ffn_config.{field}"):
+        mpt.config_from_hf(_hf_config(folder) | {"ffn_config": {field: value}})
+    mpt.config_from_hf(_hf_config(folder) | {"ffn_config": {"ffn_type": "mptmlp"}})
 
 
 def test_config_reads_the_nested_attn_config(folder):

@@ -18,7 +18,11 @@ _ATTN_REFUSED = {
     "qk_ln": False,
     "alibi": True,
     "alibi_bias_max": 8,  # transformers' MptModel always builds its ALiBi slopes with 8
+    "rope": False,  # llm-foundry's options, which transformers ignores
+    "sliding_window_size": -1,
 }
+# ffn_config field (llm-foundry; transformers ignores it) -> the only value the port implements
+_FFN_REFUSED = {"ffn_type": "mptmlp", "ffn_act_fn": {"name": "gelu", "approximate": "none"}}
 # top-level field -> the only value the port implements
 _REFUSED = {
     "no_bias": True,
@@ -63,6 +67,10 @@ def config_from_hf(hf_config: dict) -> MptConfig:
             raise ModelError(
                 f"MPT config field attn_config.{field}={attn[field]!r} is not supported (only {supported!r})"
             )
+    ffn = hf_config.get("ffn_config") or {}
+    for field, supported in _FFN_REFUSED.items():
+        if ffn.get(field, supported) != supported:
+            raise ModelError(f"MPT config field ffn_config.{field}={ffn[field]!r} is not supported (only {supported!r})")
     for field, supported in _REFUSED.items():
         if hf_config.get(field, supported) != supported:
             raise ModelError(f"MPT config field {field}={hf_config[field]!r} is not supported (only {supported!r})")

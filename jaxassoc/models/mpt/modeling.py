@@ -6,9 +6,10 @@ head adds ``slope_h * (key position - query position)`` to its scaled scores, wi
 ``2^(-i * alibi_bias_max / n)`` (n the head count rounded up to a power of two, interleaved when it is not one,
 as ``transformers.models.mpt.modeling_mpt.build_mpt_alibi_tensor``), a GELU (erf) MLP, the head tied to the
 word embeddings. The bias is computed from position ids (``CausalBody.attention_bias``), so left padding,
-packed rows and cached steps see the same bias as the sequence alone; transformers adds
-``slope_h * (key column - last column)`` instead, which differs by a constant per query row, to which the
-softmax is invariant.
+packed rows and cached steps see the same bias as the sequence alone. It is ``slope_h * (key position -
+the row's last position)``, one ``(H, T)`` array per row: it differs from ``slope_h * (key position - query
+position)`` by a constant per query, which the softmax ignores, and like transformers' ``slope_h * (key
+column - last column)`` it stays within ``[-slope_h * T, 0]``.
 """
 
 from __future__ import annotations
@@ -96,11 +97,11 @@ class Mpt(CausalBody):
         return layer_norm(h, self.config.layer_norm_epsilon, self.norm_f[...])
 
     def attention_bias(self, query_positions, key_positions):
-        """``slope_h * (key position - query position)``, ``(B, H, t, T)``: ALiBi on position ids."""
+        """``slope_h * (key position - the row's last key position)``, ``(B, H, 1, T)``: ALiBi on position ids,
+        shifted per row by a constant (the softmax ignores it) to transformers' range of values."""
         slopes = jnp.asarray(alibi_slopes(self.config.n_heads, self.config.alibi_bias_max))
-        distance = (key_positions[:, None, :] - query_positions[:, :, None]).astype(jnp.float32)
-        return slopes[None, :, None, None] * distance[:, None]
-
+        distance = (key_positions - key_positions.max(axis=1, keepdims=True)).astype(jnp.float32)
+        return slopes[None, :, None, None] * distance[:, None, None, :]
 
 def new_body(config: MptConfig, body: Mapping | None = None) -> Mpt:
     """The MPT body module (zero parameters); every MPT body has the same structure."""
