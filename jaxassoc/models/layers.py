@@ -46,6 +46,18 @@ class LayerNorm(nnx.Module):
         return (y * self.scale[...].astype(jnp.float32) + self.bias[...].astype(jnp.float32)).astype(x.dtype)
 
 
+def layer_norm(x: Float[Array, "... D"], eps: float, scale: Array | None = None, bias: Array | None = None) -> Array:
+    """LayerNorm in float32 with an optional scale and bias (None: left out; MPT has no bias, OLMo neither)."""
+    x32 = x.astype(jnp.float32)
+    mean = x32.mean(-1, keepdims=True)
+    y = (x32 - mean) * jax.lax.rsqrt(jnp.square(x32 - mean).mean(-1, keepdims=True) + eps)
+    if scale is not None:
+        y = y * scale.astype(jnp.float32)
+    if bias is not None:
+        y = y + bias.astype(jnp.float32)
+    return y.astype(x.dtype)
+
+
 class Dense(nnx.Module):
     """``x @ w + b`` with ``w`` stored ``(in, out)``."""
 

@@ -1,0 +1,85 @@
+"""OLMo's hyper-parameters from a HF ``config.json`` (OlmoConfig, the ``allenai/OLMo-*-hf`` checkpoints; v4 or
+v5 rotary fields), refusing what the port does not implement."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from jaxassoc.errors import ModelError
+from jaxassoc.models.layers import required_fields
+
+MODEL_TYPES: tuple[str, ...] = ("olmo",)
+
+NORM_EPS = 1e-5
+"""OlmoLayerNorm's epsilon (fixed in transformers; OlmoConfig has no field for it)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class OlmoConfig:
+    """The hyper-parameters the forward pass needs (hashable: a static argument under jit)."""
+
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    rope_theta: float
+    max_position_embeddings: int
+    clip_qkv: float | None
+    tie_word_embeddings: bool
+
+    @property
+    def max_positions(self) -> int:
+        return self.max_position_embeddings
+
+
+def _rope_theta(hf_config: dict) -> float:
+    """``rope_theta`` from a transformers 4 (``rope_theta``/``rope_scaling``) or 5 (``rope_parameters``) config;
+    only unscaled rotary embeddings."""
+    params = hf_config.get("rope_parameters") or {}
+    scaling = hf_config.get("rope_scaling")
+    field, rope_type = "rope_parameters.rope_type", params.get("rope_type", "default")
+    if scaling is not None:
+        field, rope_type = "rope_scaling.rope_type", scaling.get("rope_type", scaling.get("type"))
+    if rope_type != "default":
+        raise ModelError(
+            f"OLMo config field {field}={rope_type!r} is not supported: only unscaled rotary embeddings "
+            "(rope_type 'default')"
+        )
+    return float(params.get("rope_theta", hf_config.get("rope_theta", 10000.0)))
+
+
+def config_from_hf(hf_config: dict) -> OlmoConfig:
+    """An OlmoConfig from a HF ``config.json`` dict; ModelError naming each field value the port does not implement."""
+    if hf_config.get("model_type") not in MODEL_TYPES:
+        raise ModelError(f"olmo port: model_type {hf_config.get('model_type')!r} is not one of {MODEL_TYPES}")
+    refused = {"hidden_act": "silu", "attention_bias": False}
+    for field, supported in refused.items():
+        if hf_config.get(field, supported) != supported:
+            raise ModelError(f"OLMo config field {field}={hf_config[field]!r} is not supported (only {supported!r})")
+    with required_fields("olmo"):
+        hidden, heads = int(hf_config["hidden_size"]), int(hf_config["num_attention_heads"])
+        kv_heads = int(hf_config.get("num_key_value_heads") or heads)
+        clip_qkv = hf_config.get("clip_qkv")
+        config = OlmoConfig(
+            vocab_size=int(hf_config["vocab_size"]),
+            hidden_size=hidden,
+            intermediate_size=int(hf_config["intermediate_size"]),
+            num_hidden_layers=int(hf_config["num_hidden_layers"]),
+            num_attention_heads=heads,
+            num_key_value_heads=kv_heads,
+            head_dim=int(hf_config.get("head_dim") or hidden // heads),
+            rope_theta=_rope_theta(hf_config),
+            max_position_embeddings=int(hf_config["max_position_embeddings"]),
+            clip_qkv=float(clip_qkv) if clip_qkv is not None else None,
+            tie_word_embeddings=bool(hf_config.get("tie_word_embeddings", False)),
+        )
+    if heads % kv_heads:
+        raise ModelError(
+            f"OLMo config: num_attention_heads={heads} is not a multiple of num_key_value_heads={kv_heads}"
+        )
+    if config.head_dim % 2:
+        raise ModelError(f"OLMo config: head_dim={config.head_dim} must be even for rotary embeddings")
+    return config
