@@ -1,7 +1,8 @@
 """Llama / Mistral decoder as Flax NNX modules (Touvron et al. 2023; Jiang et al. 2023).
 
 A pre-norm Transformer decoder: RMSNorm (Zhang & Sennrich 2019), rotary position embeddings
-(Su et al. 2021, eq. 34, in the "rotate half" layout of Hugging Face checkpoints), grouped-query
+(Su et al. 2021, eq. 34, in the "rotate half" layout of Hugging Face checkpoints; optionally rescaled,
+``layers.rope_frequencies``: linear, dynamic NTK, Llama 3.1's ``llama3``), grouped-query
 attention (Ainslie et al. 2023), SwiGLU feed-forward (Shazeer 2020) and, for Mistral, a sliding-window
 causal mask. The module state is ``{"embed", "layers": {...}, "norm"}``, the layers stacked on a leading
 axis and scanned, so a 30-layer model compiles one block.
@@ -100,7 +101,8 @@ class Llama(CausalBody):
         return rms_norm(h, self.norm[...], self.config.rms_norm_eps)
 
     def block_positions(self, positions, dtype):
-        return rope_tables(positions, self.config.head_dim, self.config.rope_theta, dtype)
+        c = self.config
+        return rope_tables(positions, c.head_dim, c.rope_theta, dtype, c.rope_scaling)
 
 
 def new_body(config: LlamaConfig, body: Mapping | None = None) -> Llama:
