@@ -30,6 +30,8 @@ class LlamaConfig:
     tie_word_embeddings: bool = False
     sliding_window: int | None = None  # Mistral: a token sees itself and the previous window-1 tokens
     rope_scaling: RopeScaling | None = None  # None: unscaled rotary frequencies
+    qkv_bias: bool = False  # Qwen2: biases on the query, key and value projections (not the output's)
+    local_layers: tuple[bool, ...] | None = None  # Qwen2: the layers using sliding_window (None: all)
 
     @property
     def max_positions(self) -> int:
