@@ -21,6 +21,7 @@ from jaxassoc.models.llama import FAMILY as llama
 from jaxassoc.models.gguf import _open, read_gguf, read_metadata, reverse_permute
 from jaxassoc.models.gguf_tokenizer import bytes_to_unicode, tokenizer_from_metadata
 from jaxassoc.models.heads import head_logits, last_positions
+from jaxassoc.models.layers import RopeScaling
 from jaxassoc.resources import smollm2_gguf
 
 WIKITEXT = str(Path(__file__).resolve().parents[1] / "jaxassoc" / "data" / "files" / "wikitext2" / "test.txt")
@@ -168,10 +169,11 @@ def test_unreadable_files_raise_model_error_naming_them(tiny, tmp_path):
 
 
 def test_unsupported_gguf_options_are_refused(tiny, tmp_path):
-    """Rope scaling and experts in the metadata reach config_from_hf, which refuses them by name."""
+    """Rope scaling and experts in the metadata reach config_from_hf, which refuses what it does not implement
+    by name (yarn, experts) and reads linear scaling with its factor."""
     model, _ = tiny
     cases = {
-        "linear": lambda w: (w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR), w.add_rope_scaling_factor(2.0)),
+        "yarn": lambda w: (w.add_rope_scaling_type(gguf.RopeScalingType.YARN), w.add_rope_scaling_factor(2.0)),
         "num_local_experts": lambda w: w.add_expert_count(8),
     }
     for words, extra in cases.items():
@@ -180,6 +182,10 @@ def test_unsupported_gguf_options_are_refused(tiny, tmp_path):
         hf_config, _, _ = read_gguf(path)
         with pytest.raises(ModelError, match=words):
             llama.config_from_hf(hf_config)
+    path = tmp_path / "linear.gguf"
+    _write_tiny_gguf(path, model, tied=False, extra=lambda w: (
+        w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR), w.add_rope_scaling_factor(2.0)))
+    assert llama.config_from_hf(read_gguf(path)[0]).rope_scaling == RopeScaling("linear", 2.0)
 
 
 # --- the SmolLM2 GGUF tokenizer against transformers' -----------------------------------------------

@@ -13,6 +13,7 @@ from safetensors.numpy import load_file
 
 from jaxassoc.models.partitioning import device_params
 from jaxassoc.errors import ModelError
+from jaxassoc.models import layers
 from jaxassoc.models.llama import FAMILY as llama
 from jaxassoc.models.heads import head_logits
 
@@ -172,8 +173,13 @@ BASE = {**TINY, "model_type": "llama", "num_key_value_heads": 2}
 @pytest.mark.parametrize(
     "fields, words",
     [
-        ({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, "'linear'"),
-        ({"rope_parameters": {"rope_type": "llama3", "rope_theta": 5e5}}, "'llama3'"),
+        ({"rope_scaling": {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 32}}, "'yarn'"),
+        ({"rope_parameters": {"rope_type": "longrope", "rope_theta": 5e5}}, "'longrope'"),
+        ({"rope_scaling": {"type": "su", "factor": 2.0}}, "rope_type = 'su'"),
+        ({"rope_parameters": {"rope_type": "llama3", "rope_theta": 5e5, "factor": 8.0}}, "low_freq_factor"),
+        ({"rope_scaling": {"rope_type": "linear"}}, "factor"),
+        ({"partial_rotary_factor": 0.5}, "partial_rotary_factor"),
+        ({"rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.5}}, "partial_rotary_factor"),
         ({"hidden_act": "gelu"}, "hidden_act"),
         ({"attention_bias": True}, "attention_bias"),
         ({"mlp_bias": True}, "mlp_bias"),
@@ -195,6 +201,101 @@ def test_config_accepts_transformers_4_and_5_rope_fields():
     assert llama.config_from_hf(v5).rope_theta == 7.0
     assert llama.config_from_hf({**BASE, "sliding_window": 8}).sliding_window is None  # llama has none
     assert llama.config_from_hf({**BASE, "model_type": "mistral", "sliding_window": 8}).sliding_window == 8
+
+
+LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+          "original_max_position_embeddings": 64}
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"rope_scaling": {**LLAMA3}, "rope_theta": 5e5},  # transformers 4
+        {"rope_scaling": {**LLAMA3, "rope_type": None, "type": "llama3"}, "rope_theta": 5e5},  # older key
+        {"rope_parameters": {**LLAMA3, "rope_theta": 5e5}},  # transformers 5
+    ],
+)
+def test_config_reads_llama3_scaling_in_both_layouts(fields):
+    config = llama.config_from_hf({**BASE, **fields})
+    assert config.rope_theta == 5e5
+    assert config.rope_scaling == layers.RopeScaling("llama3", 8.0, 1.0, 4.0, 64)
+
+
+def test_llama3_context_defaults_to_max_position_embeddings():
+    scaling = {k: v for k, v in LLAMA3.items() if k != "original_max_position_embeddings"}
+    config = llama.config_from_hf({**BASE, "rope_parameters": scaling})
+    assert config.rope_scaling.original_max_position_embeddings == BASE["max_position_embeddings"]
+
+
+def _hf_frequencies(rope_parameters: dict, head_dim: int) -> np.ndarray:
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    hf = transformers.LlamaConfig(**{**TINY, "head_dim": head_dim, "rope_parameters": dict(rope_parameters)})
+    inv_freq, attention_factor = ROPE_INIT_FUNCTIONS[rope_parameters["rope_type"]](hf)
+    assert attention_factor == 1.0  # none of the implemented types scales cos/sin
+    return inv_freq.numpy()
+
+
+@pytest.mark.parametrize(
+    "rope_parameters",
+    [
+        {"rope_type": "linear", "rope_theta": 500.0, "factor": 3.0},
+        {"rope_type": "dynamic", "rope_theta": 500.0, "factor": 2.5},
+        {**LLAMA3, "rope_theta": 500.0, "original_max_position_embeddings": 128},
+        {**LLAMA3, "rope_theta": 5e5, "factor": 32.0, "original_max_position_embeddings": 8192},  # Llama 3.2's
+    ],
+    ids=["linear", "dynamic", "llama3-tiny", "llama3.2"],
+)
+@pytest.mark.parametrize("head_dim", [16, 64])
+def test_rope_frequencies_equal_transformers(rope_parameters, head_dim):
+    hf_config = {**BASE, "head_dim": head_dim, "rope_parameters": rope_parameters}
+    config = llama.config_from_hf(hf_config)
+    ours = layers.rope_frequencies(head_dim, config.rope_theta, config.rope_scaling)
+    np.testing.assert_allclose(ours, _hf_frequencies(rope_parameters, head_dim), rtol=1e-6, atol=0)
+    plain = layers.rope_frequencies(head_dim, config.rope_theta)
+    np.testing.assert_allclose(plain, _hf_frequencies({"rope_type": "linear", "rope_theta": config.rope_theta,
+                                                       "factor": 1.0}, head_dim), rtol=1e-6, atol=0)
+    if rope_parameters["rope_type"] == "dynamic":  # within the context NTK scaling changes nothing
+        np.testing.assert_allclose(ours, plain, rtol=1e-6)
+    else:
+        assert np.abs(ours / plain - 1).max() > 0.1
+
+
+def test_llama3_scaling_has_all_three_bands():
+    """The tiny llama3 case above keeps the high frequencies, divides the low ones and interpolates between."""
+    scaling = layers.RopeScaling("llama3", 8.0, 1.0, 4.0, 128)
+    plain = layers.rope_frequencies(16, 500.0)
+    ratio = plain / layers.rope_frequencies(16, 500.0, scaling)
+    assert np.isclose(ratio, 1.0).any() and np.isclose(ratio, 8.0).any()
+    assert ((ratio > 1.01) & (ratio < 7.99)).any()
+
+
+def test_dynamic_rope_matches_transformers_up_to_the_context():
+    """Dynamic NTK only acts past max_position_embeddings; a sequence filling the whole context matches HF."""
+    model = _build("llama", 3, num_key_value_heads=2, max_position_embeddings=16,
+                   rope_parameters={"rope_type": "dynamic", "rope_theta": 100.0, "factor": 4.0})
+    hf_config = {**json.loads(model.config.to_json_string()), "model_type": "llama"}
+    config = llama.config_from_hf(hf_config)
+    assert config.rope_scaling == layers.RopeScaling("dynamic", 4.0)
+    tensors = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    params = device_params(llama.params_from_hf(tensors, config))
+    ids = np.random.default_rng(0).integers(3, VOCAB, size=(1, 16))
+    hidden = llama.forward(params["body"], jnp.asarray(ids), jnp.ones_like(jnp.asarray(ids)), config=config).hidden
+    with torch.no_grad():
+        ref = model(input_ids=torch.tensor(ids)).logits.numpy()
+    assert np.abs(np.asarray(head_logits(params["head"], hidden)) - ref).max() <= 1e-4
+
+
+def test_rope_scaling_changes_the_logits(tiny_llama):
+    """The scaled config really reaches the forward pass: llama3 and linear scaling move the logits."""
+    _, config, _, params = tiny_llama
+    ids, mask = _batch()
+    plain = llama.forward(params["body"], jnp.asarray(ids), jnp.asarray(mask), config=config).hidden
+    for scaling in (layers.RopeScaling("llama3", 8.0, 1.0, 4.0, 16), layers.RopeScaling("linear", 2.0)):
+        scaled = llama.forward(params["body"], jnp.asarray(ids), jnp.asarray(mask),
+                               config=dataclasses.replace(config, rope_scaling=scaling)).hidden
+        np.testing.assert_allclose(np.asarray(scaled[0, 0]), np.asarray(plain[0, 0]), atol=1e-5)  # position 0
+        assert np.abs(np.asarray(scaled[0, 1:]) - np.asarray(plain[0, 1:])).max() > 1e-3
 
 
 def test_bad_checkpoints_raise_model_error(tiny_mistral):

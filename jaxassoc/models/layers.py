@@ -13,11 +13,13 @@ filled by loading a checkpoint (``load_model``), and its shapes come from ``nnx.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Any, Callable, Iterator, Mapping, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 from jaxtyping import Array, Bool, Float, Int
 
@@ -129,9 +131,90 @@ def unscaled_rope_theta(hf_config: dict, port: str, default: float = 10000.0) ->
     return float(params.get("rope_theta", hf_config.get("rope_theta", default)))
 
 
-def rope_tables(positions: Int[Array, "B T"], head_dim: int, theta: float, dtype) -> tuple[Array, Array]:
-    """cos and sin of the rotary angles ``pos * theta^(-2i/d)`` (Su et al. 2021, eq. 34), each ``(B, T, d)``."""
-    inv_freq = 1.0 / (theta ** (jnp.arange(0, head_dim, 2, dtype=jnp.float32) / head_dim))
+SCALED_ROPE_TYPES = ("linear", "dynamic", "llama3")
+"""The rotary rescalings :func:`rope_frequencies` implements (HF ``rope_type``; "default" is unscaled)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RopeScaling:
+    """A rescaling of the rotary frequencies as a HF config's ``rope_parameters`` / ``rope_scaling`` gives it
+    (:func:`rope_scaling_from_hf`); the ``llama3`` fields are unused by the other types."""
+
+    rope_type: str
+    factor: float
+    low_freq_factor: float = 1.0
+    high_freq_factor: float = 4.0
+    original_max_position_embeddings: int = 8192
+
+
+def rope_scaling_from_hf(hf_config: Mapping, family: str) -> tuple[float, RopeScaling | None]:
+    """``(rope_theta, scaling)`` from a transformers 4 (``rope_theta``, ``rope_scaling``) or 5
+    (``rope_parameters``) config; scaling is None for unscaled ("default") rotary embeddings. ModelError
+    naming the rope type for one :func:`rope_frequencies` does not implement (yarn, longrope, ...) and
+    naming a missing scaling field."""
+    params = hf_config.get("rope_parameters") or {}
+    scaling = hf_config.get("rope_scaling") or params
+    rope_type = scaling.get("rope_type") or scaling.get("type") or "default"
+    theta = float(params.get("rope_theta", hf_config.get("rope_theta", 10000.0)))
+    if rope_type == "default":
+        return theta, None
+    if rope_type not in SCALED_ROPE_TYPES:
+        raise ModelError(
+            f"{family} config: rope scaling rope_type = {rope_type!r} is not supported: only unscaled rotary "
+            f"embeddings ('default') and {list(SCALED_ROPE_TYPES)} are"
+        )
+    required = ("factor", "low_freq_factor", "high_freq_factor") if rope_type == "llama3" else ("factor",)
+    missing = [key for key in required if scaling.get(key) is None]
+    if missing:
+        raise ModelError(f"{family} config: rope scaling {rope_type!r} lacks the field(s) {missing}")
+    fields = {key: float(scaling[key]) for key in required}
+    if rope_type == "llama3":  # HF: the pretraining context defaults to max_position_embeddings
+        original = scaling.get("original_max_position_embeddings") or hf_config.get("max_position_embeddings")
+        fields["original_max_position_embeddings"] = int(original)
+    return theta, RopeScaling(rope_type, **fields)
+
+
+def rope_frequencies(head_dim: int, theta: float, scaling: RopeScaling | None = None) -> np.ndarray:
+    """The rotary inverse frequencies ``theta^(-2i/d)``, ``i < d/2`` (Su et al. 2021, eq. 34), float32, as
+    rescaled by ``scaling`` (``transformers.modeling_rope_utils.ROPE_INIT_FUNCTIONS``; none of these types
+    scales cos/sin):
+
+    - ``linear`` (position interpolation, Chen et al. 2023): every frequency divided by ``factor``;
+    - ``dynamic`` (NTK-aware): ``theta`` becomes ``theta * (factor * n / L - (factor - 1))^(d / (d - 2))``
+      for a sequence of ``n > L = max_position_embeddings`` tokens; inputs never exceed ``L`` here
+      (longer ones are refused), so ``n = L`` and the frequencies are HF's at that length, i.e. unscaled;
+    - ``llama3`` (Llama 3.1): wavelengths ``2 pi / f`` above ``original / low_freq_factor`` divided by
+      ``factor``, below ``original / high_freq_factor`` kept, in between interpolated with
+      ``s = (original / wavelength - low) / (high - low)``: ``(1 - s) f / factor + s f``.
+    """
+    exponents = np.arange(0, head_dim, 2, dtype=np.int64).astype(np.float32) / np.float32(head_dim)
+    kind = "default" if scaling is None else scaling.rope_type
+    if kind == "dynamic":
+        theta = theta * (scaling.factor - (scaling.factor - 1)) ** (head_dim / (head_dim - 2))
+    inv_freq = (1.0 / np.power(np.float32(theta), exponents)).astype(np.float32)
+    if kind == "linear":
+        return (inv_freq / np.float32(scaling.factor)).astype(np.float32)
+    if kind == "llama3":
+        s = scaling
+        factor = np.float32(s.factor)
+        low_wavelen = s.original_max_position_embeddings / s.low_freq_factor
+        high_wavelen = s.original_max_position_embeddings / s.high_freq_factor
+        wavelen = (np.float32(2 * math.pi) / inv_freq).astype(np.float32)
+        scaled = np.where(wavelen > low_wavelen, inv_freq / factor, inv_freq).astype(np.float32)
+        smooth = ((s.original_max_position_embeddings / wavelen - s.low_freq_factor)
+                  / (s.high_freq_factor - s.low_freq_factor)).astype(np.float32)
+        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
+        return np.where(medium, smoothed, scaled).astype(np.float32)
+    return inv_freq
+
+
+def rope_tables(
+    positions: Int[Array, "B T"], head_dim: int, theta: float, dtype, scaling: RopeScaling | None = None
+) -> tuple[Array, Array]:
+    """cos and sin of the rotary angles ``pos * f_i`` (:func:`rope_frequencies` of ``head_dim``, ``theta``
+    and ``scaling``), each ``(B, T, head_dim)`` in the "rotate half" layout."""
+    inv_freq = jnp.asarray(rope_frequencies(head_dim, theta, scaling))
     angles = positions.astype(jnp.float32)[..., None] * inv_freq
     angles = jnp.concatenate([angles, angles], axis=-1)
     return jnp.cos(angles).astype(dtype), jnp.sin(angles).astype(dtype)

@@ -1,11 +1,13 @@
 """Llama / Mistral hyper-parameters from a transformers ``config.json`` (v4 or v5 rotary fields), refusing
-what the port does not implement (scaled rotary embeddings, biases, experts, other activations)."""
+what the port does not implement (rope types other than default / linear / dynamic / llama3, partial rotary,
+biases, experts, other activations)."""
 
 from __future__ import annotations
 
 import dataclasses
 
 from jaxassoc.errors import ModelError
+from jaxassoc.models.layers import RopeScaling, rope_scaling_from_hf
 
 MODEL_TYPES = ("llama", "mistral")
 
@@ -27,26 +29,13 @@ class LlamaConfig:
     max_position_embeddings: int
     tie_word_embeddings: bool = False
     sliding_window: int | None = None  # Mistral: a token sees itself and the previous window-1 tokens
+    rope_scaling: RopeScaling | None = None  # None: unscaled rotary frequencies
+    qkv_bias: bool = False  # Qwen2: biases on the query, key and value projections (not the output's)
+    local_layers: tuple[bool, ...] | None = None  # Qwen2: the layers using sliding_window (None: all)
 
     @property
     def max_positions(self) -> int:
         return self.max_position_embeddings
-
-
-def _rope_theta(hf_config: dict) -> float:
-    """``rope_theta`` from a transformers 4 (``rope_theta``/``rope_scaling``) or 5 (``rope_parameters``) config."""
-    params = hf_config.get("rope_parameters") or {}
-    scaling = hf_config.get("rope_scaling")
-    rope_type = params.get("rope_type", "default")
-    if scaling is not None:
-        rope_type = scaling.get("rope_type", scaling.get("type"))
-    if rope_type != "default":
-        raise ModelError(
-            f"rope scaling {rope_type!r} is not supported by the llama port: only unscaled rotary "
-            "embeddings (rope_type 'default') are; 'linear', 'dynamic', 'yarn', 'longrope' and 'llama3' "
-            "are refused"
-        )
-    return float(params.get("rope_theta", hf_config.get("rope_theta", 10000.0)))
 
 
 def config_from_hf(hf_config: dict) -> LlamaConfig:
@@ -59,12 +48,14 @@ def config_from_hf(hf_config: dict) -> LlamaConfig:
         "attention_bias": (bool(hf_config.get("attention_bias", False)), False),
         "mlp_bias": (bool(hf_config.get("mlp_bias", False)), False),
         "num_local_experts": (hf_config.get("num_local_experts"), None),
+        "partial_rotary_factor": (partial_rotary_factor(hf_config), 1.0),
     }
     for key, (value, supported) in refused.items():
         if value != supported:
             raise ModelError(
                 f"{model_type} config: {key} = {value!r} is not supported by the llama port (only {supported!r})"
             )
+    rope_theta, rope_scaling = rope_scaling_from_hf(hf_config, model_type)
     try:
         hidden = int(hf_config["hidden_size"])
         heads = int(hf_config["num_attention_heads"])
@@ -79,7 +70,8 @@ def config_from_hf(hf_config: dict) -> LlamaConfig:
             num_key_value_heads=kv_heads,
             head_dim=int(hf_config.get("head_dim") or hidden // heads),
             rms_norm_eps=float(hf_config["rms_norm_eps"]),
-            rope_theta=_rope_theta(hf_config),
+            rope_theta=rope_theta,
+            rope_scaling=rope_scaling,
             max_position_embeddings=int(hf_config["max_position_embeddings"]),
             tie_word_embeddings=bool(hf_config.get("tie_word_embeddings", False)),
             sliding_window=(int(hf_config["sliding_window"]) if hf_config.get("sliding_window") else None)
@@ -95,3 +87,9 @@ def config_from_hf(hf_config: dict) -> LlamaConfig:
     if config.head_dim % 2:
         raise ModelError(f"{model_type} config: head_dim = {config.head_dim} must be even for rotary embeddings")
     return config
+
+
+def partial_rotary_factor(hf_config: dict) -> float:
+    """The rotated fraction of each head (top level in transformers 4, in ``rope_parameters`` in 5)."""
+    params = hf_config.get("rope_parameters") or {}
+    return float(params.get("partial_rotary_factor", hf_config.get("partial_rotary_factor", 1.0)))

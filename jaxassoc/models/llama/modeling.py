@@ -1,7 +1,8 @@
 """Llama / Mistral decoder as Flax NNX modules (Touvron et al. 2023; Jiang et al. 2023).
 
 A pre-norm Transformer decoder: RMSNorm (Zhang & Sennrich 2019), rotary position embeddings
-(Su et al. 2021, eq. 34, in the "rotate half" layout of Hugging Face checkpoints), grouped-query
+(Su et al. 2021, eq. 34, in the "rotate half" layout of Hugging Face checkpoints; optionally rescaled,
+``layers.rope_frequencies``: linear, dynamic NTK, Llama 3.1's ``llama3``), grouped-query
 attention (Ainslie et al. 2023), SwiGLU feed-forward (Shazeer 2020) and, for Mistral, a sliding-window
 causal mask. The module state is ``{"embed", "layers": {...}, "norm"}``, the layers stacked on a leading
 axis and scanned, so a 30-layer model compiles one block.
@@ -34,7 +35,8 @@ from jaxassoc.models.llama.config import LlamaConfig
 
 class LlamaBlock(CausalBlock):
     """One decoder layer: ``x + Attn(RMSNorm(x))`` then ``x + SwiGLU(RMSNorm(x))``; projections ``(in, out)``
-    (all layers' parameters stacked on a leading axis of size ``lead``)."""
+    (all layers' parameters stacked on a leading axis of size ``lead``), with query/key/value biases if
+    ``config.qkv_bias`` (Qwen2)."""
 
     def __init__(self, config: LlamaConfig, *, lead: tuple[int, ...] = ()):
         c = config
@@ -44,6 +46,10 @@ class LlamaBlock(CausalBlock):
         self.q = zeros(*lead, D, q)
         self.k = zeros(*lead, D, kv)
         self.v = zeros(*lead, D, kv)
+        if c.qkv_bias:
+            self.q_bias = zeros(*lead, q)
+            self.k_bias = zeros(*lead, kv)
+            self.v_bias = zeros(*lead, kv)
         self.o = zeros(*lead, q, D)
         self.mlp_norm = zeros(*lead, D)
         self.gate = zeros(*lead, D, F)
@@ -59,9 +65,12 @@ class LlamaBlock(CausalBlock):
         H, KV, d = c.num_attention_heads, c.num_key_value_heads, c.head_dim
         cos, sin = rope
         h = rms_norm(x, self.attn_norm[...], c.rms_norm_eps)
-        q = apply_rope((h @ self.q[...]).reshape(B, T, H, d), cos, sin)
-        k = apply_rope((h @ self.k[...]).reshape(B, T, KV, d), cos, sin)
-        return q, k, (h @ self.v[...]).reshape(B, T, KV, d)
+        q, k, v = h @ self.q[...], h @ self.k[...], h @ self.v[...]
+        if c.qkv_bias:
+            q, k, v = q + self.q_bias[...], k + self.k_bias[...], v + self.v_bias[...]
+        q = apply_rope(q.reshape(B, T, H, d), cos, sin)
+        k = apply_rope(k.reshape(B, T, KV, d), cos, sin)
+        return q, k, v.reshape(B, T, KV, d)
 
     def attend(self, x, q, k, v, allowed, bias=None):
         """``x + Attn`` (queries of x's tokens over the given keys/values) then ``x + SwiGLU(RMSNorm(x))``."""
@@ -74,7 +83,7 @@ class LlamaBlock(CausalBlock):
 
 
 class Llama(CausalBody):
-    """The Llama / Mistral body: token embeddings, the stacked layers, the final RMSNorm."""
+    """The Llama / Mistral / Qwen2 / Phi-3 body: token embeddings, the stacked layers, the final RMSNorm."""
 
     def __init__(self, config: LlamaConfig):
         c = config
@@ -82,6 +91,7 @@ class Llama(CausalBody):
         self.layers = LlamaBlock(config, lead=(c.num_hidden_layers,))
         self.norm = zeros(c.hidden_size)
         self.window = c.sliding_window
+        self.local_layers = c.local_layers
         self.config = config
 
     @property
@@ -100,7 +110,8 @@ class Llama(CausalBody):
         return rms_norm(h, self.norm[...], self.config.rms_norm_eps)
 
     def block_positions(self, positions, dtype):
-        return rope_tables(positions, self.config.head_dim, self.config.rope_theta, dtype)
+        c = self.config
+        return rope_tables(positions, c.head_dim, c.rope_theta, dtype, c.rope_scaling)
 
 
 def new_body(config: LlamaConfig, body: Mapping | None = None) -> Llama:

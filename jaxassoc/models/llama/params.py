@@ -28,13 +28,22 @@ _LAYER_LEAVES = {
     "up": ("mlp.up_proj.weight", True),
     "down": ("mlp.down_proj.weight", True),
 }
+_BIAS_LEAVES = {
+    "q_bias": ("self_attn.q_proj.bias", False),
+    "k_bias": ("self_attn.k_proj.bias", False),
+    "v_bias": ("self_attn.v_proj.bias", False),
+}
+
+
+def _layer_leaves(config: LlamaConfig) -> dict[str, tuple[str, bool]]:
+    return {**_LAYER_LEAVES, **(_BIAS_LEAVES if config.qkv_bias else {})}
 
 
 def _expected_shapes(config: LlamaConfig) -> dict[str, tuple[int, ...]]:
     """HF tensor name -> shape, from the abstract module's parameter shapes (``nnx.eval_shape``)."""
     shapes = param_shapes(nnx.eval_shape(lambda: new_body(config)))
     layer = {name: shapes["layers"][leaf][1:][::-1] if transpose else shapes["layers"][leaf][1:]
-             for leaf, (name, transpose) in _LAYER_LEAVES.items()}
+             for leaf, (name, transpose) in _layer_leaves(config).items()}
     expected = {"model.embed_tokens.weight": shapes["embed"], "model.norm.weight": shapes["norm"],
                 "lm_head.weight": shapes["embed"]}
     for i in range(config.num_hidden_layers):
@@ -75,7 +84,7 @@ def params_from_hf(tensors: Mapping[str, np.ndarray], config: LlamaConfig) -> di
 
     layers = {
         leaf: LayerStack([array(f"model.layers.{i}.{name}", transpose) for i in range(config.num_hidden_layers)])
-        for leaf, (name, transpose) in _LAYER_LEAVES.items()
+        for leaf, (name, transpose) in _layer_leaves(config).items()
     }
     embed = array("model.embed_tokens.weight")
     head_name = "lm_head.weight" if "lm_head.weight" in tensors else "model.embed_tokens.weight"

@@ -11,6 +11,9 @@ AXES = {
     "body/layers/k": (L, E, "kv_heads"),
     "body/layers/v": (L, E, "kv_heads"),
     "body/layers/o": (L, "heads", E),
+    "body/layers/q_bias": (L, "heads"),  # Qwen2 (qkv_bias)
+    "body/layers/k_bias": (L, "kv_heads"),
+    "body/layers/v_bias": (L, "kv_heads"),
     "body/layers/mlp_norm": (L, None),
     "body/layers/gate": (L, E, "mlp"),
     "body/layers/up": (L, E, "mlp"),

@@ -1,0 +1,20 @@
+"""Phi-3 (``model_type`` phi3; Phi-3-mini-4k): the llama body with a sliding window on every layer, read from
+checkpoints with fused query/key/value and gate/up projections (``params`` splits them). Modeling and
+sharding are the llama family's (``jaxassoc.models.llama``)."""
+
+from jaxassoc.models.family import Family
+from jaxassoc.models.llama.modeling import new_body
+from jaxassoc.models.phi3.config import config_from_hf
+from jaxassoc.models.phi3.params import params_from_hf
+from jaxassoc.models.phi3.sharding import AXES, units
+
+FAMILY = Family(
+    name="phi3",
+    model_types={"phi3": "phi3"},
+    objective="causal",
+    config_from_hf=config_from_hf,
+    params_from_hf=params_from_hf,
+    new_body=new_body,
+    axes=AXES,
+    units=units,
+)

@@ -1,0 +1,79 @@
+"""Qwen2 / Qwen2.5 hyper-parameters from a transformers ``config.json`` as a llama ``LlamaConfig`` with
+query/key/value biases and the layers that use the sliding window, refusing what the port does not
+implement (rope types other than default / linear / dynamic / llama3 (e.g. Qwen2.5's long-context yarn),
+partial rotary, other activations, layer types other than full / sliding attention)."""
+
+from __future__ import annotations
+
+from jaxassoc.errors import ModelError
+from jaxassoc.models.layers import required_fields, rope_scaling_from_hf
+from jaxassoc.models.llama.config import LlamaConfig, partial_rotary_factor
+
+LAYER_TYPES = ("full_attention", "sliding_attention")
+
+
+def local_layers(hf_config: dict, n_layers: int) -> tuple[bool, ...]:
+    """Which layers use the sliding window: transformers 5's ``layer_types`` if given, else its default from
+    ``use_sliding_window`` and ``max_window_layers`` (layers from ``max_window_layers`` on slide)."""
+    layer_types = hf_config.get("layer_types")
+    window = hf_config.get("sliding_window") if hf_config.get("use_sliding_window") else None
+    if layer_types is None:
+        first = int(hf_config.get("max_window_layers", 28))
+        return tuple(window is not None and i >= first for i in range(n_layers))
+    unknown = sorted(set(layer_types) - set(LAYER_TYPES))
+    if unknown:
+        raise ModelError(f"qwen2 config: layer_types has {unknown}, which the port does not implement "
+                         f"(only {list(LAYER_TYPES)})")
+    if len(layer_types) != n_layers:
+        raise ModelError(f"qwen2 config: layer_types names {len(layer_types)} layers but num_hidden_layers = {n_layers}")
+    flags = tuple(t == "sliding_attention" for t in layer_types)
+    if any(flags) and window is None:
+        raise ModelError("qwen2 config: layer_types has sliding_attention layers but no window "
+                         f"(use_sliding_window = {hf_config.get('use_sliding_window')!r}, sliding_window = "
+                         f"{hf_config.get('sliding_window')!r}): set both or make every layer full_attention")
+    return flags
+
+
+def config_from_hf(hf_config: dict) -> LlamaConfig:
+    """A LlamaConfig (``qkv_bias``, ``local_layers``) from a Qwen2 ``config.json`` dict; ModelError naming
+    each field value the port does not implement."""
+    model_type = hf_config.get("model_type")
+    if model_type != "qwen2":
+        raise ModelError(f"model_type {model_type!r} is not a qwen2 model")
+    refused = {
+        "hidden_act": (hf_config.get("hidden_act", "silu"), "silu"),
+        "partial_rotary_factor": (partial_rotary_factor(hf_config), 1.0),
+    }
+    for key, (value, supported) in refused.items():
+        if value != supported:
+            raise ModelError(f"qwen2 config: {key} = {value!r} is not supported by the qwen2 port (only {supported!r})")
+    rope_theta, rope_scaling = rope_scaling_from_hf(hf_config, model_type)
+    with required_fields("qwen2"):
+        hidden = int(hf_config["hidden_size"])
+        heads = int(hf_config["num_attention_heads"])
+        kv_heads = int(hf_config.get("num_key_value_heads") or heads)
+        n_layers = int(hf_config["num_hidden_layers"])
+        flags = local_layers(hf_config, n_layers)
+        config = LlamaConfig(
+            model_type=model_type,
+            vocab_size=int(hf_config["vocab_size"]),
+            hidden_size=hidden,
+            intermediate_size=int(hf_config["intermediate_size"]),
+            num_hidden_layers=n_layers,
+            num_attention_heads=heads,
+            num_key_value_heads=kv_heads,
+            head_dim=int(hf_config.get("head_dim") or hidden // heads),
+            rms_norm_eps=float(hf_config["rms_norm_eps"]),
+            rope_theta=rope_theta,
+            rope_scaling=rope_scaling,
+            max_position_embeddings=int(hf_config["max_position_embeddings"]),
+            tie_word_embeddings=bool(hf_config.get("tie_word_embeddings", False)),
+            sliding_window=int(hf_config["sliding_window"]) if any(flags) else None,
+            qkv_bias=True,
+            local_layers=flags if any(flags) else None,
+        )
+    if heads % kv_heads:
+        raise ModelError(f"qwen2 config: num_attention_heads = {heads} is not a multiple of num_key_value_heads = {kv_heads}")
+    if config.head_dim % 2:
+        raise ModelError(f"qwen2 config: head_dim = {config.head_dim} must be even for rotary embeddings")
+    return config
