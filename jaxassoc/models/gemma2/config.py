@@ -52,19 +52,19 @@ def check_model_type(hf_config: dict, expected: str) -> str:
     return model_type
 
 
-def rope_params(hf_config: dict, model_type: str, layer_type: str | None = None) -> dict:
-    """The rotary parameters of one layer type: transformers 5's ``rope_parameters`` (per layer type for
-    Gemma 3) or transformers 4's ``rope_theta`` / ``rope_scaling`` fields (as a dict; empty: defaults)."""
-    params = hf_config.get("rope_parameters") or {}
-    if layer_type is not None and layer_type in params:
-        params = params[layer_type] or {}
-    elif layer_type is not None and any(t in params for t in LAYER_TYPES):
-        params = {}
-    params = dict(params)
-    scaling = hf_config.get("rope_scaling")
-    if scaling is not None and layer_type in (None, "full_attention"):
-        params.update(rope_type=scaling.get("rope_type", scaling.get("type")),
-                      **{k: v for k, v in scaling.items() if k not in ("type", "rope_type")})
+def rope_params(hf_config: dict, model_type: str) -> dict:
+    """The rotary parameters: transformers 5's ``rope_parameters`` or transformers 4's ``rope_theta`` /
+    ``rope_scaling`` fields, as one dict (``rope_type``, ``rope_theta``, a scaling ``factor``...)."""
+    params = dict(hf_config.get("rope_parameters") or {})
+    params.setdefault("rope_theta", hf_config.get("rope_theta", 10000.0))
+    return with_scaling(params, hf_config.get("rope_scaling"), model_type)
+
+
+def with_scaling(params: dict, scaling: dict | None, model_type: str) -> dict:
+    """``params`` updated by a transformers 4 ``rope_scaling`` dict; partial rotary embeddings refused."""
+    if scaling is not None:
+        params = {**params, **{k: v for k, v in scaling.items() if k != "type"},
+                  "rope_type": scaling.get("rope_type", scaling.get("type"))}
     if params.get("partial_rotary_factor", 1.0) != 1.0:
         refuse(model_type, "partial_rotary_factor", params["partial_rotary_factor"], "only full rotary embeddings")
     return params
@@ -144,7 +144,7 @@ def config_from_hf(hf_config: dict) -> Gemma2Config:
         refuse(model_type, "rope_scaling", rope_type, "only unscaled rotary embeddings, rope_type 'default'")
     return Gemma2Config(
         **common_fields(hf_config, model_type, pattern=2),
-        rope_theta=float(rope.get("rope_theta", hf_config.get("rope_theta", 10000.0))),
+        rope_theta=float(rope["rope_theta"]),
         attn_logit_softcapping=softcap(hf_config, "attn_logit_softcapping", 50.0),
         final_logit_softcapping=softcap(hf_config, "final_logit_softcapping", 30.0),
     )
