@@ -6,8 +6,10 @@ parameter pytree ``{"body": ..., "head": Head}``:
 - ``forward(body, input_ids, attention_mask, *, config, all_layers=False) -> ForwardOutput``: the final
   hidden states at the head's input (after the final norm; for masked LMs also after the MLM head
   transform dense -> activation -> LayerNorm), and every layer's hidden states on request;
-- the output head ``Head(W, b)`` is its own leaf: loading unties it from the input embeddings, so a
-  perturbation of the head (SeT, mitigation) never moves the input embeddings.
+- the output head ``Head(W, b, softcap)`` is its own leaf: loading unties it from the input embeddings, so a
+  perturbation of the head (SeT, mitigation) never moves the input embeddings; a family whose logits are
+  soft-capped after the head (Gemma 2) sets ``softcap``, and every logit goes through
+  :func:`jaxassoc.models.heads.head_logits`, which applies it.
 
 Logits are computed from those states by the functions in :mod:`jaxassoc.models.heads`, so a metric can
 ask only for the rows and positions it needs.
@@ -23,10 +25,22 @@ from jaxtyping import Array, Float
 
 
 class Head(NamedTuple):
-    """The output layer: ``logits = hidden @ W.T + b``. ``W`` is ``(vocab, d_model)``; ``b`` may be None."""
+    """The output layer: ``logits = hidden @ W.T + b``, then ``softcap * tanh(logits / softcap)`` when
+    ``softcap`` is set (Gemma 2's final logit soft-capping). ``W`` is ``(vocab, d_model)``; ``b`` may be
+    None. ``softcap`` is static pytree metadata, not a leaf: it is never traced, differentiated, cast or
+    sharded, and ``jax.tree.map`` / ``_replace`` keep it."""
 
     W: Float[Array, "V D"]
     b: Float[Array, " V"] | None
+    softcap: float | None = None
+
+
+jax.tree_util.register_pytree_with_keys(
+    Head,
+    lambda h: (((jax.tree_util.GetAttrKey("W"), h.W), (jax.tree_util.GetAttrKey("b"), h.b)), h.softcap),
+    lambda softcap, children: Head(*children, softcap),
+    flatten_func=lambda h: ((h.W, h.b), h.softcap),
+)
 
 
 class ForwardOutput(NamedTuple):

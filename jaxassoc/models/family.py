@@ -157,14 +157,16 @@ def family_for(model_type: str | None) -> Family:
 
 
 class OutputHead(nnx.Module):
-    """The output layer ``logits = hidden @ W.T + b`` as parameters ``W`` ``(vocab, d_model)`` and ``b``."""
+    """The output layer ``logits = hidden @ W.T + b`` as parameters ``W`` ``(vocab, d_model)`` and ``b``; its
+    ``softcap`` (None for most families) is static, in the graph definition, not the state."""
 
     def __init__(self, head: Head):
         self.W = nnx.Param(head.W)
         self.b = None if head.b is None else nnx.Param(head.b)
+        self.softcap = head.softcap
 
     def as_head(self) -> Head:
-        return Head(W=self.W[...], b=None if self.b is None else self.b[...])
+        return Head(W=self.W[...], b=None if self.b is None else self.b[...], softcap=self.softcap)
 
 
 class LanguageModule(nnx.Module):

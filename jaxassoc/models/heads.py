@@ -14,9 +14,11 @@ from jaxassoc.models.base import Head
 
 
 def head_logits(head: Head, hidden: Float[Array, "... D"]) -> Float[Array, "... V"]:
-    """Full-vocabulary logits ``hidden @ W.T + b``."""
+    """Full-vocabulary logits ``hidden @ W.T + b``, soft-capped ``c * tanh(logits / c)`` when the head has a
+    ``softcap`` c (Gemma 2, as transformers' ``final_logit_softcapping``)."""
     logits = hidden @ head.W.T.astype(hidden.dtype)
-    return logits if head.b is None else logits + head.b.astype(hidden.dtype)
+    logits = logits if head.b is None else logits + head.b.astype(hidden.dtype)
+    return logits if head.softcap is None else head.softcap * jnp.tanh(logits / head.softcap)
 
 
 def gather_positions(hidden: Float[Array, "B T D"], positions: Int[Array, " B"]) -> Float[Array, "B D"]:

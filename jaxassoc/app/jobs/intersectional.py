@@ -32,7 +32,7 @@ from jaxassoc.app.pipelines.intersectional import (
     top_emergent,
     trait_matrix,
 )
-from jaxassoc.app.pipelines.stereotypes import is_causal_template, score_causal
+from jaxassoc.app.pipelines.stereotypes import check_set_head, is_causal_template, score_causal
 from jaxassoc.app.pipelines.stereotypes_mlm import score_masked
 from jaxassoc.app.registry import Job, JobResult
 from jaxassoc.app.stages import stage
@@ -104,6 +104,8 @@ def run(job: Job) -> JobResult:
     fillers = [in_slot[g] for g in singles] + list(pairs["paired"])
     words = list(dict.fromkeys(w for p in poles for w in abc.traits[p]))
     model = resolve.language_model(job.model, job.mesh)
+    if cfg.score == "set":
+        check_set_head(model)
     key = {"weights": model.provenance.weights_sha256, "tokenizer": model.provenance.tokenizer_sha256,
            "template": cfg.template, "groups": fillers, "words": words, "bos": cfg.bos,
            "transform": cfg.set_transform, "nan_policy": cfg.set_nan_policy, "dtype": job.model.dtype}

@@ -23,7 +23,7 @@ from jaxassoc import data
 from jaxassoc.app import resolve, tables
 from jaxassoc.app.cache import cached_arrays
 from jaxassoc.app.config import MetricConfig, check_choice, check_unique
-from jaxassoc.app.pipelines.stereotypes import human_alignment, is_causal_template, pair_matrix, score_causal
+from jaxassoc.app.pipelines.stereotypes import check_set_head, human_alignment, is_causal_template, pair_matrix, score_causal
 from jaxassoc.app.pipelines.stereotypes_mlm import score_masked
 from jaxassoc.app.registry import Job, JobResult
 from jaxassoc.app.stages import stage
@@ -113,6 +113,8 @@ def run(job: Job) -> JobResult:
             raise ConfigError(f"template {template!r} is not one of the {len(usable)} {kind} "
                               f"(model.kind={job.model.kind}); metric.templates=[all] takes every one")
     model = resolve.language_model(job.model, job.mesh)
+    if score == "set":
+        check_set_head(model)
     if model.objective != job.model.kind:
         raise ConfigError(f"model {job.model.name!r} is a {model.objective} LM but model.kind={job.model.kind}: "
                           f"set model.kind={model.objective}")

@@ -38,6 +38,7 @@ from jaxassoc.metrics.set_score import set_word_scores
 from jaxassoc.metrics.stereotype_alignment import AlignmentResult, alignment, human_group_indices, pair_scores
 from jaxassoc.models import LanguageModel, model_limits
 from jaxassoc.models.batching import batch_mesh, check_sequences, model_shard
+from jaxassoc.models.heads import head_logits
 from jaxassoc.models.packing import pack_rows, packed_row
 from jaxassoc.models.partitioning import batch_size_multiple
 from jaxassoc.models.sharding import shard_batch, to_host
@@ -217,13 +218,29 @@ def causal_terms(
 @jax.jit
 def _head_chunk(head, x, tokens, first_step, word_initial):
     """For flat (trait step) rows: log P(token), ILPS*'s renormalised step term and SeT's distance, from
-    one product with the head (the logits are shared by the three)."""
-    logits = x @ head.W.T.astype(x.dtype)
-    logits = logits if head.b is None else logits + head.b
+    one product with the head (the logits are shared by the three). SeT's distance is NaN for a head that
+    soft-caps its logits (its constraints are then not linear in the head; :func:`check_set_head`)."""
+    logits = head_logits(head, x)
     allowed = jnp.where(first_step[:, None], word_initial[None, :], ~word_initial[None, :])
     step = jax.vmap(lambda z, t, a: chain_rule_logprob(z[None], t[None], jnp.ones(1, bool), a))(logits, tokens, allowed)
     sqnorm = jnp.sum(x * x, axis=-1) + (0.0 if head.b is None else 1.0)
-    return first_subword_logprob(logits, tokens), step, set_from_logits(logits, sqnorm, tokens).distance
+    if head.softcap is None:
+        distance = set_from_logits(logits, sqnorm, tokens).distance
+    else:
+        distance = jnp.full(len(x), jnp.nan, jnp.float32)
+    return first_subword_logprob(logits, tokens), step, distance
+
+
+def check_set_head(model: LanguageModel) -> None:
+    """ConfigError when SeT is asked of a model whose head soft-caps its logits (Gemma 2's
+    ``final_logit_softcapping``): SeT's margin constraints (``metrics.set_exact``, ``metrics.set_optax``)
+    hold for logits linear in the head ``[W | b]``, which capped logits are not."""
+    if model.head.softcap is not None:
+        raise ConfigError(
+            f"metric=set needs logits linear in the output head, but model {model.name!r} soft-caps its logits "
+            f"(final_logit_softcapping = {model.head.softcap}): SeT's solvers do not apply to it; use "
+            "metric=ilps or metric=ilps_star with this model"
+        )
 
 
 def _flat_head_terms(head, x, tokens, first_step, word_initial, chunk: int = HEAD_ROWS):
