@@ -36,10 +36,6 @@ CURRENT_MODELS = {  # one current model per family: config -> the HF model_type 
     "olmo-1b-hf": "olmo", "pythia-70m": "gpt_neox", "opt-125m": "opt", "gpt-j-6b": "gptj", "gpt-neo-125m": "gpt_neo",
     "mpt-7b": "mpt",
 }
-# Written on other branches (the T5 and family ports): tolerated here until they merge; then empty both.
-PENDING_CONFIGS = {"t5-v1.1-small"}
-PENDING_MODEL_TYPES = {"gpt_neox", "opt", "gptj", "gpt_neo", "mpt", "olmo", "mixtral", "qwen2", "qwen3", "gemma2",
-                       "gemma3_text", "phi3"}
 
 
 def _yaml(name: str) -> dict:
@@ -73,7 +69,7 @@ def test_every_config_starts_with_a_comment_saying_what_it_is():
 
 @pytest.mark.parametrize("paper", sorted(SEED_MODELS))
 def test_every_seed_papers_model_has_a_config(paper):
-    missing = [name for name in SEED_MODELS[paper] if name not in CONFIGS and name not in PENDING_CONFIGS]
+    missing = [name for name in SEED_MODELS[paper] if name not in CONFIGS]
     assert SEED_MODELS[paper] and not missing, f"{paper}: no conf/model/<name>.yaml for {missing}"
 
 
@@ -111,10 +107,10 @@ def test_models_csv_config_loads_the_checkpoint_it_names(row):
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r["model"])
 def test_models_csv_architecture_is_a_registered_family(row):
     """The ``architecture`` column is the HF ``model_type`` of the checkpoint the config loads."""
-    assert row["architecture"] in registry() or row["architecture"] in PENDING_MODEL_TYPES, row
+    assert row["architecture"] in registry(), row
 
 
 @pytest.mark.parametrize("name", sorted(CURRENT_MODELS))
 def test_current_models_have_configs_of_registered_families(name):
     assert name in CONFIGS
-    assert CURRENT_MODELS[name] in registry() or CURRENT_MODELS[name] in PENDING_MODEL_TYPES
+    assert CURRENT_MODELS[name] in registry()
