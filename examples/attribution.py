@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 import head_rpam
-from jaxassoc.app.pipelines.rpam_prompts import tokenize_attributes
+from jaxassoc.readouts.rpam_prompts import tokenize_attributes
 from jaxassoc.metrics import association_scores, effect_size, relative_probabilities, rpam_effect_size
 from jaxassoc.models import load_model
 

@@ -13,7 +13,7 @@ default: the softmax over the attribute set C). Everything is jnp, so ``jax.grad
 :func:`head_state` takes the head out of the model's NNX module with a state filter (the body stays
 out of the differentiated state) and :func:`as_head` turns such a state back into ``Head(W, b)``.
 Shared by ``attribution.py`` and ``mitigation.py``; the prompts and tokenisation are the app's own
-(:mod:`jaxassoc.app.pipelines.rpam_prompts`), so the numbers match ``jaxassoc metric=rpam``.
+(:mod:`jaxassoc.readouts.rpam_prompts`), so the numbers match ``jaxassoc metric=rpam``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from flax import nnx
 from jaxtyping import Array, Bool, Float, Int
 
 from jaxassoc import data
-from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate, encode_prompts, tokenize_attributes
+from jaxassoc.readouts.rpam_prompts import PromptTemplate, encode_prompts, tokenize_attributes
 from jaxassoc.models import Head, LanguageModel, run_batched
 from jaxassoc.models.heads import gather_positions, last_positions
 

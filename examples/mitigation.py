@@ -43,7 +43,7 @@ import pandas as pd
 
 import head_rpam
 from jaxassoc import data
-from jaxassoc.app.pipelines.rpam_prompts import encode_prompts
+from jaxassoc.readouts.rpam_prompts import encode_prompts
 from jaxassoc.metrics import rpam_effect_size
 from jaxassoc.models import Head, LanguageModel, load_model, run_batched
 

@@ -32,7 +32,7 @@ from jaxtyping import Array, Float
 from jaxassoc import data, stats
 from jaxassoc.app import resolve
 from jaxassoc.app.config import MetricConfig
-from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate, rpam_inputs, tokenize_attributes
+from jaxassoc.readouts.rpam_prompts import PromptTemplate, rpam_inputs, tokenize_attributes
 from jaxassoc.app.registry import Job, JobResult, register_metric
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics import effect_size

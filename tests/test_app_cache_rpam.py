@@ -10,10 +10,10 @@ import pytest
 
 from jaxassoc.app import resolve
 from jaxassoc.app.config import DatasetConfig, ModelConfig, StatsConfig, TemplateConfig, WhiteningConfig
-from jaxassoc.app.jobs import rpam as rpam_job
-from jaxassoc.app.pipelines import rpam as pipeline
-from jaxassoc.app.pipelines import rpam_downstream, rpam_prompts
-from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate
+from jaxassoc.app.tasks import rpam as rpam_job
+from jaxassoc.readouts import rpam as pipeline
+from jaxassoc.readouts import rpam_downstream, rpam_prompts
+from jaxassoc.readouts.rpam_prompts import PromptTemplate
 from jaxassoc.app.registry import Job
 from jaxassoc.models import load_model
 from models_helpers import save_tiny_checkpoint

@@ -17,7 +17,7 @@ from app_compose import app_config
 from jaxassoc import io
 from jaxassoc.app import store
 from jaxassoc.app.main import run_job
-from jaxassoc.app.pipelines import weat as weat_pipeline
+from jaxassoc.readouts import weat as weat_pipeline
 from jaxassoc.embeddings import whitening
 from jaxassoc.embeddings.whitening import ZcaStats, load_zca, save_zca
 

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import torch
 
-from jaxassoc.app.pipelines.rpam_prompts import rpam_inputs, tokenize_attributes
+from jaxassoc.readouts.rpam_prompts import rpam_inputs, tokenize_attributes
 from jaxassoc.models import load_model
 from models_helpers import load_torch, save_tiny_checkpoint
 

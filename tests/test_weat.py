@@ -231,7 +231,7 @@ def test_monte_carlo_p_is_reported_and_close_to_exact():
 
 
 def test_change_classes():
-    from jaxassoc.app.pipelines.weat import change_class
+    from jaxassoc.readouts.weat import change_class
 
     assert change_class(0.01, 0.02) == "Stable"
     assert change_class(0.01, 0.2) == "Disappearing"
@@ -241,13 +241,8 @@ def test_change_classes():
 
 
 def test_weat_experiment_on_glove_with_whitening_and_figures(tmp_path, glove_tests):
-    from jaxassoc.app.pipelines.weat import (
-        plot_cosine_heatmaps,
-        plot_effect_size_heatmap,
-        plot_raw_vs_whitened,
-        run_anisotropy,
-        run_weat_experiment,
-    )
+    from jaxassoc.app.tasks.weat import plot_cosine_heatmaps, plot_effect_size_heatmap, plot_raw_vs_whitened
+    from jaxassoc.readouts.weat import run_anisotropy, run_weat_experiment
     from jaxassoc.data import load_weat_suite
     from jaxassoc.embeddings.static import load_embedded_glove
     from jaxassoc.embeddings.whitening import fit_zca, reference_sample

@@ -16,7 +16,7 @@ LANGUAGE_MODELS = ("causal", "masked", "encoder")
 
 def register_all() -> None:
     """Register every built-in metric."""
-    from jaxassoc.app.jobs import ceat, intersectional, rpam, stereotypes, unstereo, weat
+    from jaxassoc.app.tasks import ceat, intersectional, rpam, stereotypes, unstereo, weat
 
     register_metric("weat", run=weat.run, config=weat.WeatMetricConfig, model_kinds=("static", *LANGUAGE_MODELS),
                     description="WEAT / ZCA-whitened WEAT on static or contextual vectors",

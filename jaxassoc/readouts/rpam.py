@@ -30,8 +30,8 @@ import pandas as pd
 
 from jaxassoc import data, stats
 from jaxassoc.errors import InputError
-from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate, RpamInputs, cached_rpam_inputs, tokenize_attributes
-from jaxassoc.app.pipelines.weat import check_suite_words
+from jaxassoc.readouts.rpam_prompts import PromptTemplate, RpamInputs, cached_rpam_inputs, tokenize_attributes
+from jaxassoc.readouts.weat import check_suite_words
 from jaxassoc.data.weat import WeatSuite
 from jaxassoc.metrics import rpam
 from jaxassoc.metrics.weat import UNDEFINED_CONSTANT_S

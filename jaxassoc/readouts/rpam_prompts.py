@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import string
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,15 +27,37 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh
 
-from jaxassoc.app.cache import cached_arrays, model_key
-from jaxassoc.app.config import template_slots
-from jaxassoc.errors import InputError
+from jaxassoc.errors import ConfigError, InputError
 from jaxassoc.models.base import LanguageModel
 from jaxassoc.models.batching import FINE_BUCKETS, batch_mesh, bucket_length, check_sequences, model_limits, pad_batch
 from jaxassoc.models.continuations import pack_continuations, prefix_and_continuations
 from jaxassoc.models.heads import head_logits
 from jaxassoc.models.partitioning import batch_size_multiple
 from jaxassoc.models.sharding import shard_batch, to_host
+from jaxassoc.readouts.cache import cached_arrays, model_key
+
+TEMPLATE_SLOTS = frozenset({"target", "quote"})
+
+
+def template_slots(name: str, text: str) -> set[str]:
+    """The ``{slots}`` of a template text; ConfigError for an unclosed ``{``, a lone ``}``, a missing
+    ``{target}`` or a slot other than ``{target}`` and ``{quote}``."""
+    try:
+        slots = {f for _, f, _, _ in string.Formatter().parse(text) if f is not None}
+    except ValueError as e:
+        raise ConfigError(
+            f"template {name!r}: text {text!r} is malformed ({e}); write a literal brace as {{{{ or }}}}"
+        ) from None
+    if "target" not in slots:
+        raise ConfigError(f"template {name!r} has no {{target}} slot: {text!r}")
+    unknown = slots - TEMPLATE_SLOTS
+    if unknown:
+        raise ConfigError(
+            f"template {name!r} has unknown slots {sorted(unknown)} in {text!r}; the slots are {{target}} and "
+            f"{{quote}}"
+        )
+    return slots
+
 
 @dataclasses.dataclass(frozen=True)
 class PromptTemplate:
@@ -273,7 +296,7 @@ def cached_rpam_inputs(
     progress: bool = False,
     buckets: Sequence[int] = PROMPT_BUCKETS,
 ) -> RpamInputs:
-    """:func:`rpam_inputs` through the on-disk cache (:mod:`jaxassoc.app.cache`; ``cache_dir=None``: off).
+    """:func:`rpam_inputs` through the on-disk cache (:mod:`jaxassoc.readouts.cache`; ``cache_dir=None``: off).
 
     The key holds what decides the arrays bit for bit: the model (weights, tokenizer, dtypes), the filled
     prompts, BOS, the attributes' token ids, the needed pairs, and the batching (batch size, buckets, devices). Statistics

@@ -18,13 +18,13 @@ import pandas as pd
 
 from jaxassoc.models.batching import model_shard
 from jaxassoc import data
-from jaxassoc.app import datasets, resolve, tables
+from jaxassoc.app import datasets, model_loading, tables
 from jaxassoc.app.config import MetricConfig, check_range
-from jaxassoc.app.pipelines import rpam, rpam_downstream
-from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate
-from jaxassoc.app.pipelines.weat import check_suite_words
+from jaxassoc.readouts import rpam, rpam_downstream
+from jaxassoc.readouts.rpam_prompts import PromptTemplate
+from jaxassoc.readouts.weat import check_suite_words
 from jaxassoc.app.registry import Job, JobResult
-from jaxassoc.app.stages import stage
+from jaxassoc.progress import stage
 from jaxassoc.errors import ConfigError
 
 TASKS = ("weat_ws", "weat_caliskan2017", "custom_weat", "wordsim353", "bellezza", "sst2")
@@ -83,14 +83,14 @@ def run(job: Job) -> JobResult:
     if suite is not None:
         check_suite_words(suite.tests)  # before the model loads
     template = PromptTemplate(job.template.name, job.template.text, job.template.quote)
-    model = resolve.language_model(job.model, job.mesh)
+    model = model_loading.language_model(job.model, job.mesh)
     options = dict(normalise=cfg.normalise, add_bos=job.model.add_bos, batch_size=job.model.batch_size,
                    shard=model_shard(model), progress=not job.quiet, cache_dir=job.cache_dir)
     with stage("rpam", f"{name} items scored") as scored:
         items, aggregates = _task(job, model, template, options, suite)
         scored.count = len(items)
     provenance = {
-        **resolve.model_provenance(job.model, model),
+        **model_loading.model_provenance(job.model, model),
         "dataset_version": data.dataset_info(name).version if suite is None else datasets.dataset_version(
             job.dataset, suite),
         "add_bos": model.vocab.add_bos if job.model.add_bos is None else job.model.add_bos,
