@@ -26,6 +26,7 @@ from omegaconf import MISSING
 
 from jaxassoc.errors import ConfigError, JaxassocError
 from jaxassoc.readouts.rpam_prompts import template_slots
+from jaxassoc.stats import StatsOptions
 from jaxassoc.stats.bootstrap import MAX_RESAMPLES
 from jaxassoc.stats.permutation import ALTERNATIVES, MAX_PARTITIONS, TIES
 
@@ -213,15 +214,10 @@ class WhiteningConfig:
 
 
 @dataclass
-class StatsConfig:
-    ddof: int = 1
-    exact_bound: int = 1_000_000
-    n_permutations: int = 100_000
-    n_bootstrap: int = 10_000
-    confidence: float = 0.95
-    alternative: str = "greater"  # greater | less | two-sided
-    ties: str = "strict"  # strict | inclusive
-    alpha: float = 0.05
+class StatsConfig(StatsOptions):
+    """The ``stats`` group: the test options (:class:`jaxassoc.stats.StatsOptions`, their defaults) and ``alpha``."""
+
+    alpha: float = 0.05  # significance level of WEAT's raw vs whitened change class
 
     def __post_init__(self) -> None:
         check_choice("stats.ddof", self.ddof, (1, 0), "1: sample std, Caliskan et al.; 0: population std, WEFE")

@@ -43,6 +43,7 @@ from jaxassoc.metrics.anisotropy import (
 )
 from jaxassoc.metrics.similarity import compare_whitening
 from jaxassoc.metrics.weat import UNDEFINED_CONSTANT_S, check_distinct_words, sc_weat, weat
+from jaxassoc.stats import StatsOptions
 
 VectorsFn = Callable[[Sequence[str], str], Lookup]
 
@@ -104,13 +105,7 @@ def run_weat_experiment(
     key: jax.Array,
     whitening: ZcaStats | None = None,
     whitening_description: str = "",
-    ddof: int = 1,
-    exact_bound: int = 1_000_000,
-    n_permutations: int = 100_000,
-    ties: str = "strict",
-    n_bootstrap: int = 10_000,
-    confidence: float = 0.95,
-    alternative: str = "greater",
+    options: StatsOptions = StatsOptions(),
     alpha: float = 0.05,
     max_oov_share: float = 0.2,
 ) -> pd.DataFrame:
@@ -128,10 +123,7 @@ def run_weat_experiment(
     for test, test_key in zip(suite.tests, jax.random.split(key, len(suite.tests))):
         names, found = _looked_up(test, lookup)
         kept = tuple(f.kept_words for f in found)
-        settings = dict(
-            words=kept, names=names, ddof=ddof, exact_bound=exact_bound, n_permutations=n_permutations,
-            ties=ties, n_bootstrap=n_bootstrap, confidence=confidence, alternative=alternative,
-        )  # fmt: skip
+        settings = dict(words=kept, names=names, **options.as_kwargs())
         row = {
             "suite": suite.name,
             "test": test.id,
@@ -146,11 +138,8 @@ def run_weat_experiment(
             row.update(_result_columns("whitened", weat(test_key, *white, **settings)))
             row["change"] = change_class(row["p_raw"], row["p_whitened"], alpha)
             row["paper_class"] = "Stable" if row["change"] == "Not significant" else row["change"]
-        row.update(
-            ddof=ddof, alpha=alpha, ties=ties, alternative=alternative, exact_bound=exact_bound,
-            n_permutations=n_permutations, n_bootstrap=n_bootstrap, confidence=confidence,
-            whitening=whitening_description if whitening is not None else "none",
-        )  # fmt: skip
+        row.update(alpha=alpha, **options.as_kwargs(),
+                   whitening=whitening_description if whitening is not None else "none")
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -160,11 +149,7 @@ def run_sc_weat_experiment(
     suite,
     *,
     key: jax.Array,
-    ddof: int = 1,
-    exact_bound: int = 1_000_000,
-    n_permutations: int = 100_000,
-    ties: str = "strict",
-    alternative: str = "greater",
+    options: StatsOptions = StatsOptions(),
     max_oov_share: float = 0.2,
 ) -> pd.DataFrame:
     """SC-WEAT (docs/methods.md §2.4) of every target word of every test of ``suite`` against the test's
@@ -180,7 +165,7 @@ def run_sc_weat_experiment(
         res = sc_weat(
             test_key, targets, found[2].vectors, found[3].vectors,
             words=(words, found[2].kept_words, found[3].kept_words), names=(f"{names[0]} ∪ {names[1]}", *names[2:]),
-            ddof=ddof, exact_bound=exact_bound, n_permutations=n_permutations, ties=ties, alternative=alternative,
+            **options.permutation_kwargs(),
         )
         n_x = len(found[0].kept_words)
         for i, word in enumerate(words):
@@ -191,8 +176,7 @@ def run_sc_weat_experiment(
                 "p_resamples": int(res.n_resamples),
                 "undefined_reason": "" if bool(res.defined[i]) else "cos(w, ·) is the same for every attribute",
                 "lost_words": " ".join(w for f in found for w in f.lost_words),
-                "ddof": ddof, "ties": ties, "alternative": alternative, "exact_bound": exact_bound,
-                "n_permutations": n_permutations,
+                **options.permutation_kwargs(),
             })
     return pd.DataFrame(rows)
 

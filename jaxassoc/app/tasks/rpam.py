@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import jax
@@ -26,11 +27,12 @@ from jaxassoc.readouts.weat import check_suite_words
 from jaxassoc.app.registry import Job, JobResult
 from jaxassoc.progress import stage
 from jaxassoc.errors import ConfigError
+from jaxassoc.stats import StatsOptions
 
 TASKS = ("weat_ws", "weat_caliskan2017", "custom_weat", "wordsim353", "bellezza", "sst2")
 SUITE_TASKS = ("weat_ws", "weat_caliskan2017", "custom_weat")
 SAMPLE_TASKS = ("wordsim353", "bellezza", "sst2")
-STATS_USED = ("ddof", "exact_bound", "n_permutations", "ties", "n_bootstrap", "confidence", "alternative")
+STATS_USED = tuple(f.name for f in dataclasses.fields(StatsOptions))
 """The stats options of the RPAM Test (WEAT-suite tasks); the other tasks report correlations or F1."""
 
 
@@ -118,13 +120,12 @@ def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 def _task(job: Job, model, template: PromptTemplate, options: dict, suite) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(items, aggregates)`` of the task the dataset names (forward passes through the cache); ``suite``:
     the WEAT tests of a suite task."""
-    cfg, name, s = job.metric, job.dataset.name, job.stats
+    cfg, name = job.metric, job.dataset.name
     key = jax.random.key(job.seed)
     if suite is not None:
         return rpam.weat_ws(
             model, template, key, suite=suite, swap_gender_roles=cfg.swap_gender_roles and name == "weat_ws",
-            ddof=s.ddof, exact_bound=s.exact_bound, n_permutations=s.n_permutations, ties=s.ties,
-            n_bootstrap=s.n_bootstrap, confidence=s.confidence, alternative=s.alternative, **options,
+            options=job.stats, **options,
         )
     if name == "wordsim353":
         return rpam.wordsim353(model, template, sample=job.dataset.sample, key=key, **options)

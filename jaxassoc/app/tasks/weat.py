@@ -216,9 +216,7 @@ def run(job: Job) -> JobResult:
         table = run_weat_experiment(
             vectors, suite, key=key_weat, whitening=zca,
             whitening_description=reference.description if zca is not None else "",
-            ddof=job.stats.ddof, exact_bound=job.stats.exact_bound, n_permutations=job.stats.n_permutations,
-            ties=job.stats.ties, n_bootstrap=job.stats.n_bootstrap, confidence=job.stats.confidence,
-            alternative=job.stats.alternative, alpha=job.stats.alpha, max_oov_share=cfg.max_oov_share,
+            options=job.stats, alpha=job.stats.alpha, max_oov_share=cfg.max_oov_share,
         )
     table["effect_size"] = table["d_whitened"] if zca is not None else table["d_raw"]
     table["effect_size_raw"] = table["d_raw"]
@@ -262,12 +260,9 @@ def run(job: Job) -> JobResult:
 
 def _single_category(job: Job, vectors, suite, key, provenance: dict) -> JobResult:
     """``metric.single_category=true``: SC-WEAT of every target word (one row per word)."""
-    s = job.stats
     with stage("weat", f"{job.dataset.name} SC-WEAT words scored") as scored:
-        table = run_sc_weat_experiment(
-            vectors, suite, key=key, ddof=s.ddof, exact_bound=s.exact_bound, n_permutations=s.n_permutations,
-            ties=s.ties, alternative=s.alternative, max_oov_share=job.metric.max_oov_share,
-        )
+        table = run_sc_weat_experiment(vectors, suite, key=key, options=job.stats,
+                                       max_oov_share=job.metric.max_oov_share)
         scored.count = len(table)
     provenance["dataset_version"] = datasets.dataset_version(job.dataset, suite)
     return JobResult(items=table, aggregates=table, provenance=provenance)
