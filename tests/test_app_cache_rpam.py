@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jaxassoc.app import resolve
+from jaxassoc.app import model_loading
 from jaxassoc.app.config import DatasetConfig, ModelConfig, StatsConfig, TemplateConfig, WhiteningConfig
 from jaxassoc.app.tasks import rpam as rpam_job
 from jaxassoc.readouts import rpam as pipeline
@@ -122,4 +122,4 @@ def test_job_reruns_ablation_and_downstream_hit_the_cache(folder, tmp_path, coun
     assert len(counted) == 1 and len(calls) == 1  # the generated answers are cached too
     pd.testing.assert_frame_equal(down.items, again.items)
     np.testing.assert_array_equal(down.items["score"], first.items["score"])
-    resolve._load_language_model.cache_clear()
+    model_loading._load_language_model.cache_clear()

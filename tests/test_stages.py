@@ -83,7 +83,7 @@ def test_cli_stage_lines_and_bars_then_quiet_mode_silences_them(tmp_path):
 
 def test_job_bars_and_stage_lines_off_in_quiet_mode(tmp_path, capsys, caplog):
     """In process: the RPAM job shows its batch bar and stage line; with quiet it shows neither."""
-    from jaxassoc.app import resolve
+    from jaxassoc.app import model_loading
     from jaxassoc.app.config import DatasetConfig, ModelConfig, StatsConfig, TemplateConfig, WhiteningConfig
     from jaxassoc.app.tasks import rpam as rpam_job
     from jaxassoc.app.registry import Job
@@ -107,4 +107,4 @@ def test_job_bars_and_stage_lines_off_in_quiet_mode(tmp_path, capsys, caplog):
     rpam_job.run(job(quiet=True))
     assert capsys.readouterr().err == ""
     assert caplog.records == []
-    resolve._load_language_model.cache_clear()
+    model_loading._load_language_model.cache_clear()

@@ -1,9 +1,9 @@
-"""The built-in metrics: each job module's config dataclass and run function, registered by name, with the
+"""The built-in metrics: each task module's config dataclass and run function, registered by name, with the
 shared options each one reads (``uses``), those its job's setting leaves unused (``ignores``) and its compact
 tables (``views``): the app
 refuses any other option that is set (:mod:`jaxassoc.app.validation`; ``docs/statistics_options.md``).
 
-Job modules import their pipelines (and so JAX models) only when ``register_all`` runs, which
+Task modules (:mod:`jaxassoc.app.tasks`) are imported (and so JAX models) only when ``register_all`` runs, which
 :func:`jaxassoc.app.registry.load_metrics` does once per process.
 """
 

@@ -218,7 +218,7 @@ def _mesh(cfg: DictConfig):
 
 
 def job_provenance(cfg: DictConfig) -> dict[str, Any]:
-    """The provenance every row of a job carries (the pipeline adds model and dataset hashes, and replaces
+    """The provenance every row of a job carries (the task adds model and dataset hashes, and replaces
     ``model_revision`` as configured by the commit it resolved to)."""
     resolved = {g: OmegaConf.to_container(cfg[g], resolve=True) for g in JOB_GROUPS}
     return {

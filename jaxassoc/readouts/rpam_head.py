@@ -12,8 +12,8 @@ which are exactly what :func:`jaxassoc.metrics.rpam.rpam_effect_size` takes (nor
 default: the softmax over the attribute set C). Everything is jnp, so ``jax.grad`` reaches ``W`` and ``b``.
 :func:`head_state` takes the head out of the model's NNX module with a state filter (the body stays
 out of the differentiated state) and :func:`as_head` turns such a state back into ``Head(W, b)``.
-Shared by ``attribution.py`` and ``mitigation.py``; the prompts and tokenisation are the app's own
-(:mod:`jaxassoc.readouts.rpam_prompts`), so the numbers match ``jaxassoc metric=rpam``.
+Used by ``examples/attribution.py``, ``mitigation.py`` and ``custom_metric.py``; the prompts and tokenisation
+are those of ``jaxassoc metric=rpam`` (:mod:`jaxassoc.readouts.rpam_prompts`), so the numbers match the app's.
 """
 
 from __future__ import annotations
@@ -29,12 +29,12 @@ from flax import nnx
 from jaxtyping import Array, Bool, Float, Int
 
 from jaxassoc import data
-from jaxassoc.readouts.rpam_prompts import PromptTemplate, encode_prompts, tokenize_attributes
 from jaxassoc.models import Head, LanguageModel, run_batched
 from jaxassoc.models.heads import gather_positions, last_positions
+from jaxassoc.readouts.rpam import GENDER_ROLE_TESTS
+from jaxassoc.readouts.rpam_prompts import PromptTemplate, encode_prompts, tokenize_attributes
 
-TP1 = PromptTemplate("tp1", "These words are associated: {target} and")
-GENDER_ROLE_TESTS = ("C7", "C8")  # App. B: gender terms as targets (docs/methods.md §1 default)
+TP1 = PromptTemplate("tp1", "These words are associated: {target} and")  # the paper's TP1 (conf/template/tp1.yaml)
 
 
 class HeadStates(NamedTuple):
@@ -79,7 +79,8 @@ def _last_hidden(params, ids, mask, *, forward):
     return gather_positions(hidden, last_positions(mask)).astype(jnp.float32)
 
 
-def _all_hidden(params, ids, mask, *, forward):
+def all_hidden(params, ids, mask, *, forward):
+    """The body's hidden states at every position (float32): jit it with the model's ``forward`` bound."""
     return forward(params["body"], ids, mask).hidden.astype(jnp.float32)
 
 
@@ -106,7 +107,7 @@ def prompt_states(
     cont_valid = np.zeros((len(pairs), K), bool)
     if pairs:
         sequences = [prompts[t] + list(tokens.token_ids[c]) for t, c in pairs]
-        states = run_batched(jax.jit(functools.partial(_all_hidden, forward=model.forward)), model.params,
+        states = run_batched(jax.jit(functools.partial(all_hidden, forward=model.forward)), model.params,
                              sequences, **common)
         for m, ((t, c), seq, h) in enumerate(zip(pairs, sequences, states)):
             k = len(tokens.token_ids[c])
