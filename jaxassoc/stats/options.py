@@ -16,6 +16,9 @@ from typing import Any
 
 @dataclass
 class StatsOptions:
+    """Options of a two-group association test: the permutation p (``exact_bound``, ``n_permutations``,
+    ``alternative``, ``ties``), the bootstrap CI of d (``n_bootstrap``, ``confidence``) and d's SD (``ddof``)."""
+
     ddof: int = 1  # 1: sample SD in d (Caliskan et al.); 0: population SD (WEFE)
     exact_bound: int = 1_000_000  # exact enumeration up to this many partitions, else Monte Carlo
     n_permutations: int = 100_000  # Monte Carlo permutations (p resolves to 1 / n_permutations)
