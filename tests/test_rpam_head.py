@@ -17,8 +17,9 @@ from models_helpers import save_tiny_checkpoint
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    # initializer_range 0.5: logits vary by O(1) across targets, so d is not a ratio of cancelling differences
-    return save_tiny_checkpoint(tmp_path_factory.mktemp("rpam_head"), "gpt2", initializer_range=0.5)
+    # initializer_range 0.5: logits vary by O(1) across targets, so d is not a ratio of cancelling differences;
+    # 512 positions: the app packs up to 256 continuation subwords behind a prompt in one row
+    return save_tiny_checkpoint(tmp_path_factory.mktemp("rpam_head"), "gpt2", initializer_range=0.5, n_positions=512)
 
 
 @pytest.mark.parametrize("swap", [True, False])
