@@ -5,7 +5,7 @@ The schema (``docs/datasets.md``):
 - **YAML / JSON**: a mapping of test id to test; a test maps ``X``, ``Y``, ``A``, ``B`` to lists of
   words, with an optional ``name`` (a title) and optional ``labels`` (a mapping of ``X``/``Y``/``A``/``B``
   to a label such as ``Flowers``). The packaged ``weat/weat_caliskan2017.json`` is such a file. A set may
-  instead name a text file, one word or target a line (e.g. ``X: targets_x.txt``, relative to the test
+  instead name a ``.txt`` file, one word or target a line (e.g. ``X: targets_x.txt``, relative to the test
   file's folder): long target lists, or RPAM targets that are n-grams or sentences.
 - **CSV**: a header row with the columns ``test``, ``set`` (``X``, ``Y``, ``A`` or ``B``) and ``word``, one
   word a row; optional columns ``name`` (the test's title) and ``label`` (the set's label).
@@ -37,6 +37,7 @@ FORMATS = {".yaml": "yaml", ".yml": "yaml", ".json": "json", ".csv": "csv"}
 TEST_KEYS = (*SETS, "name", "labels")
 CSV_COLUMNS = ("test", "set", "word")
 MIN_WORDS = 2
+TEXT_FILE = ".txt"  # a set given as a file name: one word or target a line
 
 
 @dataclasses.dataclass(frozen=True)
@@ -217,12 +218,12 @@ def _mapping_test(key: yaml.Node, value: yaml.Node, source: str) -> _Test:
             raise DataError(f"{_where(source, _line(key))}: test {test_id!r} has no set {s}; give all four sets X, Y, "
                             f"A and B")
         node = fields[s]
-        if isinstance(node, yaml.ScalarNode):
+        if isinstance(node, yaml.ScalarNode) and str(node.value).lower().endswith(TEXT_FILE):
             sets[s] = _file_set(node, source, test_id, s, labels.get(s, s))
             continue
         if not isinstance(node, yaml.SequenceNode):
             raise DataError(f"{_where(source, _line(node))}: test {test_id!r}, set {s} must be a list of words or "
-                            f"the name of a text file with one word or target a line")
+                            f"the name of a {TEXT_FILE} file with one word or target a line")
         words = tuple(_scalar(w, source, f"a word of test {test_id!r}, set {s}") for w in node.value)
         sets[s] = _Set(words, tuple(_line(w) for w in node.value), labels.get(s, s), _line(node))
     name = _scalar(fields["name"], source, f"the name of test {test_id!r}") if "name" in fields else test_id
@@ -230,7 +231,7 @@ def _mapping_test(key: yaml.Node, value: yaml.Node, source: str) -> _Test:
 
 
 def _file_set(node: yaml.ScalarNode, source: str, test_id: str, s: str, label: str) -> _Set:
-    """A set given as the name of a UTF-8 text file (relative to the test file's folder, ``~`` expanded): one
+    """A set given as the name of a UTF-8 ``.txt`` file (relative to the test file's folder, ``~`` expanded): one
     word or target (an n-gram or a sentence, e.g. RPAM targets for ``template=tp2``) a line, stripped, blank
     lines skipped. A target twice in the file is a DataError at its line; the other checks name the set's
     line in the test file."""
