@@ -35,7 +35,7 @@ def test_get_metric_registers_builtins_and_plugins_on_first_use(fresh_registry):
 def test_plugin_cannot_replace_a_builtin_metric(fresh_registry):
     fresh_registry.setenv("JAXASSOC_PLUGINS", "shadow_weat")
     with pytest.raises(ConfigError, match=r"JAXASSOC_PLUGINS names 'shadow_weat': metric 'weat' is already "
-                                          r"registered by jaxassoc\.app\.jobs\.weat; shadow_weat cannot replace it"):
+                                          r"registered by jaxassoc\.app\.tasks\.weat; shadow_weat cannot replace it"):
         registry.load_metrics()
     assert registry.METRICS["weat"].run.__module__ == "jaxassoc.app.tasks.weat"
 
