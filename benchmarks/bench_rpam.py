@@ -14,8 +14,8 @@ Both sides compute the same p(v, t) entries from the same weights (the embedded 
   prompt's cache rows (``index_select``), its subwords 1..k-1 right-padded, position ids continuing the
   prompt, and reads log P(subword j+1) at each, the head over those positions only;
 - jaxassoc: what ``jaxassoc model=... metric=rpam`` runs: WEAT-WS in one run over its tests' union
-  (:func:`jaxassoc.app.pipelines.rpam.task_probabilities`), Bellezza and WS-353 (partners only) with
-  :func:`~jaxassoc.app.pipelines.rpam.probabilities`: each prompt once with its cache, all its needed
+  (:func:`jaxassoc.readouts.rpam.task_probabilities`), Bellezza and WS-353 (partners only) with
+  :func:`~jaxassoc.readouts.rpam.probabilities`: each prompt once with its cache, all its needed
   continuations packed into one pass from that cache. Its first run includes compilation; the timed run
   is the second.
 
@@ -46,7 +46,7 @@ def workload(bellezza_words: int, ws_pairs: int, weat_tests: int = 0):
     import numpy as np
 
     from jaxassoc import data
-    from jaxassoc.app.pipelines.rpam import GENDER_ROLE_TESTS
+    from jaxassoc.readouts.rpam import GENDER_ROLE_TESTS
 
     weat = []
     for test in data.load_weat_suite("weat_ws").tests[: weat_tests or None]:
@@ -160,8 +160,8 @@ def main(argv=None) -> None:
     torch.set_num_threads(args.threads)
     import transformers
 
-    from jaxassoc.app.pipelines import rpam
-    from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate, encode_prompts, tokenize_attributes
+    from jaxassoc.readouts import rpam
+    from jaxassoc.readouts.rpam_prompts import PromptTemplate, encode_prompts, tokenize_attributes
     from jaxassoc.models.loading import load_model
     from jaxassoc.resources import smollm2_gguf
 

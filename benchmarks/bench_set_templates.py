@@ -1,6 +1,6 @@
 """SeT / ILPS over the ABC templates on SmolLM2-135M: seconds per template against the FLOP bound.
 
-Runs the causal scoring of the stereotypes job (:func:`jaxassoc.app.pipelines.stereotypes.score_causal`,
+Runs the causal scoring of the stereotypes job (:func:`jaxassoc.readouts.stereotypes.score_causal`,
 the 25 human-rated groups of the template's slot plus the prior noun, every trait synonym, BOS on, no
 cache) on the first ``--templates`` causal templates (``--groups N``: the first N groups only), and counts the work it needs: the body's matmuls on
 every real (unpadded) prompt token (2 × the layers' weights per token, plus the attention scores and
@@ -27,7 +27,7 @@ def template_flops(model, abc, template: str, groups: list[str], bos: bool = Tru
     import jax
     import numpy as np
 
-    from jaxassoc.app.pipelines.stereotypes import build_problems, default_words
+    from jaxassoc.readouts.stereotypes import build_problems, default_words
 
     problems = build_problems(model.tokenizer, abc, template, groups, default_words(abc),
                               bos_id=model.vocab.bos_id if bos else None)
@@ -58,8 +58,8 @@ def main() -> None:
     from _matmul_rate import jax_gflops
 
     from jaxassoc import data
-    from jaxassoc.app.jobs.stereotypes import usable_templates
-    from jaxassoc.app.pipelines.stereotypes import score_causal
+    from jaxassoc.app.tasks.stereotypes import usable_templates
+    from jaxassoc.readouts.stereotypes import score_causal
     from jaxassoc.models import load_model
 
     rate = jax_gflops()

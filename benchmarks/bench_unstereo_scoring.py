@@ -59,7 +59,7 @@ def main(argv=None) -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from jaxassoc.app.pipelines.unstereo import score_sentences, sentence_token_ids
+    from jaxassoc.readouts.unstereo import score_sentences, sentence_token_ids
     from jaxassoc.data import unstereo as data
     from jaxassoc.models.loading import load_model
     from jaxassoc.resources import smollm2_gguf

@@ -1,7 +1,7 @@
 """Which attribute words (head rows) and which target words drive an RPAM Test effect size?
 
 RPAM's d (Hodel et al. 2026, Eq. 1-2) is a differentiable function of the output head once the body's
-prompt states are fixed (``head_rpam.py``). One ``jax.grad`` over the head's NNX state (split from the
+prompt states are fixed (:mod:`jaxassoc.readouts.rpam_head`). One ``jax.grad`` over the head's NNX state (split from the
 model's module by a state filter, so the body is never differentiated) and the prompt states gives
 
 - for each attribute word: the gradient of d on the head rows of its tokens (first token and, per App. E,
@@ -24,26 +24,27 @@ import jax
 import numpy as np
 import pandas as pd
 
-import head_rpam
-from jaxassoc.app.pipelines.rpam_prompts import tokenize_attributes
+from jaxassoc.readouts import rpam_head
+from jaxassoc.readouts.rpam_prompts import tokenize_attributes
 from jaxassoc.metrics import association_scores, effect_size, relative_probabilities, rpam_effect_size
 from jaxassoc.models import load_model
 
 
-def attribution(model, spec: head_rpam.RpamTestSpec) -> tuple[float, pd.DataFrame, pd.DataFrame]:
+def attribution(model, spec: rpam_head.RpamTestSpec) -> tuple[float, pd.DataFrame, pd.DataFrame]:
     """d, the attribute table and the target table (see the module docstring)."""
-    states = head_rpam.rpam_test_states(model, spec)
+    states = rpam_head.rpam_test_states(model, spec)
     n_x, n_a = len(spec.x), len(spec.a)
 
     def d_of(head_state, first_hidden, cont_hidden):
         s = states._replace(first_hidden=first_hidden, cont_hidden=cont_hidden)
-        return rpam_effect_size(*head_rpam.head_rpam_inputs(head_rpam.as_head(head_state), s), n_x=n_x, n_a=n_a)
+        head = rpam_head.as_head(head_state, model.head.softcap)
+        return rpam_effect_size(*rpam_head.head_rpam_inputs(head, s), n_x=n_x, n_a=n_a)
 
     d, (g_head, g_first, g_cont) = jax.value_and_grad(d_of, argnums=(0, 1, 2))(
-        head_rpam.head_state(model), states.first_hidden, states.cont_hidden
+        rpam_head.head_state(model), states.first_hidden, states.cont_hidden
     )
-    tokens = tokenize_attributes(model.tokenizer, spec.a + spec.b, head_rpam.TP1)
-    W, gW = np.asarray(model.head.W, np.float32), np.asarray(head_rpam.as_head(g_head).W)
+    tokens = tokenize_attributes(model.tokenizer, spec.a + spec.b, rpam_head.TP1)
+    W, gW = np.asarray(model.head.W, np.float32), np.asarray(rpam_head.as_head(g_head, model.head.softcap).W)
     attributes = pd.DataFrame(
         {
             "attribute": spec.a + spec.b,
@@ -54,7 +55,7 @@ def attribution(model, spec: head_rpam.RpamTestSpec) -> tuple[float, pd.DataFram
         }
     ).sort_values("grad_norm", ascending=False, ignore_index=True)
 
-    first, cont = head_rpam.head_rpam_inputs(model.head, states)
+    first, cont = rpam_head.head_rpam_inputs(model.head, states)
     s = association_scores(relative_probabilities(first, cont), n_a=n_a)
     ds = jax.grad(lambda s: effect_size(s[:n_x], s[n_x:]))(s)
     state_sq = np.sum(np.asarray(g_first) ** 2, axis=1)
@@ -80,7 +81,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
 
     model = load_model(args.model)
-    spec = head_rpam.weat_ws_tests()[args.test]
+    spec = rpam_head.weat_ws_tests()[args.test]
     d, attributes, targets = attribution(model, spec)
     print(f"RPAM Test {spec.id} on {model.name}: d = {d:.4f}  (X = {spec.x[:3]}..., A = {spec.a[:3]}...)")
     print(f"\nAttribute words ranked by ‖∂d/∂W‖ on their head rows (top {args.top}):")

@@ -18,7 +18,7 @@ import argparse
 import jax
 import jax.numpy as jnp
 
-import head_rpam
+from jaxassoc.readouts import rpam_head
 from jaxassoc.metrics import rpam_effect_size
 from jaxassoc.models import Head, load_model
 from rpam_logratio import log_ratio_effect_size
@@ -31,12 +31,12 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
 
     model = load_model(args.model)
-    spec = head_rpam.weat_ws_tests()[args.test]
-    states = head_rpam.rpam_test_states(model, spec)
+    spec = rpam_head.weat_ws_tests()[args.test]
+    states = rpam_head.rpam_test_states(model, spec)
     sizes = dict(n_x=len(spec.x), n_a=len(spec.a))
 
     def both(head: Head):
-        first, cont = head_rpam.head_rpam_inputs(head, states)
+        first, cont = rpam_head.head_rpam_inputs(head, states)
         return log_ratio_effect_size(first, cont, **sizes), rpam_effect_size(first, cont, **sizes)
 
     d_log, d_rpam = jax.jit(both)(model.head)

@@ -1,7 +1,7 @@
 """Shrink an RPAM Test effect size by fine-tuning only the output head, within a perplexity bound.
 
 RPAM's d (Hodel et al. 2026, Eq. 1-2) is differentiable in the output head ``Head(W, b)`` once the body's
-prompt states are fixed (``head_rpam.py``); so is the language-modelling loss on fixed WikiText-2
+prompt states are fixed (:mod:`jaxassoc.readouts.rpam_head`); so is the language-modelling loss on fixed WikiText-2
 sentences. An optax (Adam) loop minimises
 
     L(W) = d_train(W)² + penalty · max(0, ΔNLL_lm(W) − τ)²,     τ = margin · log(1 + ppl_bound),
@@ -11,7 +11,7 @@ where ΔNLL_lm is the change of the mean next-token negative log-likelihood on t
 within ``ppl_bound`` (default +2%), with ``margin`` (0.5) of the bound left for sentences never trained
 on. Only the head moves (its rows are untied from the input embeddings by ``load_model``), the body does
 not, so every hidden state is computed once: the trained parameters are the head's NNX state, split from
-the model's module by a state filter (``head_rpam.head_state``), and optax updates that state.
+the model's module by a state filter (``rpam_head.head_state``), and optax updates that state.
 
 By default (``rows="attributes"``) only the head rows of the trained test's attribute tokens (first
 tokens and later subwords) may move. With ``rows="all"`` every row is trainable, and once the penalty is
@@ -41,9 +41,9 @@ import numpy as np
 import optax
 import pandas as pd
 
-import head_rpam
+from jaxassoc.readouts import rpam_head
 from jaxassoc import data
-from jaxassoc.app.pipelines.rpam_prompts import encode_prompts
+from jaxassoc.readouts.rpam_prompts import encode_prompts
 from jaxassoc.metrics import rpam_effect_size
 from jaxassoc.models import Head, LanguageModel, load_model, run_batched
 
@@ -51,8 +51,8 @@ from jaxassoc.models import Head, LanguageModel, load_model, run_batched
 def lm_states(model: LanguageModel, sentences: list[str], batch_size: int = 16):
     """Head inputs at every position of each sentence and the token each predicts, flattened."""
     encoded = encode_prompts(model, sentences)
-    fn = jax.jit(functools.partial(head_rpam._all_hidden, forward=model.forward))
-    states = run_batched(fn, model.params, encoded, batch_size=batch_size, pad_id=head_rpam.pad_id(model),
+    fn = jax.jit(functools.partial(rpam_head.all_hidden, forward=model.forward))
+    states = run_batched(fn, model.params, encoded, batch_size=batch_size, pad_id=rpam_head.pad_id(model),
                          max_length=model.max_positions)
     hidden = np.concatenate([h[:-1] for h in states])
     targets = np.concatenate([np.asarray(ids[1:], np.int32) for ids in encoded])
@@ -84,7 +84,7 @@ def effect_sizes(head: Head, states: dict, specs: dict) -> dict[str, float]:
     """RPAM Test d of every test under ``head``."""
     out = {}
     for tid, st in states.items():
-        first, cont = head_rpam.head_rpam_inputs(head, st)
+        first, cont = rpam_head.head_rpam_inputs(head, st)
         out[tid] = float(rpam_effect_size(first, cont, n_x=len(specs[tid].x), n_a=len(specs[tid].a)))
     return out
 
@@ -97,25 +97,25 @@ def mitigate(model: LanguageModel, *, test: str = "C6", steps: int = 40, lr: flo
 
     ``heldout``: the WEAT-WS tests to evaluate besides ``test`` (None: all others).
     """
-    specs = head_rpam.weat_ws_tests()
+    specs = rpam_head.weat_ws_tests()
     unknown = {test, *(heldout or ())} - set(specs)
     if unknown:
         raise SystemExit(f"unknown tests {sorted(unknown)}; choose from {sorted(specs)}")
     specs = {tid: sp for tid, sp in specs.items() if heldout is None or tid == test or tid in heldout}
     max_tokens = min(max_tokens, model.max_positions)
-    states = {tid: head_rpam.rpam_test_states(model, spec) for tid, spec in specs.items()}
+    states = {tid: rpam_head.rpam_test_states(model, spec) for tid, spec in specs.items()}
     lm_sentences = pick_sentences("valid", n_lm, max_tokens, model.tokenizer, seed)
     lm_hidden, lm_targets = lm_states(model, lm_sentences)
     ev_hidden, ev_targets = lm_states(model, pick_sentences("test", n_eval, max_tokens, model.tokenizer, seed))
-    state0 = jax.tree.map(lambda a: a.astype(jnp.float32), head_rpam.head_state(model))
-    head0 = head_rpam.as_head(state0)
+    state0 = jax.tree.map(lambda a: a.astype(jnp.float32), rpam_head.head_state(model))
+    head0 = rpam_head.as_head(state0, model.head.softcap)
     nll0, ev_nll0 = float(mean_nll(head0, lm_hidden, lm_targets)), float(mean_nll(head0, ev_hidden, ev_targets))
     tau = margin * np.log1p(ppl_bound)
     spec = specs[test]
 
     def loss_fn(state, train_states, hidden, targets):
-        head = head_rpam.as_head(state)
-        d = rpam_effect_size(*head_rpam.head_rpam_inputs(head, train_states), n_x=len(spec.x), n_a=len(spec.a))
+        head = rpam_head.as_head(state, model.head.softcap)
+        d = rpam_effect_size(*rpam_head.head_rpam_inputs(head, train_states), n_x=len(spec.x), n_a=len(spec.a))
         dnll = mean_nll(head, hidden, targets) - nll0
         return d**2 + penalty * jnp.maximum(dnll - tau, 0.0) ** 2, (d, dnll)
 
@@ -146,7 +146,7 @@ def mitigate(model: LanguageModel, *, test: str = "C6", steps: int = 40, lr: flo
         if log_every and (i % log_every == 0 or i == steps - 1):
             print(f"step {i:3d}  loss {float(loss):.4f}  d(before step) {float(d):+.4f}  "
                   f"ppl ratio {float(jnp.exp(dnll)):.4f}  ({time.perf_counter() - start:.0f} s)", flush=True)
-    head = head_rpam.as_head(state)
+    head = rpam_head.as_head(state, model.head.softcap)
     after = effect_sizes(head, states, specs)
     nll1, ev_nll1 = float(mean_nll(head, lm_hidden, lm_targets)), float(mean_nll(head, ev_hidden, ev_targets))
     table = pd.DataFrame({"test": list(before), "trained": [t == test for t in before],

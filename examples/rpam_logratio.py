@@ -30,9 +30,9 @@ import pandas as pd
 from jaxtyping import Array, Float
 
 from jaxassoc import data, stats
-from jaxassoc.app import resolve
+from jaxassoc.app import model_loading
 from jaxassoc.app.config import MetricConfig
-from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate, rpam_inputs, tokenize_attributes
+from jaxassoc.readouts.rpam_prompts import PromptTemplate, rpam_inputs, tokenize_attributes
 from jaxassoc.app.registry import Job, JobResult, register_metric
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics import effect_size
@@ -74,7 +74,7 @@ def run(job: Job) -> JobResult:
         raise ConfigError(f"metric=rpam_logratio needs a WEAT suite as dataset ({SUITES}); got {suite!r}")
     template = PromptTemplate(job.template.name, job.template.text or "These words are associated: {target} and",
                               job.template.quote)
-    model = resolve.language_model(job.model)
+    model = model_loading.language_model(job.model)
     tests = [t for t in data.load_weat_suite(suite).tests if not cfg.tests or t.id in cfg.tests]
     unknown = set(cfg.tests) - {t.id for t in tests}
     if unknown:
@@ -96,7 +96,7 @@ def run(job: Job) -> JobResult:
                      "swap_gender_roles": cfg.swap_gender_roles, "n_targets": len(x) + len(y)})
         items += [{"test": test.id, "target": t, "group": "X" if i < len(x) else "Y", "score": float(v)}
                   for i, (t, v) in enumerate(zip(x + y, np.asarray(s)))]
-    provenance = {**resolve.model_provenance(job.model, model), "dataset_version": data.dataset_info(suite).version,
+    provenance = {**model_loading.model_provenance(job.model, model), "dataset_version": data.dataset_info(suite).version,
                   "rpam_logratio_version": "1"}
     return JobResult(items=pd.DataFrame(items), aggregates=pd.DataFrame(rows), provenance=provenance)
 

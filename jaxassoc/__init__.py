@@ -2,11 +2,13 @@
 
 Layers (imports flow downwards only)::
 
-    jaxassoc.app                      Hydra entry point, pipelines, result store, reports
+    jaxassoc.app                      Hydra entry point, one task module per metric, result store, reports
+    jaxassoc.readouts                 model readouts: prompts, forward passes, scores of words and sentences
     jaxassoc.metrics  jaxassoc.models  jaxassoc.embeddings
     jaxassoc.stats    jaxassoc.data    jaxassoc.resources
 
-``metrics`` never imports ``models`` and ``models`` never imports ``metrics``: the app composes them.
+``metrics`` never imports ``models`` and ``models`` never imports ``metrics``: ``embeddings`` and
+``readouts`` compose them, and nothing outside ``app`` imports the app.
 """
 
 __version__ = "0.1.0"

@@ -16,7 +16,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
 from jaxassoc import data
-from jaxassoc.app import builtin_metrics, resolve
+from jaxassoc.app import builtin_metrics, model_loading
 from jaxassoc.app.config import register_configs
 from jaxassoc.app.main import CONF_DIR, make_job
 from jaxassoc.app.registry import METRICS, get_metric
@@ -103,8 +103,8 @@ def no_model(monkeypatch):
     def boom(*args, **kwargs):
         raise AssertionError("a model was loaded before the config was refused")
 
-    monkeypatch.setattr(resolve, "_load_static", boom)
-    monkeypatch.setattr(resolve, "_load_language_model", boom)
+    monkeypatch.setattr(model_loading, "_load_static", boom)
+    monkeypatch.setattr(model_loading, "_load_language_model", boom)
 
 
 def start_hydra():

@@ -8,12 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jaxassoc.app import resolve
+from jaxassoc.app import model_loading
 from jaxassoc.app.config import DatasetConfig, ModelConfig, StatsConfig, TemplateConfig, WhiteningConfig
-from jaxassoc.app.jobs import rpam as rpam_job
-from jaxassoc.app.pipelines import rpam as pipeline
-from jaxassoc.app.pipelines import rpam_downstream, rpam_prompts
-from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate
+from jaxassoc.app.tasks import rpam as rpam_job
+from jaxassoc.readouts import rpam as pipeline
+from jaxassoc.readouts import rpam_downstream, rpam_prompts
+from jaxassoc.readouts.rpam_prompts import PromptTemplate
 from jaxassoc.app.registry import Job
 from jaxassoc.models import load_model
 from models_helpers import save_tiny_checkpoint
@@ -122,4 +122,4 @@ def test_job_reruns_ablation_and_downstream_hit_the_cache(folder, tmp_path, coun
     assert len(counted) == 1 and len(calls) == 1  # the generated answers are cached too
     pd.testing.assert_frame_equal(down.items, again.items)
     np.testing.assert_array_equal(down.items["score"], first.items["score"])
-    resolve._load_language_model.cache_clear()
+    model_loading._load_language_model.cache_clear()

@@ -7,10 +7,10 @@ import logging
 import numpy as np
 import pytest
 
-from jaxassoc.app import resolve
+from jaxassoc.app import model_loading
 from jaxassoc.app.config import DatasetConfig, ModelConfig, StatsConfig, TemplateConfig, WhiteningConfig
-from jaxassoc.app.jobs import weat as weat_job
-from jaxassoc.app.pipelines.weat import cached_reference, prefetch_word_vectors
+from jaxassoc.app.tasks import weat as weat_job
+from jaxassoc.readouts.weat import cached_reference, prefetch_word_vectors
 from jaxassoc.app.registry import Job
 from jaxassoc.embeddings import contextual
 from jaxassoc.embeddings.contextual import ContextIndex, ContextualWordVectors
@@ -122,7 +122,7 @@ def test_weat_job_sweep_over_statistics_reuses_vectors(folder, tmp_path, calls, 
     assert len(calls) == n_calls  # vectors and reference both from the cache
     np.testing.assert_array_equal(first.items["d_raw"], second.items["d_raw"])
     np.testing.assert_array_equal(first.items["d_whitened"], second.items["d_whitened"])
-    resolve._load_language_model.cache_clear()
+    model_loading._load_language_model.cache_clear()
 
 
 def test_sentence_vectors_hit_is_bit_identical_and_layer_misses(model, folder, tmp_path, monkeypatch):

@@ -12,7 +12,7 @@ import pytest
 import scipy.stats
 import torch
 
-from jaxassoc.app.pipelines.ceat import ContextPools, context_pools, run_ceat_suite
+from jaxassoc.readouts.ceat import ContextPools, context_pools, run_ceat_suite
 from jaxassoc.data import WeatTest, load_weat_suite
 from jaxassoc.embeddings.contextual import ContextIndex
 from jaxassoc.errors import InputError

@@ -9,7 +9,7 @@ import pytest
 
 from app_compose import PLUGINS, app_config
 from jaxassoc.app import builtin_metrics, registry
-from jaxassoc.app.jobs import rpam
+from jaxassoc.app.tasks import rpam
 from jaxassoc.app.main import run_job
 from jaxassoc.errors import ConfigError
 
@@ -35,9 +35,9 @@ def test_get_metric_registers_builtins_and_plugins_on_first_use(fresh_registry):
 def test_plugin_cannot_replace_a_builtin_metric(fresh_registry):
     fresh_registry.setenv("JAXASSOC_PLUGINS", "shadow_weat")
     with pytest.raises(ConfigError, match=r"JAXASSOC_PLUGINS names 'shadow_weat': metric 'weat' is already "
-                                          r"registered by jaxassoc\.app\.jobs\.weat; shadow_weat cannot replace it"):
+                                          r"registered by jaxassoc\.app\.tasks\.weat; shadow_weat cannot replace it"):
         registry.load_metrics()
-    assert registry.METRICS["weat"].run.__module__ == "jaxassoc.app.jobs.weat"
+    assert registry.METRICS["weat"].run.__module__ == "jaxassoc.app.tasks.weat"
 
 
 def test_registering_the_same_metric_again_is_allowed(fresh_registry):

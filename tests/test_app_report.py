@@ -145,7 +145,7 @@ def test_rank_cli_prints_and_writes_the_ranking(tmp_path, capsys):
 def test_rpam_console_table_prints_counts_as_integers_and_the_share_row_apart():
     """RPAM's aggregates: float set sizes (a concat with the share row made them float) and the share of
     positive tests, which used to print as a row of NaN under the tests."""
-    from jaxassoc.app.jobs import rpam
+    from jaxassoc.app.tasks import rpam
 
     aggregates = pd.DataFrame({
         "test": ["C1", "C2", "all"], "name": ["a", "b", "share of tests with d > 0 (WEAT-WS F1)"],

@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 
 from app_helpers import compose_config, no_model, start_hydra  # noqa: F401 (fixture)
-from jaxassoc.app import resolve
+from jaxassoc.app import model_loading
 from jaxassoc.app.config import ModelConfig
 from jaxassoc.app.main import make_job
-from jaxassoc.app.pipelines import rpam as pipeline
-from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate
+from jaxassoc.readouts import rpam as pipeline
+from jaxassoc.readouts.rpam_prompts import PromptTemplate
 from jaxassoc.app.registry import get_metric
 from jaxassoc.errors import ConfigError
 from jaxassoc.models import load_model
@@ -64,15 +64,15 @@ def test_rpam_downstream_refuses_a_seq2seq_model(hydra_context, no_model, tmp_pa
 
 
 def test_a_t5_checkpoint_declared_causal_is_refused(folder):
-    resolve._load_language_model.cache_clear()
+    model_loading._load_language_model.cache_clear()
     with pytest.raises(ConfigError, match="'tiny-t5' is an encoder-decoder \\(t5\\) model but model.kind=causal: "
                                           "set model.kind=seq2seq"):
-        resolve.language_model(ModelConfig(name="tiny-t5", source=str(folder), kind="causal"))
+        model_loading.language_model(ModelConfig(name="tiny-t5", source=str(folder), kind="causal"))
 
 
 def test_a_causal_checkpoint_declared_seq2seq_is_refused(tmp_path):
     gpt2 = save_tiny_checkpoint(tmp_path, "gpt2")
-    resolve._load_language_model.cache_clear()
+    model_loading._load_language_model.cache_clear()
     with pytest.raises(ConfigError, match="'tiny' is a causal model \\(gpt2\\) but model.kind=seq2seq: set "
                                           "model.kind=causal"):
-        resolve.language_model(ModelConfig(name="tiny", source=str(gpt2), kind="seq2seq"))
+        model_loading.language_model(ModelConfig(name="tiny", source=str(gpt2), kind="seq2seq"))

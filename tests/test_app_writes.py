@@ -17,7 +17,7 @@ from app_compose import app_config
 from jaxassoc import io
 from jaxassoc.app import store
 from jaxassoc.app.main import run_job
-from jaxassoc.app.pipelines import weat as weat_pipeline
+from jaxassoc.app.tasks import weat as weat_task
 from jaxassoc.embeddings import whitening
 from jaxassoc.embeddings.whitening import ZcaStats, load_zca, save_zca
 
@@ -123,7 +123,7 @@ def test_pipeline_figures_are_atomic(tmp_path, monkeypatch):
     path = tmp_path / "weat_heatmap.png"
     fig, ax = plt.subplots()
     ax.plot([0, 1])
-    weat_pipeline._save(fig, path)
+    weat_task._save(fig, path)
     before = path.read_bytes()
     assert before.startswith(b"\x89PNG")
     fig, ax = plt.subplots()
@@ -135,5 +135,5 @@ def test_pipeline_figures_are_atomic(tmp_path, monkeypatch):
 
     monkeypatch.setattr(fig, "savefig", dies_half_way)
     with pytest.raises(KeyboardInterrupt):
-        weat_pipeline._save(fig, path)
+        weat_task._save(fig, path)
     assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == [path.name]

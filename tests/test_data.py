@@ -466,7 +466,7 @@ def test_malformed_packaged_file_is_a_data_error_naming_it(tmp_path, monkeypatch
 
 
 def test_user_text_corpus_is_utf8_with_its_bom_dropped_or_refused_by_line(tmp_path):
-    from jaxassoc.app.jobs.weat import _corpus_sentences
+    from jaxassoc.app.tasks.weat import _corpus_sentences
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_bytes("\ufeffThe nurse said hello.\n\n  A café opened.  \n".encode())

@@ -14,13 +14,12 @@ import pandas as pd
 import pytest
 import torch
 
-from jaxassoc.app.pipelines.rpam_prompts import rpam_inputs, tokenize_attributes
 from jaxassoc.models import load_model
+from jaxassoc.readouts import rpam_head
+from jaxassoc.readouts.rpam_prompts import rpam_inputs, tokenize_attributes
 from models_helpers import load_torch, save_tiny_checkpoint
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-sys.path.insert(0, str(EXAMPLES))
-import head_rpam  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +44,8 @@ def run_example(script, *args, cwd):
 
 def app_probabilities(model, spec):
     """p(v, t) from the app's RPAM host side, computed in NumPy from its raw logits."""
-    inputs = rpam_inputs(model, spec.x + spec.y, tokenize_attributes(model.tokenizer, spec.a + spec.b, head_rpam.TP1),
-                         head_rpam.TP1)
+    inputs = rpam_inputs(model, spec.x + spec.y, tokenize_attributes(model.tokenizer, spec.a + spec.b, rpam_head.TP1),
+                         rpam_head.TP1)
     logits = inputs.first_logits.astype(np.float64)  # the reference in float64: only the model runs in float32
     z = logits - logits.max(axis=1, keepdims=True)
     return np.exp(z) / np.exp(z).sum(axis=1, keepdims=True) * inputs.continuation, inputs
@@ -62,8 +61,8 @@ def numpy_d(s, n_x):
 
 
 def test_head_rpam_reproduces_the_app_inputs(tiny_model):
-    spec = head_rpam.weat_ws_tests()["C7"]
-    first, cont = head_rpam.head_rpam_inputs(tiny_model.head, head_rpam.rpam_test_states(tiny_model, spec))
+    spec = rpam_head.weat_ws_tests()["C7"]
+    first, cont = rpam_head.head_rpam_inputs(tiny_model.head, rpam_head.rpam_test_states(tiny_model, spec))
     _, inputs = app_probabilities(tiny_model, spec)
     assert inputs.n_multi_token > 0
     np.testing.assert_allclose(np.asarray(first), inputs.first_logits, rtol=1e-5, atol=1e-5)
@@ -74,7 +73,7 @@ def test_attribution_table_and_d(tiny, tiny_model, tmp_path):
     out = run_example("attribution.py", "--model", tiny, "--test", "C6", "--top", "4", "--json", "a.json", cwd=tmp_path)
     assert "Attribute words ranked" in out and "Target words ranked" in out
     result = json.loads((tmp_path / "a.json").read_text())
-    spec = head_rpam.weat_ws_tests()["C6"]
+    spec = rpam_head.weat_ws_tests()["C6"]
     p, _ = app_probabilities(tiny_model, spec)
     s = p[:, : len(spec.a)].mean(axis=1) - p[:, len(spec.a):].mean(axis=1)
     np.testing.assert_allclose(result["d"], numpy_d(s, len(spec.x)), rtol=1e-4, atol=D_ATOL)
@@ -97,7 +96,7 @@ def test_mitigation_shrinks_d_and_reports_perplexity(tiny, tiny_model, tmp_path)
     assert list(table.index) == ["C6", "C9"] and table.loc["C6", "trained"] and not table.loc["C9", "trained"]
     assert abs(table.loc["C6", "d_after"]) < abs(table.loc["C6", "d_before"])
     for tid in ("C6", "C9"):  # "before" is the untouched model's RPAM d
-        spec = head_rpam.weat_ws_tests()[tid]
+        spec = rpam_head.weat_ws_tests()[tid]
         p, _ = app_probabilities(tiny_model, spec)
         s = p[:, : len(spec.a)].mean(axis=1) - p[:, len(spec.a):].mean(axis=1)
         np.testing.assert_allclose(table.loc[tid, "d_before"], numpy_d(s, len(spec.x)), rtol=1e-4, atol=D_ATOL)
@@ -117,7 +116,7 @@ def test_mitigation_shrinks_d_and_reports_perplexity(tiny, tiny_model, tmp_path)
 
 def test_custom_metric_script(tiny, tiny_model, tmp_path):
     out = run_example("custom_metric.py", "--model", tiny, "--test", "C9", cwd=tmp_path)
-    spec = head_rpam.weat_ws_tests()["C9"]
+    spec = rpam_head.weat_ws_tests()["C9"]
     p, _ = app_probabilities(tiny_model, spec)
     s_log = np.log(p[:, : len(spec.a)].mean(axis=1)) - np.log(p[:, len(spec.a):].mean(axis=1))
     printed = dict(re.findall(r"(log-ratio d|RPAM d) = ([+-][0-9.]+)", out.splitlines()[0]))
@@ -145,7 +144,7 @@ def test_plugin_metric_sweeps_through_the_cli(tiny, tiny_model, tmp_path):
         assert (agg["swap_gender_roles"] == swap).all()
         swaps.append(swap)
         assert list(agg.index) == ["C7", "C9"] and (agg["prov_model"] == "tiny").all()
-        specs = head_rpam.weat_ws_tests(swap_gender_roles=swap)
+        specs = rpam_head.weat_ws_tests(swap_gender_roles=swap)
         for tid in ("C7", "C9"):
             p, _ = app_probabilities(tiny_model, specs[tid])
             n_a = len(specs[tid].a)

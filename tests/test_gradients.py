@@ -3,15 +3,13 @@ the result NamedTuples through jit, vmap and grad.
 
 - RPAM Test d (Hodel et al. 2026, Eq. 1) w.r.t. the output head W of a tiny GPT-2: the prompt states are
   computed once by the port, the logits are h @ W[attribute rows].T (first tokens, as in the brief), and
-  also through the full App. E path of ``examples/head_rpam.py`` (multi-token continuations read from the
+  also through the full App. E path of :mod:`jaxassoc.readouts.rpam_head` (multi-token continuations read from the
   full-vocabulary softmax of the same head).
 - WEAT d (Caliskan et al. 2017, Eq. 3) w.r.t. the word vectors.
 - SeT distance ‖ΔA‖_F (Cao et al. 2022, §3.1) w.r.t. the head (W, b) and the context x, also against
   the closed form of the gradient of a distance to a convex set (Danskin): ∂‖P(z) − z‖/∂z = −δ/‖δ‖.
 """
 
-import sys
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -24,8 +22,7 @@ from jaxassoc.models import Head, load_model
 from jaxassoc.models.heads import gather_positions, last_positions
 from models_helpers import save_tiny_checkpoint
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-import head_rpam  # noqa: E402
+from jaxassoc.readouts import rpam_head
 
 EPS = 1e-6
 
@@ -58,7 +55,7 @@ def tiny_gpt2(tmp_path_factory):
 
 def _prompt_states(model, targets):
     """Head inputs at the last token of each target's TP1 prompt (one forward pass, body fixed)."""
-    prompts = [model.tokenizer(head_rpam.TP1.fill(t))["input_ids"] for t in targets]
+    prompts = [model.tokenizer(rpam_head.TP1.fill(t))["input_ids"] for t in targets]
     length = max(map(len, prompts))
     ids = np.zeros((len(prompts), length), np.int32)
     mask = np.zeros_like(ids)
@@ -69,7 +66,7 @@ def _prompt_states(model, targets):
 
 
 def test_rpam_d_gradient_wrt_output_head_matches_finite_differences(tiny_gpt2):
-    spec = head_rpam.weat_ws_tests()["C6"]
+    spec = rpam_head.weat_ws_tests()["C6"]
     rows = jnp.asarray(
         [tiny_gpt2.tokenizer(" " + w, add_special_tokens=False)["input_ids"][0] for w in spec.a + spec.b]
     )
@@ -93,8 +90,8 @@ def test_rpam_d_gradient_wrt_output_head_matches_finite_differences(tiny_gpt2):
 
 
 def test_rpam_d_with_multi_token_attributes_differentiates_through_the_whole_head(tiny_gpt2):
-    spec = head_rpam.weat_ws_tests()["C7"]  # gender terms as targets, math/arts words as attributes
-    states = head_rpam.rpam_test_states(tiny_gpt2, spec)
+    spec = rpam_head.weat_ws_tests()["C7"]  # gender terms as targets, math/arts words as attributes
+    states = rpam_head.rpam_test_states(tiny_gpt2, spec)
     assert states.cont_ids.shape[0] > 0  # the tiny tokenizer splits most words: App. E is exercised
     with jax.enable_x64(True):
         states = jax.tree.map(lambda a: a.astype(jnp.float64) if a.dtype == jnp.float32 else a, states)
@@ -103,7 +100,7 @@ def test_rpam_d_with_multi_token_attributes_differentiates_through_the_whole_hea
         head = Head(tiny_gpt2.head.W.astype(jnp.float64), bias)
 
         def d_of(W, b):
-            first, cont = head_rpam.head_rpam_inputs(Head(W, b), states)
+            first, cont = rpam_head.head_rpam_inputs(Head(W, b), states)
             return rpam.rpam_effect_size(first, cont, n_x=len(spec.x), n_a=len(spec.a))
 
         gW = check_directional(lambda W: d_of(W, head.b), head.W, jax.random.key(1))

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import scipy.stats
 
-from jaxassoc.app.pipelines.intersectional import (
+from jaxassoc.app.tasks.intersectional import (
     GROUP_LEXICON,
     component_correlations,
     domain_dominance,
@@ -177,7 +177,7 @@ def test_intersectional_cli_on_a_tiny_llama(tmp_path):
 
 
 def test_intersectional_cli_on_a_tiny_roberta_uses_the_masked_path(tmp_path):
-    from jaxassoc.app.pipelines.stereotypes_mlm import score_masked
+    from jaxassoc.readouts.stereotypes_mlm import score_masked
     from jaxassoc.models.loading import load_model
 
     folder = save_tiny_checkpoint(tmp_path, "roberta")

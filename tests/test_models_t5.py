@@ -14,7 +14,7 @@ import pytest
 import torch
 from safetensors.numpy import load_file, save_file
 
-from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate, rpam_inputs, tokenize_attributes
+from jaxassoc.readouts.rpam_prompts import PromptTemplate, rpam_inputs, tokenize_attributes
 from jaxassoc.errors import ConfigError, InputError, ModelError
 from jaxassoc.models import load_model
 from jaxassoc.models.family import family_named
@@ -179,9 +179,9 @@ def test_missing_tensor_is_named(v11, tmp_path, name):
 
 
 def test_metrics_without_an_encoder_decoder_readout_refuse(v11):
-    from jaxassoc.app.pipelines.stereotypes import score_causal
-    from jaxassoc.app.pipelines.stereotypes_mlm import score_masked
-    from jaxassoc.app.pipelines.unstereo import sentence_token_ids
+    from jaxassoc.readouts.stereotypes import score_causal
+    from jaxassoc.readouts.stereotypes_mlm import score_masked
+    from jaxassoc.readouts.unstereo import sentence_token_ids
     from jaxassoc.models.decoding import greedy_generate
 
     _, _, model = v11
@@ -202,7 +202,7 @@ MESH_SCRIPT = textwrap.dedent(
     import sys
     import jax, numpy as np
     jax.config.update("jax_default_matmul_precision", "highest")
-    from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate, rpam_inputs, tokenize_attributes
+    from jaxassoc.readouts.rpam_prompts import PromptTemplate, rpam_inputs, tokenize_attributes
     from jaxassoc.models import load_model
     from jaxassoc.models.partitioning import make_mesh
     assert len(jax.devices()) == 8

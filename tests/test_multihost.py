@@ -44,7 +44,7 @@ SINGLE_HOST = textwrap.dedent(
     import jax
     import numpy as np
     jax.config.update("jax_default_matmul_precision", "highest")
-    from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate, rpam_inputs, tokenize_attributes
+    from jaxassoc.readouts.rpam_prompts import PromptTemplate, rpam_inputs, tokenize_attributes
     from jaxassoc.models import load_model
     from jaxassoc.models.sharding import data_mesh, replicate, shard_batch, to_host
     assert jax.process_count() == 1 and len(jax.devices()) == 8

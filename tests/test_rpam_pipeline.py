@@ -11,9 +11,9 @@ import torch
 
 import jax.numpy as jnp
 
-from jaxassoc.app.pipelines import rpam as pipeline
-from jaxassoc.app.pipelines import rpam_downstream
-from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate, rpam_inputs, tokenize_attributes
+from jaxassoc.readouts import rpam as pipeline
+from jaxassoc.readouts import rpam_downstream
+from jaxassoc.readouts.rpam_prompts import PromptTemplate, rpam_inputs, tokenize_attributes
 from jaxassoc.errors import ConfigError, InputError
 from jaxassoc.metrics import rpam
 from jaxassoc.metrics.weat import check_distinct_words
@@ -109,7 +109,7 @@ def test_pairwise_task_computes_only_the_partners_continuations(models, monkeypa
     import pandas as pd
 
     from jaxassoc import data
-    from jaxassoc.app.pipelines import rpam_prompts
+    from jaxassoc.readouts import rpam_prompts
 
     model, _ = models
     pairs = pd.DataFrame({"word1": ["math", "science", "art", "music"], "word2": ["science", "art", "xylophone", "math"],
@@ -153,7 +153,7 @@ def test_tasks_share_prompts_and_continuations(models):
 
 
 def test_prompt_with_more_packed_subwords_than_a_row_holds_runs_in_several_rows(models, monkeypatch):
-    from jaxassoc.app.pipelines import rpam_prompts
+    from jaxassoc.readouts import rpam_prompts
 
     model, _ = models
     p, inputs = pipeline.probabilities(model, TARGETS, ATTRIBUTES, TP2, batch_size=4)

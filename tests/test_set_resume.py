@@ -11,7 +11,7 @@ import pytest
 
 from app_helpers import run_metric, start_hydra
 from jaxassoc import data
-from jaxassoc.app.pipelines import stereotypes as pipeline
+from jaxassoc.readouts import stereotypes as pipeline
 from models_helpers import save_tiny_checkpoint
 
 TEMPLATES = ["Most <pgroup> are <mask>.", "The <sgroup> is <mask>."]

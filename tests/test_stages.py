@@ -1,10 +1,10 @@
-"""The per-stage log line and quiet progress bars of jaxassoc.app.stages."""
+"""The per-stage log line and quiet progress bars of jaxassoc.progress."""
 
 import logging
 
 import pytest
 
-from jaxassoc.app.stages import progress, stage
+from jaxassoc.progress import progress, stage
 
 
 def test_stage_logs_one_line_with_count_and_time(caplog):
@@ -83,9 +83,9 @@ def test_cli_stage_lines_and_bars_then_quiet_mode_silences_them(tmp_path):
 
 def test_job_bars_and_stage_lines_off_in_quiet_mode(tmp_path, capsys, caplog):
     """In process: the RPAM job shows its batch bar and stage line; with quiet it shows neither."""
-    from jaxassoc.app import resolve
+    from jaxassoc.app import model_loading
     from jaxassoc.app.config import DatasetConfig, ModelConfig, StatsConfig, TemplateConfig, WhiteningConfig
-    from jaxassoc.app.jobs import rpam as rpam_job
+    from jaxassoc.app.tasks import rpam as rpam_job
     from jaxassoc.app.registry import Job
     from models_helpers import save_tiny_checkpoint
 
@@ -107,4 +107,4 @@ def test_job_bars_and_stage_lines_off_in_quiet_mode(tmp_path, capsys, caplog):
     rpam_job.run(job(quiet=True))
     assert capsys.readouterr().err == ""
     assert caplog.records == []
-    resolve._load_language_model.cache_clear()
+    model_loading._load_language_model.cache_clear()

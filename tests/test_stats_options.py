@@ -26,7 +26,7 @@ from app_helpers import (
 )
 from jaxassoc.app.config import StatsConfig, TemplateConfig
 from jaxassoc.app.main import CONF_DIR, audit_parts, make_job, run_job
-from jaxassoc.app.pipelines.weat import change_class
+from jaxassoc.readouts.weat import change_class
 from jaxassoc.app.registry import get_metric
 from jaxassoc.errors import ConfigError, InputError
 from jaxassoc.metrics import rpam

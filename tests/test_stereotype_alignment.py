@@ -105,10 +105,10 @@ def test_alignment_refuses_bad_shapes_and_nan_scores():
         alignment(model, human)
 
 
-# --- the causal-LM pipeline (jaxassoc.app.pipelines.stereotypes) on a tiny Llama vs torch ----------
+# --- the causal-LM pipeline (jaxassoc.readouts.stereotypes) on a tiny Llama vs torch ----------
 import torch  # noqa: E402
 
-from jaxassoc.app.pipelines.stereotypes import (  # noqa: E402
+from jaxassoc.readouts.stereotypes import (  # noqa: E402
     causal_prefix,
     human_alignment,
     is_causal_template,

@@ -1,4 +1,4 @@
-"""The masked-LM stereotype pipeline (jaxassoc.app.pipelines.stereotypes_mlm) against the authors' procedure
+"""The masked-LM stereotype pipeline (jaxassoc.readouts.stereotypes_mlm) against the authors' procedure
 re-run with transformers' BertForMaskedLM / RobertaForMaskedLM on tiny checkpoints: the sentence tokenised
 whole, the trait's tokens masked, one torch forward per subword written in left to right, the head input
 computed by hand (dense -> activation -> LayerNorm), probabilities by torch softmax, token classes from the
@@ -11,8 +11,8 @@ import pytest
 import torch
 import transformers
 
-from jaxassoc.app.jobs.stereotypes import usable_templates
-from jaxassoc.app.pipelines.stereotypes_mlm import build_masked_problems, score_masked
+from jaxassoc.app.tasks.stereotypes import usable_templates
+from jaxassoc.readouts.stereotypes_mlm import build_masked_problems, score_masked
 from jaxassoc.data import load_abc
 from jaxassoc.errors import ConfigError, DataError, InputError
 from jaxassoc.models import load_model
@@ -108,7 +108,7 @@ def test_masked_pipeline_matches_the_original_procedure_in_torch(tiny, family):
 
 
 def test_each_write_in_step_is_one_batched_call(tiny, monkeypatch):
-    import jaxassoc.app.pipelines.stereotypes_mlm as mlm
+    import jaxassoc.readouts.stereotypes_mlm as mlm
 
     model = tiny["roberta"][0]
     calls = []
@@ -170,7 +170,7 @@ def test_prompts_on_a_real_wordpiece_vocabulary_equal_the_tokenised_sentences():
     """The embedded all-MiniLM-L6-v2 tokenizer (BERT's uncased 30,522 WordPieces; the model itself has no
     MLM head): every template, every trait word, no [UNK]; the prompt with the trait written in is the
     tokenised sentence."""
-    from jaxassoc.app.pipelines.stereotypes import default_words
+    from jaxassoc.readouts.stereotypes import default_words
     from jaxassoc.resources import minilm_dir
 
     tok = transformers.AutoTokenizer.from_pretrained(minilm_dir())

@@ -12,8 +12,8 @@ import pytest
 import transformers
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
-from jaxassoc.app.pipelines.stereotypes import default_words, human_alignment, pair_matrix
-from jaxassoc.app.pipelines.stereotypes_mlm import score_masked
+from jaxassoc.readouts.stereotypes import default_words, human_alignment, pair_matrix
+from jaxassoc.readouts.stereotypes_mlm import score_masked
 from jaxassoc.data import load_abc
 from jaxassoc.models import load_model
 from models_helpers import CORPUS, save_tiny_checkpoint, tiny_model

@@ -129,7 +129,7 @@ def _torch_scores(torch_model, tokenizer, bos_id, sentences):
 
 
 def test_score_sentences_matches_transformers(tiny):
-    from jaxassoc.app.pipelines.unstereo import score_sentences
+    from jaxassoc.readouts.unstereo import score_sentences
 
     model, torch_model = tiny
     got = score_sentences(model, SENTENCES, tokens_per_batch=256)
@@ -139,7 +139,7 @@ def test_score_sentences_matches_transformers(tiny):
 
 
 def test_padding_cannot_change_a_score(tiny):
-    from jaxassoc.app.pipelines.unstereo import score_sentences
+    from jaxassoc.readouts.unstereo import score_sentences
 
     model, _ = tiny
     alone = [score_sentences(model, [s])[0] for s in SENTENCES]
@@ -150,7 +150,7 @@ def test_padding_cannot_change_a_score(tiny):
 
 
 def test_run_unstereo_and_summary(tiny):
-    from jaxassoc.app.pipelines.unstereo import run_unstereo, score_sentences, summarize
+    from jaxassoc.readouts.unstereo import run_unstereo, score_sentences, summarize
 
     model, _ = tiny
     scores = run_unstereo(model, "Winogender", tokens_per_batch=512)
@@ -167,7 +167,7 @@ def test_run_unstereo_and_summary(tiny):
 
 
 def test_scoring_errors(tiny):
-    from jaxassoc.app.pipelines.unstereo import score_sentences
+    from jaxassoc.readouts.unstereo import score_sentences
     from jaxassoc.errors import InputError
 
     model, _ = tiny
@@ -186,7 +186,7 @@ def test_smollm2_scores_match_transformers_on_the_same_weights():
     import torch
     import transformers
 
-    from jaxassoc.app.pipelines.unstereo import score_sentences
+    from jaxassoc.readouts.unstereo import score_sentences
     from jaxassoc.models.gguf import read_gguf
     from jaxassoc.models.loading import load_model
     from jaxassoc.resources import smollm2_gguf

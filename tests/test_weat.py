@@ -231,7 +231,7 @@ def test_monte_carlo_p_is_reported_and_close_to_exact():
 
 
 def test_change_classes():
-    from jaxassoc.app.pipelines.weat import change_class
+    from jaxassoc.readouts.weat import change_class
 
     assert change_class(0.01, 0.02) == "Stable"
     assert change_class(0.01, 0.2) == "Disappearing"
@@ -241,13 +241,9 @@ def test_change_classes():
 
 
 def test_weat_experiment_on_glove_with_whitening_and_figures(tmp_path, glove_tests):
-    from jaxassoc.app.pipelines.weat import (
-        plot_cosine_heatmaps,
-        plot_effect_size_heatmap,
-        plot_raw_vs_whitened,
-        run_anisotropy,
-        run_weat_experiment,
-    )
+    from jaxassoc.app.tasks.weat import plot_cosine_heatmaps, plot_effect_size_heatmap, plot_raw_vs_whitened
+    from jaxassoc.readouts.weat import run_anisotropy, run_weat_experiment
+    from jaxassoc.stats import StatsOptions
     from jaxassoc.data import load_weat_suite
     from jaxassoc.embeddings.static import load_embedded_glove
     from jaxassoc.embeddings.whitening import fit_zca, reference_sample
@@ -259,7 +255,7 @@ def test_weat_experiment_on_glove_with_whitening_and_figures(tmp_path, glove_tes
     suite = dataclasses.replace(full, tests=tuple(full.test(t) for t in ("W1", "W4", "W6", "W9")))
     frame = run_weat_experiment(
         emb, suite, key=jax.random.key(0), whitening=zca, whitening_description=ref.description,
-        n_permutations=2000, n_bootstrap=200,
+        options=StatsOptions(n_permutations=2000, n_bootstrap=200),
     )  # fmt: skip
     assert list(frame.test) == ["W1", "W4", "W6", "W9"]
     # W1 loses `gladiola` (not in GloVe 6B): reported, not silently dropped

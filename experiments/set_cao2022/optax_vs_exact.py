@@ -8,7 +8,7 @@ token: x = the head input (final-norm output) at the position predicting that to
 trait tokens, gold = the token, head A = W (SmolLM2's untied copy of the embeddings, no bias), γ = 1.
 
 Head inputs come from one teacher-forced pass per (filler, word), batched as in the stereotype pipeline
-(``jaxassoc.app.pipelines.stereotypes``) but with the fine length buckets (most prompts have 5-8 tokens).
+(``jaxassoc.readouts.stereotypes``) but with the fine length buckets (most prompts have 5-8 tokens).
 The exact solver (:func:`~jaxassoc.metrics.set_exact.set_exact`, vmapped) and the optax solver
 (:func:`~jaxassoc.metrics.set_optax.set_optax`, augmented Lagrangian + L-BFGS, batched) then solve all
 problems in fixed-size blocks (one compilation each). Printed: problem count, max and median relative
@@ -35,7 +35,7 @@ import jax
 import numpy as np
 import pandas as pd
 
-from jaxassoc.app.pipelines.stereotypes import build_problems, default_words, is_causal_template
+from jaxassoc.readouts.stereotypes import build_problems, default_words, is_causal_template
 from jaxassoc.data import load_abc
 from jaxassoc.metrics.set_exact import set_exact
 from jaxassoc.metrics.set_optax import set_optax

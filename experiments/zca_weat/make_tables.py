@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from jaxassoc.app.pipelines.weat import plot_effect_size_heatmap, plot_raw_vs_whitened
+from jaxassoc.app.tasks.weat import plot_effect_size_heatmap, plot_raw_vs_whitened
 from jaxassoc.app.report import gather, write_report
 from jaxassoc.app.tables import markdown
 

@@ -1,1 +1,2 @@
-"""The Hydra app: pipelines that compose a model, a dataset and a metric; result store; reports."""
+"""The Hydra app: one task per metric (:mod:`jaxassoc.app.tasks`) composing a model, a dataset and the library's
+readouts; result store; reports."""

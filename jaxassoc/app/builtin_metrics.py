@@ -1,9 +1,9 @@
-"""The built-in metrics: each job module's config dataclass and run function, registered by name, with the
+"""The built-in metrics: each task module's config dataclass and run function, registered by name, with the
 shared options each one reads (``uses``), those its job's setting leaves unused (``ignores``) and its compact
 tables (``views``): the app
 refuses any other option that is set (:mod:`jaxassoc.app.validation`; ``docs/statistics_options.md``).
 
-Job modules import their pipelines (and so JAX models) only when ``register_all`` runs, which
+Task modules (:mod:`jaxassoc.app.tasks`) are imported (and so JAX models) only when ``register_all`` runs, which
 :func:`jaxassoc.app.registry.load_metrics` does once per process.
 """
 
@@ -16,7 +16,7 @@ LANGUAGE_MODELS = ("causal", "masked", "encoder")
 
 def register_all() -> None:
     """Register every built-in metric."""
-    from jaxassoc.app.jobs import ceat, intersectional, rpam, stereotypes, unstereo, weat
+    from jaxassoc.app.tasks import ceat, intersectional, rpam, stereotypes, unstereo, weat
 
     register_metric("weat", run=weat.run, config=weat.WeatMetricConfig, model_kinds=("static", *LANGUAGE_MODELS),
                     description="WEAT / ZCA-whitened WEAT on static or contextual vectors",

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import string
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,13 +25,14 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
 from jaxassoc.errors import ConfigError, JaxassocError
+from jaxassoc.readouts.rpam_prompts import template_slots
+from jaxassoc.stats import StatsOptions
 from jaxassoc.stats.bootstrap import MAX_RESAMPLES
 from jaxassoc.stats.permutation import ALTERNATIVES, MAX_PARTITIONS, TIES
 
 NO_EFFECT = {"affects_results": False}
 """Field metadata of an option that changes speed or memory only, never a result."""
 
-TEMPLATE_SLOTS = frozenset({"target", "quote"})
 
 
 def check_choice(key: str, value: Any, choices: Iterable[Any], hint: str = "") -> None:
@@ -70,26 +70,6 @@ def check_corpus(key: str, corpus: str) -> None:
     """ConfigError unless ``corpus`` is ``wikitext2`` or an existing text file."""
     if corpus != "wikitext2" and not Path(corpus).expanduser().is_file():
         raise ConfigError(f"{key}={corpus!r}: no such file; use wikitext2 or a text file, one sentence a line")
-
-
-def template_slots(name: str, text: str) -> set[str]:
-    """The ``{slots}`` of a template text; ConfigError for an unclosed ``{``, a lone ``}``, a missing
-    ``{target}`` or a slot other than ``{target}`` and ``{quote}``."""
-    try:
-        slots = {f for _, f, _, _ in string.Formatter().parse(text) if f is not None}
-    except ValueError as e:
-        raise ConfigError(
-            f"template {name!r}: text {text!r} is malformed ({e}); write a literal brace as {{{{ or }}}}"
-        ) from None
-    if "target" not in slots:
-        raise ConfigError(f"template {name!r} has no {{target}} slot: {text!r}")
-    unknown = slots - TEMPLATE_SLOTS
-    if unknown:
-        raise ConfigError(
-            f"template {name!r} has unknown slots {sorted(unknown)} in {text!r}; the slots are {{target}} and "
-            f"{{quote}}"
-        )
-    return slots
 
 
 @dataclass
@@ -234,15 +214,10 @@ class WhiteningConfig:
 
 
 @dataclass
-class StatsConfig:
-    ddof: int = 1
-    exact_bound: int = 1_000_000
-    n_permutations: int = 100_000
-    n_bootstrap: int = 10_000
-    confidence: float = 0.95
-    alternative: str = "greater"  # greater | less | two-sided
-    ties: str = "strict"  # strict | inclusive
-    alpha: float = 0.05
+class StatsConfig(StatsOptions):
+    """The ``stats`` group: the test options (:class:`jaxassoc.stats.StatsOptions`, their defaults) and ``alpha``."""
+
+    alpha: float = 0.05  # significance level of WEAT's raw vs whitened change class
 
     def __post_init__(self) -> None:
         check_choice("stats.ddof", self.ddof, (1, 0), "1: sample std, Caliskan et al.; 0: population std, WEFE")

@@ -28,7 +28,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from jaxassoc import data
-from jaxassoc.app import cache, report, resolve, store, sweep_dirs, tables, validation
+from jaxassoc.app import cache, model_loading, report, store, sweep_dirs, tables, validation
 from jaxassoc.app.config import MeshConfig, StatsConfig, check_range, register_configs
 from jaxassoc.app.provenance import config_hash, device_kind, files_fingerprint, package_versions
 from jaxassoc.app.registry import Job, JobResult, get_metric, load_metrics, result_of
@@ -221,11 +221,11 @@ def _mesh(cfg: DictConfig):
     mesh_cfg = OmegaConf.to_object(cfg.mesh) if "mesh" in cfg else MeshConfig()
     if cfg.model.kind == "static":
         return None
-    return resolve.device_mesh(mesh_cfg, shard=bool(cfg.model.get("shard", False)))
+    return model_loading.device_mesh(mesh_cfg, shard=bool(cfg.model.get("shard", False)))
 
 
 def job_provenance(cfg: DictConfig) -> dict[str, Any]:
-    """The provenance every row of a job carries (the pipeline adds model and dataset hashes, and replaces
+    """The provenance every row of a job carries (the task adds model and dataset hashes, and replaces
     ``model_revision`` as configured by the commit it resolved to)."""
     resolved = {g: OmegaConf.to_container(cfg[g], resolve=True) for g in JOB_GROUPS}
     return {
@@ -249,7 +249,7 @@ def job_inputs(job: Job, config_hash: str) -> dict[str, Any]:
     """What a job's result depends on, as resume compares it (:func:`jaxassoc.app.store.reuse_blocker`),
     read before any model is loaded: the config hash, a ``stat`` fingerprint of the model's files and of
     any other file the config names (e.g. ``metric.corpus``), and the dataset's version."""
-    model_files = resolve.model_files(job.model)
+    model_files = model_loading.model_files(job.model)
     named = sorted({path for g in JOB_GROUPS[1:] for v in _strings(getattr(job, g)) if (path := _file(v))})
     return {
         "config_hash": config_hash,

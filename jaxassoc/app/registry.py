@@ -1,4 +1,4 @@
-"""The metric registry: how the app finds the pipeline behind ``metric=<name>``.
+"""The metric registry: how the app finds the task behind ``metric=<name>``.
 
 Built-in metrics and user-defined ones register the same way, so a researcher's metric runs through
 the same Hydra app, result store and report without editing jaxassoc::
@@ -29,7 +29,7 @@ from jaxassoc.errors import ConfigError
 
 @dataclasses.dataclass(frozen=True)
 class Job:
-    """Everything a pipeline needs: the resolved config groups as plain objects."""
+    """Everything a task needs: the resolved config groups as plain objects."""
 
     model: Any
     metric: Any
@@ -46,7 +46,7 @@ class Job:
 
 @dataclasses.dataclass
 class JobResult:
-    """What a pipeline returns: per-item scores, aggregate rows, provenance it adds, figures to save."""
+    """What a task returns: per-item scores, aggregate rows, provenance it adds, figures to save."""
 
     items: pd.DataFrame
     aggregates: pd.DataFrame

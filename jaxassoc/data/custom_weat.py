@@ -4,7 +4,9 @@ The schema (``docs/datasets.md``):
 
 - **YAML / JSON**: a mapping of test id to test; a test maps ``X``, ``Y``, ``A``, ``B`` to lists of
   words, with an optional ``name`` (a title) and optional ``labels`` (a mapping of ``X``/``Y``/``A``/``B``
-  to a label such as ``Flowers``). The packaged ``weat/weat_caliskan2017.json`` is such a file.
+  to a label such as ``Flowers``). The packaged ``weat/weat_caliskan2017.json`` is such a file. A set may
+  instead name a ``.txt`` file, one word or target a line (e.g. ``X: targets_x.txt``, relative to the test
+  file's folder): long target lists, or RPAM targets that are n-grams or sentences.
 - **CSV**: a header row with the columns ``test``, ``set`` (``X``, ``Y``, ``A`` or ``B``) and ``word``, one
   word a row; optional columns ``name`` (the test's title) and ``label`` (the set's label).
 
@@ -35,6 +37,7 @@ FORMATS = {".yaml": "yaml", ".yml": "yaml", ".json": "json", ".csv": "csv"}
 TEST_KEYS = (*SETS, "name", "labels")
 CSV_COLUMNS = ("test", "set", "word")
 MIN_WORDS = 2
+TEXT_FILE = ".txt"  # a set given as a file name: one word or target a line
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,12 +218,42 @@ def _mapping_test(key: yaml.Node, value: yaml.Node, source: str) -> _Test:
             raise DataError(f"{_where(source, _line(key))}: test {test_id!r} has no set {s}; give all four sets X, Y, "
                             f"A and B")
         node = fields[s]
+        if isinstance(node, yaml.ScalarNode) and str(node.value).lower().endswith(TEXT_FILE):
+            sets[s] = _file_set(node, source, test_id, s, labels.get(s, s))
+            continue
         if not isinstance(node, yaml.SequenceNode):
-            raise DataError(f"{_where(source, _line(node))}: test {test_id!r}, set {s} must be a list of words")
+            raise DataError(f"{_where(source, _line(node))}: test {test_id!r}, set {s} must be a list of words or "
+                            f"the name of a {TEXT_FILE} file with one word or target a line")
         words = tuple(_scalar(w, source, f"a word of test {test_id!r}, set {s}") for w in node.value)
         sets[s] = _Set(words, tuple(_line(w) for w in node.value), labels.get(s, s), _line(node))
     name = _scalar(fields["name"], source, f"the name of test {test_id!r}") if "name" in fields else test_id
     return _Test(test_id, name, sets, _line(key))
+
+
+def _file_set(node: yaml.ScalarNode, source: str, test_id: str, s: str, label: str) -> _Set:
+    """A set given as the name of a UTF-8 ``.txt`` file (relative to the test file's folder, ``~`` expanded): one
+    word or target (an n-gram or a sentence, e.g. RPAM targets for ``template=tp2``) a line, stripped, blank
+    lines skipped. A target twice in the file is a DataError at its line; the other checks name the set's
+    line in the test file."""
+    folder = Path(source).parent
+    path = Path(node.value).expanduser()
+    path = path if path.is_absolute() else folder / path
+    if not path.is_file():
+        raise DataError(f"{_where(source, _line(node))}: test {test_id!r}, set {s} names the file {node.value!r}, "
+                        f"but {path} is no file; give a text file with one word or target a line, relative to "
+                        f"the folder of {source}")
+    words: dict[str, int] = {}
+    for number, line in enumerate(read_utf8(path, str(path)).splitlines(), 1):
+        word = line.strip()
+        if word in words:
+            raise DataError(f"{path}, line {number}: test {test_id!r}, set {s}: {word!r} is already on line "
+                            f"{words[word]}; give each target once")
+        if word:
+            words[word] = number
+    if not words:
+        raise DataError(f"{path}: test {test_id!r}, set {s}: the file holds no word or target (only blank lines); "
+                        f"write one a line")
+    return _Set(tuple(words), (_line(node),) * len(words), label, _line(node))
 
 
 def _labels(node: yaml.Node | None, test_id: str, source: str) -> dict[str, str]:

@@ -6,7 +6,8 @@
 - percentile bootstrap: ``bootstrap_ci`` (rows resampled jointly), ``bootstrap_ci_groups`` (stratified),
   ``paired_bootstrap`` (difference of two statistics on the same resamples);
 - permutation test of a two-group statistic, exact or Monte Carlo: ``permutation_test``,
-  ``permutation_test_batch``, with WEAT's ``difference_of_sums`` as the default statistic (SC-WEAT: ``difference_of_means``).
+  ``permutation_test_batch``, with WEAT's ``difference_of_sums`` as the default statistic (SC-WEAT: ``difference_of_means``);
+- ``StatsOptions``: the options of a permutation test and bootstrap CI (WEAT, SC-WEAT, RPAM Test) as one value.
 """
 
 from jaxassoc.stats.bootstrap import (
@@ -27,6 +28,7 @@ from jaxassoc.stats.correlation import (
     spearman,
     spearman_test,
 )
+from jaxassoc.stats.options import StatsOptions
 from jaxassoc.stats.permutation import (
     PermutationResult,
     difference_of_means,
@@ -40,6 +42,7 @@ __all__ = [
     "CorrelationResult",
     "PairedBootstrapResult",
     "PermutationResult",
+    "StatsOptions",
     "bootstrap_ci",
     "bootstrap_ci_groups",
     "difference_of_means",

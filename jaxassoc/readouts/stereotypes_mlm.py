@@ -15,7 +15,7 @@ decoder is ``Head(W, b)``):
 - SeT: the exact single-context solution per subword (x̃ = [x; 1], A = [W | b]), the minimum over
   subwords, then the score transform and NaN policy of :mod:`jaxassoc.metrics.set_score`;
 
-each minus the prior noun's in the same template (:func:`~jaxassoc.app.pipelines.stereotypes.scores_from_head_inputs`).
+each minus the prior noun's in the same template (:func:`~jaxassoc.readouts.stereotypes.scores_from_head_inputs`).
 
 Prompts are assembled from token ids: the tokenizer's special tokens around the text before the trait
 (trailing spaces stripped), the masks, and the text after it. A space before ``<mask>`` belongs to the
@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from jaxassoc.app.pipelines.stereotypes import default_words, scores_from_head_inputs, trait_tokens
+from jaxassoc.readouts.stereotypes import default_words, scores_from_head_inputs, trait_tokens
 from jaxassoc.data import AbcData
 from jaxassoc.data.stereotypes import MASK
 from jaxassoc.errors import ConfigError, InputError, ModelError
@@ -154,7 +154,7 @@ def score_masked(
 ) -> pd.DataFrame:
     """ILPS, ILPS* and SeT of every (group, trait word) in ``template`` on a masked LM, minus the prior's.
 
-    The same columns and defaults as :func:`~jaxassoc.app.pipelines.stereotypes.score_causal` (which
+    The same columns and defaults as :func:`~jaxassoc.readouts.stereotypes.score_causal` (which
     has a ``bos`` switch; a masked LM's prompt always carries its special tokens).
     """
     check_masked_model(model)

@@ -12,8 +12,8 @@ which are exactly what :func:`jaxassoc.metrics.rpam.rpam_effect_size` takes (nor
 default: the softmax over the attribute set C). Everything is jnp, so ``jax.grad`` reaches ``W`` and ``b``.
 :func:`head_state` takes the head out of the model's NNX module with a state filter (the body stays
 out of the differentiated state) and :func:`as_head` turns such a state back into ``Head(W, b)``.
-Shared by ``attribution.py`` and ``mitigation.py``; the prompts and tokenisation are the app's own
-(:mod:`jaxassoc.app.pipelines.rpam_prompts`), so the numbers match ``jaxassoc metric=rpam``.
+Used by ``examples/attribution.py``, ``mitigation.py`` and ``custom_metric.py``; the prompts and tokenisation
+are those of ``jaxassoc metric=rpam`` (:mod:`jaxassoc.readouts.rpam_prompts`), so the numbers match the app's.
 """
 
 from __future__ import annotations
@@ -29,12 +29,12 @@ from flax import nnx
 from jaxtyping import Array, Bool, Float, Int
 
 from jaxassoc import data
-from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate, encode_prompts, tokenize_attributes
 from jaxassoc.models import Head, LanguageModel, run_batched
 from jaxassoc.models.heads import gather_positions, last_positions
+from jaxassoc.readouts.rpam import GENDER_ROLE_TESTS
+from jaxassoc.readouts.rpam_prompts import PromptTemplate, encode_prompts, tokenize_attributes
 
-TP1 = PromptTemplate("tp1", "These words are associated: {target} and")
-GENDER_ROLE_TESTS = ("C7", "C8")  # App. B: gender terms as targets (docs/methods.md §1 default)
+TP1 = PromptTemplate("tp1", "These words are associated: {target} and")  # the paper's TP1 (conf/template/tp1.yaml)
 
 
 class HeadStates(NamedTuple):
@@ -79,7 +79,8 @@ def _last_hidden(params, ids, mask, *, forward):
     return gather_positions(hidden, last_positions(mask)).astype(jnp.float32)
 
 
-def _all_hidden(params, ids, mask, *, forward):
+def all_hidden(params, ids, mask, *, forward):
+    """The body's hidden states at every position (float32): jit it with the model's ``forward`` bound."""
     return forward(params["body"], ids, mask).hidden.astype(jnp.float32)
 
 
@@ -106,7 +107,7 @@ def prompt_states(
     cont_valid = np.zeros((len(pairs), K), bool)
     if pairs:
         sequences = [prompts[t] + list(tokens.token_ids[c]) for t, c in pairs]
-        states = run_batched(jax.jit(functools.partial(_all_hidden, forward=model.forward)), model.params,
+        states = run_batched(jax.jit(functools.partial(all_hidden, forward=model.forward)), model.params,
                              sequences, **common)
         for m, ((t, c), seq, h) in enumerate(zip(pairs, sequences, states)):
             k = len(tokens.token_ids[c])
@@ -132,10 +133,11 @@ def head_state(model: LanguageModel) -> nnx.State:
     return state
 
 
-def as_head(state: nnx.State) -> Head:
-    """``Head(W, b)`` from a head state (:func:`head_state`, its gradient or an update of it)."""
+def as_head(state: nnx.State, softcap: float | None = None) -> Head:
+    """``Head(W, b)`` from a head state (:func:`head_state`, its gradient or an update of it); pass the
+    model's ``head.softcap`` (Gemma 2's final logit soft-cap, static, not part of the state) to keep it."""
     head = state.to_pure_dict()["head"]
-    return Head(W=head["W"], b=head.get("b"))
+    return Head(W=head["W"], b=head.get("b"), softcap=softcap)
 
 
 def head_rpam_inputs(head: Head, states: HeadStates) -> tuple[Float[Array, "T C"], Float[Array, "T C"]]:
@@ -146,16 +148,24 @@ def head_rpam_inputs(head: Head, states: HeadStates) -> tuple[Float[Array, "T C"
     first_logits = states.first_hidden @ W[states.first_ids].T
     if b is not None:
         first_logits = first_logits + b[states.first_ids]
+    first_logits = _soft_cap(first_logits, head.softcap)
     continuation = jnp.ones_like(first_logits)
     if states.cont_ids.shape[0]:
         logits = states.cont_hidden @ W.T
         if b is not None:
             logits = logits + b
+        logits = _soft_cap(logits, head.softcap)
         logp = jnp.take_along_axis(jax.nn.log_softmax(logits, axis=-1), states.cont_ids[..., None], axis=-1)[..., 0]
         valid = states.cont_valid
         mean_p = jnp.sum(jnp.where(valid, jnp.exp(logp), 0.0), axis=-1) / jnp.sum(valid, axis=-1)
         continuation = continuation.at[states.cont_target, states.cont_attribute].set(mean_p)
     return first_logits, continuation
+
+
+def _soft_cap(logits: Array, softcap: float | None) -> Array:
+    """The head's final soft-cap ``c * tanh(logits / c)`` (elementwise, so the needed rows only), as
+    :func:`jaxassoc.models.heads.head_logits` applies it."""
+    return logits if softcap is None else softcap * jnp.tanh(logits / softcap)
 
 
 def rpam_test_states(model: LanguageModel, spec: RpamTestSpec, **options) -> HeadStates:

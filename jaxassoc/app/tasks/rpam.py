@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import jax
@@ -18,19 +19,20 @@ import pandas as pd
 
 from jaxassoc.models.batching import model_shard
 from jaxassoc import data
-from jaxassoc.app import datasets, resolve, tables
+from jaxassoc.app import datasets, model_loading, tables
 from jaxassoc.app.config import MetricConfig, check_range
-from jaxassoc.app.pipelines import rpam, rpam_downstream
-from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate
-from jaxassoc.app.pipelines.weat import check_suite_words
+from jaxassoc.readouts import rpam, rpam_downstream
+from jaxassoc.readouts.rpam_prompts import PromptTemplate
+from jaxassoc.readouts.weat import check_suite_words
 from jaxassoc.app.registry import Job, JobResult
-from jaxassoc.app.stages import stage
+from jaxassoc.progress import stage
 from jaxassoc.errors import ConfigError
+from jaxassoc.stats import StatsOptions
 
 TASKS = ("weat_ws", "weat_caliskan2017", "custom_weat", "wordsim353", "bellezza", "sst2")
 SUITE_TASKS = ("weat_ws", "weat_caliskan2017", "custom_weat")
 SAMPLE_TASKS = ("wordsim353", "bellezza", "sst2")
-STATS_USED = ("ddof", "exact_bound", "n_permutations", "ties", "n_bootstrap", "confidence", "alternative")
+STATS_USED = tuple(f.name for f in dataclasses.fields(StatsOptions))
 """The stats options of the RPAM Test (WEAT-suite tasks); the other tasks report correlations or F1."""
 
 
@@ -86,14 +88,14 @@ def run(job: Job) -> JobResult:
     if suite is not None:
         check_suite_words(suite.tests)  # before the model loads
     template = PromptTemplate(job.template.name, job.template.text, job.template.quote)
-    model = resolve.language_model(job.model, job.mesh)
+    model = model_loading.language_model(job.model, job.mesh)
     options = dict(normalise=cfg.normalise, add_bos=job.model.add_bos, batch_size=job.model.batch_size,
                    shard=model_shard(model), progress=not job.quiet, cache_dir=job.cache_dir)
     with stage("rpam", f"{name} items scored") as scored:
         items, aggregates = _task(job, model, template, options, suite)
         scored.count = len(items)
     provenance = {
-        **resolve.model_provenance(job.model, model),
+        **model_loading.model_provenance(job.model, model),
         "dataset_version": data.dataset_info(name).version if suite is None else datasets.dataset_version(
             job.dataset, suite),
         "add_bos": model.vocab.add_bos if job.model.add_bos is None else job.model.add_bos,
@@ -121,13 +123,12 @@ def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 def _task(job: Job, model, template: PromptTemplate, options: dict, suite) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(items, aggregates)`` of the task the dataset names (forward passes through the cache); ``suite``:
     the WEAT tests of a suite task."""
-    cfg, name, s = job.metric, job.dataset.name, job.stats
+    cfg, name = job.metric, job.dataset.name
     key = jax.random.key(job.seed)
     if suite is not None:
         return rpam.weat_ws(
             model, template, key, suite=suite, swap_gender_roles=cfg.swap_gender_roles and name == "weat_ws",
-            ddof=s.ddof, exact_bound=s.exact_bound, n_permutations=s.n_permutations, ties=s.ties,
-            n_bootstrap=s.n_bootstrap, confidence=s.confidence, alternative=s.alternative, **options,
+            options=job.stats, **options,
         )
     if name == "wordsim353":
         return rpam.wordsim353(model, template, sample=job.dataset.sample, key=key, **options)

@@ -13,7 +13,7 @@ For T targets and an attribute set C:
 Attributes are tokenised as they would follow the prompt: with a leading space after a word (TP1:
 ``... and`` + `` math``), without one after an opening quote (TP2: ``... and "`` + ``math``).
 
-An encoder-decoder model (T5) is read by :mod:`jaxassoc.app.pipelines.rpam_seq2seq` instead: the same
+An encoder-decoder model (T5) is read by :mod:`jaxassoc.readouts.rpam_seq2seq` instead: the same
 arrays from the decoder's first and following steps.
 """
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import string
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -29,16 +30,38 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh
 
-from jaxassoc.app.cache import cached_arrays, model_key
-from jaxassoc.app.config import template_slots
-from jaxassoc.app.pipelines.rpam_seq2seq import encode_encoder_prompts, seq2seq_factors
-from jaxassoc.errors import InputError
+from jaxassoc.errors import ConfigError, InputError
 from jaxassoc.models.base import LanguageModel
 from jaxassoc.models.batching import FINE_BUCKETS, batch_mesh, bucket_length, check_sequences, model_limits, pad_batch
 from jaxassoc.models.continuations import pack_continuations, prefix_and_continuations
 from jaxassoc.models.heads import head_logits
 from jaxassoc.models.partitioning import batch_size_multiple
 from jaxassoc.models.sharding import shard_batch, to_host
+from jaxassoc.readouts.cache import cached_arrays, model_key
+from jaxassoc.readouts.rpam_seq2seq import encode_encoder_prompts, seq2seq_factors
+
+TEMPLATE_SLOTS = frozenset({"target", "quote"})
+
+
+def template_slots(name: str, text: str) -> set[str]:
+    """The ``{slots}`` of a template text; ConfigError for an unclosed ``{``, a lone ``}``, a missing
+    ``{target}`` or a slot other than ``{target}`` and ``{quote}``."""
+    try:
+        slots = {f for _, f, _, _ in string.Formatter().parse(text) if f is not None}
+    except ValueError as e:
+        raise ConfigError(
+            f"template {name!r}: text {text!r} is malformed ({e}); write a literal brace as {{{{ or }}}}"
+        ) from None
+    if "target" not in slots:
+        raise ConfigError(f"template {name!r} has no {{target}} slot: {text!r}")
+    unknown = slots - TEMPLATE_SLOTS
+    if unknown:
+        raise ConfigError(
+            f"template {name!r} has unknown slots {sorted(unknown)} in {text!r}; the slots are {{target}} and "
+            f"{{quote}}"
+        )
+    return slots
+
 
 @dataclasses.dataclass(frozen=True)
 class PromptTemplate:
@@ -218,7 +241,7 @@ def rpam_inputs(
     once with its key/value cache kept, and the subwords 2..k of all its distinct needed multi-token
     attributes run in one packed pass from that cache (:mod:`jaxassoc.models.continuations`); rows with
     more than ``CONTINUATION_BUCKETS[-1]`` packed subwords are split over several rows. An encoder-decoder
-    model gives the same arrays from its decoder (:mod:`jaxassoc.app.pipelines.rpam_seq2seq`).
+    model gives the same arrays from its decoder (:mod:`jaxassoc.readouts.rpam_seq2seq`).
     """
     seq2seq = model.objective == "seq2seq"
     if model.decoder is None and not seq2seq:
@@ -295,7 +318,7 @@ def cached_rpam_inputs(
     progress: bool = False,
     buckets: Sequence[int] = PROMPT_BUCKETS,
 ) -> RpamInputs:
-    """:func:`rpam_inputs` through the on-disk cache (:mod:`jaxassoc.app.cache`; ``cache_dir=None``: off).
+    """:func:`rpam_inputs` through the on-disk cache (:mod:`jaxassoc.readouts.cache`; ``cache_dir=None``: off).
 
     The key holds what decides the arrays bit for bit: the model (weights, tokenizer, dtypes), the filled
     prompts, BOS, the attributes' token ids, the needed pairs, and the batching (batch size, buckets, devices). Statistics

@@ -4,23 +4,23 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import jax
+import matplotlib
 import numpy as np
 import pandas as pd
 
 from jaxassoc import data
-from jaxassoc.app import datasets, resolve, store, tables
+from jaxassoc.app import datasets, model_loading, store, tables
 from jaxassoc.app.cache import cached_arrays, model_key
 from jaxassoc.app.config import MetricConfig, check_choice, check_corpus, check_range
-from jaxassoc.app.pipelines.weat import (
+from jaxassoc.readouts.weat import (
+    CHANGE_CLASSES,
     cached_reference,
     check_suite_words,
-    plot_cosine_heatmaps,
-    plot_effect_size_heatmap,
-    plot_raw_vs_whitened,
     prefetch_word_vectors,
     run_anisotropy,
     run_sc_weat_experiment,
@@ -30,11 +30,17 @@ from jaxassoc.app.pipelines.weat import (
     text_sha256,
 )
 from jaxassoc.app.registry import Job, JobResult
-from jaxassoc.app.stages import stage
+from jaxassoc.progress import stage
 from jaxassoc.embeddings.contextual import ContextIndex, ContextualWordVectors
 from jaxassoc.embeddings.sentence import sentence_vectors
-from jaxassoc.embeddings.whitening import apply_zca, corpus_word_types, fit_zca, reference_sample, save_zca
+from jaxassoc.embeddings.whitening import ZcaStats, apply_zca, corpus_word_types, fit_zca, reference_sample, save_zca
+from jaxassoc.io import atomic_write
+from jaxassoc.metrics.anisotropy import cosine_matrix, sample_rows
 from jaxassoc.metrics.similarity import compare_whitening
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import Polygon  # noqa: E402
 
 
 @dataclass
@@ -165,7 +171,7 @@ def run(job: Job) -> JobResult:
     key_weat, key_aniso, key_sim = jax.random.split(jax.random.key(job.seed), 3)
     aggregates, provenance = [], {}
     if job.model.kind == "static":
-        embeddings = resolve.static_embeddings(job.model)
+        embeddings = model_loading.static_embeddings(job.model)
         vectors = embeddings
         if whitening.name == "zca":
             word_types = (
@@ -177,9 +183,9 @@ def run(job: Job) -> JobResult:
                 embeddings, word_types=word_types, corpus_name="WikiText-2 (test+valid)" if cfg.corpus == "wikitext2" else cfg.corpus,
                 max_items=whitening.max_samples, seed=job.seed,
             )
-        provenance.update(resolve.model_provenance(job.model, embeddings))
+        provenance.update(model_loading.model_provenance(job.model, embeddings))
     else:
-        model = resolve.language_model(job.model, job.mesh)
+        model = model_loading.language_model(job.model, job.mesh)
         sentences = _corpus_sentences(cfg.corpus)
         vectors = ContextualWordVectors(
             model, ContextIndex.build(sentences), layer=cfg.layer, max_contexts=cfg.max_contexts,
@@ -199,7 +205,7 @@ def run(job: Job) -> JobResult:
                     progress=not job.quiet,
                 )
                 extracted.count = len(reference.vectors)
-        provenance.update(resolve.model_provenance(job.model, model))
+        provenance.update(model_loading.model_provenance(job.model, model))
     if cfg.single_category:
         return _single_category(job, vectors, suite, key_weat, provenance)
     zca = None
@@ -210,9 +216,7 @@ def run(job: Job) -> JobResult:
         table = run_weat_experiment(
             vectors, suite, key=key_weat, whitening=zca,
             whitening_description=reference.description if zca is not None else "",
-            ddof=job.stats.ddof, exact_bound=job.stats.exact_bound, n_permutations=job.stats.n_permutations,
-            ties=job.stats.ties, n_bootstrap=job.stats.n_bootstrap, confidence=job.stats.confidence,
-            alternative=job.stats.alternative, alpha=job.stats.alpha, max_oov_share=cfg.max_oov_share,
+            options=job.stats, alpha=job.stats.alpha, max_oov_share=cfg.max_oov_share,
         )
     table["effect_size"] = table["d_whitened"] if zca is not None else table["d_raw"]
     table["effect_size_raw"] = table["d_raw"]
@@ -256,12 +260,9 @@ def run(job: Job) -> JobResult:
 
 def _single_category(job: Job, vectors, suite, key, provenance: dict) -> JobResult:
     """``metric.single_category=true``: SC-WEAT of every target word (one row per word)."""
-    s = job.stats
     with stage("weat", f"{job.dataset.name} SC-WEAT words scored") as scored:
-        table = run_sc_weat_experiment(
-            vectors, suite, key=key, ddof=s.ddof, exact_bound=s.exact_bound, n_permutations=s.n_permutations,
-            ties=s.ties, alternative=s.alternative, max_oov_share=job.metric.max_oov_share,
-        )
+        table = run_sc_weat_experiment(vectors, suite, key=key, options=job.stats,
+                                       max_oov_share=job.metric.max_oov_share)
         scored.count = len(table)
     provenance["dataset_version"] = datasets.dataset_version(job.dataset, suite)
     return JobResult(items=table, aggregates=table, provenance=provenance)
@@ -284,3 +285,79 @@ def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
         ("similarity benchmarks (Spearman rho)", tables.block(aggregates[kind == "similarity"], [
             "benchmark", "n_pairs", "rho_raw", "rho_whitened", "difference", "ci_low", "ci_high", "p_value"])),
     ]
+
+
+def plot_effect_size_heatmap(results: Mapping[str, pd.DataFrame], path: str | Path, *, alpha=0.05):
+    """Figure 3: one row per model, one column per test; each cell's upper-left triangle is d raw and
+    its lower-right triangle d whitened (colour clipped to [-1.5, 1.5]); significant values are bold
+    with an asterisk."""
+    models = list(results)
+    tests = list(next(iter(results.values()))["test"])
+    cmap, norm = plt.get_cmap("RdBu_r"), matplotlib.colors.Normalize(-1.5, 1.5)
+    fig, ax = plt.subplots(figsize=(1.1 * len(tests) + 2, 0.9 * len(models) + 1.5))
+    for i, model in enumerate(models):
+        frame = results[model].set_index("test")
+        for j, test in enumerate(tests):
+            for kind, corners, offset in (
+                ("raw", [(j, i), (j + 1, i), (j, i + 1)], (0.3, 0.3)),
+                ("whitened", [(j + 1, i), (j + 1, i + 1), (j, i + 1)], (0.7, 0.72)),
+            ):
+                d, p = frame.loc[test, f"d_{kind}"], frame.loc[test, f"p_{kind}"]
+                ax.add_patch(Polygon(corners, facecolor=cmap(norm(d)), edgecolor="white"))
+                sig = p < alpha
+                ax.text(j + offset[0], i + offset[1], f"{d:.2f}" + ("*" if sig else ""),
+                        ha="center", va="center", fontsize=7, fontweight="bold" if sig else "normal")  # fmt: skip
+    ax.set_xlim(0, len(tests))
+    ax.set_ylim(len(models), 0)
+    ax.set_xticks(np.arange(len(tests)) + 0.5, tests)
+    ax.set_yticks(np.arange(len(models)) + 0.5, models)
+    fig.colorbar(matplotlib.cm.ScalarMappable(norm, cmap), ax=ax, label="effect size d")
+    ax.set_title("WEAT d: raw (upper left) vs ZCA-whitened (lower right); * p < %.2g" % alpha)
+    return _save(fig, path)
+
+
+def plot_raw_vs_whitened(results: Mapping[str, pd.DataFrame], path: str | Path):
+    """Figure 4: d whitened against d raw for every (model, test), coloured by change class."""
+    colours = dict(zip(CHANGE_CLASSES, ("tab:pink", "tab:red", "tab:blue", "tab:gray", "white")))
+    fig, ax = plt.subplots(figsize=(5, 5))
+    markers = "osv^D<>p"
+    for marker, (model, frame) in zip(markers, results.items()):
+        ax.scatter(frame.d_raw, frame.d_whitened, c=[colours[c] for c in frame.change],
+                   marker=marker, label=model, edgecolors="black", linewidths=0.4)  # fmt: skip
+        for _, row in frame.iterrows():
+            ax.annotate(row.test, (row.d_raw, row.d_whitened), fontsize=6, xytext=(3, 3),
+                        textcoords="offset points")  # fmt: skip
+    lim = (-2, 2)
+    ax.plot(lim, lim, color="black", linewidth=0.8)
+    ax.set(xlim=lim, ylim=lim, xlabel="d raw", ylabel="d whitened")
+    for change, colour in colours.items():
+        ax.scatter([], [], c=colour, label=change)
+    ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def plot_cosine_heatmaps(
+    key: jax.Array, reference: np.ndarray, whitening: ZcaStats, path: str | Path, *, n_samples=2000
+):
+    """Figure 1: pairwise cosine matrices of ``n_samples`` random reference vectors, raw and whitened."""
+    sample = np.asarray(sample_rows(key, reference, n_samples))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.5))
+    for ax, (title, x) in zip(axes, (("raw", sample), ("ZCA-whitened", apply_zca(whitening, sample)))):
+        cos = np.asarray(cosine_matrix(x))
+        image = ax.imshow(cos, cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
+        off = cos[~np.eye(len(cos), dtype=bool)]
+        ax.set_title(f"{title}: mean {off.mean():.3f}, SD {off.std():.3f}")
+        ax.set_xticks([])
+        ax.set_yticks([])
+    fig.colorbar(image, ax=axes, label="cosine")
+    return _save(fig, path)
+
+
+def _save(fig, path: str | Path) -> Path:
+    """Write the figure atomically (format from the suffix, PNG by default) and close it."""
+    path = Path(path)
+    try:
+        atomic_write(path, lambda p: fig.savefig(p, format=path.suffix[1:] or "png", dpi=150, bbox_inches="tight"))
+    finally:
+        plt.close(fig)
+    return path

@@ -1,4 +1,5 @@
-"""ZCA-WEAT Experiments 1-3 (ZCA-WEAT paper §4.3) as plain functions, and the paper's figures.
+"""ZCA-WEAT Experiments 1-3 (ZCA-WEAT paper §4.3) as plain functions (the app draws the paper's figures:
+:mod:`jaxassoc.app.tasks.weat`).
 
 - :func:`run_weat_experiment` (Experiment 3): d and p of every test of a suite, raw and whitened, and
   the significance change class at p < alpha.
@@ -7,54 +8,42 @@
   the explained-variance spectrum, before and after whitening.
 - :func:`run_similarity_benchmark` (Experiment 2): Spearman rho of cosine vs human scores, raw vs
   whitened, with a paired bootstrap.
-- :func:`run_static_experiments`: all three for a static embedding with one ZCA fit.
-- Figures: :func:`plot_effect_size_heatmap` (Figure 3), :func:`plot_raw_vs_whitened` (Figure 4),
-  :func:`plot_cosine_heatmaps` (Figure 1).
 - Contextual models: :func:`prefetch_word_vectors` and :func:`cached_reference` run the forward passes
-  through the app's on-disk cache (:mod:`jaxassoc.app.cache`), so a sweep over whitening or statistics
+  through the on-disk cache (:mod:`jaxassoc.readouts.cache`), so a sweep over whitening or statistics
   options extracts the vectors once.
 
 Vectors come from a :class:`~jaxassoc.embeddings.static.StaticEmbeddings` or any ``vectors_fn(words,
-name) -> Lookup`` (e.g. contextual word vectors). No Hydra here: the app wires these into its config.
+name) -> Lookup`` (e.g. contextual word vectors). No Hydra here: ``metric=weat`` (:mod:`jaxassoc.app.tasks.weat`) wires these into its config.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import jax
-import matplotlib
 import numpy as np
 import pandas as pd
 
-from jaxassoc.app.cache import cached_arrays, model_key
-from jaxassoc.app.stages import progress
+from jaxassoc.readouts.cache import cached_arrays, model_key
+from jaxassoc.progress import progress
 from jaxassoc.embeddings.contextual import ContextualWordVectors, contextual_reference
 from jaxassoc.embeddings.static import Lookup, StaticEmbeddings
 from jaxassoc.embeddings.whitening import (
     ReferenceSample,
     ZcaStats,
     apply_zca,
-    corpus_word_types,
-    fit_zca,
-    reference_sample,
 )
 from jaxassoc.errors import InputError
-from jaxassoc.io import atomic_write
 from jaxassoc.metrics.anisotropy import (
-    cosine_matrix,
     explained_variance_ratio,
     pairwise_cosine,
     sample_rows,
 )
 from jaxassoc.metrics.similarity import compare_whitening
 from jaxassoc.metrics.weat import UNDEFINED_CONSTANT_S, check_distinct_words, sc_weat, weat
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.patches import Polygon  # noqa: E402
+from jaxassoc.stats import StatsOptions
 
 VectorsFn = Callable[[Sequence[str], str], Lookup]
 
@@ -116,13 +105,7 @@ def run_weat_experiment(
     key: jax.Array,
     whitening: ZcaStats | None = None,
     whitening_description: str = "",
-    ddof: int = 1,
-    exact_bound: int = 1_000_000,
-    n_permutations: int = 100_000,
-    ties: str = "strict",
-    n_bootstrap: int = 10_000,
-    confidence: float = 0.95,
-    alternative: str = "greater",
+    options: StatsOptions = StatsOptions(),
     alpha: float = 0.05,
     max_oov_share: float = 0.2,
 ) -> pd.DataFrame:
@@ -140,10 +123,7 @@ def run_weat_experiment(
     for test, test_key in zip(suite.tests, jax.random.split(key, len(suite.tests))):
         names, found = _looked_up(test, lookup)
         kept = tuple(f.kept_words for f in found)
-        settings = dict(
-            words=kept, names=names, ddof=ddof, exact_bound=exact_bound, n_permutations=n_permutations,
-            ties=ties, n_bootstrap=n_bootstrap, confidence=confidence, alternative=alternative,
-        )  # fmt: skip
+        settings = dict(words=kept, names=names, **options.as_kwargs())
         row = {
             "suite": suite.name,
             "test": test.id,
@@ -158,11 +138,8 @@ def run_weat_experiment(
             row.update(_result_columns("whitened", weat(test_key, *white, **settings)))
             row["change"] = change_class(row["p_raw"], row["p_whitened"], alpha)
             row["paper_class"] = "Stable" if row["change"] == "Not significant" else row["change"]
-        row.update(
-            ddof=ddof, alpha=alpha, ties=ties, alternative=alternative, exact_bound=exact_bound,
-            n_permutations=n_permutations, n_bootstrap=n_bootstrap, confidence=confidence,
-            whitening=whitening_description if whitening is not None else "none",
-        )  # fmt: skip
+        row.update(alpha=alpha, **options.as_kwargs(),
+                   whitening=whitening_description if whitening is not None else "none")
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -172,11 +149,7 @@ def run_sc_weat_experiment(
     suite,
     *,
     key: jax.Array,
-    ddof: int = 1,
-    exact_bound: int = 1_000_000,
-    n_permutations: int = 100_000,
-    ties: str = "strict",
-    alternative: str = "greater",
+    options: StatsOptions = StatsOptions(),
     max_oov_share: float = 0.2,
 ) -> pd.DataFrame:
     """SC-WEAT (docs/methods.md §2.4) of every target word of every test of ``suite`` against the test's
@@ -192,7 +165,7 @@ def run_sc_weat_experiment(
         res = sc_weat(
             test_key, targets, found[2].vectors, found[3].vectors,
             words=(words, found[2].kept_words, found[3].kept_words), names=(f"{names[0]} ∪ {names[1]}", *names[2:]),
-            ddof=ddof, exact_bound=exact_bound, n_permutations=n_permutations, ties=ties, alternative=alternative,
+            **options.permutation_kwargs(),
         )
         n_x = len(found[0].kept_words)
         for i, word in enumerate(words):
@@ -203,8 +176,7 @@ def run_sc_weat_experiment(
                 "p_resamples": int(res.n_resamples),
                 "undefined_reason": "" if bool(res.defined[i]) else "cos(w, ·) is the same for every attribute",
                 "lost_words": " ".join(w for f in found for w in f.lost_words),
-                "ddof": ddof, "ties": ties, "alternative": alternative, "exact_bound": exact_bound,
-                "n_permutations": n_permutations,
+                **options.permutation_kwargs(),
             })
     return pd.DataFrame(rows)
 
@@ -262,49 +234,6 @@ def run_similarity_benchmark(
         "n_dropped": len(pairs) - len(kept),
         **{field: float(value) for field, value in res._asdict().items() if field != "n_pairs"},
         "n_resamples": n_resamples,
-    }
-
-
-def run_static_experiments(
-    embeddings: StaticEmbeddings,
-    suite,
-    benchmarks: Mapping[str, pd.DataFrame],
-    *,
-    key: jax.Array,
-    corpus_tokens: Sequence[str] | None,
-    corpus_name: str = "WikiText-2 (test + valid)",
-    max_reference: int = 100_000,
-    reference_seed: int = 0,
-    eps: float = 1e-3,
-    n_resamples: int = 10_000,
-    **weat_options,
-) -> dict:
-    """Experiments 1-3 for static vectors with one ZCA fit: the reference sample is the corpus's word
-    types (``corpus_tokens``; None = a uniform vocabulary sample), ``benchmarks`` maps names to word-pair
-    frames. Returns ``zca``, ``reference`` (description), ``anisotropy``, ``similarity`` (DataFrame)
-    and ``weat`` (DataFrame)."""
-    types = corpus_word_types(corpus_tokens) if corpus_tokens is not None else None
-    ref = reference_sample(
-        embeddings, word_types=types, corpus_name=corpus_name, max_items=max_reference, seed=reference_seed
-    )
-    zca = fit_zca(ref.vectors, eps=eps)
-    k_aniso, k_sim, k_weat = jax.random.split(key, 3)
-    similarity = pd.DataFrame(
-        [
-            run_similarity_benchmark(embeddings, pairs, zca, key=k, name=name, n_resamples=n_resamples)
-            for k, (name, pairs) in zip(jax.random.split(k_sim, len(benchmarks)), benchmarks.items())
-        ]
-    )
-    return {
-        "zca": zca,
-        "reference": ref.description,
-        "reference_vectors": ref.vectors,
-        "anisotropy": run_anisotropy(k_aniso, ref.vectors, zca),
-        "similarity": similarity,
-        "weat": run_weat_experiment(
-            embeddings, suite, key=k_weat, whitening=zca,
-            whitening_description=f"{ref.description}; eps {eps:g}", **weat_options,
-        ),  # fmt: skip
     }
 
 
@@ -379,79 +308,3 @@ def cached_reference(
 
     arrays = cached_arrays(cache_dir, "contextual_reference", parts, compute)
     return ReferenceSample(arrays["vectors"], [str(x) for x in arrays["words"]], str(arrays["description"]))
-
-
-def plot_effect_size_heatmap(results: Mapping[str, pd.DataFrame], path: str | Path, *, alpha=0.05):
-    """Figure 3: one row per model, one column per test; each cell's upper-left triangle is d raw and
-    its lower-right triangle d whitened (colour clipped to [-1.5, 1.5]); significant values are bold
-    with an asterisk."""
-    models = list(results)
-    tests = list(next(iter(results.values()))["test"])
-    cmap, norm = plt.get_cmap("RdBu_r"), matplotlib.colors.Normalize(-1.5, 1.5)
-    fig, ax = plt.subplots(figsize=(1.1 * len(tests) + 2, 0.9 * len(models) + 1.5))
-    for i, model in enumerate(models):
-        frame = results[model].set_index("test")
-        for j, test in enumerate(tests):
-            for kind, corners, offset in (
-                ("raw", [(j, i), (j + 1, i), (j, i + 1)], (0.3, 0.3)),
-                ("whitened", [(j + 1, i), (j + 1, i + 1), (j, i + 1)], (0.7, 0.72)),
-            ):
-                d, p = frame.loc[test, f"d_{kind}"], frame.loc[test, f"p_{kind}"]
-                ax.add_patch(Polygon(corners, facecolor=cmap(norm(d)), edgecolor="white"))
-                sig = p < alpha
-                ax.text(j + offset[0], i + offset[1], f"{d:.2f}" + ("*" if sig else ""),
-                        ha="center", va="center", fontsize=7, fontweight="bold" if sig else "normal")  # fmt: skip
-    ax.set_xlim(0, len(tests))
-    ax.set_ylim(len(models), 0)
-    ax.set_xticks(np.arange(len(tests)) + 0.5, tests)
-    ax.set_yticks(np.arange(len(models)) + 0.5, models)
-    fig.colorbar(matplotlib.cm.ScalarMappable(norm, cmap), ax=ax, label="effect size d")
-    ax.set_title("WEAT d: raw (upper left) vs ZCA-whitened (lower right); * p < %.2g" % alpha)
-    return _save(fig, path)
-
-
-def plot_raw_vs_whitened(results: Mapping[str, pd.DataFrame], path: str | Path):
-    """Figure 4: d whitened against d raw for every (model, test), coloured by change class."""
-    colours = dict(zip(CHANGE_CLASSES, ("tab:pink", "tab:red", "tab:blue", "tab:gray", "white")))
-    fig, ax = plt.subplots(figsize=(5, 5))
-    markers = "osv^D<>p"
-    for marker, (model, frame) in zip(markers, results.items()):
-        ax.scatter(frame.d_raw, frame.d_whitened, c=[colours[c] for c in frame.change],
-                   marker=marker, label=model, edgecolors="black", linewidths=0.4)  # fmt: skip
-        for _, row in frame.iterrows():
-            ax.annotate(row.test, (row.d_raw, row.d_whitened), fontsize=6, xytext=(3, 3),
-                        textcoords="offset points")  # fmt: skip
-    lim = (-2, 2)
-    ax.plot(lim, lim, color="black", linewidth=0.8)
-    ax.set(xlim=lim, ylim=lim, xlabel="d raw", ylabel="d whitened")
-    for change, colour in colours.items():
-        ax.scatter([], [], c=colour, label=change)
-    ax.legend(fontsize=7)
-    return _save(fig, path)
-
-
-def plot_cosine_heatmaps(
-    key: jax.Array, reference: np.ndarray, whitening: ZcaStats, path: str | Path, *, n_samples=2000
-):
-    """Figure 1: pairwise cosine matrices of ``n_samples`` random reference vectors, raw and whitened."""
-    sample = np.asarray(sample_rows(key, reference, n_samples))
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.5))
-    for ax, (title, x) in zip(axes, (("raw", sample), ("ZCA-whitened", apply_zca(whitening, sample)))):
-        cos = np.asarray(cosine_matrix(x))
-        image = ax.imshow(cos, cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
-        off = cos[~np.eye(len(cos), dtype=bool)]
-        ax.set_title(f"{title}: mean {off.mean():.3f}, SD {off.std():.3f}")
-        ax.set_xticks([])
-        ax.set_yticks([])
-    fig.colorbar(image, ax=axes, label="cosine")
-    return _save(fig, path)
-
-
-def _save(fig, path: str | Path) -> Path:
-    """Write the figure atomically (format from the suffix, PNG by default) and close it."""
-    path = Path(path)
-    try:
-        atomic_write(path, lambda p: fig.savefig(p, format=path.suffix[1:] or "png", dpi=150, bbox_inches="tight"))
-    finally:
-        plt.close(fig)
-    return path

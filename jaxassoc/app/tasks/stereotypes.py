@@ -2,14 +2,14 @@
 with the human ratings of 25 groups x 16 ABC trait pairs (docs/methods.md §3).
 
 The model's objective picks the path: a causal LM gets one teacher-forced pass per (group, trait word)
-with the trait ending the prompt (:func:`~jaxassoc.app.pipelines.stereotypes.score_causal`; 33 of the 35
+with the trait ending the prompt (:func:`~jaxassoc.readouts.stereotypes.score_causal`; 33 of the 35
 templates, ``bos`` switch), a masked LM (BERT, RoBERTa) one pass per write-in step with one mask per trait
-subword (:func:`~jaxassoc.app.pipelines.stereotypes_mlm.score_masked`; all 35 templates, ``bos`` unused).
+subword (:func:`~jaxassoc.readouts.stereotypes_mlm.score_masked`; all 35 templates, ``bos`` unused).
 Either gives all three scores, cached on disk, so the three metrics of a sweep share the passes; the
 metric's name picks the score whose alignment is reported. Template selection follows the paper: with
 several templates, the best one by mean Kendall τ on the pilot groups (Asian, Black, Hispanic,
 immigrant) is reported on the held-out groups, beside the average over all templates. CEAT has its own
-job (``metric=ceat``, :mod:`jaxassoc.app.jobs.ceat`), as do paired groups (``metric=intersectional``).
+job (``metric=ceat``, :mod:`jaxassoc.app.tasks.ceat`), as do paired groups (``metric=intersectional``).
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ import numpy as np
 import pandas as pd
 
 from jaxassoc import data
-from jaxassoc.app import resolve, tables
+from jaxassoc.app import model_loading, tables
 from jaxassoc.app.cache import cached_arrays
 from jaxassoc.app.config import MetricConfig, check_choice, check_unique
-from jaxassoc.app.pipelines.stereotypes import check_set_head, human_alignment, is_causal_template, pair_matrix, score_causal
-from jaxassoc.app.pipelines.stereotypes_mlm import score_masked
+from jaxassoc.readouts.stereotypes import check_set_head, human_alignment, is_causal_template, pair_matrix, score_causal
+from jaxassoc.readouts.stereotypes_mlm import score_masked
 from jaxassoc.app.registry import Job, JobResult
-from jaxassoc.app.stages import stage
+from jaxassoc.progress import stage
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.set_score import NAN_POLICIES, TRANSFORMS
 
@@ -112,7 +112,7 @@ def run(job: Job) -> JobResult:
             kind = "ABC templates" if job.model.kind == "masked" else "ABC templates whose trait ends the prompt"
             raise ConfigError(f"template {template!r} is not one of the {len(usable)} {kind} "
                               f"(model.kind={job.model.kind}); metric.templates=[all] takes every one")
-    model = resolve.language_model(job.model, job.mesh)
+    model = model_loading.language_model(job.model, job.mesh)
     if score == "set":
         check_set_head(model)
     if model.objective != job.model.kind:
@@ -145,7 +145,7 @@ def run(job: Job) -> JobResult:
          "p_at_3_heldout": aggregates["p_at_3_heldout"].mean()},
     ]
     aggregates = pd.concat([aggregates, pd.DataFrame(summary_rows).assign(score=score)], ignore_index=True)
-    provenance = {**resolve.model_provenance(job.model, model), "dataset_version": data.dataset_info("abc").version,
+    provenance = {**model_loading.model_provenance(job.model, model), "dataset_version": data.dataset_info("abc").version,
                   "pilot_groups": list(PILOT_GROUPS),
                   "prompt": "masked write-in" if model.objective == "masked" else f"causal, bos={cfg.bos}"}
     return JobResult(items=pd.concat(items, ignore_index=True), aggregates=aggregates, provenance=provenance)

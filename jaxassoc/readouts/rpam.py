@@ -30,12 +30,13 @@ import pandas as pd
 
 from jaxassoc import data, stats
 from jaxassoc.errors import InputError
-from jaxassoc.app.pipelines.rpam_prompts import PromptTemplate, RpamInputs, cached_rpam_inputs, tokenize_attributes
-from jaxassoc.app.pipelines.weat import check_suite_words
+from jaxassoc.readouts.rpam_prompts import PromptTemplate, RpamInputs, cached_rpam_inputs, tokenize_attributes
+from jaxassoc.readouts.weat import check_suite_words
 from jaxassoc.data.weat import WeatSuite
 from jaxassoc.metrics import rpam
 from jaxassoc.metrics.weat import UNDEFINED_CONSTANT_S
 from jaxassoc.models.base import LanguageModel
+from jaxassoc.stats import StatsOptions
 
 GENDER_ROLE_TESTS = ("C7", "C8")
 
@@ -105,16 +106,11 @@ def weat_ws(
     suite: str | WeatSuite = "weat_ws",
     swap_gender_roles: bool = True,
     normalise: bool = True,
-    ddof: int = 1,
-    exact_bound: int = 1_000_000,
-    n_permutations: int = 100_000,
-    ties: str = "strict",
-    n_bootstrap: int = 10_000,
-    confidence: float = 0.95,
-    alternative: str = "greater",
+    options: StatsOptions = StatsOptions(),
     **run_options,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """RPAM Test on every test of a WEAT suite (a packaged suite's name, or a suite such as a user's own)."""
+    """RPAM Test on every test of a WEAT suite (a packaged suite's name, or a suite such as a user's own), with
+    the permutation test and CI of ``options``."""
     rows, items = [], []
     tests = (data.load_weat_suite(suite) if isinstance(suite, str) else suite).tests
     check_suite_words(tests)
@@ -126,10 +122,7 @@ def weat_ws(
         x, y, a, b = test.targets_x, test.targets_y, test.attributes_a, test.attributes_b
         n_multi = len(tokenize_attributes(model.tokenizer, a + b, template).multi_token)
         result = rpam.rpam_test(
-            test_key, jnp.asarray(p), n_x=len(x), n_a=len(a), ddof=ddof, exact_bound=exact_bound,
-            n_permutations=n_permutations, ties=ties, n_bootstrap=n_bootstrap, confidence=confidence,
-            alternative=alternative,
-        )
+            test_key, jnp.asarray(p), n_x=len(x), n_a=len(a), **options.as_kwargs())
         rows.append(
             {
                 "test": test.id,
@@ -140,8 +133,8 @@ def weat_ws(
                 "ci_low": float(result.ci_low),
                 "ci_high": float(result.ci_high),
                 "undefined_reason": "" if bool(result.defined) else UNDEFINED_CONSTANT_S,
-                "alternative": alternative,
-                "confidence": confidence,
+                "alternative": options.alternative,
+                "confidence": options.confidence,
                 "roles": "gender terms as targets" if swapped else "as listed",
                 "n_targets": len(x) + len(y),
                 "n_attributes": len(a) + len(b),

@@ -17,7 +17,7 @@ from jax.sharding import Mesh
 
 from jaxassoc.app.config import MeshConfig, ModelConfig
 from jaxassoc.app.provenance import file_sha256, files_fingerprint
-from jaxassoc.app.stages import stage
+from jaxassoc.progress import stage
 from jaxassoc.embeddings.static import StaticEmbeddings, load_embedded_glove, load_glove_text, load_word2vec_binary
 from jaxassoc.errors import ConfigError, ModelError
 from jaxassoc.models.base import LanguageModel

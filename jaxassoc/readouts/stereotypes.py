@@ -9,7 +9,7 @@ gives, at the position before each trait token, the head input x (for SeT) and t
 ("person" / "people" / "People") in the same template. Whether a BOS token starts the prompt is the
 ``bos`` switch (it changes small causal models' results markedly): record it with the results.
 
-Masked LMs (one forward pass per write-in step) are in :mod:`jaxassoc.app.pipelines.stereotypes_mlm`; both
+Masked LMs (one forward pass per write-in step) are in :mod:`jaxassoc.readouts.stereotypes_mlm`; both
 paths end in :func:`scores_from_head_inputs`, which turns head inputs at the trait's subwords into the
 three scores.
 """
@@ -27,8 +27,8 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from jaxassoc.app.cache import cached_arrays, model_key
-from jaxassoc.app.stages import stage
+from jaxassoc.readouts.cache import cached_arrays, model_key
+from jaxassoc.progress import stage
 from jaxassoc.data import AbcData, load_human_ratings
 from jaxassoc.data.stereotypes import MASK
 from jaxassoc.errors import ConfigError, InputError

@@ -2,7 +2,7 @@
 ``weat_ws``) with any language model's contextual embeddings.
 
 Per-word pools of contextual embeddings come from the reference corpus (see
-:mod:`jaxassoc.app.pipelines.ceat`) and are cached on disk keyed by the model hashes, the corpus text,
+:mod:`jaxassoc.readouts.ceat`) and are cached on disk keyed by the model hashes, the corpus text,
 layer, pool size, context seed and fallback, never by the job seed or N: a rerun with another seed or N
 reuses them bit for bit. Writes ``items`` (one row per test, set and word: contexts used and how),
 ``aggregates`` (one row per test: CES, its variance, τ², one-sided p, per-draw summaries) and
@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 import jax
 import pandas as pd
 
-from jaxassoc.app import datasets, resolve, store, tables
+from jaxassoc.app import datasets, model_loading, store, tables
 from jaxassoc.app.cache import cached_arrays
 from jaxassoc.app.config import NO_EFFECT, MetricConfig, check_choice, check_corpus, check_range, check_unique
-from jaxassoc.app.pipelines.ceat import (
+from jaxassoc.readouts.ceat import (
     FALLBACKS,
     ContextPools,
     context_pools,
@@ -27,9 +27,9 @@ from jaxassoc.app.pipelines.ceat import (
     run_ceat_suite,
     word_table,
 )
-from jaxassoc.app.pipelines.weat import check_suite_words
+from jaxassoc.readouts.weat import check_suite_words
 from jaxassoc.app.registry import Job, JobResult
-from jaxassoc.app.stages import stage
+from jaxassoc.progress import stage
 from jaxassoc.embeddings.contextual import ContextIndex
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.ceat import N_DRAWS
@@ -84,7 +84,7 @@ def run(job: Job) -> JobResult:
     tests, positions, suite = _tests(job)
     check_suite_words(tests)
     words = sorted({w for t in tests for w in (*t.targets_x, *t.targets_y, *t.attributes_a, *t.attributes_b)})
-    model = resolve.language_model(job.model, job.mesh)
+    model = model_loading.language_model(job.model, job.mesh)
     sentences, corpus = corpus_sentences(cfg.corpus)
     key = {"weights": model.provenance.weights_sha256, "tokenizer": model.provenance.tokenizer_sha256,
            "dtype": job.model.dtype, "corpus": corpus, "layer": cfg.layer, "max_contexts": cfg.max_contexts,
@@ -105,7 +105,7 @@ def run(job: Job) -> JobResult:
     aggregates = aggregates.assign(suite=job.dataset.name, corpus=corpus, layer=cfg.layer,
                                    max_contexts=cfg.max_contexts, fallback=cfg.fallback)
     store.write_table(job.output_dir, "draws", draws)
-    provenance = {**resolve.model_provenance(job.model, model),
+    provenance = {**model_loading.model_provenance(job.model, model),
                   "dataset_version": datasets.dataset_version(job.dataset, suite), "corpus": corpus}
     return JobResult(items=word_table(pools, tests), aggregates=aggregates, provenance=provenance)
 

@@ -10,12 +10,12 @@ import numpy as np
 import pandas as pd
 
 from jaxassoc import data
-from jaxassoc.app import resolve, tables
+from jaxassoc.app import model_loading, tables
 from jaxassoc.app.config import NO_EFFECT, MetricConfig, check_choice, check_range, check_unique
 from jaxassoc.app.cache import cached_arrays
-from jaxassoc.app.pipelines.unstereo import run_unstereo, score_sentences, summarize
+from jaxassoc.readouts.unstereo import run_unstereo, score_sentences, summarize
 from jaxassoc.app.registry import Job, JobResult
-from jaxassoc.app.stages import stage
+from jaxassoc.progress import stage
 from jaxassoc.data.custom_sentences import load_templates_file
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.unstereo import ETAS, LOG10_THRESHOLD
@@ -58,7 +58,7 @@ def run(job: Job) -> JobResult:
     if name not in DATASETS:
         raise ConfigError(f"metric=unstereo needs an UnStereoEval dataset ({sorted(DATASETS)}), not {name!r}")
     custom = _templates(job.dataset)
-    model = resolve.language_model(job.model, job.mesh)
+    model = model_loading.language_model(job.model, job.mesh)
     rows = None
     if job.dataset.sample is not None:
         frame = data.load_dataset(name) if custom is None else custom
@@ -78,7 +78,7 @@ def run(job: Job) -> JobResult:
         scored.count = len(scores)
     summary = summarize(scores, etas=tuple(cfg.etas), aufc_units=cfg.aufc_units, threshold=cfg.threshold_log10)
     provenance = {
-        **resolve.model_provenance(job.model, model),
+        **model_loading.model_provenance(job.model, model),
         "dataset_version": _version(name, custom),
         "dataset_rows": "all" if rows is None else f"seeded sample of {len(rows)} (seed {job.seed})",
     }

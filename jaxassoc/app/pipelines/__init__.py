@@ -1,1 +1,0 @@
-"""Pipelines: plain functions from loaded inputs to result tables (no Hydra inside)."""
