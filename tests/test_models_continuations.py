@@ -61,6 +61,20 @@ def test_packed_continuations_equal_the_full_recompute(model, padding):
         assert np.all(np.asarray(logprob[b, at:]) == 0.0)  # padding columns
 
 
+def test_padding_columns_past_the_context_leave_the_scores_finite_and_exact(model):
+    """More packed columns than the context has positions left (a 64-position model, 12 + 64 columns): the
+    padding columns must not index the position table past its end (NaN there reached the real tokens)."""
+    prefix = model.tokenizer(PREFIXES[2], add_special_tokens=False)["input_ids"]
+    tokens = (5, 6, 7)
+    L = model.max_positions  # prefix + L columns pass the context; the continuation itself fits
+    ids, mask = pad_batch([prefix], len(prefix), 1, 0, "left")
+    packed = np.stack(pack_continuations([tokens], L))[:, None]
+    _, logprob = jax.jit(functools.partial(prefix_and_continuations, decoder=model.decoder))(model.params, ids, mask,
+                                                                                              *packed)
+    assert np.isfinite(np.asarray(logprob)).all()
+    np.testing.assert_allclose(np.asarray(logprob[0, :2]), _full_logprobs(model, prefix, tokens)[1:], atol=1e-5)
+
+
 def test_prefix_only_when_nothing_is_packed(model):
     ids, mask = pad_batch([[5, 6, 7], [8]], 4, 2, 0, "left")
     empty = np.zeros((2, 0), np.int32)

@@ -47,13 +47,17 @@ def pack_continuations(
 
 
 def packed_positions(prefix_mask: Int[Array, "B P"], segments: Int[Array, "B L"]) -> Int[Array, "B L"]:
-    """Position id of each packed token: the prefix's real-token count plus its index in its continuation."""
+    """Position id of each packed token: the prefix's real-token count plus its index in its continuation.
+    Padding columns get the first continuation position: however many padding columns a row has, no
+    position passes the context (a learned position table read past its end gives NaN, which would reach
+    the real tokens through their zero attention weights)."""
     L = segments.shape[1]
     column = jnp.arange(L)[None, :]
     previous = jnp.pad(segments[:, :-1], ((0, 0), (1, 0)))
     starts = (segments != previous) | (column == 0)
     first = jax.lax.cummax(jnp.where(starts, column, 0), axis=1)  # first column of each token's segment
-    return jnp.sum(prefix_mask > 0, axis=1, keepdims=True) + column - first
+    prefix = jnp.sum(prefix_mask > 0, axis=1, keepdims=True)
+    return prefix + jnp.where(segments > 0, column - first, 0)
 
 
 def packed_allowed(prefix_mask: Int[Array, "B P"], segments: Int[Array, "B L"]) -> Bool[Array, "B 1 L P+L"]:
