@@ -1,7 +1,9 @@
 """Every causal family's tiny checkpoint (``tests/family_specs``) on a 2×4 fsdp×tp mesh of 8 simulated CPU
 devices gives the single-device logits, packed log-probs and greedy tokens, each weight placed by its
-family's sharding table (one subprocess for all specs: the device count is set before JAX starts)."""
+family's sharding table (one subprocess per family module of specs: the device count is set before JAX
+starts)."""
 
+import functools
 import json
 import os
 import subprocess
@@ -11,9 +13,10 @@ import textwrap
 import pytest
 
 import conformance
-from family_specs import all_specs
+from family_specs import specs_by_family
 
-SPECS = all_specs()
+FAMILIES = specs_by_family()
+SPECS = [(family, spec) for family, specs in sorted(FAMILIES.items()) for spec in specs]
 
 SCRIPT = textwrap.dedent(
     """
@@ -64,10 +67,10 @@ SCRIPT = textwrap.dedent(
 )
 
 
-@pytest.fixture(scope="module")
-def mesh_report(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("conformance-mesh")
-    folders = {spec.name: str(conformance.save(spec, tmp)) for spec in SPECS}
+@functools.lru_cache(maxsize=None)
+def mesh_report(family: str, tmp: str) -> dict:
+    """The subprocess report of every spec of one family module."""
+    folders = {spec.name: str(conformance.save(spec, tmp)) for spec in FAMILIES[family]}
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
     proc = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(folders)], env=env, capture_output=True,
                           text=True, timeout=1200)
@@ -76,9 +79,14 @@ def mesh_report(tmp_path_factory):
     return json.loads(line.removeprefix("REPORT "))
 
 
+@pytest.fixture(scope="module")
+def tmp(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("conformance-mesh"))
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("spec", SPECS, ids=[s.name for s in SPECS])
-def test_a_2x4_mesh_gives_the_single_device_results(mesh_report, spec):
-    r = mesh_report[spec.name]
+@pytest.mark.parametrize("family, spec", SPECS, ids=[s.name for _, s in SPECS])
+def test_a_2x4_mesh_gives_the_single_device_results(tmp, family, spec):
+    r = mesh_report(family, tmp)[spec.name]
     assert r["sharded_leaves"] >= 4  # embeddings, head, attention and MLP weights really split
     assert r["logits"] <= 1e-5 and r["packed"] <= 1e-5 and r["greedy_equal"], r

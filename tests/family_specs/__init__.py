@@ -7,11 +7,14 @@ import importlib
 import pkgutil
 
 
+def specs_by_family() -> dict[str, list]:
+    """Family module name -> its ``SPECS``."""
+    return {m.name: list(importlib.import_module(f"{__name__}.{m.name}").SPECS) for m in pkgutil.iter_modules(__path__)}
+
+
 def all_specs() -> list:
     """Every module's ``SPECS``, sorted by name (unique names)."""
-    specs = []
-    for module in pkgutil.iter_modules(__path__):
-        specs.extend(importlib.import_module(f"{__name__}.{module.name}").SPECS)
+    specs = [s for family in specs_by_family().values() for s in family]
     names = [s.name for s in specs]
     assert len(names) == len(set(names)), f"duplicate spec names: {names}"
     return sorted(specs, key=lambda s: s.name)
