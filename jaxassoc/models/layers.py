@@ -485,3 +485,40 @@ class CausalBody(nnx.Module):
 
         h, (k, v) = scan_layers(self.stack, step, x, (flags, cache.k, cache.v))
         return self.final_norm(h), KVCache(k, v)
+
+
+class RotaryBody(CausalBody):
+    """The Llama layout of a causal body (Llama, Mistral, Qwen2, Phi-3, Qwen3, Mixtral): token embeddings
+    ``embed``, the stacked ``layers`` (a subclass names its block class in ``block``), a final RMSNorm
+    ``norm``, rotary tables (scaled by the config's ``rope_scaling``, if it has one) and the config's
+    sliding window on its ``local_layers`` (None: every layer, when there is a window)."""
+
+    block: type[CausalBlock]
+
+    def __init__(self, config: Any):
+        c = config
+        self.embed = zeros(c.vocab_size, c.hidden_size)
+        self.layers = self.block(config, lead=(c.num_hidden_layers,))
+        self.norm = zeros(c.hidden_size)
+        self.window = c.sliding_window
+        self.local_layers = getattr(c, "local_layers", None)
+        self.config = config
+
+    @property
+    def stack(self) -> CausalBlock:
+        return self.layers
+
+    @property
+    def cache_dims(self) -> tuple[int, int, int]:
+        c = self.config
+        return c.num_hidden_layers, c.num_key_value_heads, c.head_dim
+
+    def embed_inputs(self, input_ids, positions):
+        return self.embed[...][input_ids]
+
+    def final_norm(self, h: jax.Array) -> jax.Array:
+        return rms_norm(h, self.norm[...], self.config.rms_norm_eps)
+
+    def block_positions(self, positions, dtype):
+        c = self.config
+        return rope_tables(positions, c.head_dim, c.rope_theta, dtype, getattr(c, "rope_scaling", None))

@@ -22,12 +22,11 @@ import jax
 
 from jaxassoc.models.layers import (
     CausalBlock,
-    CausalBody,
+    RotaryBody,
     apply_rope,
     attention,
     head_scale,
     rms_norm,
-    rope_tables,
     zeros,
 )
 from jaxassoc.models.llama.config import LlamaConfig
@@ -82,36 +81,10 @@ class LlamaBlock(CausalBlock):
         return x + (jax.nn.silu(h @ self.gate[...]) * (h @ self.up[...])) @ self.down[...]
 
 
-class Llama(CausalBody):
-    """The Llama / Mistral / Qwen2 / Phi-3 body: token embeddings, the stacked layers, the final RMSNorm."""
+class Llama(RotaryBody):
+    """The Llama / Mistral / Qwen2 / Phi-3 body (``layers.RotaryBody`` with Llama blocks)."""
 
-    def __init__(self, config: LlamaConfig):
-        c = config
-        self.embed = zeros(c.vocab_size, c.hidden_size)
-        self.layers = LlamaBlock(config, lead=(c.num_hidden_layers,))
-        self.norm = zeros(c.hidden_size)
-        self.window = c.sliding_window
-        self.local_layers = c.local_layers
-        self.config = config
-
-    @property
-    def stack(self) -> LlamaBlock:
-        return self.layers
-
-    @property
-    def cache_dims(self) -> tuple[int, int, int]:
-        c = self.config
-        return c.num_hidden_layers, c.num_key_value_heads, c.head_dim
-
-    def embed_inputs(self, input_ids, positions):
-        return self.embed[...][input_ids]
-
-    def final_norm(self, h: jax.Array) -> jax.Array:
-        return rms_norm(h, self.norm[...], self.config.rms_norm_eps)
-
-    def block_positions(self, positions, dtype):
-        c = self.config
-        return rope_tables(positions, c.head_dim, c.rope_theta, dtype, c.rope_scaling)
+    block = LlamaBlock
 
 
 def new_body(config: LlamaConfig, body: Mapping | None = None) -> Llama:

@@ -23,12 +23,11 @@ from jaxtyping import Array, Float
 
 from jaxassoc.models.layers import (
     CausalBlock,
-    CausalBody,
+    RotaryBody,
     apply_rope,
     attention,
     head_scale,
     rms_norm,
-    rope_tables,
     zeros,
 )
 from jaxassoc.models.mixtral.config import MixtralConfig
@@ -98,34 +97,10 @@ class MixtralBlock(CausalBlock):
         return x + moe(h, self.router[...], self.gate[...], self.up[...], self.down[...], c.num_experts_per_tok)
 
 
-class Mixtral(CausalBody):
-    """The Mixtral body: token embeddings, the stacked layers, the final RMSNorm."""
+class Mixtral(RotaryBody):
+    """The Mixtral body (``layers.RotaryBody`` with routed-expert blocks)."""
 
-    def __init__(self, config: MixtralConfig):
-        c = config
-        self.embed = zeros(c.vocab_size, c.hidden_size)
-        self.layers = MixtralBlock(config, lead=(c.num_hidden_layers,))
-        self.norm = zeros(c.hidden_size)
-        self.window = c.sliding_window
-        self.config = config
-
-    @property
-    def stack(self) -> MixtralBlock:
-        return self.layers
-
-    @property
-    def cache_dims(self) -> tuple[int, int, int]:
-        c = self.config
-        return c.num_hidden_layers, c.num_key_value_heads, c.head_dim
-
-    def embed_inputs(self, input_ids, positions):
-        return self.embed[...][input_ids]
-
-    def final_norm(self, h: jax.Array) -> jax.Array:
-        return rms_norm(h, self.norm[...], self.config.rms_norm_eps)
-
-    def block_positions(self, positions, dtype):
-        return rope_tables(positions, self.config.head_dim, self.config.rope_theta, dtype)
+    block = MixtralBlock
 
 
 def new_body(config: MixtralConfig, body: Mapping | None = None) -> Mixtral:

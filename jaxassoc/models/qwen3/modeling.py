@@ -18,12 +18,11 @@ import jax
 
 from jaxassoc.models.layers import (
     CausalBlock,
-    CausalBody,
+    RotaryBody,
     apply_rope,
     attention,
     head_scale,
     rms_norm,
-    rope_tables,
     zeros,
 )
 from jaxassoc.models.qwen3.config import Qwen3Config
@@ -72,35 +71,10 @@ class Qwen3Block(CausalBlock):
         return x + (jax.nn.silu(h @ self.gate[...]) * (h @ self.up[...])) @ self.down[...]
 
 
-class Qwen3(CausalBody):
-    """The Qwen3 body: token embeddings, the stacked layers, the final RMSNorm."""
+class Qwen3(RotaryBody):
+    """The Qwen3 body (``layers.RotaryBody`` with Qwen3 blocks: q/k norms)."""
 
-    def __init__(self, config: Qwen3Config):
-        c = config
-        self.embed = zeros(c.vocab_size, c.hidden_size)
-        self.layers = Qwen3Block(config, lead=(c.num_hidden_layers,))
-        self.norm = zeros(c.hidden_size)
-        self.window = c.sliding_window
-        self.local_layers = c.local_layers
-        self.config = config
-
-    @property
-    def stack(self) -> Qwen3Block:
-        return self.layers
-
-    @property
-    def cache_dims(self) -> tuple[int, int, int]:
-        c = self.config
-        return c.num_hidden_layers, c.num_key_value_heads, c.head_dim
-
-    def embed_inputs(self, input_ids, positions):
-        return self.embed[...][input_ids]
-
-    def final_norm(self, h: jax.Array) -> jax.Array:
-        return rms_norm(h, self.norm[...], self.config.rms_norm_eps)
-
-    def block_positions(self, positions, dtype):
-        return rope_tables(positions, self.config.head_dim, self.config.rope_theta, dtype)
+    block = Qwen3Block
 
 
 def new_body(config: Qwen3Config, body: Mapping | None = None) -> Qwen3:
