@@ -23,7 +23,6 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
-from jaxassoc import stats
 from jaxassoc.metrics.weat import association_test, effect_size
 
 

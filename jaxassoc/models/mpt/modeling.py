@@ -103,6 +103,7 @@ class Mpt(CausalBody):
         distance = (key_positions - key_positions.max(axis=1, keepdims=True)).astype(jnp.float32)
         return slopes[None, :, None, None] * distance[:, None, None, :]
 
+
 def new_body(config: MptConfig, body: Mapping | None = None) -> Mpt:
     """The MPT body module (zero parameters); every MPT body has the same structure."""
     return Mpt(config)
