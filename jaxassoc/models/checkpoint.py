@@ -226,6 +226,10 @@ class LayerStack:
         return self.__array__(dtype)
 
 
+MODULE_LEAVES = {"scale": ("weight", False), "bias": ("bias", False), "w": ("weight", True), "b": ("bias", False)}
+"""Leaf of a ``layers.LayerNorm`` / ``layers.Dense`` -> (its HF tensor suffix, transpose to ``(in, out)``)."""
+
+
 class TensorTaker:
     """Takes HF tensors by name for a port and reports every problem at once.
 
@@ -274,6 +278,18 @@ class TensorTaker:
     def stack(self, pattern: str, n: int, shape: tuple[int, ...], transpose: bool = False) -> LayerStack:
         """``pattern.format(i)`` for i < n, on a new leading (layer) axis (a lazy :class:`LayerStack`)."""
         return LayerStack([self.take(pattern.format(i), shape, transpose) for i in range(n)])
+
+    def module(self, name: str, shapes: Mapping[str, tuple[int, ...]]) -> dict:
+        """A LayerNorm / Dense module's leaves (:data:`MODULE_LEAVES`) from ``name.weight`` / ``name.bias``."""
+        return {leaf: self.take(f"{name}.{MODULE_LEAVES[leaf][0]}", s, MODULE_LEAVES[leaf][1]) for leaf, s in shapes.items()}
+
+    def stacked(self, pattern: str, n: int, shapes: Mapping[str, tuple[int, ...]] | tuple[int, ...]):
+        """:meth:`module` of ``pattern.format(i)`` for i < n, stacked on a leading layer axis (``shapes`` include
+        it); a bare shape is a bias-free projection ``pattern.weight``, transposed to ``(in, out)``."""
+        if not isinstance(shapes, Mapping):
+            return self.stack(f"{pattern}.weight", n, shapes[1:], transpose=True)
+        return {leaf: self.stack(f"{pattern}.{MODULE_LEAVES[leaf][0]}", n, s[1:], MODULE_LEAVES[leaf][1])
+                for leaf, s in shapes.items()}
 
     def finish(self, what: str) -> None:
         """Raise ModelError if any tensor was missing, mis-shaped, or left over."""

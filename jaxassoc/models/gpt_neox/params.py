@@ -24,7 +24,6 @@ _BLOCK = {
     "dense_h_to_4h": "mlp.dense_h_to_4h",
     "dense_4h_to_h": "mlp.dense_4h_to_h",
 }
-_LEAF = {"scale": ("weight", False), "bias": ("bias", False), "w": ("weight", True), "b": ("bias", False)}
 _HEADS = ("embed_out.weight", "lm_head.weight")
 
 
@@ -38,12 +37,9 @@ def params_from_hf(tensors: Mapping[str, np.ndarray], config: GPTNeoXConfig) -> 
     body = {
         "embed_in": t.take("embed_in.weight", shapes["embed_in"]),
         "layers": {
-            module: {leaf: t.stack(f"layers.{{}}.{hf}.{_LEAF[leaf][0]}", L, shape[1:], transpose=_LEAF[leaf][1])
-                     for leaf, shape in shapes["layers"][module].items()}
-            for module, hf in _BLOCK.items()
+            module: t.stacked(f"layers.{{}}.{hf}", L, shapes["layers"][module]) for module, hf in _BLOCK.items()
         },
-        "final_layer_norm": {leaf: t.take(f"final_layer_norm.{_LEAF[leaf][0]}", shape)
-                             for leaf, shape in shapes["final_layer_norm"].items()},
+        "final_layer_norm": t.module("final_layer_norm", shapes["final_layer_norm"]),
     }
     head_name = next((n for n in _HEADS if t.has(n)), None)
     if head_name is not None or not config.tie_word_embeddings:

@@ -24,7 +24,6 @@ _BLOCK = {
     "fc_in": "mlp.fc_in",
     "fc_out": "mlp.fc_out",
 }
-_LEAF = {"scale": ("weight", False), "bias": ("bias", False), "w": ("weight", True), "b": ("bias", False)}
 
 
 def params_from_hf(tensors: Mapping[str, np.ndarray], config: GPTJConfig) -> dict:
@@ -35,17 +34,10 @@ def params_from_hf(tensors: Mapping[str, np.ndarray], config: GPTJConfig) -> dic
     buffers = tuple(f"h.{i}.attn.{b}" for i in range(L) for b in ("bias", "masked_bias"))
     t = TensorTaker(tensors, prefixes=("transformer.",), ignore=buffers, outside=("lm_head.",))
 
-    def block(module: str, hf: str):
-        shape = shapes["h"][module]
-        if not isinstance(shape, dict):  # a bias-free projection
-            return t.stack(f"h.{{}}.{hf}.weight", L, shape[1:], transpose=True)
-        return {leaf: t.stack(f"h.{{}}.{hf}.{_LEAF[leaf][0]}", L, s[1:], transpose=_LEAF[leaf][1])
-                for leaf, s in shape.items()}
-
     body = {
         "wte": t.take("wte.weight", shapes["wte"]),
-        "h": {module: block(module, hf) for module, hf in _BLOCK.items()},
-        "ln_f": {leaf: t.take(f"ln_f.{_LEAF[leaf][0]}", s) for leaf, s in shapes["ln_f"].items()},
+        "h": {module: t.stacked(f"h.{{}}.{hf}", L, shapes["h"][module]) for module, hf in _BLOCK.items()},
+        "ln_f": t.module("ln_f", shapes["ln_f"]),
     }
     if t.has("lm_head.weight") or not config.tie_word_embeddings:
         W = t.take("lm_head.weight", shapes["wte"])

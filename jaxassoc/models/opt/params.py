@@ -26,7 +26,6 @@ _BLOCK = {
     "fc2": "fc2",
 }
 # Our leaf -> (HF leaf, transpose to (in, out))
-_LEAF = {"scale": ("weight", False), "bias": ("bias", False), "w": ("weight", True), "b": ("bias", False)}
 
 
 def params_from_hf(tensors: Mapping[str, np.ndarray], config: OPTConfig) -> dict:
@@ -38,17 +37,14 @@ def params_from_hf(tensors: Mapping[str, np.ndarray], config: OPTConfig) -> dict
         "embed": t.take("embed_tokens.weight", shapes["embed"]),
         "positions": t.take("embed_positions.weight", shapes["positions"]),
         "layers": {
-            module: {leaf: t.stack(f"layers.{{}}.{hf}.{_LEAF[leaf][0]}", L, shape[1:], _LEAF[leaf][1])
-                     for leaf, shape in shapes["layers"][module].items()}
-            for module, hf in _BLOCK.items()
+            module: t.stacked(f"layers.{{}}.{hf}", L, shapes["layers"][module]) for module, hf in _BLOCK.items()
         },
     }
     if config.projected:
         body["project_in"] = t.take("project_in.weight", shapes["project_in"], transpose=True)
         body["project_out"] = t.take("project_out.weight", shapes["project_out"], transpose=True)
     if config.final_layer_norm:
-        body["final_ln"] = {leaf: t.take(f"final_layer_norm.{_LEAF[leaf][0]}", shape)
-                            for leaf, shape in shapes["final_ln"].items()}
+        body["final_ln"] = t.module("final_layer_norm", shapes["final_ln"])
     # The head is untied: its own lm_head if the checkpoint has one, else a copy of the word embeddings.
     if t.has("lm_head.weight") or not config.tie_word_embeddings:
         W = t.take("lm_head.weight", shapes["embed"])
