@@ -1,6 +1,6 @@
-"""``metric=set`` over several templates on a tiny Llama: one stage line per template and per chunk of
-prompts, each finished chunk cached as it goes, and a run killed mid-template resumes at its first
-unfinished chunk and ends with the very results of an uninterrupted run."""
+"""``metric=set`` over several templates on a tiny Llama (causal) and a tiny RoBERTa (masked): one stage line
+per template and per chunk of prompts, each finished chunk cached as it goes, and a run killed
+mid-template resumes at its first unfinished chunk and ends with the very results of an uninterrupted run."""
 
 import dataclasses
 import logging
@@ -11,7 +11,8 @@ import pytest
 
 from app_helpers import run_metric, start_hydra
 from jaxassoc import data
-from jaxassoc.readouts import stereotypes as pipeline
+from jaxassoc.readouts import stereotypes as causal
+from jaxassoc.readouts import stereotypes_mlm as masked
 from models_helpers import save_tiny_checkpoint
 
 TEMPLATES = ["Most <pgroup> are <mask>.", "The <sgroup> is <mask>."]
@@ -19,13 +20,20 @@ TEMPLATES = ["Most <pgroup> are <mask>.", "The <sgroup> is <mask>."]
 hydra_context = pytest.fixture(start_hydra)
 
 
-@pytest.fixture(scope="module")
-def llama(tmp_path_factory):
-    return save_tiny_checkpoint(tmp_path_factory.mktemp("set_resume"), "llama", seed=3, max_position_embeddings=128)
+# kind: (family, the function that runs one chunk's prompts through the model)
+PATHS = {"causal": ("llama", causal, "_packed_hidden"), "masked": ("roberta", masked, "write_in_head_inputs")}
 
 
-def overrides(llama, cache):
-    return ["metric=set", "dataset=abc", f"model.source={llama}", "model.name=tiny", "model.kind=causal",
+@pytest.fixture(scope="module", params=sorted(PATHS))
+def checkpoint(request, tmp_path_factory):
+    family = PATHS[request.param][0]
+    return request.param, save_tiny_checkpoint(tmp_path_factory.mktemp("set_resume"), family, seed=3,
+                                               max_position_embeddings=128)
+
+
+def overrides(checkpoint, cache):
+    kind, folder = checkpoint
+    return ["metric=set", "dataset=abc", f"model.source={folder}", "model.name=tiny", f"model.kind={kind}",
             "model.batch_size=16", "metric.templates=[" + ",".join(f"'{t}'" for t in TEMPLATES) + "]",
             f"cache_dir={cache}"]
 
@@ -42,17 +50,18 @@ class Interrupt(Exception):
     pass
 
 
-def counting(monkeypatch, fail_at: int | None = None) -> list[int]:
+def counting(monkeypatch, kind: str, fail_at: int | None = None) -> list[int]:
     """Count the chunks whose prompts run through the model; raise on chunk ``fail_at`` (1-based)."""
-    calls, packed_hidden = [], pipeline._packed_hidden
+    _, module, name = PATHS[kind]
+    calls, run_chunk = [], getattr(module, name)
 
     def counted(*args, **kwargs):
         calls.append(1)
         if len(calls) == fail_at:
             raise Interrupt("killed")
-        return packed_hidden(*args, **kwargs)
+        return run_chunk(*args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "_packed_hidden", counted)
+    monkeypatch.setattr(module, name, counted)
     return calls
 
 
@@ -63,22 +72,24 @@ def chunks_logged(caplog, template: int) -> list[str]:
 
 
 def test_interrupted_all_templates_job_resumes_at_its_chunk_and_matches_a_clean_run(
-        tmp_path, llama, hydra_context, pole_words_only, monkeypatch, caplog):
+        tmp_path, checkpoint, hydra_context, pole_words_only, monkeypatch, caplog):
+    kind = checkpoint[0]
+    monkeypatch.setattr(masked, "CHUNK_PROBLEMS", 128)  # a masked template's 640-odd problems in 5+ chunks
     caplog.set_level(logging.INFO, logger="jaxassoc")
-    calls = counting(monkeypatch)
-    clean = run_metric(overrides(llama, tmp_path / "clean"), tmp_path / "out")
+    calls = counting(monkeypatch, kind)
+    clean = run_metric(overrides(checkpoint, tmp_path / "clean"), tmp_path / "out")
     first, second = len(chunks_logged(caplog, 1)), len(chunks_logged(caplog, 2))
     assert first >= 3 and second >= 3 and len(calls) == first + second
     assert re.search(rf"chunk {second}/{second}\) in [\d.]+ s$", chunks_logged(caplog, 2)[-1])
 
     fail_at = first + 2  # the second template's second chunk: one template and one chunk are done
-    counting(monkeypatch, fail_at=fail_at)
+    counting(monkeypatch, kind, fail_at=fail_at)
     with pytest.raises(Interrupt):
-        run_metric(overrides(llama, tmp_path / "resumed"), tmp_path / "out")
+        run_metric(overrides(checkpoint, tmp_path / "resumed"), tmp_path / "out")
 
-    calls = counting(monkeypatch)
+    calls = counting(monkeypatch, kind)
     caplog.clear()
-    resumed = run_metric(overrides(llama, tmp_path / "resumed"), tmp_path / "out")
+    resumed = run_metric(overrides(checkpoint, tmp_path / "resumed"), tmp_path / "out")
     assert len(calls) == second - 1  # only the unfinished chunks ran again
     pd.testing.assert_frame_equal(resumed.items, clean.items)
     pd.testing.assert_frame_equal(resumed.aggregates, clean.aggregates)

@@ -10,8 +10,8 @@ gives, at the position before each trait token, the head input x (for SeT) and t
 ``bos`` switch (it changes small causal models' results markedly): record it with the results.
 
 Masked LMs (one forward pass per write-in step) are in :mod:`jaxassoc.readouts.stereotypes_mlm`; both
-paths end in :func:`scores_from_head_inputs`, which turns head inputs at the trait's subwords into the
-three scores.
+paths turn head inputs at the trait's subwords into the three scores' terms with :func:`head_terms`, chunk
+by chunk, and into the score table with :func:`scores_from_terms`.
 """
 
 from __future__ import annotations
@@ -206,13 +206,19 @@ def causal_terms(
         key = {"model": model_key(model), "rows": [[problems.sequences[m] for m in row] for row in rows],
                "trait_starts": [problems.trait_starts[m] for m in members], "steps": steps,
                "batch_rows": batch_rows, "row_length": row_length}
-        with contextlib.ExitStack() as stack:
-            if log_as is not None:
-                job, where = log_as
-                stack.enter_context(stage(job, f"prompts scored ({where}, chunk {c}/{len(chunks)})", len(members)))
+        with chunk_stage(log_as, c, len(chunks), len(members)):
             terms = cached_arrays(cache_dir, "stereotype_terms", key, compute)
         first[members], chain[members], distance[members] = terms["first"], terms["chain"], terms["distance"]
     return {"first": first, "chain": chain, "distance": distance}
+
+
+def chunk_stage(log_as: tuple[str, str] | None, chunk: int, chunks: int, prompts: int) -> contextlib.AbstractContextManager:
+    """The stage line of one chunk, ``set: 512 prompts scored (template 3/33, chunk 2/6) in 60.1 s``, or
+    nothing when ``log_as`` is None."""
+    if log_as is None:
+        return contextlib.nullcontext()
+    job, where = log_as
+    return stage(job, f"prompts scored ({where}, chunk {chunk}/{chunks})", prompts)
 
 
 @jax.jit
@@ -303,26 +309,6 @@ def scores_from_terms(
             rows.append((group, word, first[g, w] - first[-1, w], chain[g, w] - chain[-1, w],
                          set_word[g, w] - set_word[-1, w], max_distance[g, w]))
     return pd.DataFrame(rows, columns=["group", "word", "ilps", "ilps_star", "set", "set_distance_max"])
-
-
-def scores_from_head_inputs(
-    model: LanguageModel,
-    fillers: Sequence[str],
-    words: Sequence[str],
-    x: np.ndarray,
-    tokens: np.ndarray,
-    valid: np.ndarray,
-    *,
-    set_transform: str = "neg_distance",
-    set_nan_policy: str = "propagate",
-) -> pd.DataFrame:
-    """ILPS, ILPS* and SeT from the head inputs at each trait subword, each group minus the prior noun.
-
-    ``x`` (N, S, D), ``tokens`` and ``valid`` (N, S) are row-major over (filler, word), the prior noun the
-    last filler; step i of a row is the head input that predicts its subword i (after subwords < i).
-    """
-    return scores_from_terms(fillers, words, head_terms(model, x, tokens, valid), valid,
-                             set_transform=set_transform, set_nan_policy=set_nan_policy)
 
 
 def score_causal(

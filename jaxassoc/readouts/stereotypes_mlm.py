@@ -15,7 +15,9 @@ decoder is ``Head(W, b)``):
 - SeT: the exact single-context solution per subword (x̃ = [x; 1], A = [W | b]), the minimum over
   subwords, then the score transform and NaN policy of :mod:`jaxassoc.metrics.set_score`;
 
-each minus the prior noun's in the same template (:func:`~jaxassoc.readouts.stereotypes.scores_from_head_inputs`).
+each minus the prior noun's in the same template (:func:`~jaxassoc.readouts.stereotypes.scores_from_terms`).
+The problems run in chunks of :data:`CHUNK_PROBLEMS` (all write-in steps of a chunk, then its head terms),
+each cached as soon as it is done, so an interrupted run resumes at its first unfinished chunk.
 
 Prompts are assembled from token ids: the tokenizer's special tokens around the text before the trait
 (trailing spaces stripped), the masks, and the text after it. A space before ``<mask>`` belongs to the
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from pathlib import Path
 from typing import NamedTuple
 
 import jax
@@ -35,13 +38,15 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from jaxassoc.readouts.stereotypes import default_words, scores_from_head_inputs, trait_tokens
+from jaxassoc.readouts.cache import cached_arrays, model_key
+from jaxassoc.readouts.stereotypes import chunk_stage, default_words, head_terms, scores_from_terms, trait_tokens
 from jaxassoc.data import AbcData
 from jaxassoc.data.stereotypes import MASK
 from jaxassoc.errors import ConfigError, InputError, ModelError
 from jaxassoc.models import LanguageModel, model_limits, run_batched
 from jaxassoc.models.batching import model_shard
 
+CHUNK_PROBLEMS = 512  # (filler, word) problems per cached chunk: about a ninth of a template
 
 class MaskedProblems(NamedTuple):
     """One masked prompt per (filler, word), row-major, with one mask per trait subword."""
@@ -141,6 +146,40 @@ def check_masked_model(model: LanguageModel) -> None:
         )
 
 
+def masked_terms(
+    model: LanguageModel,
+    problems: MaskedProblems,
+    *,
+    batch_size: int = 32,
+    cache_dir: Path | None = None,
+    log_as: tuple[str, str] | None = None,
+) -> dict[str, np.ndarray]:
+    """:func:`~jaxassoc.readouts.stereotypes.head_terms` of every problem, :data:`CHUNK_PROBLEMS` problems at
+    a time: each chunk's write-in steps and head terms are stored in ``cache_dir`` as soon as they are done,
+    keyed by the model and the chunk's exact prompts and traits, so an interrupted run resumes at its first
+    unfinished chunk. ``log_as=(job, where)`` logs one stage line per chunk (as
+    :func:`~jaxassoc.readouts.stereotypes.causal_terms`)."""
+    n, steps = len(problems.prompts), max(len(t) for t in problems.trait_tokens)
+    first, chain = np.zeros(n, np.float32), np.zeros(n, np.float32)
+    distance = np.zeros((n, steps), np.float32)
+    chunks = [list(range(at, min(at + CHUNK_PROBLEMS, n))) for at in range(0, n, CHUNK_PROBLEMS)]
+    for c, members in enumerate(chunks, start=1):
+        part = problems._replace(prompts=[problems.prompts[m] for m in members],
+                                 mask_starts=[problems.mask_starts[m] for m in members],
+                                 trait_tokens=[problems.trait_tokens[m] for m in members])
+
+        def compute():
+            return head_terms(model, *write_in_head_inputs(model, part, batch_size))
+
+        key = {"model": model_key(model), "prompts": part.prompts, "mask_starts": part.mask_starts,
+               "trait_tokens": part.trait_tokens, "batch_size": batch_size}
+        with chunk_stage(log_as, c, len(chunks), len(members)):
+            terms = cached_arrays(cache_dir, "stereotype_terms_masked", key, compute)
+        first[members], chain[members] = terms["first"], terms["chain"]
+        distance[members, : terms["distance"].shape[1]] = terms["distance"]
+    return {"first": first, "chain": chain, "distance": distance}
+
+
 def score_masked(
     model: LanguageModel,
     abc: AbcData,
@@ -151,11 +190,14 @@ def score_masked(
     set_transform: str = "neg_distance",
     set_nan_policy: str = "propagate",
     batch_size: int = 32,
+    cache_dir: Path | None = None,
+    log_as: tuple[str, str] | None = None,
 ) -> pd.DataFrame:
     """ILPS, ILPS* and SeT of every (group, trait word) in ``template`` on a masked LM, minus the prior's.
 
     The same columns and defaults as :func:`~jaxassoc.readouts.stereotypes.score_causal` (which
-    has a ``bos`` switch; a masked LM's prompt always carries its special tokens).
+    has a ``bos`` switch; a masked LM's prompt always carries its special tokens); ``cache_dir`` and
+    ``log_as``: see :func:`masked_terms`.
     """
     check_masked_model(model)
     slot = abc.slot_of(template)
@@ -164,6 +206,7 @@ def score_masked(
     if not words:
         raise InputError("score_masked: no trait words to score; pass at least one word (or words=None for all)")
     problems = build_masked_problems(model.tokenizer, abc, template, groups, words, mask_id=model.vocab.mask_id)
-    x, tokens, valid = write_in_head_inputs(model, problems, batch_size)
-    return scores_from_head_inputs(model, problems.fillers, words, x, tokens, valid,
-                                   set_transform=set_transform, set_nan_policy=set_nan_policy)
+    terms = masked_terms(model, problems, batch_size=batch_size, cache_dir=cache_dir, log_as=log_as)
+    valid = np.arange(terms["distance"].shape[1]) < np.array([len(t) for t in problems.trait_tokens])[:, None]
+    return scores_from_terms(problems.fillers, words, terms, valid,
+                             set_transform=set_transform, set_nan_policy=set_nan_policy)

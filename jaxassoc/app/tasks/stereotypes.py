@@ -72,8 +72,8 @@ def usable_templates(abc, objective: str) -> list[str]:
 
 def _scores(job: Job, model, abc, template: str, where: str) -> pd.DataFrame:
     """score_causal / score_masked (by the model's objective) for the human-rated groups of the template's
-    slot, through the on-disk cache: one entry per template, and for a causal LM one per chunk of prompts
-    as it finishes (an interrupted run resumes there). ``where`` ("template 3/33") labels the stage lines."""
+    slot, through the on-disk cache: one entry per template, and one per chunk of prompts as it finishes
+    (an interrupted run resumes there). ``where`` ("template 3/33") labels the stage lines."""
     cfg = job.metric
     slot = abc.slot_of(template)
     to_slot = dict(zip(abc.groups["<sgroup>"], abc.groups[slot]))
@@ -88,11 +88,11 @@ def _scores(job: Job, model, abc, template: str, where: str) -> pd.DataFrame:
         key.update(bos=None, prompt="masked write-in")
 
     def compute():
+        chunked = dict(cache_dir=job.cache_dir, log_as=(job.metric.name, where), **options)
         if model.objective == "masked":
-            frame = score_masked(model, abc, template, **options)
+            frame = score_masked(model, abc, template, **chunked)
         else:
-            frame = score_causal(model, abc, template, bos=cfg.bos, cache_dir=job.cache_dir,
-                                 log_as=(job.metric.name, where), **options)
+            frame = score_causal(model, abc, template, bos=cfg.bos, **chunked)
         return {c: frame[c].to_numpy() for c in frame.columns}
 
     return pd.DataFrame(cached_arrays(job.cache_dir, "stereotype_scores", key, compute))
