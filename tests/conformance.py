@@ -4,7 +4,8 @@ A family declares one or more :class:`Spec` in ``tests/family_specs/<family>.py`
 tiny random config built with transformers. ``tests/test_models_conformance.py`` runs, for every spec:
 next-token logits at every real position within ``atol`` (fp32) of transformers running each sequence
 alone, with right and left padding; cached greedy decoding equal to transformers' greedy ``generate``; packed
-scoring equal to each sequence alone. ``tests/test_models_conformance_mesh.py`` checks that a 2×4
+scoring equal to each sequence alone; continuations of 2 and 4 tokens scored from a shared prompt
+(:mod:`jaxassoc.models.continuations`, RPAM's path) equal to transformers on prompt + continuation. ``tests/test_models_conformance_mesh.py`` checks that a 2×4
 fsdp×tp mesh gives the single-device results (8 simulated CPU devices, one subprocess for all specs).
 """
 
@@ -21,6 +22,8 @@ import torch
 import transformers
 
 from jaxassoc.models import model_limits
+from jaxassoc.models.batching import pad_batch
+from jaxassoc.models.continuations import pack_continuations, prefix_and_continuations
 from jaxassoc.models.decoding import greedy_generate
 from jaxassoc.models.heads import head_logits, next_token_logprobs
 from jaxassoc.models.packing import run_packed
@@ -138,3 +141,23 @@ def packed_error(model, reference: torch.nn.Module, seqs: list[list[int]]) -> fl
         worst = max(worst, float(np.abs(np.asarray(got)[: len(seq) - 1] - ref).max()))
     return worst
 
+
+
+def continuations_error(model, reference: torch.nn.Module, prompts: list[list[int]],
+                        continuations: list[list[list[int]]]) -> float:
+    """Largest |log P(subword j+1 | prompt, subwords <= j)| difference between the packed continuations
+    of each (left-padded) prompt and transformers on prompt + continuation alone."""
+    P, L = max(map(len, prompts)) + 1, 8
+    ids, mask = pad_batch(prompts, P, len(prompts), 0, "left")
+    packed = np.stack([np.stack(pack_continuations(row, L)) for row in continuations], axis=1)
+    _, logprob = jax.jit(prefix_and_continuations, static_argnames="decoder")(
+        model.params, ids, mask, *packed, decoder=model.decoder)
+    worst = 0.0
+    for b, (prompt, row) in enumerate(zip(prompts, continuations)):
+        at = 0
+        for tokens in row:
+            logp = torch.log_softmax(torch.tensor(torch_logits(reference, prompt + tokens)), -1)
+            ref = logp[len(prompt) : -1].gather(1, torch.tensor(tokens[1:])[:, None])[:, 0].numpy()
+            got = np.asarray(logprob[b, at : at + len(tokens) - 1])
+            worst, at = max(worst, float(np.abs(got - ref).max())), at + len(tokens) - 1
+    return worst

@@ -1,6 +1,8 @@
 """Every causal family's tiny random checkpoint (``tests/family_specs``) against transformers: logits with
-right and left padding, cached greedy decoding, packed scoring (see ``tests/conformance.py``)."""
+right and left padding, cached greedy decoding, packed scoring, continuations from a shared prompt (see
+``tests/conformance.py``)."""
 
+import numpy as np
 import pytest
 
 import conformance
@@ -35,3 +37,12 @@ def test_packed_scoring_equals_each_sequence_alone(pair):
     spec, model, reference = pair
     seqs = conformance.sequences(model.head.W.shape[0], n=9, seed=2, low=1, high=14)
     assert conformance.packed_error(model, reference, seqs) <= spec.atol
+
+
+def test_continuations_from_a_shared_prompt_equal_transformers(pair):
+    spec, model, reference = pair
+    vocab = model.head.W.shape[0]
+    prompts = conformance.sequences(vocab, n=2, seed=3, low=2, high=9)
+    rng = np.random.default_rng(4)
+    conts = [[rng.integers(3, vocab, k).tolist() for k in ks] for ks in ((2, 4), (4, 2))]
+    assert conformance.continuations_error(model, reference, prompts, conts) <= spec.atol

@@ -25,7 +25,7 @@
   causal ports restart positions and attend within each sequence), one compiled shape.
 - ``decoding``: greedy generation with a key/value cache (``LanguageModel.decoder`` of the causal ports;
   its ``forward_cached`` takes optional ``positions`` / ``allowed`` to lay out cache columns otherwise).
-- ``continuations``: many continuations of one prompt scored from its key/value cache in one pass, packed
+- ``continuations``: many continuations of one prompt scored over its keys/values in one pass, packed
   end to end after it with a block-causal mask (RPAM's multi-token attributes).
 - ``partitioning``: model-parallel sharding. Per-family tables give every weight logical axes (``embed``,
   ``vocab``, ``heads``, ``kv_heads``, ``mlp``, ``layers``), mapped onto a ``("data", "fsdp", "tp")`` mesh

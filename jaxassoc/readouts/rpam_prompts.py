@@ -6,8 +6,8 @@ For T targets and an attribute set C:
 - the first-token logits of every attribute (only the rows of C's first tokens are kept) and the
   full-vocabulary log-partition at the prompt's last position;
 - for each multi-token attribute the task needs, the probabilities of subwords 2..k, each read left to
-  right with the earlier subwords appended (App. E): each distinct prompt runs once with its key/value
-  cache kept, and the subwords of all its needed attributes run packed in one pass from that cache
+  right with the earlier subwords appended (App. E): each distinct prompt runs once, and the subwords of
+  all its needed attributes run packed after it in the same pass, attending to the prompt's keys and values
   (:mod:`jaxassoc.models.continuations`), so a continuation costs its own tokens only.
 
 Attributes are tokenised as they would follow the prompt: with a leading space after a word (TP1:
@@ -238,8 +238,8 @@ def rpam_inputs(
     ``needed`` (bool, T x C; None: all) marks the (target, attribute) pairs whose continuation factor the
     task reads, e.g. each WS-353 pair's partner; the others are NaN in ``continuation``. The first-token
     logits and the log-partition cover all of C (the softmax over C needs them). Each distinct prompt runs
-    once with its key/value cache kept, and the subwords 2..k of all its distinct needed multi-token
-    attributes run in one packed pass from that cache (:mod:`jaxassoc.models.continuations`); rows with
+    once, and the subwords 2..k of all its distinct needed multi-token attributes run packed after it in
+    the same pass, over its keys and values (:mod:`jaxassoc.models.continuations`); rows with
     more than ``CONTINUATION_BUCKETS[-1]`` packed subwords are split over several rows. An encoder-decoder
     model gives the same arrays from its decoder (:mod:`jaxassoc.readouts.rpam_seq2seq`).
     """
@@ -287,7 +287,7 @@ def rpam_inputs(
 def _causal_factors(model: LanguageModel, params: dict, unique: dict, wanted: list, C: int, *, batch_size: int,
                     shard: bool | Mesh, progress: bool, buckets: Sequence[int]):
     """First-token logits ``(U, C)``, log-partitions ``(U,)`` and ``{(prompt, attribute ids): mean subword
-    probability}`` of the distinct prompts, each run once with its continuations packed from its cache."""
+    probability}`` of the distinct prompts, each run once with its continuations packed after it."""
     rows = _work_rows(list(unique), [list(w) for w in wanted], CONTINUATION_BUCKETS[-1])
     outs = _run_rows(model, params, rows, batch_size=batch_size, shard=shard, progress=progress, buckets=buckets)
     first_logits = np.empty((len(unique), C), dtype=np.float32)
@@ -330,8 +330,9 @@ def cached_rpam_inputs(
         "add_bos": model.vocab.add_bos if add_bos is None else add_bos,
         "attribute_ids": [list(ids) for ids in attributes.token_ids],
         "needed": None if needed is None else [list(np.shape(needed)), np.packbits(needed).tobytes().hex()],
-        # the values of the earlier full re-run differ in the last bits; encoder-decoder models are teacher-forced
-        "scorer": "seq2seq_teacher_forced" if model.objective == "seq2seq" else "kv_cache_packed_continuations",
+        # each scorer (full re-run, prefix pass + cached continuation pass, one pass) differs in the last bits;
+        # encoder-decoder models are teacher-forced
+        "scorer": "seq2seq_teacher_forced" if model.objective == "seq2seq" else "packed_continuations_one_pass",
         "batch_size": batch_size,
         "buckets": list(buckets),
         "devices": jax.device_count() if shard is not False else 1,
