@@ -18,7 +18,7 @@ import pytest
 from jaxassoc import data
 
 PLUGINS = Path(__file__).parent / "plugins"
-LAUNCHERS = ["hydra/launcher=local_parallel", "hydra/launcher=submitit_local"]
+LAUNCHERS = [pytest.param("hydra/launcher=local_parallel", marks=pytest.mark.slow), "hydra/launcher=submitit_local"]
 
 
 def env(plugins: str) -> dict[str, str]:

@@ -69,6 +69,7 @@ def test_head_rpam_reproduces_the_app_inputs(tiny_model):
     np.testing.assert_allclose(np.asarray(cont), inputs.continuation, rtol=1e-5, atol=1e-9)
 
 
+@pytest.mark.slow
 def test_attribution_table_and_d(tiny, tiny_model, tmp_path):
     out = run_example("attribution.py", "--model", tiny, "--test", "C6", "--top", "4", "--json", "a.json", cwd=tmp_path)
     assert "Attribute words ranked" in out and "Target words ranked" in out
@@ -86,6 +87,7 @@ def test_attribution_table_and_d(tiny, tiny_model, tmp_path):
     np.testing.assert_allclose(targets["dd_ds"].sum(), 0.0, atol=1e-3 * targets["dd_ds"].abs().max())
 
 
+@pytest.mark.slow
 def test_mitigation_shrinks_d_and_reports_perplexity(tiny, tiny_model, tmp_path):
     out = run_example("mitigation.py", "--model", tiny, "--test", "C6", "--heldout", "C9", "--steps", "4",
                       "--lr", "1e-3", "--n-lm", "6", "--n-eval", "6", "--max-tokens", "30", "--json", "m.json",

@@ -176,6 +176,7 @@ def test_intersectional_cli_on_a_tiny_llama(tmp_path):
     assert "Top 5 emergent associations" in text and top.iloc[0]["paired"] in text
 
 
+@pytest.mark.slow
 def test_intersectional_cli_on_a_tiny_roberta_uses_the_masked_path(tmp_path):
     from jaxassoc.readouts.stereotypes_mlm import score_masked
     from jaxassoc.models.loading import load_model

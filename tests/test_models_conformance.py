@@ -1,6 +1,6 @@
 """Every causal family's tiny random checkpoint (``tests/family_specs``) against transformers: logits with
 right and left padding, cached greedy decoding, packed scoring, continuations from a shared prompt (see
-``tests/conformance.py``)."""
+``tests/conformance.py``). Greedy decoding and packed scoring of every family run with the slow tests."""
 
 import numpy as np
 import pytest
@@ -27,12 +27,14 @@ def test_logits_at_every_real_position_match_transformers(pair, side):
     assert conformance.logits_error(model, reference, seqs, side) <= spec.atol
 
 
+@pytest.mark.slow  # the default suite checks GPT-2/Llama/Mistral decoding (test_models_decoding.py)
 def test_cached_greedy_decoding_equals_transformers_generate(pair):
     _, model, reference = pair
     prompts = conformance.sequences(model.head.W.shape[0], n=5, seed=1, low=1, high=9)
     assert conformance.greedy_mismatches(model, reference, prompts) == []
 
 
+@pytest.mark.slow  # the default suite checks GPT-2/Llama/Mistral packing (test_models_packing.py)
 def test_packed_scoring_equals_each_sequence_alone(pair):
     spec, model, reference = pair
     seqs = conformance.sequences(model.head.W.shape[0], n=9, seed=2, low=1, high=14)

@@ -20,7 +20,8 @@ from jaxassoc.models.loading import load_model
 PREFIXES = ["The doctor said that he would", "She studies", "People from every country enjoy food, music and"]
 
 
-@pytest.fixture(scope="module", params=["gpt2", "llama", "mistral"])
+@pytest.fixture(scope="module", params=["gpt2", pytest.param("llama", marks=pytest.mark.slow),
+                                        pytest.param("mistral", marks=pytest.mark.slow)])
 def model(request, tmp_path_factory):
     overrides = {"sliding_window": 3} if request.param == "mistral" else {}
     return load_model(save_tiny_checkpoint(tmp_path_factory.mktemp("cont"), request.param, seed=3, **overrides))

@@ -203,6 +203,7 @@ def mesh_run(tmp_path_factory):
     return {r["family"]: r for r in report.values()}, [x for x in proc.stderr.splitlines() if x.startswith("LOG ")]
 
 
+@pytest.mark.slow  # one 8-device subprocess for the mesh tests (~100 s)
 @pytest.mark.parametrize("family", ["gpt2", "llama", "bert"])
 def test_a_2x4_fsdp_tp_mesh_gives_the_single_device_results(mesh_run, family):
     r = mesh_run[0][family]
@@ -213,6 +214,7 @@ def test_a_2x4_fsdp_tp_mesh_gives_the_single_device_results(mesh_run, family):
         assert r["packed"] <= 1e-5 and r["greedy_equal"]
 
 
+@pytest.mark.slow  # one 8-device subprocess for the mesh tests (~100 s)
 @pytest.mark.parametrize("family", ["gpt2", "llama", "bert"])
 def test_each_device_holds_only_its_slice_of_every_weight(mesh_run, family):
     leaves = mesh_run[0][family]["leaves"]
@@ -228,12 +230,14 @@ def test_each_device_holds_only_its_slice_of_every_weight(mesh_run, family):
     assert len(both) >= 4  # embeddings, head, attention and MLP matrices
 
 
+@pytest.mark.slow  # one 8-device subprocess for the mesh tests (~100 s)
 @pytest.mark.parametrize("family", ["gpt2", "llama", "bert"])
 def test_the_sizing_bytes_per_device_are_what_a_device_holds(mesh_run, family):
     predicted, held = mesh_run[0][family]["sizing"]
     assert predicted == held > 0
 
 
+@pytest.mark.slow
 def test_the_replicated_kv_heads_are_logged_once_per_load(mesh_run):
     logs = [x for x in mesh_run[1] if "replicated along a mesh axis" in x]
     assert len(logs) == 1, mesh_run[1]  # only Llama (2 KV heads over tp=4); GPT-2 and BERT divide

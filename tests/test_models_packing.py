@@ -4,6 +4,7 @@ running each sequence alone, for every causal port: GPT-2, Llama and Mistral wit
 import itertools
 import json
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -109,8 +110,13 @@ def test_run_packed_returns_outputs_in_input_order(port):
         return forward(p["body"], ids, segments).hidden
 
     packed = run_packed(fn, params, sequences, pad_id=0, row_length=32, tokens_per_batch=64)
-    for seq, out in zip(sequences, packed):
-        alone = np.asarray(fn(params, np.array([seq]), np.ones((1, len(seq)), np.int32))[0])
+    # each sequence alone in its own right-padded row (a causal row's real tokens never see its padding)
+    T = max(map(len, sequences))
+    ids = np.array([seq + [0] * (T - len(seq)) for seq in sequences], np.int32)
+    mask = np.array([[1] * len(seq) + [0] * (T - len(seq)) for seq in sequences], np.int32)
+    rows = np.asarray(jax.jit(fn)(params, ids, mask))
+    for seq, out, row in zip(sequences, packed, rows):
+        alone = row[: len(seq)]
         assert out.shape == alone.shape
         np.testing.assert_allclose(out, alone, atol=2e-5, rtol=1e-4)
 

@@ -108,6 +108,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_two_processes_each_feed_their_rows_and_get_all_outputs(tmp_path):
     folder = save_tiny_checkpoint(tmp_path, "gpt2")
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")

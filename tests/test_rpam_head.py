@@ -23,7 +23,7 @@ def folder(tmp_path_factory):
     return save_tiny_checkpoint(tmp_path_factory.mktemp("rpam_head"), "gpt2", initializer_range=0.5, n_positions=512)
 
 
-@pytest.mark.parametrize("swap", [True, False])
+@pytest.mark.parametrize("swap", [True, pytest.param(False, marks=pytest.mark.slow)])
 def test_app_rpam_effect_sizes_equal_the_head_readout(folder, tmp_path, swap):
     job = Job(model=ModelConfig(name="tiny", source=str(folder), batch_size=8),
               metric=rpam_task.RpamMetricConfig(name="rpam", swap_gender_roles=swap),

@@ -59,7 +59,8 @@ def jaxassoc(cwd, *overrides, ok=True):
     return proc
 
 
-@pytest.mark.parametrize("family", ["roberta", pytest.param("bert", marks=pytest.mark.slow)])
+@pytest.mark.slow  # the masked app path runs in the default suite in test_set_resume.py[masked]
+@pytest.mark.parametrize("family", ["roberta", "bert"])
 def test_masked_job_matches_the_api_and_shares_passes_through_the_cache(tmp_path, folders, family):
     cache = tmp_path / "cache"
     common = ["dataset=abc", f"model.source={folders[family]}", "model.kind=masked", "model.name=tiny",

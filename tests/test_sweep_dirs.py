@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from jaxassoc import data
 from jaxassoc.app.sweep_dirs import MAX_LENGTH, safe_dirname
@@ -42,6 +43,7 @@ def write_vectors(path: Path, seed: int) -> None:
     path.write_text("".join(f"{w} {' '.join(f'{v:.6f}' for v in row)}\n" for w, row in zip(words, rows)))
 
 
+@pytest.mark.slow
 def test_sweep_over_path_valued_overrides_makes_one_flat_folder_per_job_and_resumes_there(tmp_path):
     sources = [tmp_path / "vectors" / f"set {seed}" / "glove.txt" for seed in (0, 1)]  # nested, with a space
     for seed, source in enumerate(sources):
