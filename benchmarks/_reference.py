@@ -4,14 +4,15 @@ both frameworks compute with the same numbers. transformers' own GGUF loading ne
 
 
 def torch_llama_from_gguf(path):
-    """``(model, hf_config)``: an eval-mode float32 ``LlamaForCausalLM`` with the GGUF's tensors."""
+    """``(model, hf_config, tokenizer)``: an eval-mode float32 ``LlamaForCausalLM`` with the GGUF's tensors,
+    and the file's tokenizer."""
     import numpy as np
     import torch
     import transformers
 
     from jaxassoc.models.gguf import read_gguf
 
-    hf_config, tensors, _ = read_gguf(path)
+    hf_config, tensors, tokenizer = read_gguf(path)
     config = transformers.LlamaConfig(**{k: v for k, v in hf_config.items() if k != "model_type"})
     model = transformers.LlamaForCausalLM(config)
     state = {k: torch.from_numpy(np.array(v)) for k, v in tensors.items()}
@@ -19,7 +20,7 @@ def torch_llama_from_gguf(path):
     assert not unexpected and set(missing) <= {"lm_head.weight"}, (missing, unexpected)
     if missing:  # tied head
         model.lm_head.weight = model.model.embed_tokens.weight
-    return model.float().eval(), hf_config
+    return model.float().eval(), hf_config, tokenizer
 
 
 def torch_padded_batches(sequences, batch_size, pad_id):

@@ -24,12 +24,23 @@ GFLOP/s of both on the same useful work (2 x body matmul parameters x real promp
 + 2 x head parameters x head positions: one per prompt, one per continuation subword; attention scores
 and padding not counted) against each framework's fp32 matmul rate measured in the same run.
 Run: ``python benchmarks/bench_rpam.py [--threads 2] [--templates tp1,tp2] [--bellezza-words 100] [--ws-pairs 40]``.
+
+``--whole-process`` times what the user waits for instead, per template: the command
+``jaxassoc -m model=smollm2-135m metric=rpam dataset=weat_ws,bellezza,wordsim353 template=tpN cache_dir=null``
+(start-up, loading, compilation, statistics with permutation p-values and bootstrap CIs, the sweep report)
+against the process ``benchmarks/rpam_loop_process.py`` (the same loop, from the GGUF file to the effect
+sizes and correlations), both on all 399 Bellezza words and 353 WS-353 pairs, pinned to the same CPUs.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 from _matmul_rate import jax_gflops, pin_threads, torch_gflops
 from _reference import torch_llama_from_gguf
@@ -151,7 +162,10 @@ def main(argv=None) -> None:
     parser.add_argument("--bellezza-words", type=int, default=100, help="seeded subset (0: all 399)")
     parser.add_argument("--ws-pairs", type=int, default=40, help="seeded subset of pairs (0: all 353)")
     parser.add_argument("--weat-tests", type=int, default=0, help="the first n WEAT-WS tests (0: all 10)")
+    parser.add_argument("--whole-process", action="store_true", help="time both as whole processes (see above)")
     args = parser.parse_args(argv)
+    if args.whole_process:
+        return whole_processes(args.templates.split(","), args.threads)
     pinned = pin_threads(args.threads)
 
     import numpy as np
@@ -166,7 +180,7 @@ def main(argv=None) -> None:
     from jaxassoc.resources import smollm2_gguf
 
     model = load_model("smollm2-135m")
-    torch_model, _ = torch_llama_from_gguf(smollm2_gguf())
+    torch_model, _, _ = torch_llama_from_gguf(smollm2_gguf())
     pad = model.vocab.pad_id if model.vocab.pad_id is not None else model.vocab.eos_id
     work = workload(args.bellezza_words, args.ws_pairs, args.weat_tests)
     print(f"pinned: {pinned}; transformers {transformers.__version__}, torch {torch.__version__}")
@@ -221,6 +235,36 @@ def main(argv=None) -> None:
               f"{(np.abs(both[0] - both[1]) / np.maximum(np.abs(both[1]), 1e-12)).max():.2e}")
     print(f"\nfp32 1024x1024 matmul rate on {args.threads} thread(s) at start: jax {rates['jax']:.1f} GFLOP/s, "
           f"torch {rates['torch']:.1f} GFLOP/s; at end: jax {jax_gflops():.1f}, torch {torch_gflops():.1f}")
+
+
+def whole_processes(templates: list[str], threads: int) -> None:
+    """Wall time of the jaxassoc sweep and of the loop process per template, same CPUs (see the docstring)."""
+    cpus = sorted(os.sched_getaffinity(0))[:threads]
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+           "OPENBLAS_NUM_THREADS": str(threads)}
+    here, jaxassoc = Path(__file__).parent, Path(sys.executable).parent / "jaxassoc"
+    print(f"CPUs {cpus}; both processes pinned to them")
+    for name in templates:
+        with tempfile.TemporaryDirectory() as out:
+            commands = {
+                "jaxassoc": [str(jaxassoc), "-m", "model=smollm2-135m", "metric=rpam",
+                             "dataset=weat_ws,bellezza,wordsim353", f"template={name}", "cache_dir=null",
+                             f"hydra.sweep.dir={out}/sweep"],
+                "PyTorch loop": [sys.executable, str(here / "rpam_loop_process.py"), "--template", name,
+                                 "--threads", str(threads)],
+            }
+            seconds = {}
+            for side, command in commands.items():
+                start = time.perf_counter()
+                done = subprocess.run(command, env=env, cwd=out, capture_output=True, text=True,
+                                      preexec_fn=lambda: os.sched_setaffinity(0, cpus))
+                seconds[side] = time.perf_counter() - start
+                if done.returncode:
+                    sys.exit(f"{side} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+                if side == "PyTorch loop":
+                    print(done.stdout.strip())
+            print(f"{name}: whole process jaxassoc {seconds['jaxassoc']:.1f} s, PyTorch loop "
+                  f"{seconds['PyTorch loop']:.1f} s, ratio {seconds['PyTorch loop'] / seconds['jaxassoc']:.2f}")
 
 
 if __name__ == "__main__":

@@ -169,7 +169,7 @@ def smollm2_suite(args, cpus) -> None:
     (d_exact, _), t_exact = timed(lambda: solve_exact(W, b, x, suite.gold, block=args.exact_block))
     (d_optax, violation, _), t_optax = timed(lambda: solve_optax(W, b, x, suite.gold, block=args.optax_block))
 
-    reference, _ = torch_llama_from_gguf(smollm2_gguf())
+    reference, _, _ = torch_llama_from_gguf(smollm2_gguf())
     W_np = reference.lm_head.weight.detach().numpy()
     sample = n if args.baseline_sample <= 0 else min(args.baseline_sample, n)
     picks = np.unique(np.linspace(0, n - 1, sample).round().astype(int))

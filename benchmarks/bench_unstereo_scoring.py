@@ -79,7 +79,7 @@ def main(argv=None) -> None:
     jax_scores = score_sentences(model, sentences, tokens_per_batch=args.tokens_per_batch)
     jax_s = time.perf_counter() - t
 
-    torch_model, hf_config = torch_llama_from_gguf(smollm2_gguf())
+    torch_model, hf_config, _ = torch_llama_from_gguf(smollm2_gguf())
     _torch_scores(torch_model, sequences[: args.batch_size], args.batch_size, model.vocab.pad_id)  # warm-up
     t = time.perf_counter()
     torch_scores = _torch_scores(torch_model, sequences, args.batch_size, model.vocab.pad_id)
