@@ -5,7 +5,8 @@ tiny random config built with transformers. ``tests/test_models_conformance.py``
 next-token logits at every real position within ``atol`` (fp32) of transformers running each sequence
 alone, with right and left padding; cached greedy decoding equal to transformers' greedy ``generate``; packed
 scoring equal to each sequence alone; continuations of 2 and 4 tokens scored from a shared prompt
-(:mod:`jaxassoc.models.continuations`, RPAM's path) equal to transformers on prompt + continuation. ``tests/test_models_conformance_mesh.py`` checks that a 2×4
+(:mod:`jaxassoc.models.continuations`, RPAM's path) equal to transformers on prompt + continuation.
+``tests/test_models_conformance_mesh.py`` checks that a 2×4
 fsdp×tp mesh gives the single-device results (8 simulated CPU devices, one subprocess for all specs).
 """
 
