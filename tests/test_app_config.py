@@ -5,7 +5,7 @@ from hydra import compose
 from omegaconf import OmegaConf
 
 from app_helpers import start_hydra
-from jaxassoc.app.main import CONF_DIR
+from jaxassoc.app.main import CONF_DIR, _model_identity, release_points
 from jaxassoc.app.registry import METRICS
 
 
@@ -48,3 +48,13 @@ def test_audit_parts_name_known_metrics():
     for part in cfg.audit.parts:
         part_cfg = compose(config_name="config", overrides=list(part.overrides))
         assert part_cfg.metric.name in METRICS, part.name
+
+
+def test_audit_releases_a_model_after_its_last_part_and_never_reloads_one():
+    assert release_points(["a", "a", "b", "a", "c"]) == [False, False, False, True, True]
+    assert release_points(["a", "b", "c"]) == [True, True, True]
+    assert release_points([]) == []
+    cfg = compose(config_name="config")
+    models = [_model_identity(compose(config_name="config", overrides=list(p.overrides))) for p in cfg.audit.parts]
+    releases = release_points(models)
+    assert releases[-1] and sum(releases) == len(set(models))  # the default audit loads each model once

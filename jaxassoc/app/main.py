@@ -34,6 +34,7 @@ from jaxassoc.app.provenance import config_hash, device_kind, files_fingerprint,
 from jaxassoc.app.registry import Job, JobResult, get_metric, load_metrics, result_of
 from jaxassoc.errors import ConfigError, JaxassocError
 from jaxassoc.io import remove_stale_temporaries
+from jaxassoc.memory import release_freed_memory
 from jaxassoc.models.sharding import all_processes
 
 log = logging.getLogger("jaxassoc")
@@ -364,10 +365,17 @@ def audit_parts(cfg: DictConfig, overrides: list[str]) -> list[tuple[Any, DictCo
 
 def run_audit(cfg: DictConfig, output_dir: Path) -> None:
     """The default audit: each part of ``cfg.audit.parts`` is a job composed from its overrides; the
-    parts' aggregates are gathered into one report (:mod:`jaxassoc.app.report`)."""
-    for part, part_cfg in audit_parts(cfg, list(HydraConfig.get().overrides.task)):
+    parts' aggregates are gathered into one report (:mod:`jaxassoc.app.report`). Loaded models are
+    released after a part once no later part reads any of them (list a model's parts together)."""
+    parts = audit_parts(cfg, list(HydraConfig.get().overrides.task))
+    releases = release_points([_model_identity(part_cfg) for _, part_cfg in parts])
+    for (part, part_cfg), release in zip(parts, releases):
         start = time.perf_counter()
         result = run_job(part_cfg, output_dir / part.name)
+        if release:
+            model_loading.release_models()
+        else:
+            release_freed_memory()  # the part's temporaries
         if result is None:  # reused: its stored aggregates
             stored = pd.read_parquet(output_dir / part.name / "aggregates.parquet")
             result = JobResult(items=pd.DataFrame(), aggregates=stored)
@@ -378,6 +386,24 @@ def run_audit(cfg: DictConfig, output_dir: Path) -> None:
         return
     folder = report.write_report(output_dir)
     print(f"\nreport: {folder / 'report.md'} (all parts' aggregates in {folder / 'table.parquet'})")
+
+
+def release_points(models: list[tuple]) -> list[bool]:
+    """After which parts (reading ``models`` in turn) the loaded models go: once no later part reads any
+    model loaded since the last release, so a release never forces a model to load twice."""
+    loaded, points = set(), []
+    for i, model in enumerate(models):
+        loaded.add(model)
+        points.append(not loaded & set(models[i + 1 :]))
+        if points[-1]:
+            loaded.clear()
+    return points
+
+
+def _model_identity(part_cfg: DictConfig) -> tuple:
+    """What the in-process model cache tells apart: kind, source, revision and dtype."""
+    model = part_cfg.model
+    return tuple(OmegaConf.select(model, f, default=None) for f in ("kind", "source", "revision", "dtype"))
 
 
 def console_tables(metric: str, result: JobResult) -> str:

@@ -2,7 +2,8 @@
 
 A model is loaded once per process and reused by every job of an audit (the cache is keyed by the
 config's source, revision, dtype and kind, and by a ``stat`` fingerprint of the model's files, so a
-checkpoint rewritten between two jobs is read again); the app is the only layer that keeps such state.
+checkpoint rewritten between two jobs is read again; :func:`release_models` empties it once no later job
+reads a loaded model); the app is the only layer that keeps such state.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import jax
 from jax.sharding import Mesh
 
 from jaxassoc.app.config import MeshConfig, ModelConfig
@@ -20,6 +22,7 @@ from jaxassoc.app.provenance import file_sha256, files_fingerprint
 from jaxassoc.progress import stage
 from jaxassoc.embeddings.static import StaticEmbeddings, load_embedded_glove, load_glove_text, load_word2vec_binary
 from jaxassoc.errors import ConfigError, ModelError
+from jaxassoc.memory import release_freed_memory
 from jaxassoc.models.base import LanguageModel
 from jaxassoc.models.loading import load_model
 from jaxassoc.models.partitioning import make_mesh
@@ -63,7 +66,17 @@ def _load_language_model(source: str, revision: str | None, dtype: str, name: st
         model = load_model(source, revision=revision, dtype=dtype, name=name, progress=progress, mesh=mesh)
         placed = "" if mesh is None else ", mesh " + "x".join(f"{a}={n}" for a, n in mesh.shape.items())
         loaded.what += f" ({model.family}, {model.provenance.file_format}, {dtype}{placed})"
+    release_freed_memory()  # the loader's temporary copies
     return model
+
+
+def release_models() -> None:
+    """Drop every loaded model and embedding table, and every compiled function (most were compiled for
+    their shapes), so their memory goes back before the next model loads."""
+    _load_language_model.cache_clear()
+    _load_static.cache_clear()
+    jax.clear_caches()
+    release_freed_memory()
 
 
 def static_embeddings(cfg: ModelConfig) -> StaticEmbeddings:

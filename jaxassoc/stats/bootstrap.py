@@ -25,8 +25,9 @@ from jaxtyping import Array, Float, Int32, PRNGKeyArray, UInt32
 
 from jaxassoc.errors import ConfigError, InputError
 
-# Memory for the resampled copies of the data evaluated at once.
-_BATCH_BYTES = 64 * 2**20
+# Memory for the resampled copies of the data evaluated at once. The statistic's own temporaries are a
+# multiple of it (Spearman of 1,500 pairs: ~5x); 16 MB ran as fast as 64 MB with half the peak memory.
+_BATCH_BYTES = 16 * 2**20
 MAX_RESAMPLES = 10**7
 """Most bootstrap resamples: their keys and statistics take about 120 MB."""
 
