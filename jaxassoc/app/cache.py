@@ -10,6 +10,8 @@ The cache lives in the user cache folder (:func:`default_cache_dir`), shared by 
 refreshes its entry's modification time, so :func:`evict` (a size limit, ``cache_max_gb``) removes the least
 recently used entries first; :func:`entries` and :func:`clear` back the ``jaxassoc-cache`` command. Entries
 are read and written by :func:`jaxassoc.readouts.cache.cached_arrays` (re-exported here for plugins).
+
+Its ``xla/`` folder is JAX's persistent compilation cache (:func:`use_compile_cache`), managed by JAX.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import jax
+from jax.experimental.compilation_cache import compilation_cache
 from omegaconf import OmegaConf
 
 from jaxassoc import io
@@ -31,6 +35,7 @@ log = logging.getLogger("jaxassoc")
 
 CACHE_ENV = "JAXASSOC_CACHE"
 GB = 1e9  # cache_max_gb's unit
+COMPILE_CACHE_BYTES = 2 * 10**9  # JAX drops the least recently used compiled functions beyond it
 
 
 def default_cache_dir() -> Path:
@@ -145,4 +150,17 @@ def format_size(n: float) -> str:
     return f"{n:.0f} B" if i == 0 else f"{n:.1f} {units[i]}"
 
 
-
+def use_compile_cache(directory: Path | None) -> None:
+    """Keep every function XLA compiles in ``directory`` (JAX's persistent compilation cache; None: off), so a
+    later process (a rerun, the next job of a launcher's sweep) loads it instead of compiling again: about 8 s
+    of a 22 s RPAM job on 2 CPUs. A loaded function is the same program, so results are unchanged. A
+    directory the user set through ``JAX_COMPILATION_CACHE_DIR`` is left as it is."""
+    if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+        return
+    wanted = None if directory is None else str(directory)
+    if jax.config.jax_compilation_cache_dir == wanted:
+        return
+    jax.config.update("jax_compilation_cache_dir", wanted)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)  # most of ours compile in < 1 s
+    jax.config.update("jax_compilation_cache_max_size", COMPILE_CACHE_BYTES)
+    compilation_cache.reset_cache()  # JAX reads the directory once; a job with another one starts afresh

@@ -267,6 +267,7 @@ class AppConfig:
     # On-disk cache of model outputs: $JAXASSOC_CACHE, else the user cache folder (jaxassoc.app.cache); None: off.
     cache_dir: Optional[str] = "${jaxassoc.user_cache_dir:}"
     cache_max_gb: Optional[float] = None  # after each job, drop least recently used entries beyond it (None: no limit)
+    compile_cache: bool = True  # keep XLA's compiled functions in <cache_dir, else the user cache folder>/xla
     distributed: bool = False  # call jax.distributed.initialize() before any work (multi-host)
 
 

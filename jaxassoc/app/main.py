@@ -300,6 +300,7 @@ def run_job(cfg: DictConfig, output_dir: Path) -> JobResult | None:
     job = make_job(cfg, output_dir)
     provenance = job_provenance(cfg)
     job = dataclasses.replace(job, cache_dir=cache.usable_cache_dir(job.cache_dir))
+    cache.use_compile_cache((job.cache_dir or cache.default_cache_dir()) / "xla" if cfg.compile_cache else None)
     remove_stale_temporaries(output_dir)
     cache.remove_stale_temporaries(job.cache_dir)
     inputs = job_inputs(job, provenance["config_hash"])
@@ -348,7 +349,7 @@ def audit_parts(cfg: DictConfig, overrides: list[str]) -> list[tuple[Any, DictCo
     parts = []
     for part in cfg.audit.parts:
         part_cfg = hydra.compose(config_name="config", overrides=[*part.overrides, *forwarded])
-        for key in ("seed", "quiet", "resume", "cache_dir", "cache_max_gb"):
+        for key in ("seed", "quiet", "resume", "cache_dir", "cache_max_gb", "compile_cache"):
             part_cfg[key] = cfg[key]
         if part_cfg.metric.name == "audit":
             raise ConfigError(f"audit part {part.name!r} must name a metric other than audit")
