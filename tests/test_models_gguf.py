@@ -146,6 +146,22 @@ def test_tied_gguf_gets_an_untied_head(tiny, tmp_path):
     assert params["head"].W.unsafe_buffer_pointer() != params["body"]["embed"].unsafe_buffer_pointer()
 
 
+def test_gguf_file_parser_equals_gguf_reader(tiny, tmp_path):
+    """Our parser against gguf's own GGUFReader: every metadata value (type included) and every tensor's
+    name, type, shape and bytes, on the tiny file, a tied one and SmolLM2's Q4_1/Q8_0 file."""
+    model, folder = tiny
+    _write_tiny_gguf(tmp_path / "tied.gguf", model, tied=True)
+    for path in (folder / "untied.gguf", tmp_path / "tied.gguf", smollm2_gguf()):
+        theirs, ours = gguf.GGUFReader(path), _open(path)
+        expected = {k: f.contents() for k, f in theirs.fields.items() if not k.startswith("GGUF.")}
+        assert ours.metadata.keys() == expected.keys()
+        for key, value in expected.items():
+            assert ours.metadata[key] == value and type(ours.metadata[key]) is type(value), key
+        assert [(t.name, t.tensor_type) for t in ours.tensors] == [(t.name, t.tensor_type) for t in theirs.tensors]
+        for a, b in zip(ours.tensors, theirs.tensors):
+            assert a.data.dtype == b.data.dtype and a.data.shape == b.data.shape and np.array_equal(a.data, b.data)
+
+
 def test_unreadable_files_raise_model_error_naming_them(tiny, tmp_path):
     model, folder = tiny
     with pytest.raises(ModelError, match="missing.gguf"):

@@ -1,10 +1,10 @@
 """Reading a llama.cpp GGUF checkpoint into Hugging Face names, config and tokenizer, without torch.
 
-A GGUF file holds metadata (``llama.*`` hyper-parameters, ``tokenizer.ggml.*``) and tensors named the
-llama.cpp way (``token_embd``, ``blk.N.attn_q``, ...), possibly quantised (Q4_1, Q8_0, ...). We
-dequantise every tensor to float32 with ``gguf.quants.dequantize``, rename it to the Hugging Face name
-and undo the row permutation llama.cpp's converter applies to the query and key projections
-(``convert_hf_to_gguf.py``, ``LlamaModel.permute``), exactly as transformers'
+A GGUF file (parsed by :mod:`jaxassoc.models.gguf_file`) holds metadata (``llama.*`` hyper-parameters,
+``tokenizer.ggml.*``) and tensors named the llama.cpp way (``token_embd``, ``blk.N.attn_q``, ...), possibly
+quantised (Q4_1, Q8_0, ...). We dequantise every tensor to float32 with ``gguf.quants.dequantize``, rename
+it to the Hugging Face name and undo the row permutation llama.cpp's converter applies to the query and key
+projections (``convert_hf_to_gguf.py``, ``LlamaModel.permute``), exactly as transformers'
 ``modeling_gguf_pytorch_utils.LlamaTensorProcessor._reverse_permute_weights`` does.
 
 Only ``general.architecture == "llama"`` is supported: llama.cpp stores Llama, Mistral (dense) and
@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from jaxassoc.errors import ModelError
+from jaxassoc.models.gguf_file import GgufFile, read_gguf_file
 
 SUPPORTED_ARCHITECTURES = ("llama",)
 
@@ -63,29 +64,21 @@ def read_gguf(path: str | Path, *, progress: bool = False) -> tuple[dict, dict[s
     return config, tensors, tokenizer
 
 
-def _open(path: Path):
-    import gguf
-
+def _open(path: Path) -> GgufFile:
     if not path.is_file():
         raise ModelError(f"GGUF file {path} does not exist; pass the path of a .gguf checkpoint")
     try:
-        return gguf.GGUFReader(path)
-    except Exception as e:  # the reader raises ValueError, IndexError, struct errors, ... on bad bytes
+        return read_gguf_file(path)
+    except Exception as e:  # ValueError, struct.error, UnicodeDecodeError, ... on bad bytes
         raise ModelError(
             f"cannot read GGUF file {path}: it is corrupt, truncated or not a GGUF file "
             f"({type(e).__name__}: {e}); download it again"
         ) from None
 
 
-def read_metadata(reader, path: Path) -> dict[str, Any]:
+def read_metadata(reader: GgufFile, path: Path) -> dict[str, Any]:
     """Every metadata key of the file with its value (scalars, strings, lists)."""
-    metadata = {}
-    for key, field in reader.fields.items():
-        try:
-            metadata[key] = field.contents()
-        except Exception as e:
-            raise ModelError(f"GGUF file {path}: metadata key {key!r} is unreadable ({e}); the file is corrupt") from None
-    return metadata
+    return dict(reader.metadata)
 
 
 def config_from_metadata(metadata: dict[str, Any], *, tensor_names: list[str], path: Path | str) -> dict:
