@@ -57,9 +57,6 @@ def register_resolver() -> None:
     OmegaConf.register_new_resolver("jaxassoc.user_cache_dir", lambda: str(default_cache_dir()), replace=True)
 
 
-
-
-
 def usable_cache_dir(cache_dir: Path | None) -> Path | None:
     """``cache_dir`` when this process can create files in it (made if missing), else None with a warning:
     a job then runs without the cache instead of failing when it first writes an entry. On several
@@ -157,6 +154,14 @@ def use_compile_cache(directory: Path | None) -> None:
     directory the user set through ``JAX_COMPILATION_CACHE_DIR`` is left as it is."""
     if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
         return
+    if directory is not None:
+        try:
+            Path(directory).mkdir(parents=True, exist_ok=True)
+            if not os.access(directory, os.W_OK):
+                raise PermissionError("not writable")
+        except OSError as e:
+            log.info("compile_cache: %s cannot be written (%s); compiling without it", directory, e)
+            directory = None
     wanted = None if directory is None else str(directory)
     if jax.config.jax_compilation_cache_dir == wanted:
         return

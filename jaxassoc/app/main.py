@@ -74,6 +74,7 @@ def register() -> None:
 def _app(cfg: DictConfig) -> None:
     logging.getLogger("jaxassoc").setLevel(logging.WARNING if cfg.quiet else logging.INFO)
     logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)  # "no TPU" notices on CPU hosts
+    logging.getLogger("jax._src.compilation_cache").setLevel(logging.WARNING)  # "Resetting cache" (compile_cache)
     output_dir = Path(HydraConfig.get().runtime.output_dir)
     exit_with_parent()
     try:
@@ -300,7 +301,8 @@ def run_job(cfg: DictConfig, output_dir: Path) -> JobResult | None:
     job = make_job(cfg, output_dir)
     provenance = job_provenance(cfg)
     job = dataclasses.replace(job, cache_dir=cache.usable_cache_dir(job.cache_dir))
-    cache.use_compile_cache((job.cache_dir or cache.default_cache_dir()) / "xla" if cfg.compile_cache else None)
+    root = job.cache_dir if cfg.cache_dir else cache.default_cache_dir()  # None: cache_dir is not writable
+    cache.use_compile_cache(root / "xla" if cfg.compile_cache and root is not None else None)
     remove_stale_temporaries(output_dir)
     cache.remove_stale_temporaries(job.cache_dir)
     inputs = job_inputs(job, provenance["config_hash"])
