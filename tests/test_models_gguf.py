@@ -18,7 +18,7 @@ import transformers
 from jaxassoc.models.partitioning import device_params
 from jaxassoc.errors import ModelError
 from jaxassoc.models.llama import FAMILY as llama
-from jaxassoc.models.gguf import _open, read_gguf, read_metadata, reverse_permute
+from jaxassoc.models.gguf import _open, read_gguf, reverse_permute
 from jaxassoc.models.gguf_tokenizer import bytes_to_unicode, tokenizer_from_metadata
 from jaxassoc.models.heads import head_logits, last_positions
 from jaxassoc.models.layers import RopeScaling
@@ -228,7 +228,7 @@ def _wikitext_lines(n=240):
 @pytest.fixture(scope="module")
 def smollm2_tokenizers():
     path = smollm2_gguf()
-    metadata = read_metadata(_open(path), path)
+    metadata = _open(path).metadata
     ours = tokenizer_from_metadata(metadata)
     theirs = transformers.AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
     return ours, theirs, metadata
@@ -300,7 +300,7 @@ def test_llama_bpe_pre_tokenizer_matches_transformers(smollm2_tokenizers, tmp_pa
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.close()
-    ours = tokenizer_from_metadata(read_metadata(_open(path), path))
+    ours = tokenizer_from_metadata(_open(path).metadata)
     theirs = transformers.AutoTokenizer.from_pretrained(str(tmp_path), gguf_file=path.name)
     for text in _wikitext_lines(60) + CRAFTED:
         assert ours(text)["input_ids"] == theirs(text)["input_ids"], text
@@ -409,7 +409,7 @@ def sentencepiece_gguf(tmp_path_factory):
 
 def test_sentencepiece_tokenizer_matches_transformers(sentencepiece_gguf):
     path = sentencepiece_gguf
-    ours = tokenizer_from_metadata(read_metadata(_open(path), path))
+    ours = tokenizer_from_metadata(_open(path).metadata)
     theirs = transformers.AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
     assert ours.bos_token == theirs.bos_token == "<s>"
     for text in _wikitext_lines(120) + CRAFTED + ["<s>inside</s> specials", "Ünïcödé ✓ 😀 byte fallback"]:

@@ -57,7 +57,7 @@ def read_gguf(path: str | Path, *, progress: bool = False) -> tuple[dict, dict[s
 
     path = Path(path)
     reader = _open(path)
-    metadata = read_metadata(reader, path)
+    metadata = reader.metadata
     config = config_from_metadata(metadata, tensor_names=[t.name for t in reader.tensors], path=path)
     tensors = _read_tensors(reader, config, path, progress)
     tokenizer = tokenizer_from_metadata(metadata, source=str(path))
@@ -74,11 +74,6 @@ def _open(path: Path) -> GgufFile:
             f"cannot read GGUF file {path}: it is corrupt, truncated or not a GGUF file "
             f"({type(e).__name__}: {e}); download it again"
         ) from None
-
-
-def read_metadata(reader: GgufFile, path: Path) -> dict[str, Any]:
-    """Every metadata key of the file with its value (scalars, strings, lists)."""
-    return dict(reader.metadata)
 
 
 def config_from_metadata(metadata: dict[str, Any], *, tensor_names: list[str], path: Path | str) -> dict:
