@@ -128,6 +128,7 @@ def test_custom_metric_script(tiny, tiny_model, tmp_path):
     np.testing.assert_allclose(float(printed["RPAM d"]), numpy_d(s, len(spec.x)), atol=5e-5 + D_ATOL)
 
 
+@pytest.mark.slow  # the default suite sweeps a plugin metric in tests/test_app.py
 def test_plugin_metric_sweeps_through_the_cli(tiny, tiny_model, tmp_path):
     path = os.pathsep.join(filter(None, [str(EXAMPLES), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path, "JAXASSOC_PLUGINS": "rpam_logratio", "HYDRA_FULL_ERROR": "0"}
