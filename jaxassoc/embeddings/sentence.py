@@ -34,9 +34,9 @@ def check_layer(model: LanguageModel, layer: int) -> None:
         raise InputError(f"layer {layer} does not exist: {model.name} has hidden states 0..{n_layers - 1}")
 
 
-@functools.lru_cache(maxsize=8)
-def _layer_fn(forward, layer: int):
-    return jax.jit(lambda params, ids, mask: forward(params["body"], ids, mask, all_layers=True).layers[layer])
+@functools.partial(jax.jit, static_argnames=("forward", "layer"))
+def _layer_states(params, ids, mask, *, forward, layer: int):
+    return forward(params["body"], ids, mask, all_layers=True).layers[layer]
 
 
 def token_states(
@@ -55,10 +55,18 @@ def token_states(
         raise InputError("no texts given")
     check_layer(model, layer)
     limits = model_limits(model)
-    enc = model.tokenizer(list(texts), truncation=True, max_length=max_length or limits["max_length"],
-                          return_offsets_mapping=True)
-    states = run_batched(_layer_fn(model.forward, layer), model.params, [list(ids) for ids in enc["input_ids"]],
-                         batch_size=batch_size, progress=progress, shard=model_shard(model), **limits)
+    enc = model.tokenizer(
+        list(texts), truncation=True, max_length=max_length or limits["max_length"], return_offsets_mapping=True
+    )
+    states = run_batched(
+        functools.partial(_layer_states, forward=model.forward, layer=layer),
+        model.params,
+        [list(ids) for ids in enc["input_ids"]],
+        batch_size=batch_size,
+        progress=progress,
+        shard=model_shard(model),
+        **limits,
+    )
     return states, [list(map(tuple, o)) for o in enc["offset_mapping"]]
 
 
@@ -75,6 +83,7 @@ def sentence_vectors(
     does), in input order."""
     if not sentences:
         raise InputError("sentence_vectors: no sentences given")
-    states, _ = token_states(model, sentences, layer=layer, batch_size=batch_size, max_length=max_length,
-                             progress=progress)
+    states, _ = token_states(
+        model, sentences, layer=layer, batch_size=batch_size, max_length=max_length, progress=progress
+    )
     return np.stack([s.mean(axis=0) for s in states]).astype(np.float32)

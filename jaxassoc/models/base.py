@@ -18,9 +18,11 @@ ask only for the rows and positions it needs.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Callable, Literal, NamedTuple
 
 import jax
+import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 
@@ -76,16 +78,47 @@ class Provenance:
     file_format: Literal["safetensors", "pytorch", "gguf"]
 
 
-class Decoder(NamedTuple):
-    """Incremental decoding of a causal port with a key/value cache (``models.decoding``)."""
+@dataclasses.dataclass(frozen=True)
+class Decoder:
+    """Incremental decoding of a causal port with a key/value cache (``models.decoding``), bound to one family
+    and config. Equal (and hashing alike) for equal ``(family, config)``, so a function taking it as a static
+    argument compiles once per configuration, however often the model is loaded."""
 
-    init_cache: Callable[..., Any]
-    """``init_cache(batch, length, dtype)``: an empty cache pytree for rows of ``length`` columns."""
-    forward_cached: Callable[..., tuple[Float[Array, "B t D"], Any]]
-    """``forward_cached(body, ids, mask, cache, start, *, positions=None, allowed=None) -> (hidden, cache)``:
-    the head input of the tokens at columns ``[start, start + t)``, with the full-length mask; earlier
-    columns come from the cache. ``positions`` (B, t) and ``allowed`` (B, 1, t, T) override the position
-    ids and the cache columns each new token sees (default: from the mask; ``models.continuations``)."""
+    family: Any  # jaxassoc.models.family.Family (a module-level singleton: compared by identity)
+    config: Any  # the family's frozen config
+
+    def init_cache(self, batch: int, length: int, dtype=jnp.float32) -> Any:
+        """An empty cache pytree for ``batch`` rows of ``length`` columns."""
+        return self.family.init_cache(self.config, batch, length, dtype)
+
+    def forward_cached(
+        self, body, input_ids, attention_mask, cache, start, *, positions=None, allowed=None
+    ) -> tuple[Float[Array, "B t D"], Any]:
+        """The head input of the tokens at columns ``[start, start + t)``, with the full-length mask; earlier
+        columns come from the cache. ``positions`` (B, t) and ``allowed`` (B, 1, t, T) override the position
+        ids and the cache columns each new token sees (default: from the mask; ``models.continuations``)."""
+        return self.family.forward_cached(
+            body, input_ids, attention_mask, cache, start, config=self.config, positions=positions, allowed=allowed
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Forward:
+    """A port's forward pass bound to its family and config, jit-compiled once per ``(family, config)``:
+    ``forward(body, input_ids, attention_mask, all_layers=False) -> ForwardOutput``. Equal (and hashing
+    alike) for equal ``(family, config)``, so jitted readouts that take it as a static argument share their
+    compilations across loads, audit parts and sweep jobs of one process."""
+
+    family: Any  # jaxassoc.models.family.Family (a module-level singleton: compared by identity)
+    config: Any
+
+    def __call__(self, body, input_ids, attention_mask, all_layers: bool = False) -> ForwardOutput:
+        return _forward(body, input_ids, attention_mask, family=self.family, config=self.config, all_layers=all_layers)
+
+
+@functools.partial(jax.jit, static_argnames=("family", "config", "all_layers"))
+def _forward(body, input_ids, attention_mask, *, family, config, all_layers: bool):
+    return family.forward(body, input_ids, attention_mask, config=config, all_layers=all_layers)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -100,7 +133,7 @@ class LanguageModel:
     tokenizer: Any  # transformers.PreTrainedTokenizerFast
     vocab: VocabInfo
     provenance: Provenance
-    forward: Callable[..., ForwardOutput]  # forward(body, input_ids, attention_mask, all_layers=False)
+    forward: Forward  # forward(body, input_ids, attention_mask, all_layers=False); jitted once per config
     max_positions: int  # the context length
     decoder: Decoder | None = None  # causal ports: KV-cache decoding; None for encoders
     mesh: Any = None  # the jax.sharding.Mesh the params are sharded over (models.partitioning); None: one device

@@ -21,6 +21,7 @@ from jaxassoc.models.batching import FINE_BUCKETS, model_limits, model_shard, ru
 from jaxassoc.models.heads import head_logits
 
 
+@functools.partial(jax.jit, static_argnames=("decoder", "n_new"))
 def greedy_tokens(
     params: dict,
     input_ids: Int[Array, "B P"],
@@ -77,10 +78,17 @@ def greedy_generate(
     stop = np.zeros(vocab, dtype=bool) if stop is None else np.asarray(stop, dtype=bool)
     if stop.shape != (vocab,):
         raise InputError(f"stop must be a boolean mask over the {vocab}-token vocabulary, not shape {stop.shape}")
-    fn = jax.jit(functools.partial(greedy_tokens, decoder=model.decoder, n_new=max_new_tokens,
-                                   stop=jnp.asarray(stop)))
-    outs = run_batched(fn, model.params, [list(p) for p in prompts], batch_size=batch_size,
-                       buckets=FINE_BUCKETS, padding_side="left", per_token=False, progress=progress,
-                       shard=model_shard(model),
-                       **{**limits, "max_length": limits["max_length"] - max_new_tokens})
+    fn = functools.partial(greedy_tokens, decoder=model.decoder, n_new=max_new_tokens, stop=jnp.asarray(stop))
+    outs = run_batched(
+        fn,
+        model.params,
+        [list(p) for p in prompts],
+        batch_size=batch_size,
+        buckets=FINE_BUCKETS,
+        padding_side="left",
+        per_token=False,
+        progress=progress,
+        shard=model_shard(model),
+        **{**limits, "max_length": limits["max_length"] - max_new_tokens},
+    )
     return [[int(t) for t in out if t >= 0] for out in outs]

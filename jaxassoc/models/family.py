@@ -89,16 +89,15 @@ class Family:
     ) -> tuple[Float[Array, "B t D"], Any]:
         """``layers.CausalBody.forward_cached`` of the body module holding ``body``."""
         self._check_causal()
-        return self.body_module(config, body).forward_cached(input_ids, attention_mask, cache, start, positions=positions, allowed=allowed)
+        return self.body_module(config, body).forward_cached(
+            input_ids, attention_mask, cache, start, positions=positions, allowed=allowed
+        )
 
     def decoder(self, config: Any) -> Decoder | None:
         """KV-cache decoding bound to ``config`` for causal families; None for masked ones."""
         if self.objective != "causal":
             return None
-        return Decoder(
-            init_cache=functools.partial(self.init_cache, config),
-            forward_cached=functools.partial(self.forward_cached, config=config),
-        )
+        return Decoder(self, config)
 
     def _check_causal(self) -> None:
         if self.objective != "causal":
@@ -186,5 +185,14 @@ class LanguageModule(nnx.Module):
         return head_logits(self.head.as_head(), self.body(input_ids, attention_mask).hidden)
 
 
-__all__ = ["Axes", "Family", "LanguageModule", "OutputHead", "family_folders", "family_for", "family_named",
-           "param_shapes", "registry"]
+__all__ = [
+    "Axes",
+    "Family",
+    "LanguageModule",
+    "OutputHead",
+    "family_folders",
+    "family_for",
+    "family_named",
+    "param_shapes",
+    "registry",
+]

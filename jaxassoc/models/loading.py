@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxassoc.errors import ConfigError, ModelError
-from jaxassoc.models.base import LanguageModel, Provenance, VocabInfo
+from jaxassoc.models.base import Forward, LanguageModel, Provenance, VocabInfo
 from jaxassoc.models.checkpoint import read_weights, sha256_files
 from jaxassoc.models.family import LanguageModule, family_for
 from jaxassoc.models.partitioning import device_params, head_units, place_params
@@ -95,9 +95,6 @@ def load_model(
         params = place_params(params, family, mesh, head_units(family, config), DTYPES[dtype])
     check_finite(params, tensors, path, dtype)
 
-    def forward(body, input_ids, attention_mask, all_layers=False):
-        return spec.forward(body, input_ids, attention_mask, config=config, all_layers=all_layers)
-
     def module_of(params: dict) -> LanguageModule:
         return LanguageModule(spec.body_module(config, params["body"]), params["head"])
 
@@ -116,7 +113,7 @@ def load_model(
             tokenizer_sha256=tokenizer_sha256(tokenizer),
             file_format=file_format,
         ),
-        forward=jax.jit(forward, static_argnames=("all_layers",)),
+        forward=Forward(spec, config),
         max_positions=int(config.max_positions),
         decoder=spec.decoder(config),
         mesh=mesh,
@@ -127,8 +124,10 @@ def load_model(
 def check_dtype(dtype: str) -> None:
     """ConfigError naming ``dtype`` unless it is a parameter dtype the ports run in (a float)."""
     if dtype not in DTYPES:
-        raise ConfigError(f"model dtype {dtype!r} is not supported: parameters must be floats; use one of "
-                          f"{sorted(DTYPES)} (e.g. model.dtype=bfloat16)")
+        raise ConfigError(
+            f"model dtype {dtype!r} is not supported: parameters must be floats; use one of "
+            f"{sorted(DTYPES)} (e.g. model.dtype=bfloat16)"
+        )
 
 
 def _resolve(source: str | Path, revision: str | None) -> tuple[Path, str, str | None]:
@@ -143,8 +142,10 @@ def _resolve(source: str | Path, revision: str | None) -> tuple[Path, str, str |
     if path.exists():
         return path.resolve(), str(path.resolve()), revision
     if isinstance(source, Path) or not _HUB_ID.match(text) or text.endswith(".gguf"):
-        raise ModelError(f"model source {text!r} does not exist: pass a checkpoint folder, a .gguf file, "
-                         f"an embedded model {sorted(EMBEDDED)} or a hub id")
+        raise ModelError(
+            f"model source {text!r} does not exist: pass a checkpoint folder, a .gguf file, "
+            f"an embedded model {sorted(EMBEDDED)} or a hub id"
+        )
     snapshot = _hub_snapshot(text, revision)
     return snapshot, text, snapshot.name
 
@@ -174,16 +175,23 @@ def _hub_error(repo_id: str, revision: str, error: Exception) -> str:
         found = f"hub model {repo_id!r} at revision {revision!r} is in the Hugging Face cache {cache} but unusable"
     else:
         listed = ", ".join(f"{ref} = {commit}" if ref != commit else commit for ref, commit in cached.items())
-        found = (f"hub model {repo_id!r} has no revision {revision!r} in the Hugging Face cache {cache} "
-                 f"(it holds: {listed})")
+        found = (
+            f"hub model {repo_id!r} has no revision {revision!r} in the Hugging Face cache {cache} (it holds: {listed})"
+        )
     if not constants.HF_HUB_OFFLINE:
-        return (f"{found}, and downloading it failed ({reason}); check the model id and revision on the Hub, the "
-                "network access and the token (gated models), or pass a local checkpoint folder or .gguf file as "
-                "the model source")
-    return (found + (f" ({reason})" if unusable else "") + ", and HF_HUB_OFFLINE is set, so nothing is downloaded; "
-            + ("set model.revision to a cached revision, " if cached and not unusable else "")
-            + f"download it with network access (`hf download {repo_id} --revision {revision}`), or pass a local "
-            "checkpoint folder or .gguf file as the model source")
+        return (
+            f"{found}, and downloading it failed ({reason}); check the model id and revision on the Hub, the "
+            "network access and the token (gated models), or pass a local checkpoint folder or .gguf file as "
+            "the model source"
+        )
+    return (
+        found
+        + (f" ({reason})" if unusable else "")
+        + ", and HF_HUB_OFFLINE is set, so nothing is downloaded; "
+        + ("set model.revision to a cached revision, " if cached and not unusable else "")
+        + f"download it with network access (`hf download {repo_id} --revision {revision}`), or pass a local "
+        "checkpoint folder or .gguf file as the model source"
+    )
 
 
 def _cached_revisions(repo_id: str) -> dict[str, str] | None:
@@ -197,8 +205,11 @@ def _cached_revisions(repo_id: str) -> dict[str, str] | None:
     commits = sorted(p.name for p in (folder / "snapshots").glob("*") if p.is_dir())
     if not commits:
         return None
-    refs = {str(p.relative_to(folder / "refs")): p.read_text().strip() for p in sorted((folder / "refs").rglob("*"))
-            if p.is_file()}
+    refs = {
+        str(p.relative_to(folder / "refs")): p.read_text().strip()
+        for p in sorted((folder / "refs").rglob("*"))
+        if p.is_file()
+    }
     refs = {ref: commit for ref, commit in refs.items() if commit in commits}
     return refs | {c: c for c in commits if c not in refs.values()}
 
@@ -227,15 +238,18 @@ def _read_tokenizer(folder: Path):
         found = [f for files in TOKENIZER_FILES for f in files if (folder / f).is_file()]
         raise ModelError(
             f"{folder} has no tokenizer: it needs tokenizer.json, or vocab.json + merges.txt, vocab.txt or "
-            f"tokenizer.model" + (f" (found only {found})" if found else "")
+            f"tokenizer.model"
+            + (f" (found only {found})" if found else "")
             + "; copy the tokenizer files of this model into the folder"
         )
     try:
         return transformers.AutoTokenizer.from_pretrained(folder)
     except Exception as e:
         reason = " ".join(str(e).split())
-        raise ModelError(f"cannot load a tokenizer from {folder} ({type(e).__name__}: {reason}); "
-                         "the folder needs tokenizer.json or the tokenizer files of its model") from None
+        raise ModelError(
+            f"cannot load a tokenizer from {folder} ({type(e).__name__}: {reason}); "
+            "the folder needs tokenizer.json or the tokenizer files of its model"
+        ) from None
 
 
 _FINITE_CHUNK = 1 << 22  # elements per finiteness test: bounds the float32 copy XLA may make of a chunk
@@ -273,9 +287,7 @@ def check_finite(params, tensors: dict, source: Path, dtype: str) -> None:
     if not bad_params:
         return
     bad = [
-        name
-        for name, t in tensors.items()
-        if t.dtype.kind not in "biu" and not np.isfinite(t.astype(np.float32)).all()
+        name for name, t in tensors.items() if t.dtype.kind not in "biu" and not np.isfinite(t.astype(np.float32)).all()
     ]
     if bad:
         raise ModelError(
@@ -283,8 +295,7 @@ def check_finite(params, tensors: dict, source: Path, dtype: str) -> None:
             "checkpoint is corrupt: download or save it again"
         )
     raise ModelError(
-        f"{source}: parameters {bad_params[:6]} overflow to infinity in {dtype}; load the model in float32 "
-        "or bfloat16"
+        f"{source}: parameters {bad_params[:6]} overflow to infinity in {dtype}; load the model in float32 or bfloat16"
     )
 
 

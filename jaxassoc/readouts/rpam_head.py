@@ -74,13 +74,15 @@ def pad_id(model: LanguageModel) -> int:
     return next((int(i) for i in (model.vocab.pad_id, model.vocab.eos_id) if i is not None), 0)
 
 
+@functools.partial(jax.jit, static_argnames="forward")
 def _last_hidden(params, ids, mask, *, forward):
     hidden = forward(params["body"], ids, mask).hidden
     return gather_positions(hidden, last_positions(mask)).astype(jnp.float32)
 
 
+@functools.partial(jax.jit, static_argnames="forward")
 def all_hidden(params, ids, mask, *, forward):
-    """The body's hidden states at every position (float32): jit it with the model's ``forward`` bound."""
+    """The body's hidden states at every position (float32), compiled once per ``forward`` (its config)."""
     return forward(params["body"], ids, mask).hidden.astype(jnp.float32)
 
 
@@ -97,7 +99,7 @@ def prompt_states(
     tokens = tokenize_attributes(model.tokenizer, attributes, template)
     prompts = encode_prompts(model, [template.fill(t) for t in targets], add_bos=add_bos)
     common = dict(batch_size=batch_size, pad_id=pad_id(model), max_length=model.max_positions)
-    last = jax.jit(functools.partial(_last_hidden, forward=model.forward))
+    last = functools.partial(_last_hidden, forward=model.forward)
     first_hidden = np.stack(run_batched(last, model.params, prompts, per_token=False, **common))
     pairs = [(t, c) for t in range(len(targets)) for c in tokens.multi_token]
     K = max([len(tokens.token_ids[c]) - 1 for c in tokens.multi_token], default=1)
@@ -107,8 +109,7 @@ def prompt_states(
     cont_valid = np.zeros((len(pairs), K), bool)
     if pairs:
         sequences = [prompts[t] + list(tokens.token_ids[c]) for t, c in pairs]
-        states = run_batched(jax.jit(functools.partial(all_hidden, forward=model.forward)), model.params,
-                             sequences, **common)
+        states = run_batched(functools.partial(all_hidden, forward=model.forward), model.params, sequences, **common)
         for m, ((t, c), seq, h) in enumerate(zip(pairs, sequences, states)):
             k = len(tokens.token_ids[c])
             # position p predicts token p + 1: subwords 2..k are predicted at len(seq)-k .. len(seq)-2

@@ -38,15 +38,16 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from jaxassoc.readouts.cache import cached_arrays, model_key
-from jaxassoc.readouts.stereotypes import chunk_stage, default_words, head_terms, scores_from_terms, trait_tokens
 from jaxassoc.data import AbcData
 from jaxassoc.data.stereotypes import MASK
 from jaxassoc.errors import ConfigError, InputError, ModelError
 from jaxassoc.models import LanguageModel, model_limits, run_batched
 from jaxassoc.models.batching import model_shard
+from jaxassoc.readouts.cache import cached_arrays, model_key
+from jaxassoc.readouts.stereotypes import chunk_stage, default_words, head_terms, scores_from_terms, trait_tokens
 
 CHUNK_PROBLEMS = 512  # (filler, word) problems per cached chunk: about a ninth of a template
+
 
 class MaskedProblems(NamedTuple):
     """One masked prompt per (filler, word), row-major, with one mask per trait subword."""
@@ -96,17 +97,12 @@ def build_masked_problems(
     return MaskedProblems(fillers, list(words), prompts, starts, traits)
 
 
-@functools.lru_cache(maxsize=4)
-def _first_mask_hidden(forward, mask_id: int):
-    """jit of: head input (float32) at each row's first mask — the write-in step's open position."""
-
-    @jax.jit
-    def fn(params, ids, mask):
-        hidden = forward(params["body"], ids, mask).hidden
-        position = jnp.argmax(ids == mask_id, axis=1)
-        return jnp.take_along_axis(hidden, position[:, None, None], axis=1)[:, 0].astype(jnp.float32)
-
-    return fn
+@functools.partial(jax.jit, static_argnames=("forward", "mask_id"))
+def _first_mask_hidden(params, ids, mask, *, forward, mask_id: int):
+    """Head input (float32) at each row's first mask — the write-in step's open position."""
+    hidden = forward(params["body"], ids, mask).hidden
+    position = jnp.argmax(ids == mask_id, axis=1)
+    return jnp.take_along_axis(hidden, position[:, None, None], axis=1)[:, 0].astype(jnp.float32)
 
 
 def write_in_head_inputs(model: LanguageModel, problems: MaskedProblems, batch_size: int = 32):
@@ -114,7 +110,7 @@ def write_in_head_inputs(model: LanguageModel, problems: MaskedProblems, batch_s
 
     One :func:`~jaxassoc.models.run_batched` call per step over every prompt with more than i subwords.
     """
-    fn = _first_mask_hidden(model.forward, int(model.vocab.mask_id))
+    fn = functools.partial(_first_mask_hidden, forward=model.forward, mask_id=int(model.vocab.mask_id))
     traits = problems.trait_tokens
     N, S, D = len(traits), max(len(t) for t in traits), model.head.W.shape[1]
     x = np.zeros((N, S, D), np.float32)
@@ -129,8 +125,15 @@ def write_in_head_inputs(model: LanguageModel, problems: MaskedProblems, batch_s
             ids, start = list(problems.prompts[n]), problems.mask_starts[n]
             ids[start : start + step] = traits[n][:step]
             sequences.append(ids)
-        out = run_batched(fn, model.params, sequences, batch_size=batch_size, per_token=False,
-                          shard=model_shard(model), **model_limits(model))
+        out = run_batched(
+            fn,
+            model.params,
+            sequences,
+            batch_size=batch_size,
+            per_token=False,
+            shard=model_shard(model),
+            **model_limits(model),
+        )
         x[rows, step] = np.stack(out)
     return x, tokens, valid
 
@@ -164,15 +167,22 @@ def masked_terms(
     distance = np.zeros((n, steps), np.float32)
     chunks = [list(range(at, min(at + CHUNK_PROBLEMS, n))) for at in range(0, n, CHUNK_PROBLEMS)]
     for c, members in enumerate(chunks, start=1):
-        part = problems._replace(prompts=[problems.prompts[m] for m in members],
-                                 mask_starts=[problems.mask_starts[m] for m in members],
-                                 trait_tokens=[problems.trait_tokens[m] for m in members])
+        part = problems._replace(
+            prompts=[problems.prompts[m] for m in members],
+            mask_starts=[problems.mask_starts[m] for m in members],
+            trait_tokens=[problems.trait_tokens[m] for m in members],
+        )
 
         def compute():
             return head_terms(model, *write_in_head_inputs(model, part, batch_size))
 
-        key = {"model": model_key(model), "prompts": part.prompts, "mask_starts": part.mask_starts,
-               "trait_tokens": part.trait_tokens, "batch_size": batch_size}
+        key = {
+            "model": model_key(model),
+            "prompts": part.prompts,
+            "mask_starts": part.mask_starts,
+            "trait_tokens": part.trait_tokens,
+            "batch_size": batch_size,
+        }
         with chunk_stage(log_as, c, len(chunks), len(members)):
             terms = cached_arrays(cache_dir, "stereotype_terms_masked", key, compute)
         first[members], chain[members] = terms["first"], terms["chain"]
@@ -208,5 +218,6 @@ def score_masked(
     problems = build_masked_problems(model.tokenizer, abc, template, groups, words, mask_id=model.vocab.mask_id)
     terms = masked_terms(model, problems, batch_size=batch_size, cache_dir=cache_dir, log_as=log_as)
     valid = np.arange(terms["distance"].shape[1]) < np.array([len(t) for t in problems.trait_tokens])[:, None]
-    return scores_from_terms(problems.fillers, words, terms, valid,
-                             set_transform=set_transform, set_nan_policy=set_nan_policy)
+    return scores_from_terms(
+        problems.fillers, words, terms, valid, set_transform=set_transform, set_nan_policy=set_nan_policy
+    )
