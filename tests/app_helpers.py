@@ -11,12 +11,11 @@ import re
 from pathlib import Path
 
 import numpy as np
-import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
 from jaxassoc import data
-from jaxassoc.app import builtin_metrics, model_loading
+from jaxassoc.app import builtin_metrics
 from jaxassoc.app.config import register_configs
 from jaxassoc.app.main import CONF_DIR, make_job
 from jaxassoc.app.registry import METRICS, get_metric
@@ -55,11 +54,25 @@ def tiny_suite(name: str, *, x=FLOWERS, y=INSECTS, a=PLEASANT, b=UNPLEASANT) -> 
     """Two tests; the first one's sets can be replaced (e.g. to hold a repeated word)."""
     prefix = "C" if name == "weat_ws" else "W"
     first, second = (f"{prefix}7", f"{prefix}8") if prefix == "C" else ("W1", "W2")
-    return WeatSuite(name, (
-        WeatTest(first, "flowers/insects", tuple(x), tuple(y), tuple(a), tuple(b), "Flowers", "Insects",
-                 "Pleasant", "Unpleasant"),
-        WeatTest(second, "jobs/arts", JOBS, ARTS, MALE, FEMALE, "Jobs", "Arts", "Male terms", "Female terms"),
-    ), "tiny")
+    return WeatSuite(
+        name,
+        (
+            WeatTest(
+                first,
+                "flowers/insects",
+                tuple(x),
+                tuple(y),
+                tuple(a),
+                tuple(b),
+                "Flowers",
+                "Insects",
+                "Pleasant",
+                "Unpleasant",
+            ),
+            WeatTest(second, "jobs/arts", JOBS, ARTS, MALE, FEMALE, "Jobs", "Arts", "Male terms", "Female terms"),
+        ),
+        "tiny",
+    )
 
 
 def use_tiny_suite(monkeypatch, **sets) -> None:
@@ -69,8 +82,10 @@ def use_tiny_suite(monkeypatch, **sets) -> None:
 
 def benchmark_words() -> list[str]:
     """The WS-353 and SimLex-999 words and the 400 commonest STS-B dev words (similarity rows need them)."""
-    words = [*data.load_wordsim353()[["word1", "word2"]].to_numpy().ravel(),
-             *data.load_simlex999()[["word1", "word2"]].to_numpy().ravel()]
+    words = [
+        *data.load_wordsim353()[["word1", "word2"]].to_numpy().ravel(),
+        *data.load_simlex999()[["word1", "word2"]].to_numpy().ravel(),
+    ]
     stsb = data.load_stsb("dev")
     tokens = re.findall(r"[a-z]+(?:'[a-z]+)?", " ".join([*stsb.sentence1, *stsb.sentence2]).lower())
     counts = {}
@@ -95,16 +110,6 @@ def write_tiny_glove(path: Path, dim: int = 8, *, same_as: dict[str, str] | None
 def write_corpus(path: Path, sentences=CORPUS) -> Path:
     path.write_text("\n".join(sentences) + "\n")
     return path
-
-
-@pytest.fixture
-def no_model(monkeypatch):
-    """Loading any model fails the test: a refusal must come before."""
-    def boom(*args, **kwargs):
-        raise AssertionError("a model was loaded before the config was refused")
-
-    monkeypatch.setattr(model_loading, "_load_static", boom)
-    monkeypatch.setattr(model_loading, "_load_language_model", boom)
 
 
 def start_hydra():

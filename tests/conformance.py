@@ -1,8 +1,8 @@
 """The checks every causal family must pass against transformers (its torch model is the reference).
 
-A family declares one or more :class:`Spec` in ``tests/family_specs/<family>.py`` (``SPECS = [...]``): a
-tiny random config built with transformers. ``tests/test_models_conformance.py`` runs, for every spec:
-next-token logits at every real position within ``atol`` (fp32) of transformers running each sequence
+A family declares one or more :class:`family_specs.Spec` in ``tests/family_specs/<family>.py``
+(``SPECS = [...]``): a tiny random config built with transformers, written by the ``tiny_checkpoint``
+fixture. ``tests/test_models_conformance.py`` runs, for every spec: next-token logits at every real position within ``atol`` (fp32) of transformers running each sequence
 alone, with right and left padding; cached greedy decoding equal to transformers' greedy ``generate``; packed
 scoring equal to each sequence alone; continuations of 2 and 4 tokens scored from a shared prompt
 (:mod:`jaxassoc.models.continuations`, RPAM's path) equal to transformers on prompt + continuation.
@@ -12,15 +12,10 @@ fsdp×tp mesh gives the single-device results (8 simulated CPU devices, one subp
 
 from __future__ import annotations
 
-import dataclasses
-from pathlib import Path
-from typing import Any
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import torch
-import transformers
 
 from jaxassoc.models import model_limits
 from jaxassoc.models.batching import pad_batch
@@ -28,51 +23,6 @@ from jaxassoc.models.continuations import pack_continuations, prefix_and_continu
 from jaxassoc.models.decoding import greedy_generate
 from jaxassoc.models.heads import head_logits, next_token_logprobs
 from jaxassoc.models.packing import run_packed
-from models_helpers import tiny_tokenizer
-
-
-@dataclasses.dataclass(frozen=True)
-class Spec:
-    """A tiny random checkpoint of one family, as transformers builds it."""
-
-    name: str
-    """The test id, e.g. ``"gpt_neox-parallel"``."""
-    model_class: str
-    """transformers' causal-LM class, e.g. ``"GPTNeoXForCausalLM"``."""
-    config_class: str
-    fields: dict[str, Any]
-    """Config fields (``vocab_size`` is set from the tokenizer; ``bos/eos_token_id`` default to 1/2)."""
-    atol: float = 1e-4
-    perturb: tuple[str, ...] = ("bias", "norm", "ln", "layernorm")
-    """Parameters whose name contains one of these get noise added (they start at 0/1 in a fresh model)."""
-    seed: int = 0
-
-
-def build_torch(spec: Spec) -> tuple[torch.nn.Module, transformers.PreTrainedTokenizerFast]:
-    """The spec's torch model (eval mode, random weights from its seed) and a small BPE tokenizer."""
-    tokenizer = tiny_tokenizer("llama")
-    fields = {"bos_token_id": 1, "eos_token_id": 2, **spec.fields, "vocab_size": len(tokenizer)}
-    config = getattr(transformers, spec.config_class)(**fields)
-    torch.manual_seed(spec.seed)
-    model = getattr(transformers, spec.model_class)(config)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if any(part in name.lower() for part in spec.perturb):
-                p.add_(0.1 * torch.randn_like(p))
-    return model.eval(), tokenizer
-
-
-def save(spec: Spec, folder: Path) -> Path:
-    """Write the spec's checkpoint (safetensors + tokenizer) into ``folder / spec.name``."""
-    model, tokenizer = build_torch(spec)
-    out = Path(folder) / spec.name
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
-
-
-def load_reference(spec: Spec, folder: Path) -> torch.nn.Module:
-    return getattr(transformers, spec.model_class).from_pretrained(folder).eval()
 
 
 def sequences(vocab: int, n: int = 7, seed: int = 0, low: int = 3, high: int = 14) -> list[list[int]]:
@@ -112,9 +62,16 @@ def logits_error(model, reference: torch.nn.Module, seqs: list[list[int]], side:
 def torch_greedy(reference: torch.nn.Module, prompt: list[int], n_new: int) -> list[int]:
     with torch.no_grad():
         ids = torch.tensor([prompt])
-        out = reference.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n_new, min_new_tokens=n_new,
-                                 do_sample=False, eos_token_id=None, pad_token_id=0)
-    return out[0, len(prompt):].tolist()
+        out = reference.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=n_new,
+            min_new_tokens=n_new,
+            do_sample=False,
+            eos_token_id=None,
+            pad_token_id=0,
+        )
+    return out[0, len(prompt) :].tolist()
 
 
 def greedy_mismatches(model, reference: torch.nn.Module, prompts: list[list[int]], n_new: int = 8) -> list:
@@ -133,8 +90,9 @@ def token_logprobs_fn(model):
 
 def packed_error(model, reference: torch.nn.Module, seqs: list[list[int]]) -> float:
     """Largest |packed next-token log-prob - transformers' on the sequence alone| (rows really packed)."""
-    packed = run_packed(token_logprobs_fn(model), model.params, seqs, row_length=32, tokens_per_batch=64,
-                        **model_limits(model))
+    packed = run_packed(
+        token_logprobs_fn(model), model.params, seqs, row_length=32, tokens_per_batch=64, **model_limits(model)
+    )
     worst = 0.0
     for seq, got in zip(seqs, packed):
         logp = torch.log_softmax(torch.tensor(torch_logits(reference, seq)), -1)
@@ -143,16 +101,17 @@ def packed_error(model, reference: torch.nn.Module, seqs: list[list[int]]) -> fl
     return worst
 
 
-
-def continuations_error(model, reference: torch.nn.Module, prompts: list[list[int]],
-                        continuations: list[list[list[int]]]) -> float:
+def continuations_error(
+    model, reference: torch.nn.Module, prompts: list[list[int]], continuations: list[list[list[int]]]
+) -> float:
     """Largest |log P(subword j+1 | prompt, subwords <= j)| difference between the packed continuations
     of each (left-padded) prompt and transformers on prompt + continuation alone."""
     P, L = max(map(len, prompts)) + 1, 8
     ids, mask = pad_batch(prompts, P, len(prompts), 0, "left")
     packed = np.stack([np.stack(pack_continuations(row, L)) for row in continuations], axis=1)
     _, logprob = jax.jit(prefix_and_continuations, static_argnames="decoder")(
-        model.params, ids, mask, *packed, decoder=model.decoder)
+        model.params, ids, mask, *packed, decoder=model.decoder
+    )
     worst = 0.0
     for b, (prompt, row) in enumerate(zip(prompts, continuations)):
         at = 0

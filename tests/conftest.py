@@ -1,9 +1,26 @@
-"""Shared test settings: fp32 matmuls at full precision for parity checks, small thread pools, and a cache
-folder of the session's own (``JAXASSOC_CACHE``), so no test or app it starts writes to the user's cache."""
+"""Shared test settings and fixtures.
 
+- fp32 matmuls at full precision for parity checks, and a cache folder of the session's own
+  (``JAXASSOC_CACHE``), so no test or app it starts writes to the user's cache;
+- XLA's persistent compilation cache in pytest's cache folder, so a second run of the suite loads what the
+  first compiled (as the app does with ``compile_cache=true``);
+- ``tiny_checkpoint``: the one factory of tiny checkpoints (``tests/family_specs``), written once into
+  pytest's cache folder, keyed by the spec, and shared by every test, worker and later run;
+- what a test module loaded and compiled is released when the module ends, and each pytest-xdist worker's
+  peak resident memory is reported at the end of the run.
+"""
+
+import hashlib
+import json
 import os
+import resource
 import shutil
+import sys
 import tempfile
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 SESSION_CACHE = tempfile.mkdtemp(prefix="jaxassoc-test-cache-")
@@ -12,7 +29,220 @@ os.environ["JAXASSOC_CACHE"] = SESSION_CACHE
 import jax  # noqa: E402
 
 jax.config.update("jax_default_matmul_precision", "highest")
+# 8 simulated CPU devices, so mesh tests run in process; a test that places nothing uses the first one.
+jax.config.update("jax_num_cpu_devices", int(os.environ.get("JAXASSOC_TEST_DEVICES", "8")))
+
+sys.path.insert(0, str(Path(__file__).parent))  # the helper modules beside the tests
+import family_specs  # noqa: E402
+
+_FACTORY_SOURCE = Path(family_specs.__file__)
+
+
+def pytest_configure(config):
+    """XLA's persistent compilation cache under pytest's cache folder (every compilation kept)."""
+    if os.environ.get("JAXASSOC_TEST_COMPILE_CACHE", "1") == "0" or getattr(config, "cache", None) is None:
+        return
+    folder = config.cache.mkdir("jaxassoc-xla")
+    jax.config.update("jax_compilation_cache_dir", str(folder))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(folder))  # for the interpreters tests start
 
 
 def pytest_sessionfinish(session, exitstatus):
     shutil.rmtree(SESSION_CACHE, ignore_errors=True)
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # a pytest-xdist worker: its peak RSS goes to the controller
+        workeroutput["peak_rss_mb"] = _peak_rss_mb()
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
+
+
+_WORKER_PEAKS: dict[str, float] = {}
+
+
+def pytest_testnodedown(node, error):
+    peak = getattr(node, "workeroutput", {}).get("peak_rss_mb")
+    if peak is not None:
+        _WORKER_PEAKS[node.gateway.id] = peak
+
+
+def pytest_terminal_summary(terminalreporter):
+    peaks = _WORKER_PEAKS or {"main": _peak_rss_mb()}
+    terminalreporter.write_line(
+        "peak RSS per process: " + ", ".join(f"{k} {v:,.0f} MB" for k, v in sorted(peaks.items()))
+    )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _release_after_module():
+    """Drop what a test module compiled and the models the app cached once the module ends, so a worker's
+    memory does not grow with the number of modules it ran."""
+    yield
+    from jaxassoc.app import model_loading
+
+    model_loading.release_models()  # the app's model caches, jax.clear_caches() and freed heap pages
+
+
+@pytest.fixture
+def no_model(monkeypatch):
+    """Loading any model fails the test: a refusal must come before."""
+    from jaxassoc.app import model_loading
+
+    def boom(*args, **kwargs):
+        raise AssertionError("a model was loaded before the config was refused")
+
+    monkeypatch.setattr(model_loading, "_load_static", boom)
+    monkeypatch.setattr(model_loading, "_load_language_model", boom)
+
+
+class CliResult(NamedTuple):
+    """What a console script did: its exit status and what it printed."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+_CONSOLE_SCRIPTS = {
+    "jaxassoc": "jaxassoc.app.main",
+    "jaxassoc-report": "jaxassoc.app.report",
+    "jaxassoc-cache": "jaxassoc.app.cache_command",
+}
+
+
+@pytest.fixture
+def cli(monkeypatch):
+    """``cli(program, *args, cwd=None, env=None) -> CliResult``: a console script (``jaxassoc``,
+    ``jaxassoc-report``, ``jaxassoc-cache``) run in this process, as its entry point runs it: ``sys.argv``,
+    working folder and ``env`` (variables to set; None values are unset) as given, its output captured and
+    its exit status from ``SystemExit``. No interpreter start, and compiled functions are shared with the
+    other tests; ``tests/test_console_scripts.py`` runs each script once as a real process."""
+    import contextlib
+    import importlib
+    import io
+    import logging
+
+    from hydra.core.global_hydra import GlobalHydra
+
+    def run(program: str, *args: str, cwd: Path | None = None, env: dict | None = None) -> CliResult:
+        entry = importlib.import_module(_CONSOLE_SCRIPTS[program]).main
+        out, err = io.StringIO(), io.StringIO()
+        with monkeypatch.context() as patch:
+            patch.setattr(sys, "argv", [program, *map(str, args)])
+            if cwd is not None:
+                patch.chdir(cwd)
+            for key, value in (env or {}).items():
+                patch.delenv(key, raising=False) if value is None else patch.setenv(key, str(value))
+            patch.setenv("JAXASSOC_MAIN_PID", str(os.getpid()))
+            GlobalHydra.instance().clear()
+            root = logging.getLogger()
+            handlers, level = root.handlers[:], root.level
+            code = 0
+            try:
+                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                    try:
+                        entry() if program == "jaxassoc" else entry(list(map(str, args)))
+                    except SystemExit as e:
+                        if isinstance(e.code, str):
+                            print(e.code, file=sys.stderr)
+                        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            finally:
+                GlobalHydra.instance().clear()
+                for handler in root.handlers[:]:
+                    if handler not in handlers:
+                        root.removeHandler(handler)
+                for handler in handlers:
+                    if handler not in root.handlers:
+                        root.addHandler(handler)
+                root.setLevel(level)
+        return CliResult(code, out.getvalue(), err.getvalue())
+
+    return run
+
+
+class CheckpointFactory:
+    """``tiny_checkpoint(spec, seed=None, *, fmt="safetensors", into=None, **fields) -> Path``.
+
+    ``spec``: a :class:`family_specs.Spec` or a family name of :data:`family_specs.TINY`; ``seed`` and
+    ``fields`` (HF config fields) override the spec's. The folder is written once per distinct content into
+    pytest's cache folder (``.pytest_cache/d/jaxassoc-checkpoints``) and shared: treat it as read-only, or
+    pass ``into=<folder>`` for a private copy there that the test may change.
+    """
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    def __call__(
+        self, spec, seed: int | None = None, *, fmt: str = "safetensors", into: Path | None = None, **fields
+    ) -> Path:
+        if isinstance(spec, str):
+            spec = family_specs.tiny(spec, 0 if seed is None else seed, **fields)
+        elif seed is not None or fields:
+            spec = spec.with_fields(seed, **fields)
+        folder = self._cached(spec, fmt)
+        if into is None:
+            return folder
+        out = Path(into) / f"{spec.name}-{fmt}-{spec.seed}"
+        shutil.copytree(folder, out, ignore=shutil.ignore_patterns(".manifest.json"))
+        return out
+
+    def spec_of(self, spec, seed: int | None = None, **fields) -> "family_specs.Spec":
+        """The spec that ``tiny_checkpoint(spec, seed, **fields)`` writes (e.g. for ``family_specs.load_torch``)."""
+        return (
+            family_specs.tiny(spec, seed or 0, **fields) if isinstance(spec, str) else spec.with_fields(seed, **fields)
+        )
+
+    def _cached(self, spec, fmt: str) -> Path:
+        import tokenizers
+        import torch
+        import transformers
+
+        key = json.dumps(
+            [
+                repr(spec),
+                fmt,
+                transformers.__version__,
+                torch.__version__,
+                tokenizers.__version__,
+                hashlib.sha256(_FACTORY_SOURCE.read_bytes()).hexdigest(),
+            ]
+        )
+        folder = self.root / f"{spec.name}-{fmt}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+        if _intact(folder):
+            return folder
+        shutil.rmtree(folder, ignore_errors=True)
+        tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=self.root))
+        family_specs.write(spec, tmp, fmt)
+        manifest = {str(p.relative_to(tmp)): p.stat().st_size for p in sorted(tmp.rglob("*")) if p.is_file()}
+        (tmp / ".manifest.json").write_text(json.dumps(manifest))
+        try:
+            tmp.rename(folder)  # atomic: another worker may have written the same one meanwhile
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return folder
+
+
+def _intact(folder: Path) -> bool:
+    """The folder holds exactly the files its manifest lists, at their sizes (a test that wrote into the shared
+    folder, or an interrupted run, makes it be written anew)."""
+    try:
+        manifest = json.loads((folder / ".manifest.json").read_text())
+    except (OSError, ValueError):
+        return False
+    files = {
+        str(p.relative_to(folder)): p.stat().st_size
+        for p in folder.rglob("*")
+        if p.is_file() and p.name != ".manifest.json"
+    }
+    return files == manifest
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(pytestconfig) -> CheckpointFactory:
+    """The factory of tiny checkpoints (:class:`CheckpointFactory`)."""
+    cache = getattr(pytestconfig, "cache", None)
+    root = cache.mkdir("jaxassoc-checkpoints") if cache is not None else Path(SESSION_CACHE)
+    return CheckpointFactory(Path(root))

@@ -2,12 +2,15 @@
 caches cleared, as in a new process) loads every one of them instead of compiling, with bit-identical
 results; off, nothing is kept or loaded."""
 
+from pathlib import Path
+
 import jax
 import jax.monitoring
 import pandas as pd
 import pytest
-
 from app_helpers import compose_config, start_hydra, use_tiny_suite, write_tiny_glove
+
+from jaxassoc.app.cache import use_compile_cache
 from jaxassoc.app.main import run_job
 
 USES, HITS = "/jax/compilation_cache/compile_requests_use_cache", "/jax/compilation_cache/cache_hits"
@@ -16,6 +19,16 @@ USES, HITS = "/jax/compilation_cache/compile_requests_use_cache", "/jax/compilat
 @pytest.fixture(scope="module", autouse=True)
 def hydra_context():
     yield from start_hydra()
+
+
+@pytest.fixture(autouse=True)
+def app_compile_cache(monkeypatch):
+    """The app picks its folder only where the user set none: the suite's own (``tests/conftest.py``) is set
+    aside during the test and put back after it."""
+    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
+    before = jax.config.jax_compilation_cache_dir
+    yield
+    use_compile_cache(Path(before) if before else None)
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +51,16 @@ def events():
 
 
 def _run(glove, out, events, *extra):
-    overrides = ["metric=weat", "model=glove-6b-50d", f"model.source={glove}", "model.name=tiny",
-                 "stats.exact_bound=0", "stats.n_permutations=300", "stats.n_bootstrap=100", *extra]
+    overrides = [
+        "metric=weat",
+        "model=glove-6b-50d",
+        f"model.source={glove}",
+        "model.name=tiny",
+        "stats.exact_bound=0",
+        "stats.n_permutations=300",
+        "stats.n_bootstrap=100",
+        *extra,
+    ]
     jax.clear_caches()  # as in a new process: nothing compiled in memory
     events.update({USES: 0, HITS: 0})
     return run_job(compose_config(overrides), out).aggregates, dict(events)

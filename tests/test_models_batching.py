@@ -14,12 +14,11 @@ from jaxassoc.errors import InputError
 from jaxassoc.models import cast_params, load_model, run_batched
 from jaxassoc.models.base import Head
 from jaxassoc.models.batching import bucket_length
-from models_helpers import save_tiny_checkpoint
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    return load_model(save_tiny_checkpoint(tmp_path_factory.mktemp("batching"), "gpt2", seed=0))
+def model(tiny_checkpoint, tmp_path_factory):
+    return load_model(tiny_checkpoint("gpt2", seed=0))
 
 
 def hidden_fn(model):
@@ -41,8 +40,16 @@ def test_bucket_length():
 def test_outputs_equal_unpadded_runs_in_input_order(model, side):
     fn = hidden_fn(model)
     sequences = random_sequences(40, [1, 16, 17, 60], model.config.vocab_size)
-    outputs = run_batched(fn, model.params, sequences, batch_size=8, buckets=(16, 32, 64), pad_id=0,
-                          padding_side=side, max_length=model.max_positions)
+    outputs = run_batched(
+        fn,
+        model.params,
+        sequences,
+        batch_size=8,
+        buckets=(16, 32, 64),
+        pad_id=0,
+        padding_side=side,
+        max_length=model.max_positions,
+    )
     lengths = {bucket_length(len(s), (16, 32, 64), None) for s in sequences}
     assert fn._cache_size() <= len(lengths)  # at most one compilation per bucket
     for n in {len(s) for s in sequences}:  # reference: all sequences of one length, unpadded, in one call
@@ -101,12 +108,15 @@ SHARDED_SCRIPT = textwrap.dedent(
 )
 
 
-def test_sharded_run_over_8_devices_equals_one_device(tmp_path):
-    folder = save_tiny_checkpoint(tmp_path, "gpt2", seed=0)
+def test_sharded_run_over_8_devices_equals_one_device(tiny_checkpoint, tmp_path):
+    folder = tiny_checkpoint("gpt2", seed=0)
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
     result = subprocess.run(
         [sys.executable, "-c", SHARDED_SCRIPT, str(folder)],
-        env=env, capture_output=True, text=True, timeout=300,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert float(result.stdout.strip().splitlines()[-1]) <= 1e-5

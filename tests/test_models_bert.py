@@ -2,20 +2,20 @@
 
 import json
 
+import family_specs
 import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
 import transformers
 
-from jaxassoc.models.partitioning import device_params
 from jaxassoc.errors import ModelError
 from jaxassoc.models.bert import FAMILY as bert
 from jaxassoc.models.bert.modeling import position_ids
 from jaxassoc.models.checkpoint import read_weights
 from jaxassoc.models.heads import head_logits
+from jaxassoc.models.partitioning import device_params
 from jaxassoc.resources import minilm_dir
-from models_helpers import load_torch, save_tiny_checkpoint
 
 
 def port(folder):
@@ -39,7 +39,7 @@ def compare(folder, family, lengths=(11, 6, 2)):
     config, params = port(folder)
     ids, mask = right_padded(config.vocab_size, list(lengths), pad_id=config.padding_idx)
     with torch.no_grad():
-        ref = load_torch(folder, family)(
+        ref = family_specs.load_torch(family, folder)(
             input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask), output_hidden_states=True
         )
     out = bert.forward(params["body"], jnp.asarray(ids), jnp.asarray(mask), config=config, all_layers=True)
@@ -55,13 +55,13 @@ def compare(folder, family, lengths=(11, 6, 2)):
 
 @pytest.mark.parametrize("family", ["bert", "roberta", "bert-encoder"])
 @pytest.mark.parametrize("fmt", ["safetensors", "bin"])
-def test_matches_torch_on_right_padded_batches(tmp_path, family, fmt):
-    main, layers = compare(save_tiny_checkpoint(tmp_path, family, seed=3, fmt=fmt), family)
+def test_matches_torch_on_right_padded_batches(tiny_checkpoint, tmp_path, family, fmt):
+    main, layers = compare(tiny_checkpoint(family, seed=3, fmt=fmt), family)
     assert main <= 1e-4 and layers <= 1e-4
 
 
-def test_roberta_positions_start_after_padding_idx(tmp_path):
-    folder = save_tiny_checkpoint(tmp_path, "roberta", seed=4)
+def test_roberta_positions_start_after_padding_idx(tiny_checkpoint, tmp_path):
+    folder = tiny_checkpoint("roberta", seed=4)
     config, _ = port(folder)
     assert config.padding_idx == 1 and config.max_positions == 64  # 66 rows minus padding_idx + 1
     mask = jnp.asarray([[1, 1, 1, 0], [1, 1, 1, 1]])
@@ -71,15 +71,15 @@ def test_roberta_positions_start_after_padding_idx(tmp_path):
     assert main <= 1e-4
 
 
-def test_roberta_head_uses_erf_gelu_whatever_hidden_act_says(tmp_path):
-    folder = save_tiny_checkpoint(tmp_path, "roberta", seed=5, hidden_act="relu")
+def test_roberta_head_uses_erf_gelu_whatever_hidden_act_says(tiny_checkpoint, tmp_path):
+    folder = tiny_checkpoint("roberta", seed=5, hidden_act="relu")
     assert port(folder)[0].mlm_activation == "gelu"
     main, layers = compare(folder, "roberta")
     assert main <= 1e-4 and layers <= 1e-4
 
 
-def test_encoder_only_checkpoint_has_no_head(tmp_path):
-    config, params = port(save_tiny_checkpoint(tmp_path, "bert-encoder", seed=6))
+def test_encoder_only_checkpoint_has_no_head(tiny_checkpoint, tmp_path):
+    config, params = port(tiny_checkpoint("bert-encoder", seed=6))
     assert params["head"] is None and "mlm_transform" not in params["body"]
 
 
@@ -101,8 +101,8 @@ def test_minilm_encoder_matches_transformers_bert_model():
         assert np.abs(np.asarray(ours) - theirs.numpy())[real].max() <= 1e-3
 
 
-def test_decoder_is_untied_from_word_embeddings(tmp_path):
-    folder = save_tiny_checkpoint(tmp_path, "bert", seed=7)
+def test_decoder_is_untied_from_word_embeddings(tiny_checkpoint, tmp_path):
+    folder = tiny_checkpoint("bert", seed=7)
     config, params = port(folder)
     word = params["body"]["word"]
     np.testing.assert_array_equal(params["head"].W, word)
@@ -119,8 +119,12 @@ def test_decoder_is_untied_from_word_embeddings(tmp_path):
 
 @pytest.mark.parametrize(
     "field, value",
-    [("position_embedding_type", "relative_key"), ("is_decoder", True), ("add_cross_attention", True),
-     ("hidden_act", "swish")],
+    [
+        ("position_embedding_type", "relative_key"),
+        ("is_decoder", True),
+        ("add_cross_attention", True),
+        ("hidden_act", "swish"),
+    ],
 )
 def test_unsupported_config_values_are_refused(field, value):
     hf_config = json.loads((minilm_dir() / "config.json").read_text()) | {field: value}
@@ -128,8 +132,8 @@ def test_unsupported_config_values_are_refused(field, value):
         bert.config_from_hf(hf_config)
 
 
-def test_missing_extra_and_misshapen_tensors_are_named(tmp_path):
-    folder = save_tiny_checkpoint(tmp_path, "roberta", seed=8)
+def test_missing_extra_and_misshapen_tensors_are_named(tiny_checkpoint, tmp_path):
+    folder = tiny_checkpoint("roberta", seed=8)
     config, _ = port(folder)
     tensors = dict(read_weights(folder).tensors)
     del tensors["roberta.encoder.layer.1.output.LayerNorm.weight"]
@@ -143,8 +147,8 @@ def test_missing_extra_and_misshapen_tensors_are_named(tmp_path):
     assert "roberta.encoder.layer.2.output.dense.weight" in message
 
 
-def test_untied_mlm_checkpoint_uses_its_own_decoder(tmp_path):
-    folder = save_tiny_checkpoint(tmp_path, "bert", seed=9, tie_word_embeddings=False)
+def test_untied_mlm_checkpoint_uses_its_own_decoder(tiny_checkpoint, tmp_path):
+    folder = tiny_checkpoint("bert", seed=9, tie_word_embeddings=False)
     config, params = port(folder)
     tensors = read_weights(folder).tensors
     np.testing.assert_array_equal(params["head"].W, tensors["cls.predictions.decoder.weight"])

@@ -2,22 +2,23 @@
 right and left padding, cached greedy decoding, packed scoring, continuations from a shared prompt (see
 ``tests/conformance.py``). Greedy decoding and packed scoring of every family run with the slow tests."""
 
+import conformance
+import family_specs
 import numpy as np
 import pytest
-
-import conformance
 from family_specs import all_specs
+
 from jaxassoc.models import load_model
 
 SPECS = all_specs()
 
 
 @pytest.fixture(scope="module", params=SPECS, ids=[s.name for s in SPECS])
-def pair(request, tmp_path_factory):
+def pair(tiny_checkpoint, request, tmp_path_factory):
     """(our model loaded from the saved folder, transformers' model loaded from the same folder)."""
     spec = request.param
-    folder = conformance.save(spec, tmp_path_factory.mktemp("conformance"))
-    return spec, load_model(folder), conformance.load_reference(spec, folder)
+    folder = tiny_checkpoint(spec)
+    return spec, load_model(folder), family_specs.load_torch(spec, folder)
 
 
 @pytest.mark.parametrize("side", ["right", "left"])

@@ -9,7 +9,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from models_helpers import save_tiny_checkpoint
 
 from jaxassoc.errors import InputError
 from jaxassoc.models.batching import pad_batch
@@ -20,11 +19,13 @@ from jaxassoc.models.loading import load_model
 PREFIXES = ["The doctor said that he would", "She studies", "People from every country enjoy food, music and"]
 
 
-@pytest.fixture(scope="module", params=["gpt2", pytest.param("llama", marks=pytest.mark.slow),
-                                        pytest.param("mistral", marks=pytest.mark.slow)])
-def model(request, tmp_path_factory):
+@pytest.fixture(
+    scope="module",
+    params=["gpt2", pytest.param("llama", marks=pytest.mark.slow), pytest.param("mistral", marks=pytest.mark.slow)],
+)
+def model(tiny_checkpoint, request, tmp_path_factory):
     overrides = {"sliding_window": 3} if request.param == "mistral" else {}
-    return load_model(save_tiny_checkpoint(tmp_path_factory.mktemp("cont"), request.param, seed=3, **overrides))
+    return load_model(tiny_checkpoint(request.param, seed=3, **overrides))
 
 
 def _full_logprobs(model, prefix, tokens):
@@ -70,8 +71,9 @@ def test_padding_columns_past_the_context_leave_the_scores_finite_and_exact(mode
     L = model.max_positions  # prefix + L columns pass the context; the continuation itself fits
     ids, mask = pad_batch([prefix], len(prefix), 1, 0, "left")
     packed = np.stack(pack_continuations([tokens], L))[:, None]
-    _, logprob = jax.jit(functools.partial(prefix_and_continuations, decoder=model.decoder))(model.params, ids, mask,
-                                                                                              *packed)
+    _, logprob = jax.jit(functools.partial(prefix_and_continuations, decoder=model.decoder))(
+        model.params, ids, mask, *packed
+    )
     assert np.isfinite(np.asarray(logprob)).all()
     np.testing.assert_allclose(np.asarray(logprob[0, :2]), _full_logprobs(model, prefix, tokens)[1:], atol=1e-5)
 

@@ -1,10 +1,10 @@
 """Greedy decoding with the KV cache against transformers' ``generate`` (greedy), and the cached
 forward against the full forward, for every causal port (GPT-2, Llama, Mistral with a sliding window)."""
 
+import family_specs
 import numpy as np
 import pytest
 import torch
-from models_helpers import load_torch, save_tiny_checkpoint
 
 from jaxassoc.errors import InputError, ModelError
 from jaxassoc.models.decoding import greedy_generate
@@ -14,10 +14,10 @@ PROMPTS = ["The doctor said that", "She studies", "People from every country enj
 
 
 @pytest.fixture(scope="module", params=["gpt2", "llama", "mistral"])
-def tiny(request, tmp_path_factory):
+def tiny(tiny_checkpoint, request, tmp_path_factory):
     overrides = {"sliding_window": 3} if request.param == "mistral" else {}
-    folder = save_tiny_checkpoint(tmp_path_factory.mktemp("decoding"), request.param, seed=5, **overrides)
-    return load_model(folder), load_torch(folder, request.param)
+    folder = tiny_checkpoint(request.param, seed=5, **overrides)
+    return load_model(folder), family_specs.load_torch(request.param, folder)
 
 
 def _prompts(model):
@@ -32,9 +32,15 @@ def test_greedy_generate_matches_transformers_generate(tiny):
     for prompt, new in zip(prompts, got):
         with torch.no_grad():  # one prompt at a time: no padding on the reference side
             ids = torch.tensor([prompt])
-            out = torch_model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=12,
-                                       do_sample=False, eos_token_id=None, pad_token_id=0)
-        assert new == out[0, len(prompt):].tolist()
+            out = torch_model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=12,
+                do_sample=False,
+                eos_token_id=None,
+                pad_token_id=0,
+            )
+        assert new == out[0, len(prompt) :].tolist()
 
 
 def test_cached_steps_equal_the_full_forward(tiny):
@@ -68,7 +74,7 @@ def test_stop_tokens_cut_each_row(tiny):
         assert cut_row == (full_row if first is None else full_row[: first + 1])
 
 
-def test_decoding_bad_input(tiny, tmp_path):
+def test_decoding_bad_input(tiny_checkpoint, tiny, tmp_path):
     model, _ = tiny
     with pytest.raises(InputError, match="prompt 0 has 60 tokens: with max_new_tokens=8 it exceeds the 64-token"):
         greedy_generate(model, [[5] * 60], max_new_tokens=8)
@@ -76,6 +82,6 @@ def test_decoding_bad_input(tiny, tmp_path):
         greedy_generate(model, [[5]], max_new_tokens=0)
     with pytest.raises(InputError, match="boolean mask over the"):
         greedy_generate(model, [[5]], max_new_tokens=2, stop=np.zeros(3, bool))
-    bert = load_model(save_tiny_checkpoint(tmp_path, "bert"))
+    bert = load_model(tiny_checkpoint("bert"))
     with pytest.raises(ModelError, match="greedy decoding needs a causal LM"):
         greedy_generate(bert, [[5]], max_new_tokens=2)

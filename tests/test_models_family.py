@@ -6,7 +6,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from models_helpers import save_tiny_checkpoint
 
 from jaxassoc.errors import ModelError
 from jaxassoc.models.family import LanguageModule, family_folders, family_for, family_named
@@ -14,20 +13,19 @@ from jaxassoc.models.heads import head_logits
 from jaxassoc.models.layers import causal_allowed, positions_from_mask
 from jaxassoc.models.loading import load_model
 
-
 CAUSAL = ["gpt2", "llama", "mistral"]
 WITH_HEAD = [*CAUSAL, "bert"]
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory):
+def models(tiny_checkpoint, tmp_path_factory):
     """One tiny model of each kind, loaded on first use."""
     loaded = {}
 
     def get(name):
         if name not in loaded:
             overrides = {"sliding_window": 3} if name == "mistral" else {}
-            folder = save_tiny_checkpoint(tmp_path_factory.mktemp("family"), name, seed=3, **overrides)
+            folder = tiny_checkpoint(name, seed=3, **overrides)
             loaded[name] = load_model(folder)
         return loaded[name]
 
@@ -48,9 +46,17 @@ def test_every_family_folder_is_registered_with_a_sharding_table():
 
 def test_registry_finds_each_model_type_and_refuses_an_unknown_one_by_name():
     assert {t: family_for(t).name for t in ("gpt2", "bert", "roberta", "llama", "mistral")} == {
-        "gpt2": "gpt2", "bert": "bert", "roberta": "bert", "llama": "llama", "mistral": "llama"}
-    with pytest.raises(ModelError, match=r"model_type='xlnet'.*supported: \[.*'bert', .*'gpt2', .*'llama', "
-                                         r".*'mistral', .*'roberta'.*\]"):
+        "gpt2": "gpt2",
+        "bert": "bert",
+        "roberta": "bert",
+        "llama": "llama",
+        "mistral": "llama",
+    }
+    with pytest.raises(
+        ModelError,
+        match=r"model_type='xlnet'.*supported: \[.*'bert', .*'gpt2', .*'llama', "
+        r".*'mistral', .*'roberta'.*\]",
+    ):
         family_for("xlnet")
     assert family_named("roberta") is family_named("bert") is family_for("bert")
     with pytest.raises(ModelError, match="unknown model family 'xlnet'"):
@@ -70,8 +76,9 @@ def test_module_state_is_the_params(models, name):
     _, state = nnx.split(module)
     pure = state.to_pure_dict()
     head = tiny.params["head"]
-    expected = {"body": tiny.params["body"]} | ({} if head is None else
-                                                {"head": {k: v for k, v in head._asdict().items() if v is not None}})
+    expected = {"body": tiny.params["body"]} | (
+        {} if head is None else {"head": {k: v for k, v in head._asdict().items() if v is not None}}
+    )
     assert jax.tree.structure(pure) == jax.tree.structure(expected)
     for got, want in zip(jax.tree.leaves(pure), jax.tree.leaves(expected)):
         assert got is want
@@ -88,8 +95,9 @@ def test_module_call_equals_the_pure_forward(models, name):
             tiny.module(ids, mask)
         np.testing.assert_allclose(np.asarray(tiny.module.body(ids, mask).hidden), np.asarray(hidden), atol=1e-6)
         return
-    np.testing.assert_allclose(np.asarray(tiny.module(ids, mask)), np.asarray(head_logits(tiny.head, hidden)),
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(tiny.module(ids, mask)), np.asarray(head_logits(tiny.head, hidden)), atol=1e-6
+    )
 
 
 @pytest.mark.parametrize("name", WITH_HEAD)
@@ -149,8 +157,15 @@ def test_two_continuations_after_a_shared_prefix_equal_each_run_alone(models, na
     allowed = ((branch[k] == 0) | (branch[k] == branch[q])) & (pos[k] <= pos[q])
     if window is not None:
         allowed &= pos[k] > pos[q] - window
-    hidden, _ = dec.forward_cached(body, jnp.array([first + second]), mask, cache, P,
-                                   positions=jnp.asarray(pos[None, P:]), allowed=jnp.asarray(allowed[None, None]))
+    hidden, _ = dec.forward_cached(
+        body,
+        jnp.array([first + second]),
+        mask,
+        cache,
+        P,
+        positions=jnp.asarray(pos[None, P:]),
+        allowed=jnp.asarray(allowed[None, None]),
+    )
     for cont, columns in ((first, slice(0, len(first))), (second, slice(len(first), None))):
         ids = jnp.array([prefix + cont])
         alone = tiny.forward(body, ids, jnp.ones_like(ids)).hidden[0, P:]

@@ -5,17 +5,17 @@ head through every logit path (``Head.softcap``). The shared checks are in test_
 import dataclasses
 import json
 
+import conformance
+import family_specs
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from family_specs.gemma2 import SPECS
 from safetensors.numpy import load_file
 
-import conformance
-from family_specs.gemma2 import SPECS
 from jaxassoc.errors import ConfigError, ModelError
 from jaxassoc.models import load_model
-from jaxassoc.models.base import Head
 from jaxassoc.models.gemma2 import FAMILY as gemma2
 from jaxassoc.models.heads import head_logits, logits_at, next_token_logprobs
 
@@ -23,31 +23,45 @@ SPEC = SPECS[0]
 
 
 @pytest.fixture(scope="module")
-def saved(tmp_path_factory):
+def saved(tiny_checkpoint, tmp_path_factory):
     """(folder, our model, transformers' model) of the tied, soft-capped, windowed spec."""
-    folder = conformance.save(SPEC, tmp_path_factory.mktemp("gemma2"))
-    return folder, load_model(folder), conformance.load_reference(SPEC, folder)
+    folder = tiny_checkpoint(SPEC)
+    return folder, load_model(folder), family_specs.load_torch(SPEC, folder)
 
 
 def _hf_config(**changes):
-    config = {"model_type": "gemma2", "vocab_size": 50, "hidden_size": 32, "intermediate_size": 64,
-              "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
-              "rms_norm_eps": 1e-6, "max_position_embeddings": 64, "query_pre_attn_scalar": 16,
-              "sliding_window": 3, "hidden_activation": "gelu_pytorch_tanh"}
+    config = {
+        "model_type": "gemma2",
+        "vocab_size": 50,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "rms_norm_eps": 1e-6,
+        "max_position_embeddings": 64,
+        "query_pre_attn_scalar": 16,
+        "sliding_window": 3,
+        "hidden_activation": "gelu_pytorch_tanh",
+    }
     return {**config, **changes}
 
 
-@pytest.mark.parametrize("field, value", [
-    ("attention_bias", True),
-    ("use_bidirectional_attention", True),
-    ("hidden_activation", "swish"),
-    ("rope_scaling", {"rope_type": "linear", "factor": 2.0}),
-    ("rope_parameters", {"rope_type": "yarn", "rope_theta": 1e4, "factor": 2.0}),
-    ("partial_rotary_factor", 0.5),
-    ("layer_types", ["sliding_attention", "chunked_attention"]),
-    ("sliding_window", None),
-    ("head_dim", 15),
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("attention_bias", True),
+        ("use_bidirectional_attention", True),
+        ("hidden_activation", "swish"),
+        ("rope_scaling", {"rope_type": "linear", "factor": 2.0}),
+        ("rope_parameters", {"rope_type": "yarn", "rope_theta": 1e4, "factor": 2.0}),
+        ("partial_rotary_factor", 0.5),
+        ("layer_types", ["sliding_attention", "chunked_attention"]),
+        ("sliding_window", None),
+        ("head_dim", 15),
+    ],
+)
 def test_unsupported_config_fields_are_refused_by_name(field, value):
     hf = _hf_config(**{field: value})
     if field == "partial_rotary_factor":
@@ -60,7 +74,9 @@ def test_unsupported_config_fields_are_refused_by_name(field, value):
 
 def test_config_reads_layer_types_softcaps_and_both_rope_layouts():
     v4 = gemma2.config_from_hf(_hf_config(num_hidden_layers=3, rope_theta=500.0, attn_logit_softcapping=None))
-    v5 = gemma2.config_from_hf(_hf_config(num_hidden_layers=3, rope_parameters={"rope_type": "default", "rope_theta": 500.0}))
+    v5 = gemma2.config_from_hf(
+        _hf_config(num_hidden_layers=3, rope_parameters={"rope_type": "default", "rope_theta": 500.0})
+    )
     assert v4.rope_theta == v5.rope_theta == 500.0
     assert v4.local_layers == (True, False, True)  # transformers' default: even layers (0, 2) are local
     assert v4.attn_logit_softcapping is None and v5.attn_logit_softcapping == 50.0
@@ -84,8 +100,9 @@ def _logits(model, config, head, ids, mask):
 
 
 def _worst(logits, mask, reference, seqs):
-    return max(float(np.abs(logits[i][mask[i] > 0] - conformance.torch_logits(reference, s)).max())
-               for i, s in enumerate(seqs))
+    return max(
+        float(np.abs(logits[i][mask[i] > 0] - conformance.torch_logits(reference, s)).max()) for i, s in enumerate(seqs)
+    )
 
 
 @pytest.mark.parametrize("without", ["final_softcap", "attn_softcap", "window"])

@@ -6,13 +6,14 @@ test_models_conformance.py."""
 import dataclasses
 import json
 
+import conformance
+import family_specs
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from family_specs.gemma3 import SPECS
 from safetensors.numpy import load_file
 
-import conformance
-from family_specs.gemma3 import SPECS
 from jaxassoc.errors import ModelError
 from jaxassoc.models import load_model
 from jaxassoc.models.family import family_for
@@ -23,31 +24,50 @@ SPEC = SPECS[0]
 
 
 @pytest.fixture(scope="module")
-def saved(tmp_path_factory):
+def saved(tiny_checkpoint, tmp_path_factory):
     """(folder, our model, transformers' model) of the spec with linear scaling, a local base and a soft-cap."""
-    folder = conformance.save(SPEC, tmp_path_factory.mktemp("gemma3"))
-    return folder, load_model(folder), conformance.load_reference(SPEC, folder)
+    folder = tiny_checkpoint(SPEC)
+    return folder, load_model(folder), family_specs.load_torch(SPEC, folder)
 
 
 def _hf_config(**changes):
-    config = {"model_type": "gemma3_text", "vocab_size": 50, "hidden_size": 32, "intermediate_size": 64,
-              "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
-              "rms_norm_eps": 1e-6, "max_position_embeddings": 64, "query_pre_attn_scalar": 16,
-              "sliding_window": 3, "hidden_activation": "gelu_pytorch_tanh"}
+    config = {
+        "model_type": "gemma3_text",
+        "vocab_size": 50,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "rms_norm_eps": 1e-6,
+        "max_position_embeddings": 64,
+        "query_pre_attn_scalar": 16,
+        "sliding_window": 3,
+        "hidden_activation": "gelu_pytorch_tanh",
+    }
     return {**config, **changes}
 
 
-@pytest.mark.parametrize("field, value", [
-    ("attn_logit_softcapping", 50.0),
-    ("attention_bias", True),
-    ("use_bidirectional_attention", True),
-    ("hidden_activation", "swish"),
-    ("rope_scaling", {"rope_type": "yarn", "factor": 2.0}),
-    ("rope_parameters.sliding_attention", {"sliding_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4},
-                                           "full_attention": {"rope_type": "default", "rope_theta": 1e6}}),
-    ("layer_types", ["sliding_attention", "chunked_attention"]),
-    ("sliding_window", None),
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("attn_logit_softcapping", 50.0),
+        ("attention_bias", True),
+        ("use_bidirectional_attention", True),
+        ("hidden_activation", "swish"),
+        ("rope_scaling", {"rope_type": "yarn", "factor": 2.0}),
+        (
+            "rope_parameters.sliding_attention",
+            {
+                "sliding_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4},
+                "full_attention": {"rope_type": "default", "rope_theta": 1e6},
+            },
+        ),
+        ("layer_types", ["sliding_attention", "chunked_attention"]),
+        ("sliding_window", None),
+    ],
+)
 def test_unsupported_config_fields_are_refused_by_name(field, value):
     key = "rope_parameters" if field.startswith("rope_parameters") else field
     with pytest.raises(ModelError, match=field):
@@ -55,12 +75,25 @@ def test_unsupported_config_fields_are_refused_by_name(field, value):
 
 
 def test_config_reads_transformers_4_and_5_rotary_fields_alike():
-    v4 = gemma3.config_from_hf(_hf_config(num_hidden_layers=4, sliding_window_pattern=2, rope_theta=500.0,
-                                          rope_local_base_freq=50.0, rope_scaling={"type": "linear", "factor": 4.0}))
-    v5 = gemma3.config_from_hf(_hf_config(
-        num_hidden_layers=4, layer_types=["sliding_attention", "full_attention"] * 2,
-        rope_parameters={"full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 500.0},
-                         "sliding_attention": {"rope_type": "default", "rope_theta": 50.0}}))
+    v4 = gemma3.config_from_hf(
+        _hf_config(
+            num_hidden_layers=4,
+            sliding_window_pattern=2,
+            rope_theta=500.0,
+            rope_local_base_freq=50.0,
+            rope_scaling={"type": "linear", "factor": 4.0},
+        )
+    )
+    v5 = gemma3.config_from_hf(
+        _hf_config(
+            num_hidden_layers=4,
+            layer_types=["sliding_attention", "full_attention"] * 2,
+            rope_parameters={
+                "full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 500.0},
+                "sliding_attention": {"rope_type": "default", "rope_theta": 50.0},
+            },
+        )
+    )
     assert v4 == v5
     assert (v4.rope_theta, v4.rope_local_theta, v4.rope_linear_factor) == (500.0, 50.0, 4.0)
     assert v4.local_layers == (True, False, True, False)
@@ -87,8 +120,9 @@ def _worst(model, config, head, reference, seqs):
     ids, mask = conformance.padded_batch(seqs, "left")
     hidden = gemma3.forward(model.params["body"], jnp.asarray(ids), jnp.asarray(mask), config=config).hidden
     logits = np.asarray(head_logits(head, hidden), np.float64)
-    return max(float(np.abs(logits[i][mask[i] > 0] - conformance.torch_logits(reference, s)).max())
-               for i, s in enumerate(seqs))
+    return max(
+        float(np.abs(logits[i][mask[i] > 0] - conformance.torch_logits(reference, s)).max()) for i, s in enumerate(seqs)
+    )
 
 
 @pytest.mark.parametrize("without", ["local_base", "linear_scaling", "window", "final_softcap"])
@@ -102,7 +136,10 @@ def test_each_gemma3_feature_is_needed_to_match_transformers(saved, without):
     if without == "final_softcap":
         head = head._replace(softcap=None)
     else:
-        change = {"local_base": {"rope_local_theta": config.rope_theta}, "linear_scaling": {"rope_linear_factor": 1.0},
-                  "window": {"sliding_window": None}}[without]
+        change = {
+            "local_base": {"rope_local_theta": config.rope_theta},
+            "linear_scaling": {"rope_linear_factor": 1.0},
+            "window": {"sliding_window": None},
+        }[without]
         config = dataclasses.replace(config, **change)
     assert _worst(model, config, head, reference, seqs) > 1e-2

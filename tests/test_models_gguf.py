@@ -15,13 +15,13 @@ import regex
 import torch
 import transformers
 
-from jaxassoc.models.partitioning import device_params
 from jaxassoc.errors import ModelError
-from jaxassoc.models.llama import FAMILY as llama
 from jaxassoc.models.gguf import _open, read_gguf, reverse_permute
 from jaxassoc.models.gguf_tokenizer import bytes_to_unicode, tokenizer_from_metadata
 from jaxassoc.models.heads import head_logits, last_positions
 from jaxassoc.models.layers import RopeScaling
+from jaxassoc.models.llama import FAMILY as llama
+from jaxassoc.models.partitioning import device_params
 from jaxassoc.resources import smollm2_gguf
 
 WIKITEXT = str(Path(__file__).resolve().parents[1] / "jaxassoc" / "data" / "files" / "wikitext2" / "test.txt")
@@ -29,8 +29,10 @@ WIKITEXT = str(Path(__file__).resolve().parents[1] / "jaxassoc" / "data" / "file
 
 def llama_cpp_permute(weights: np.ndarray, n_head: int) -> np.ndarray:
     """llama.cpp ``convert_hf_to_gguf.py`` ``LlamaModel.permute`` (the forward direction)."""
-    return weights.reshape(n_head, 2, weights.shape[0] // n_head // 2, *weights.shape[1:]).swapaxes(1, 2).reshape(
-        weights.shape
+    return (
+        weights.reshape(n_head, 2, weights.shape[0] // n_head // 2, *weights.shape[1:])
+        .swapaxes(1, 2)
+        .reshape(weights.shape)
     )
 
 
@@ -75,9 +77,15 @@ def _write_tiny_gguf(path, model, *, tied: bool, arch: str = "llama", pre: str =
     writer.add_pad_token_id(2)
     writer.add_add_bos_token(True)
     names = {
-        "input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
-        "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm",
-        "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
+        "input_layernorm": "attn_norm",
+        "self_attn.q_proj": "attn_q",
+        "self_attn.k_proj": "attn_k",
+        "self_attn.v_proj": "attn_v",
+        "self_attn.o_proj": "attn_output",
+        "post_attention_layernorm": "ffn_norm",
+        "mlp.gate_proj": "ffn_gate",
+        "mlp.up_proj": "ffn_up",
+        "mlp.down_proj": "ffn_down",
     }
     for name, t in model.state_dict().items():
         w = t.numpy().astype(np.float32)
@@ -106,9 +114,16 @@ def _write_tiny_gguf(path, model, *, tied: bool, arch: str = "llama", pre: str =
 def tiny(tmp_path_factory):
     torch.manual_seed(0)
     config = transformers.LlamaConfig(
-        vocab_size=len(TINY_TOKENS), hidden_size=48, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=32, rope_theta=1000.0,
-        rms_norm_eps=1e-5, tie_word_embeddings=False,
+        vocab_size=len(TINY_TOKENS),
+        hidden_size=48,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=6,
+        num_key_value_heads=2,
+        max_position_embeddings=32,
+        rope_theta=1000.0,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=False,
     )
     model = transformers.LlamaForCausalLM(config).eval()
     folder = tmp_path_factory.mktemp("gguf")
@@ -199,8 +214,12 @@ def test_unsupported_gguf_options_are_refused(tiny, tmp_path):
         with pytest.raises(ModelError, match=words):
             llama.config_from_hf(hf_config)
     path = tmp_path / "linear.gguf"
-    _write_tiny_gguf(path, model, tied=False, extra=lambda w: (
-        w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR), w.add_rope_scaling_factor(2.0)))
+    _write_tiny_gguf(
+        path,
+        model,
+        tied=False,
+        extra=lambda w: (w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR), w.add_rope_scaling_factor(2.0)),
+    )
     assert llama.config_from_hf(read_gguf(path)[0]).rope_scaling == RopeScaling("linear", 2.0)
 
 
@@ -209,14 +228,45 @@ def test_unsupported_gguf_options_are_refused(tiny, tmp_path):
 GPT2_SPLIT = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
 
 CRAFTED = [
-    "", " ", "  ", "   leading spaces", "trailing spaces   ", "\ttab\tand\nnewline\n\n", "Hello world",
-    '"double" and \'single\' quotes', "“curly” ‘quotes’ «guillemets»", "it's, I'LL, we've, they'd",
-    "naïve café résumé Ångström", "Straße groß", "日本語のテキスト", "中文字符", "한국어", "العربية", "Ελληνικά",
-    "emoji 😀🎉👩‍👩‍👧 ok", "combining e\u0301 and a\u0308", "zero\u200bwidth", "math ∑ ∫ √ ≤ ≥",
-    "The year 2024 and 3.14159", "a  1", "x   42 y", "$100,000.00", "1st 2nd 3rd", "phone: +1 (555) 010-9999",
-    "code: def f(x): return x**2  # comment", "URL https://example.com/a?b=c&d=e", "<unk> tokens <unk>",
-    "@-@ hyphen @,@ comma @.@ dot", "MiXeD CaSe WORDS", "tabs\t\t\tmany", " ' apostrophe ' alone",
-    "The nurse said that she", "The engineer said that he", "ümlaut Über", "ĠG with dot", "�replacement",
+    "",
+    " ",
+    "  ",
+    "   leading spaces",
+    "trailing spaces   ",
+    "\ttab\tand\nnewline\n\n",
+    "Hello world",
+    "\"double\" and 'single' quotes",
+    "“curly” ‘quotes’ «guillemets»",
+    "it's, I'LL, we've, they'd",
+    "naïve café résumé Ångström",
+    "Straße groß",
+    "日本語のテキスト",
+    "中文字符",
+    "한국어",
+    "العربية",
+    "Ελληνικά",
+    "emoji 😀🎉👩‍👩‍👧 ok",
+    "combining e\u0301 and a\u0308",
+    "zero\u200bwidth",
+    "math ∑ ∫ √ ≤ ≥",
+    "The year 2024 and 3.14159",
+    "a  1",
+    "x   42 y",
+    "$100,000.00",
+    "1st 2nd 3rd",
+    "phone: +1 (555) 010-9999",
+    "code: def f(x): return x**2  # comment",
+    "URL https://example.com/a?b=c&d=e",
+    "<unk> tokens <unk>",
+    "@-@ hyphen @,@ comma @.@ dot",
+    "MiXeD CaSe WORDS",
+    "tabs\t\t\tmany",
+    " ' apostrophe ' alone",
+    "The nurse said that she",
+    "The engineer said that he",
+    "ümlaut Über",
+    "ĠG with dot",
+    "�replacement",
 ]
 
 
@@ -335,10 +385,14 @@ def test_smollm2_logits_match_transformers_gguf_loader():
         ids, mask = enc["input_ids"], enc["attention_mask"]
         positions = np.maximum(np.cumsum(mask, 1) - 1, 0)
         with torch.no_grad():
-            ref = model(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask),
-                        position_ids=torch.tensor(positions)).logits.numpy()
-        ours = np.asarray(head_logits(params["head"], llama.forward(params["body"], jnp.asarray(ids),
-                                                                   jnp.asarray(mask), config=config).hidden))
+            ref = model(
+                input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask), position_ids=torch.tensor(positions)
+            ).logits.numpy()
+        ours = np.asarray(
+            head_logits(
+                params["head"], llama.forward(params["body"], jnp.asarray(ids), jnp.asarray(mask), config=config).hidden
+            )
+        )
         real = mask.astype(bool)
         assert np.abs(ours - ref)[real].max() <= 1e-3, side
     last = int(last_positions(jnp.asarray(mask))[0])

@@ -2,22 +2,22 @@
 
 import json
 
+import family_specs
 import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
 
-from jaxassoc.models.partitioning import device_params
 from jaxassoc.errors import ModelError
-from jaxassoc.models.gpt2 import FAMILY as gpt2
 from jaxassoc.models.checkpoint import read_weights
+from jaxassoc.models.gpt2 import FAMILY as gpt2
 from jaxassoc.models.heads import head_logits
-from models_helpers import load_torch, save_tiny_checkpoint
+from jaxassoc.models.partitioning import device_params
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory):
-    return save_tiny_checkpoint(tmp_path_factory.mktemp("gpt2"), "gpt2", seed=0)
+def folder(tiny_checkpoint, tmp_path_factory):
+    return tiny_checkpoint("gpt2", seed=0)
 
 
 def port(folder):
@@ -41,8 +41,10 @@ def torch_outputs(model, ids, mask):
     positions = np.maximum(np.cumsum(mask, 1) - 1, 0)
     with torch.no_grad():
         return model(
-            input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask),
-            position_ids=torch.tensor(positions), output_hidden_states=True,
+            input_ids=torch.tensor(ids),
+            attention_mask=torch.tensor(mask),
+            position_ids=torch.tensor(positions),
+            output_hidden_states=True,
         )
 
 
@@ -50,7 +52,7 @@ def torch_outputs(model, ids, mask):
 def test_logits_and_layers_match_torch_on_padded_batches(folder, side):
     config, params = port(folder)
     ids, mask = padded_batch(config.vocab_size, [12, 7, 1, 10], T=12, side=side)
-    ref = torch_outputs(load_torch(folder, "gpt2"), ids, mask)
+    ref = torch_outputs(family_specs.load_torch("gpt2", folder), ids, mask)
     out = gpt2.forward(params["body"], jnp.asarray(ids), jnp.asarray(mask), config=config, all_layers=True)
     real = mask.astype(bool)
     logits = np.asarray(head_logits(params["head"], out.hidden))
@@ -64,15 +66,17 @@ def test_logits_and_layers_match_torch_on_padded_batches(folder, side):
 def test_padding_side_does_not_change_real_tokens(folder):
     config, params = port(folder)
     lengths = [9, 4]
-    right = gpt2.forward(params["body"], *map(jnp.asarray, padded_batch(config.vocab_size, lengths, 9, "right")),
-                         config=config).hidden
-    left = gpt2.forward(params["body"], *map(jnp.asarray, padded_batch(config.vocab_size, lengths, 9, "left")),
-                        config=config).hidden
+    right = gpt2.forward(
+        params["body"], *map(jnp.asarray, padded_batch(config.vocab_size, lengths, 9, "right")), config=config
+    ).hidden
+    left = gpt2.forward(
+        params["body"], *map(jnp.asarray, padded_batch(config.vocab_size, lengths, 9, "left")), config=config
+    ).hidden
     np.testing.assert_allclose(np.asarray(right)[1, :4], np.asarray(left)[1, 5:], atol=1e-5)
 
 
-def test_bin_checkpoint_with_tied_copy_loads_the_same(tmp_path, folder):
-    bin_folder = save_tiny_checkpoint(tmp_path, "gpt2", seed=0, fmt="bin")
+def test_bin_checkpoint_with_tied_copy_loads_the_same(tiny_checkpoint, tmp_path, folder):
+    bin_folder = tiny_checkpoint("gpt2", seed=0, fmt="bin")
     assert "lm_head.weight" in read_weights(bin_folder).tensors  # the tied copy is present in the .bin
     _, a = port(folder)
     _, b = port(bin_folder)
@@ -94,14 +98,14 @@ def test_head_is_untied_from_input_embeddings(folder):
     np.testing.assert_array_equal(params["body"]["wte"], read_weights(folder).tensors["transformer.wte.weight"])
 
 
-def test_separate_lm_head_is_used(tmp_path):
-    folder = save_tiny_checkpoint(tmp_path, "gpt2", seed=1, tie_word_embeddings=False)
+def test_separate_lm_head_is_used(tiny_checkpoint, tmp_path):
+    folder = tiny_checkpoint("gpt2", seed=1, tie_word_embeddings=False)
     config, params = port(folder)
     tensors = read_weights(folder).tensors
     np.testing.assert_array_equal(params["head"].W, tensors["lm_head.weight"])
     assert not np.array_equal(params["head"].W, params["body"]["wte"])
     ids, mask = padded_batch(config.vocab_size, [5, 3], 5, "right")
-    ref = torch_outputs(load_torch(folder, "gpt2"), ids, mask)
+    ref = torch_outputs(family_specs.load_torch("gpt2", folder), ids, mask)
     logits = head_logits(params["head"], gpt2.forward(params["body"], ids, mask, config=config).hidden)
     assert np.abs(np.asarray(logits) - ref.logits.numpy())[mask.astype(bool)].max() <= 1e-4
 

@@ -4,21 +4,30 @@ same keys as transformers' local mask, and really exercised by the conformance s
 
 import dataclasses
 
+import conformance
+import family_specs
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from family_specs.gpt_neo import SPECS
 from safetensors.numpy import load_file
 
-import conformance
-from family_specs.gpt_neo import SPECS
 from jaxassoc.errors import ModelError
 from jaxassoc.models import load_model
 from jaxassoc.models.gpt_neo import FAMILY as gpt_neo
 from jaxassoc.models.heads import head_logits
 from jaxassoc.models.layers import causal_allowed, positions_from_mask, window_allowed
 
-BASE = {"model_type": "gpt_neo", "vocab_size": 50, "hidden_size": 32, "num_layers": 2, "num_heads": 4,
-        "max_position_embeddings": 64, "window_size": 3, "attention_types": [[["global", "local"], 1]]}
+BASE = {
+    "model_type": "gpt_neo",
+    "vocab_size": 50,
+    "hidden_size": 32,
+    "num_layers": 2,
+    "num_heads": 4,
+    "max_position_embeddings": 64,
+    "window_size": 3,
+    "attention_types": [[["global", "local"], 1]],
+}
 
 
 @pytest.mark.parametrize(
@@ -48,9 +57,9 @@ def test_config_expands_attention_types_per_layer():
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    folder = conformance.save(SPECS[0], tmp_path_factory.mktemp("gpt_neo"))
-    return folder, load_model(folder), conformance.load_reference(SPECS[0], folder)
+def tiny(tiny_checkpoint, tmp_path_factory):
+    folder = tiny_checkpoint(SPECS[0])
+    return folder, load_model(folder), family_specs.load_torch(SPECS[0], folder)
 
 
 def test_local_mask_is_transformers_local_mask(tiny):

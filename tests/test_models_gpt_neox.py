@@ -4,20 +4,27 @@ features (partial rotary, its base, parallel residual) are really exercised by t
 
 import dataclasses
 
+import conformance
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from family_specs.gpt_neox import SPECS
 from safetensors.numpy import load_file
 
-import conformance
-from family_specs.gpt_neox import SPECS
 from jaxassoc.errors import ModelError
 from jaxassoc.models import load_model
 from jaxassoc.models.gpt_neox import FAMILY as gpt_neox
 from jaxassoc.models.heads import head_logits
 
-BASE = {"model_type": "gpt_neox", "vocab_size": 50, "hidden_size": 64, "num_hidden_layers": 2,
-        "num_attention_heads": 4, "intermediate_size": 96, "max_position_embeddings": 64}
+BASE = {
+    "model_type": "gpt_neox",
+    "vocab_size": 50,
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "intermediate_size": 96,
+    "max_position_embeddings": 64,
+}
 
 
 @pytest.mark.parametrize(
@@ -43,16 +50,17 @@ def test_unsupported_config_is_refused_by_field(fields, words):
 def test_config_reads_transformers_4_and_5_rotary_fields():
     v4 = gpt_neox.config_from_hf({**BASE, "rotary_pct": 0.5, "rotary_emb_base": 500})
     v5 = gpt_neox.config_from_hf(
-        {**BASE, "rope_parameters": {"rope_type": "default", "rope_theta": 500, "partial_rotary_factor": 0.5}})
+        {**BASE, "rope_parameters": {"rope_type": "default", "rope_theta": 500, "partial_rotary_factor": 0.5}}
+    )
     assert (v4.rotary_dim, v4.rope_theta) == (v5.rotary_dim, v5.rope_theta) == (8, 500.0)
     default = gpt_neox.config_from_hf(BASE)  # transformers' defaults: a quarter of the head, base 10000
     assert (default.rotary_dim, default.rope_theta, default.use_parallel_residual) == (4, 10000.0, True)
 
 
 @pytest.fixture(scope="module")
-def pythia(tmp_path_factory):
+def pythia(tiny_checkpoint, tmp_path_factory):
     """The parallel-residual spec (rotary on 4 of 16 dims, base 500) saved and loaded."""
-    folder = conformance.save(SPECS[0], tmp_path_factory.mktemp("gpt_neox"))
+    folder = tiny_checkpoint(SPECS[0])
     return folder, load_model(folder)
 
 
@@ -69,8 +77,11 @@ def _logits(model, config):
     return np.asarray(head_logits(model.head, hidden))[mask.astype(bool)]
 
 
-@pytest.mark.parametrize("change", [dict(rotary_dim=0), dict(rotary_dim=16), dict(rope_theta=10000.0),
-                                    dict(use_parallel_residual=False)], ids=str)
+@pytest.mark.parametrize(
+    "change",
+    [dict(rotary_dim=0), dict(rotary_dim=16), dict(rope_theta=10000.0), dict(use_parallel_residual=False)],
+    ids=str,
+)
 def test_each_feature_changes_the_logits(pythia, pythia_logits, change):
     """Rotating no / all dims, the default base or a sequential residual moves the logits far beyond the
     conformance tolerance (1e-4): the specs exercise what they claim to."""
@@ -100,5 +111,6 @@ def test_head_named_lm_head_or_tied_is_read(pythia):
     np.testing.assert_array_equal(np.asarray(head.W), tensors["embed_out.weight"])
     tied = dataclasses.replace(model.config, tie_word_embeddings=True)
     no_head = {k: v for k, v in tensors.items() if k != "embed_out.weight"}
-    np.testing.assert_array_equal(np.asarray(gpt_neox.params_from_hf(no_head, tied)["head"].W),
-                                  tensors["gpt_neox.embed_in.weight"])
+    np.testing.assert_array_equal(
+        np.asarray(gpt_neox.params_from_hf(no_head, tied)["head"].W), tensors["gpt_neox.embed_in.weight"]
+    )

@@ -3,21 +3,28 @@ exercised by the conformance spec (``tests/family_specs/gptj.py``), the biased h
 
 import dataclasses
 
+import conformance
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from family_specs.gptj import SPECS
 from safetensors.numpy import load_file
 
-import conformance
-from family_specs.gptj import SPECS
 from jaxassoc.errors import ModelError
 from jaxassoc.models import load_model
 from jaxassoc.models.gptj import FAMILY as gptj
 from jaxassoc.models.gptj.modeling import interleaved_rope_tables, rotate_every_two
 from jaxassoc.models.heads import head_logits
 
-BASE = {"model_type": "gptj", "vocab_size": 50, "n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 64,
-        "rotary_dim": 8}
+BASE = {
+    "model_type": "gptj",
+    "vocab_size": 50,
+    "n_embd": 64,
+    "n_layer": 2,
+    "n_head": 4,
+    "n_positions": 64,
+    "rotary_dim": 8,
+}
 
 
 @pytest.mark.parametrize(
@@ -46,13 +53,13 @@ def test_rotation_turns_interleaved_pairs_of_the_rotary_dims_only():
     for pair, angle in ((0, 3.0), (2, 3.0 / 100.0)):  # 10000^(-2/4) = 1/100
         a, b = float(x[0, 0, 0, pair]), float(x[0, 0, 0, pair + 1])
         expected = (a * np.cos(angle) - b * np.sin(angle), b * np.cos(angle) + a * np.sin(angle))
-        np.testing.assert_allclose(out[pair:pair + 2], expected, rtol=1e-6)
+        np.testing.assert_allclose(out[pair : pair + 2], expected, rtol=1e-6)
     np.testing.assert_array_equal(out[4:], [5.0, 6.0])
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    folder = conformance.save(SPECS[0], tmp_path_factory.mktemp("gptj"))
+def tiny(tiny_checkpoint, tmp_path_factory):
+    folder = tiny_checkpoint(SPECS[0])
     return folder, load_model(folder)
 
 

@@ -11,16 +11,21 @@ import torch
 import transformers
 from safetensors.numpy import load_file
 
-from jaxassoc.models.partitioning import device_params
 from jaxassoc.errors import ModelError
 from jaxassoc.models import layers
-from jaxassoc.models.llama import FAMILY as llama
 from jaxassoc.models.heads import head_logits
+from jaxassoc.models.llama import FAMILY as llama
+from jaxassoc.models.partitioning import device_params
 
 VOCAB = 101
 TINY = dict(
-    vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
-    max_position_embeddings=64, rms_norm_eps=1e-5,
+    vocab_size=VOCAB,
+    hidden_size=64,
+    intermediate_size=96,
+    num_hidden_layers=3,
+    num_attention_heads=4,
+    max_position_embeddings=64,
+    rms_norm_eps=1e-5,
 )
 
 
@@ -79,7 +84,9 @@ def _torch_reference(model, ids, mask):
     positions = np.maximum(np.cumsum(mask, axis=1) - 1, 0)
     with torch.no_grad():
         out = model(
-            input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask), position_ids=torch.tensor(positions),
+            input_ids=torch.tensor(ids),
+            attention_mask=torch.tensor(mask),
+            position_ids=torch.tensor(positions),
             output_hidden_states=True,
         )
     return out.logits.numpy(), [h.numpy() for h in out.hidden_states]
@@ -203,8 +210,13 @@ def test_config_accepts_transformers_4_and_5_rope_fields():
     assert llama.config_from_hf({**BASE, "model_type": "mistral", "sliding_window": 8}).sliding_window == 8
 
 
-LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-          "original_max_position_embeddings": 64}
+LLAMA3 = {
+    "rope_type": "llama3",
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 64,
+}
 
 
 @pytest.mark.parametrize(
@@ -253,8 +265,12 @@ def test_rope_frequencies_equal_transformers(rope_parameters, head_dim):
     ours = layers.rope_frequencies(head_dim, config.rope_theta, config.rope_scaling)
     np.testing.assert_allclose(ours, _hf_frequencies(rope_parameters, head_dim), rtol=1e-6, atol=0)
     plain = layers.rope_frequencies(head_dim, config.rope_theta)
-    np.testing.assert_allclose(plain, _hf_frequencies({"rope_type": "linear", "rope_theta": config.rope_theta,
-                                                       "factor": 1.0}, head_dim), rtol=1e-6, atol=0)
+    np.testing.assert_allclose(
+        plain,
+        _hf_frequencies({"rope_type": "linear", "rope_theta": config.rope_theta, "factor": 1.0}, head_dim),
+        rtol=1e-6,
+        atol=0,
+    )
     if rope_parameters["rope_type"] == "dynamic":  # within the context NTK scaling changes nothing
         np.testing.assert_allclose(ours, plain, rtol=1e-6)
     else:
@@ -272,8 +288,13 @@ def test_llama3_scaling_has_all_three_bands():
 
 def test_dynamic_rope_matches_transformers_up_to_the_context():
     """Dynamic NTK only acts past max_position_embeddings; a sequence filling the whole context matches HF."""
-    model = _build("llama", 3, num_key_value_heads=2, max_position_embeddings=16,
-                   rope_parameters={"rope_type": "dynamic", "rope_theta": 100.0, "factor": 4.0})
+    model = _build(
+        "llama",
+        3,
+        num_key_value_heads=2,
+        max_position_embeddings=16,
+        rope_parameters={"rope_type": "dynamic", "rope_theta": 100.0, "factor": 4.0},
+    )
     hf_config = {**json.loads(model.config.to_json_string()), "model_type": "llama"}
     config = llama.config_from_hf(hf_config)
     assert config.rope_scaling == layers.RopeScaling("dynamic", 4.0)
@@ -292,8 +313,12 @@ def test_rope_scaling_changes_the_logits(tiny_llama):
     ids, mask = _batch()
     plain = llama.forward(params["body"], jnp.asarray(ids), jnp.asarray(mask), config=config).hidden
     for scaling in (layers.RopeScaling("llama3", 8.0, 1.0, 4.0, 16), layers.RopeScaling("linear", 2.0)):
-        scaled = llama.forward(params["body"], jnp.asarray(ids), jnp.asarray(mask),
-                               config=dataclasses.replace(config, rope_scaling=scaling)).hidden
+        scaled = llama.forward(
+            params["body"],
+            jnp.asarray(ids),
+            jnp.asarray(mask),
+            config=dataclasses.replace(config, rope_scaling=scaling),
+        ).hidden
         np.testing.assert_allclose(np.asarray(scaled[0, 0]), np.asarray(plain[0, 0]), atol=1e-5)  # position 0
         assert np.abs(np.asarray(scaled[0, 1:]) - np.asarray(plain[0, 1:])).max() > 1e-3
 
@@ -315,12 +340,16 @@ def test_bad_checkpoints_raise_model_error(tiny_mistral):
 
 def test_load_model_dispatches_llama_and_mistral_folders(tmp_path):
     """load_model on save_pretrained folders (with a tokenizer) gives the same logits as torch."""
+    from family_specs import tiny_tokenizer
+
     from jaxassoc.models.loading import load_model
-    from models_helpers import tiny_tokenizer
 
     tokenizer = tiny_tokenizer("llama")
     tokenizer.pad_token = tokenizer.eos_token  # for padding the test batch only
-    for kind, fields in (("llama", {"num_key_value_heads": 2}), ("mistral", {"sliding_window": 3, "num_key_value_heads": 1})):
+    for kind, fields in (
+        ("llama", {"num_key_value_heads": 2}),
+        ("mistral", {"sliding_window": 3, "num_key_value_heads": 1}),
+    ):
         model = _build(kind, 2, **{**fields, "vocab_size": len(tokenizer)})
         folder = tmp_path / kind
         model.save_pretrained(folder)

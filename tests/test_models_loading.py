@@ -5,6 +5,7 @@ import json
 import shutil
 import sys
 
+import family_specs
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -13,12 +14,11 @@ import torch
 from jaxassoc.errors import ConfigError, ModelError
 from jaxassoc.models import LanguageModel, load_model
 from jaxassoc.models.heads import head_logits
-from models_helpers import load_torch, save_tiny_checkpoint
 
 
 @pytest.fixture(scope="module")
-def gpt2_folder(tmp_path_factory):
-    return save_tiny_checkpoint(tmp_path_factory.mktemp("load"), "gpt2", seed=0)
+def gpt2_folder(tiny_checkpoint, tmp_path_factory):
+    return tiny_checkpoint("gpt2", seed=0)
 
 
 def logits(model: LanguageModel, ids, mask):
@@ -26,8 +26,8 @@ def logits(model: LanguageModel, ids, mask):
 
 
 @pytest.mark.parametrize("fmt", ["safetensors", "sharded", "bin"])
-def test_loaded_gpt2_matches_torch_and_records_provenance(tmp_path, fmt):
-    folder = save_tiny_checkpoint(tmp_path, "gpt2", seed=2, fmt=fmt)
+def test_loaded_gpt2_matches_torch_and_records_provenance(tiny_checkpoint, tmp_path, fmt):
+    folder = tiny_checkpoint("gpt2", seed=2, fmt=fmt)
     model = load_model(folder)
     assert (model.family, model.objective, model.max_positions) == ("gpt2", "causal", 64)
     assert model.name == folder.name and model.provenance.source == str(folder.resolve())
@@ -40,18 +40,18 @@ def test_loaded_gpt2_matches_torch_and_records_provenance(tmp_path, fmt):
     ids = np.asarray(model.tokenizer(["The doctor said that he would help"])["input_ids"])
     mask = np.ones_like(ids)
     with torch.no_grad():
-        ref = load_torch(folder, "gpt2")(input_ids=torch.tensor(ids)).logits.numpy()
+        ref = family_specs.load_torch("gpt2", folder)(input_ids=torch.tensor(ids)).logits.numpy()
     assert np.abs(logits(model, ids, mask) - ref).max() <= 1e-4
 
 
-def test_vocab_info_per_tokenizer_kind(tmp_path):
-    gpt2 = load_model(save_tiny_checkpoint(tmp_path, "gpt2")).vocab
+def test_vocab_info_per_tokenizer_kind(tiny_checkpoint, tmp_path):
+    gpt2 = load_model(tiny_checkpoint("gpt2")).vocab
     assert (gpt2.word_initial_marker, gpt2.continuation_marker, gpt2.add_bos, gpt2.mask_id) == ("Ġ", None, False, None)
-    roberta = load_model(save_tiny_checkpoint(tmp_path, "roberta"))
+    roberta = load_model(tiny_checkpoint("roberta"))
     assert roberta.vocab.add_bos and roberta.vocab.word_initial_marker == "Ġ"
     assert roberta.vocab.mask_id == roberta.tokenizer.convert_tokens_to_ids("<mask>")
     assert roberta.vocab.pad_id == 1 and roberta.family == "roberta" and roberta.objective == "masked"
-    bert = load_model(save_tiny_checkpoint(tmp_path, "bert")).vocab
+    bert = load_model(tiny_checkpoint("bert")).vocab
     assert (bert.word_initial_marker, bert.continuation_marker, bert.bos_id) == (None, "##", None)
 
 
@@ -65,9 +65,9 @@ def test_embedded_minilm_encoder():
     assert hidden.shape == (1, batch["input_ids"].shape[1], 384)
 
 
-def test_tokenizer_hash_is_stable_and_weights_hash_tracks_weights(tmp_path, gpt2_folder):
+def test_tokenizer_hash_is_stable_and_weights_hash_tracks_weights(tiny_checkpoint, tmp_path, gpt2_folder):
     a, b = load_model(gpt2_folder), load_model(gpt2_folder)
-    other = load_model(save_tiny_checkpoint(tmp_path, "gpt2", seed=9))
+    other = load_model(tiny_checkpoint("gpt2", seed=9))
     assert a.provenance.tokenizer_sha256 == b.provenance.tokenizer_sha256 == other.provenance.tokenizer_sha256
     assert a.provenance.weights_sha256 == b.provenance.weights_sha256 != other.provenance.weights_sha256
 
@@ -108,27 +108,27 @@ def test_missing_path_and_folder_without_config(tmp_path):
         load_model(tmp_path / "empty")
 
 
-def test_bin_without_torch_says_how_to_fix(tmp_path, monkeypatch):
-    folder = save_tiny_checkpoint(tmp_path, "bert", fmt="bin")
+def test_bin_without_torch_says_how_to_fix(tiny_checkpoint, tmp_path, monkeypatch):
+    folder = tiny_checkpoint("bert", fmt="bin")
     monkeypatch.setitem(sys.modules, "torch", None)  # makes `import torch` raise ImportError
     with pytest.raises(ModelError, match="install torch.*safetensors"):
         load_model(folder)
 
 
-def test_sharded_equals_single_file(tmp_path):
-    single = load_model(save_tiny_checkpoint(tmp_path, "roberta", seed=1))
-    sharded = load_model(save_tiny_checkpoint(tmp_path, "roberta", seed=1, fmt="sharded"))
+def test_sharded_equals_single_file(tiny_checkpoint, tmp_path):
+    single = load_model(tiny_checkpoint("roberta", seed=1))
+    sharded = load_model(tiny_checkpoint("roberta", seed=1, fmt="sharded"))
     ids, mask = np.array([[0, 40, 50, 60, 2]]), np.ones((1, 5), np.int32)
     np.testing.assert_array_equal(logits(single, ids, mask), logits(sharded, ids, mask))
 
 
-def test_llama_folder_dispatches_to_the_llama_port(tmp_path):
-    folder = save_tiny_checkpoint(tmp_path, "llama", seed=3)
+def test_llama_folder_dispatches_to_the_llama_port(tiny_checkpoint, tmp_path):
+    folder = tiny_checkpoint("llama", seed=3)
     model = load_model(folder)
     assert (model.family, model.objective, model.vocab.add_bos) == ("llama", "causal", True)
     ids = np.asarray(model.tokenizer(["She studies math and science"])["input_ids"])
     with torch.no_grad():
-        ref = load_torch(folder, "llama")(input_ids=torch.tensor(ids)).logits.numpy()
+        ref = family_specs.load_torch("llama", folder)(input_ids=torch.tensor(ids)).logits.numpy()
     assert np.abs(logits(model, ids, np.ones_like(ids)) - ref).max() <= 1e-4
 
 
@@ -154,8 +154,11 @@ def test_hub_id_resolves_from_the_hub_cache_and_records_the_commit(tmp_path, gpt
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     monkeypatch.chdir(tmp_path)
     model = load_model("someorg/tiny-gpt2")
-    assert (model.name, model.provenance.source, model.provenance.revision) == ("someorg/tiny-gpt2",
-                                                                                "someorg/tiny-gpt2", commit)
+    assert (model.name, model.provenance.source, model.provenance.revision) == (
+        "someorg/tiny-gpt2",
+        "someorg/tiny-gpt2",
+        commit,
+    )
     np.testing.assert_array_equal(model.head.W, load_model(gpt2_folder).head.W)
 
 
@@ -172,8 +175,8 @@ def test_bfloat16_safetensors_read_without_torch(tmp_path):
     np.testing.assert_array_equal(read["b"], [0, 1, 2, 3])
 
 
-def test_progress_bar_over_weight_files_only_when_asked(tmp_path, capsys):
-    folder = save_tiny_checkpoint(tmp_path, "gpt2", fmt="sharded")
+def test_progress_bar_over_weight_files_only_when_asked(tiny_checkpoint, tmp_path, capsys):
+    folder = tiny_checkpoint("gpt2", fmt="sharded")
     load_model(folder)
     assert "reading" not in capsys.readouterr().err
     model = load_model(folder, progress=True)
@@ -196,8 +199,11 @@ def test_folder_without_tokenizer_files_is_refused_naming_them(tmp_path, gpt2_fo
     folder = _copy(gpt2_folder, tmp_path)
     for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt"):
         (folder / f).unlink(missing_ok=True)
-    with pytest.raises(ModelError, match=r"broken has no tokenizer: it needs tokenizer\.json, or vocab\.json \+ "
-                                         r"merges\.txt, vocab\.txt or tokenizer\.model"):
+    with pytest.raises(
+        ModelError,
+        match=r"broken has no tokenizer: it needs tokenizer\.json, or vocab\.json \+ "
+        r"merges\.txt, vocab\.txt or tokenizer\.model",
+    ):
         load_model(folder)
     (folder / "vocab.json").write_text("{}")
     with pytest.raises(ModelError, match=r"found only \['vocab\.json'\]"):
@@ -210,8 +216,11 @@ def test_folder_without_tokenizer_files_is_refused_naming_them(tmp_path, gpt2_fo
         (0, "it is 0 bytes long"),
         (5, "it is 5 bytes long"),
         (100, r"the header claims \d+ bytes but the file has 100"),
-        (0.5, r"tensor '[\w.]+' \(F32 \[\d+(, \d+)*\], \d+ bytes\) should lie at bytes \d+-\d+ of the data, "
-              r"which has \d+ bytes"),
+        (
+            0.5,
+            r"tensor '[\w.]+' \(F32 \[\d+(, \d+)*\], \d+ bytes\) should lie at bytes \d+-\d+ of the data, "
+            r"which has \d+ bytes",
+        ),
         (-1, r"tensor '[\w.]+' .* should lie at bytes"),
     ],
 )
@@ -224,19 +233,23 @@ def test_corrupt_safetensors_is_a_model_error_naming_file_and_problem(tmp_path, 
         load_model(folder)
 
 
-def test_bad_shard_index_is_a_model_error_naming_it(tmp_path):
-    folder = save_tiny_checkpoint(tmp_path, "gpt2", fmt="sharded")
+def test_bad_shard_index_is_a_model_error_naming_it(tiny_checkpoint, tmp_path):
+    folder = tiny_checkpoint("gpt2", fmt="sharded")
     index = folder / "model.safetensors.index.json"
-    for text, problem in (("{not json", "is not valid JSON"), ('{"metadata": {}}', "has no 'weight_map'"),
-                          ('{"weight_map": {}}', "lists no shard files"), ("[1, 2]", "not a valid shard index")):
+    for text, problem in (
+        ("{not json", "is not valid JSON"),
+        ('{"metadata": {}}', "has no 'weight_map'"),
+        ('{"weight_map": {}}', "lists no shard files"),
+        ("[1, 2]", "not a valid shard index"),
+    ):
         index.write_text(text)
         with pytest.raises(ModelError, match=rf"model\.safetensors\.index\.json {problem}|index\.json .*{problem}"):
             load_model(folder)
 
 
 @pytest.mark.parametrize("cut", [0, 100, 0.5])
-def test_truncated_pytorch_bin_is_a_model_error_naming_it(tmp_path, cut):
-    folder = save_tiny_checkpoint(tmp_path, "bert", fmt="bin")
+def test_truncated_pytorch_bin_is_a_model_error_naming_it(tiny_checkpoint, tmp_path, cut):
+    folder = tiny_checkpoint("bert", fmt="bin")
     weights = folder / "pytorch_model.bin"
     data = weights.read_bytes()
     weights.write_bytes(data[: int(cut * len(data)) if isinstance(cut, float) else cut])
@@ -244,19 +257,25 @@ def test_truncated_pytorch_bin_is_a_model_error_naming_it(tmp_path, cut):
         load_model(folder)
 
 
-def test_shapes_that_disagree_with_the_config_name_tensor_found_and_expected(tmp_path, gpt2_folder):
+def test_shapes_that_disagree_with_the_config_name_tensor_found_and_expected(tiny_checkpoint, tmp_path, gpt2_folder):
     folder = _copy(gpt2_folder, tmp_path)
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps(config | {"n_embd": 64}))
-    with pytest.raises(ModelError, match=r"broken: the checkpoint does not match its GPT-2 config: tensors with "
-                                         r"the wrong shape \['transformer\.wte\.weight: found \(\d+, 32\), "
-                                         r"expected \(\d+, 64\)'.* and \d+ more"):
+    with pytest.raises(
+        ModelError,
+        match=r"broken: the checkpoint does not match its GPT-2 config: tensors with "
+        r"the wrong shape \['transformer\.wte\.weight: found \(\d+, 32\), "
+        r"expected \(\d+, 64\)'.* and \d+ more",
+    ):
         load_model(folder)
-    llama = save_tiny_checkpoint(tmp_path, "llama")
+    llama = tiny_checkpoint("llama")
     config = json.loads((llama / "config.json").read_text())
     (llama / "config.json").write_text(json.dumps(config | {"intermediate_size": 48}))
-    with pytest.raises(ModelError, match=r"llama-safetensors-0: .*'model\.layers\.0\.mlp\.gate_proj\.weight: "
-                                         r"found \(64, 32\), expected \(48, 32\)'"):
+    with pytest.raises(
+        ModelError,
+        match=r"llama-safetensors-0: .*'model\.layers\.0\.mlp\.gate_proj\.weight: "
+        r"found \(64, 32\), expected \(48, 32\)'",
+    ):
         load_model(llama)
 
 
@@ -268,8 +287,11 @@ def test_non_finite_weights_are_refused_naming_the_tensor(tmp_path, gpt2_folder,
     tensors = load_file(folder / "model.safetensors")
     tensors["transformer.h.1.mlp.c_fc.weight"][3, 5] = value
     save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
-    with pytest.raises(ModelError, match=r"broken: tensors \['transformer\.h\.1\.mlp\.c_fc\.weight'\] hold NaN or "
-                                         r"infinite values"):
+    with pytest.raises(
+        ModelError,
+        match=r"broken: tensors \['transformer\.h\.1\.mlp\.c_fc\.weight'\] hold NaN or "
+        r"infinite values",
+    ):
         load_model(folder)
 
 
@@ -281,6 +303,9 @@ def test_weights_that_overflow_in_float16_are_named_by_parameter(tmp_path, gpt2_
     tensors["transformer.ln_f.bias"][0] = 1e6  # finite in float32, infinite in float16
     save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
     assert np.isfinite(np.asarray(load_model(folder).params["body"]["ln_f"]["bias"])).all()
-    with pytest.raises(ModelError, match=r"parameters \[\"\['body'\]\['ln_f'\]\['bias'\]\"\] overflow to "
-                                         r"infinity in float16"):
+    with pytest.raises(
+        ModelError,
+        match=r"parameters \[\"\['body'\]\['ln_f'\]\['bias'\]\"\] overflow to "
+        r"infinity in float16",
+    ):
         load_model(folder, dtype="float16")

@@ -19,16 +19,19 @@ import textwrap
 import numpy as np
 import pytest
 
-from models_helpers import save_tiny_checkpoint
-
 V, D, H, F, L = 32000, 2048, 16, 5632, 8  # 2 x 131 MB embeddings + 8 layers of 103 MB: 1.08 GB in bf16
 
 
 def _layer(i: int) -> dict[str, tuple[int, ...]]:
     p = f"model.layers.{i}."
-    return {p + "input_layernorm.weight": (D,), p + "post_attention_layernorm.weight": (D,),
-            **{p + f"self_attn.{n}_proj.weight": (D, D) for n in "qkvo"},
-            p + "mlp.gate_proj.weight": (F, D), p + "mlp.up_proj.weight": (F, D), p + "mlp.down_proj.weight": (D, F)}
+    return {
+        p + "input_layernorm.weight": (D,),
+        p + "post_attention_layernorm.weight": (D,),
+        **{p + f"self_attn.{n}_proj.weight": (D, D) for n in "qkvo"},
+        p + "mlp.gate_proj.weight": (F, D),
+        p + "mlp.up_proj.weight": (F, D),
+        p + "mlp.down_proj.weight": (D, F),
+    }
 
 
 def write_big_llama(folder, tokenizer_folder) -> None:
@@ -37,10 +40,25 @@ def write_big_llama(folder, tokenizer_folder) -> None:
     for f in tokenizer_folder.iterdir():
         if f.name.startswith(("tokenizer", "special_tokens")):
             (folder / f.name).write_bytes(f.read_bytes())
-    (folder / "config.json").write_text(json.dumps(dict(
-        model_type="llama", vocab_size=V, hidden_size=D, num_attention_heads=H, num_key_value_heads=H,
-        intermediate_size=F, num_hidden_layers=L, max_position_embeddings=512, rms_norm_eps=1e-5,
-        tie_word_embeddings=False, hidden_act="silu", bos_token_id=1, eos_token_id=2)))
+    (folder / "config.json").write_text(
+        json.dumps(
+            dict(
+                model_type="llama",
+                vocab_size=V,
+                hidden_size=D,
+                num_attention_heads=H,
+                num_key_value_heads=H,
+                intermediate_size=F,
+                num_hidden_layers=L,
+                max_position_embeddings=512,
+                rms_norm_eps=1e-5,
+                tie_word_embeddings=False,
+                hidden_act="silu",
+                bos_token_id=1,
+                eos_token_id=2,
+            )
+        )
+    )
     pairs = [{**_layer(2 * j), **_layer(2 * j + 1)} for j in range(L // 2)]
     files = [{"model.embed_tokens.weight": (V, D)}, *pairs, {"model.norm.weight": (D,), "lm_head.weight": (V, D)}]
     weight_map, rng = {}, np.random.default_rng(0)
@@ -88,16 +106,23 @@ MEASURE = textwrap.dedent(
 
 
 @pytest.mark.slow  # writes and reads 1.1 GB: ~40 s
-def test_loading_a_1gb_bf16_checkpoint_makes_no_full_size_copy(tmp_path):
-    tiny = save_tiny_checkpoint(tmp_path, "llama")
+def test_loading_a_1gb_bf16_checkpoint_makes_no_full_size_copy(tiny_checkpoint, tmp_path):
+    tiny = tiny_checkpoint("llama")
     write_big_llama(tmp_path / "big", tiny)
     env = dict(os.environ, JAX_PLATFORMS="cpu")
-    proc = subprocess.run([sys.executable, "-c", MEASURE, str(tmp_path / "big"), str(tiny)], env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", MEASURE, str(tmp_path / "big"), str(tiny)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     r = json.loads(proc.stdout.strip().splitlines()[-1])
-    print(f"NumPy peak {r['host_peak'] / 2**20:.0f} MiB; peak RSS growth {r['growth'] / 2**20:.0f} MiB (params "
-          f"{r['params'] / 2**20:.0f} MiB); largest file {r['largest_file'] / 2**20:.0f} MiB")
+    print(
+        f"NumPy peak {r['host_peak'] / 2**20:.0f} MiB; peak RSS growth {r['growth'] / 2**20:.0f} MiB (params "
+        f"{r['params'] / 2**20:.0f} MiB); largest file {r['largest_file'] / 2**20:.0f} MiB"
+    )
     assert r["total"] >= 1e9 and r["dtypes"] == ["bfloat16"] and r["params"] >= 0.99 * r["total"]
     # one leaf's host copies at a time: measured 365 MiB (1.86x the largest file: the largest leaf, a 131 MB
     # embedding, and a float32 chunk of it); the loader before this change peaked at 500 MiB (2.55x)

@@ -22,24 +22,25 @@ from jaxassoc.models import load_model
 from jaxassoc.models.checkpoint import LayerStack
 from jaxassoc.models.loading import check_dtype
 from jaxassoc.models.partitioning import family_axes, head_units, make_mesh, param_specs
-from models_helpers import save_tiny_checkpoint
 
 MESH_2x4 = types.SimpleNamespace(shape={"data": 1, "fsdp": 2, "tp": 4})  # param_specs reads only .shape
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama", "bert", "roberta"])
-def test_every_weight_has_a_partition_annotation(tmp_path, family):
-    model = load_model(save_tiny_checkpoint(tmp_path, family))
-    names = {"/".join(str(getattr(k, "key", getattr(k, "name", k))) for k in path)
-             for path, _ in jax.tree_util.tree_leaves_with_path(model.params)}
+def test_every_weight_has_a_partition_annotation(tiny_checkpoint, tmp_path, family):
+    model = load_model(tiny_checkpoint(family))
+    names = {
+        "/".join(str(getattr(k, "key", getattr(k, "name", k))) for k in path)
+        for path, _ in jax.tree_util.tree_leaves_with_path(model.params)
+    }
     assert names <= set(family_axes(model.family))  # every leaf annotated (param_specs raises otherwise)
     specs = param_specs(model.params, model.family, MESH_2x4, head_units(model.family, model.config))
     assert all(isinstance(s, P) for s in jax.tree.leaves(specs, is_leaf=lambda x: isinstance(x, P)))
 
 
-def test_a_dimension_the_axis_does_not_divide_is_replicated_and_logged_once(tmp_path, caplog):
+def test_a_dimension_the_axis_does_not_divide_is_replicated_and_logged_once(tiny_checkpoint, tmp_path, caplog):
     # 4 query heads shard over tp=4; 2 KV heads do not, though their width (2 × 8) is a multiple of 4
-    model = load_model(save_tiny_checkpoint(tmp_path, "llama"))
+    model = load_model(tiny_checkpoint("llama"))
     with caplog.at_level(logging.WARNING, logger="jaxassoc.models.partitioning"):
         specs = param_specs(model.params, "llama", MESH_2x4, head_units("llama", model.config))
     layers = specs["body"]["layers"]
@@ -51,8 +52,8 @@ def test_a_dimension_the_axis_does_not_divide_is_replicated_and_logged_once(tmp_
     assert "body/layers/k (kv_heads=2 over tp=4)" in records[0] and "body/layers/v" in records[0]
 
 
-def test_a_vocabulary_the_axis_does_not_divide_is_replicated(tmp_path):
-    model = load_model(save_tiny_checkpoint(tmp_path, "gpt2"))
+def test_a_vocabulary_the_axis_does_not_divide_is_replicated(tiny_checkpoint, tmp_path):
+    model = load_model(tiny_checkpoint("gpt2"))
     mesh = types.SimpleNamespace(shape={"data": 1, "fsdp": 1, "tp": 3})  # vocab 320, 4 heads, MLP 128
     specs = param_specs(model.params, "gpt2", mesh, head_units("gpt2", model.config))
     blocks = specs["body"]["blocks"]
@@ -65,8 +66,11 @@ def test_a_vocabulary_the_axis_does_not_divide_is_replicated(tmp_path):
 
 def test_a_mesh_whose_sizes_do_not_multiply_to_the_device_count_is_a_config_error():
     n = len(jax.devices())
-    with pytest.raises(ConfigError, match=rf"mesh.data=1, mesh.fsdp=2, mesh.tp=4 multiply to 8 devices but "
-                                          rf"there are {n} devices"):
+    with pytest.raises(
+        ConfigError,
+        match=rf"mesh.data=1, mesh.fsdp=2, mesh.tp=4 multiply to 8 devices but "
+        rf"there are {n} devices",
+    ):
         make_mesh(data=1, fsdp=2, tp=4)
     with pytest.raises(ConfigError, match=r"mesh.tp=0: each must be a positive integer"):
         make_mesh(tp=0)
@@ -93,14 +97,16 @@ def test_a_layer_stack_reads_only_the_slice_asked_for(tmp_path):
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
-def test_bfloat16_loading_casts_each_leaf(tmp_path, family):
-    folder = save_tiny_checkpoint(tmp_path, family)
+def test_bfloat16_loading_casts_each_leaf(tiny_checkpoint, tmp_path, family):
+    folder = tiny_checkpoint(family)
     full, half = load_model(folder), load_model(folder, dtype="bfloat16")
     for a, b in zip(jax.tree.leaves(full.params), jax.tree.leaves(half.params)):
         assert b.dtype == jax.numpy.bfloat16
         np.testing.assert_array_equal(np.asarray(a.astype(jax.numpy.bfloat16)), np.asarray(b))
-    assert half.head.W.unsafe_buffer_pointer() != half.params["body"][
-        "wte" if family == "gpt2" else "embed"].unsafe_buffer_pointer()
+    assert (
+        half.head.W.unsafe_buffer_pointer()
+        != half.params["body"]["wte" if family == "gpt2" else "embed"].unsafe_buffer_pointer()
+    )
 
 
 MESH_SCRIPT = textwrap.dedent(
@@ -190,13 +196,12 @@ MESH_SCRIPT = textwrap.dedent(
 
 
 @pytest.fixture(scope="module")
-def mesh_run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("mesh")
-    folders = [save_tiny_checkpoint(tmp, "gpt2"), save_tiny_checkpoint(tmp, "llama", fmt="sharded"),
-               save_tiny_checkpoint(tmp, "bert")]
+def mesh_run(tiny_checkpoint, tmp_path_factory):
+    folders = [tiny_checkpoint("gpt2"), tiny_checkpoint("llama", fmt="sharded"), tiny_checkpoint("bert")]
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
-    proc = subprocess.run([sys.executable, "-c", MESH_SCRIPT, *map(str, folders)], env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", MESH_SCRIPT, *map(str, folders)], env=env, capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     line = next(x for x in proc.stdout.splitlines() if x.startswith("REPORT "))
     report = json.loads(line.removeprefix("REPORT "))

@@ -20,8 +20,17 @@ from jaxassoc.models.mixtral import FAMILY as mixtral
 from jaxassoc.models.mixtral.modeling import moe
 from jaxassoc.models.partitioning import device_params
 
-TINY = dict(vocab_size=61, hidden_size=32, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
-            num_key_value_heads=2, max_position_embeddings=64, num_local_experts=4, num_experts_per_tok=2)
+TINY = dict(
+    vocab_size=61,
+    hidden_size=32,
+    intermediate_size=24,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=64,
+    num_local_experts=4,
+    num_experts_per_tok=2,
+)
 
 
 @pytest.fixture(scope="module")
@@ -72,11 +81,20 @@ def test_moe_layer_matches_a_per_token_numpy_reference_and_transformers(tiny):
     model, config, _, params = tiny
     layer = {k: np.asarray(v[1], np.float64) for k, v in params["body"]["layers"].items()}
     h = np.random.default_rng(1).normal(size=(2, 7, config.hidden_size))
-    ours = np.asarray(moe(jnp.asarray(h, jnp.float32), *(jnp.asarray(layer[k], jnp.float32)
-                                                         for k in ("router", "gate", "up", "down")), k=2))
+    ours = np.asarray(
+        moe(
+            jnp.asarray(h, jnp.float32),
+            *(jnp.asarray(layer[k], jnp.float32) for k in ("router", "gate", "up", "down")),
+            k=2,
+        )
+    )
     for k in (1, 2, 4):
-        got = np.asarray(moe(*(jnp.asarray(a, jnp.float32) for a in (h, layer["router"], layer["gate"], layer["up"],
-                                                                    layer["down"])), k=k))
+        got = np.asarray(
+            moe(
+                *(jnp.asarray(a, jnp.float32) for a in (h, layer["router"], layer["gate"], layer["up"], layer["down"])),
+                k=k,
+            )
+        )
         want = np.stack([numpy_moe(row, layer["router"], layer["gate"], layer["up"], layer["down"], k) for row in h])
         assert np.abs(got - want).max() <= 1e-5, k
     with torch.no_grad():
@@ -117,7 +135,10 @@ def test_the_fused_transformers_5_layout_loads_the_same_parameters(tiny):
     fused = {k: v for k, v in tensors.items() if ".block_sparse_moe." not in k}
     for i in range(config.num_hidden_layers):
         moe_ = f"model.layers.{i}.block_sparse_moe"
-        expert = lambda w: np.stack([tensors[f"{moe_}.experts.{j}.{w}.weight"] for j in range(config.num_local_experts)])
+
+        def expert(w, moe_=moe_):
+            return np.stack([tensors[f"{moe_}.experts.{j}.{w}.weight"] for j in range(config.num_local_experts)])
+
         fused[f"model.layers.{i}.mlp.gate.weight"] = tensors[f"{moe_}.gate.weight"]
         fused[f"model.layers.{i}.mlp.experts.gate_up_proj"] = np.concatenate([expert("w1"), expert("w3")], axis=1)
         fused[f"model.layers.{i}.mlp.experts.down_proj"] = expert("w2")
@@ -190,8 +211,16 @@ def test_unsupported_config_is_refused_by_field_name(fields, words):
 
 
 def test_training_only_router_fields_are_accepted():
-    config = mixtral.config_from_hf({**BASE, "router_jitter_noise": 0.1, "router_aux_loss_coef": 0.02,
-                                     "output_router_logits": True, "scoring_func": "softmax", "norm_topk_prob": True})
+    config = mixtral.config_from_hf(
+        {
+            **BASE,
+            "router_jitter_noise": 0.1,
+            "router_aux_loss_coef": 0.02,
+            "output_router_logits": True,
+            "scoring_func": "softmax",
+            "norm_topk_prob": True,
+        }
+    )
     assert (config.num_local_experts, config.num_experts_per_tok) == (4, 2)
     assert config.rope_theta == 1e6  # transformers' MixtralConfig default when the field is absent
     assert mixtral.config_from_hf({**BASE, "rope_theta": 5.0, "sliding_window": 8}).sliding_window == 8

@@ -5,14 +5,15 @@ each changing the result (the shared checks are in test_models_conformance.py)."
 import dataclasses
 import json
 
+import conformance
+import family_specs
 import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
+from family_specs.mpt import SPECS
 from transformers.models.mpt.modeling_mpt import build_mpt_alibi_tensor
 
-import conformance
-from family_specs.mpt import SPECS
 from jaxassoc.errors import ModelError
 from jaxassoc.models import load_model
 from jaxassoc.models.checkpoint import read_weights
@@ -24,13 +25,13 @@ SPEC = SPECS[0]
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory):
-    return conformance.save(SPEC, tmp_path_factory.mktemp("mpt"))
+def folder(tiny_checkpoint, tmp_path_factory):
+    return tiny_checkpoint(SPEC)
 
 
 @pytest.fixture(scope="module")
 def pair(folder):
-    return load_model(folder), conformance.load_reference(SPEC, folder)
+    return load_model(folder), family_specs.load_torch(SPEC, folder)
 
 
 def _hf_config(folder) -> dict:
@@ -39,8 +40,15 @@ def _hf_config(folder) -> dict:
 
 @pytest.mark.parametrize(
     "field, value",
-    [("attn_type", "multiquery_attention"), ("prefix_lm", True), ("qk_ln", True), ("alibi", False),
-     ("alibi_bias_max", 16), ("rope", True), ("sliding_window_size", 4)],
+    [
+        ("attn_type", "multiquery_attention"),
+        ("prefix_lm", True),
+        ("qk_ln", True),
+        ("alibi", False),
+        ("alibi_bias_max", 16),
+        ("rope", True),
+        ("sliding_window_size", 4),
+    ],
 )
 def test_unsupported_attn_config_values_are_refused(folder, field, value):
     hf_config = _hf_config(folder)
@@ -59,7 +67,8 @@ def test_unsupported_config_values_are_refused(folder, field, value):
 
 
 @pytest.mark.parametrize(
-    "field, value", [("ffn_type", "mptglu"), ("ffn_act_fn", {"name": "silu"})],
+    "field, value",
+    [("ffn_type", "mptglu"), ("ffn_act_fn", {"name": "silu"})],
 )
 def test_unsupported_ffn_config_values_are_refused(folder, field, value):
     """llm-foundry's ffn_config, which transformers ignores: only its default MLP."""

@@ -4,13 +4,13 @@ clipping changing the result (the shared checks are in test_models_conformance.p
 import dataclasses
 import json
 
+import conformance
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
-import conformance
 from family_specs.olmo import SPECS
+
 from jaxassoc.errors import ModelError
 from jaxassoc.models import load_model
 from jaxassoc.models.checkpoint import read_weights
@@ -22,8 +22,8 @@ SPEC = next(s for s in SPECS if s.name == "olmo")
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory):
-    return conformance.save(SPEC, tmp_path_factory.mktemp("olmo"))
+def folder(tiny_checkpoint, tmp_path_factory):
+    return tiny_checkpoint(SPEC)
 
 
 def _hf_config(folder) -> dict:
@@ -35,7 +35,10 @@ def _hf_config(folder) -> dict:
     [
         ({"hidden_act": "gelu"}, "hidden_act"),
         ({"attention_bias": True}, "attention_bias"),
-        ({"rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}}, "rope_parameters.rope_type='linear'"),
+        (
+            {"rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}},
+            "rope_parameters.rope_type='linear'",
+        ),
         ({"rope_scaling": {"type": "dynamic", "factor": 2.0}}, "rope_scaling.rope_type='dynamic'"),
         ({"num_key_value_heads": 3}, "num_key_value_heads"),
         ({"model_type": "olmo2"}, "'olmo2'"),
@@ -49,8 +52,10 @@ def test_unsupported_config_values_are_refused(folder, fields, words):
 def test_config_reads_transformers_4_and_5_fields(folder):
     config = olmo.config_from_hf(_hf_config(folder))
     assert (config.clip_qkv, config.rope_theta, config.num_key_value_heads) == (0.05, 500.0, 2)
-    v4 = {k: v for k, v in _hf_config(folder).items() if k != "rope_parameters"} | {"rope_theta": 123.0,
-                                                                                    "rope_scaling": None}
+    v4 = {k: v for k, v in _hf_config(folder).items() if k != "rope_parameters"} | {
+        "rope_theta": 123.0,
+        "rope_scaling": None,
+    }
     assert olmo.config_from_hf(v4).rope_theta == 123.0
     with pytest.raises(ModelError, match="'intermediate_size'"):
         olmo.config_from_hf({k: v for k, v in _hf_config(folder).items() if k != "intermediate_size"})

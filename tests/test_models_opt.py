@@ -4,12 +4,13 @@
 import dataclasses
 import json
 
+import conformance
+import family_specs
 import jax
 import numpy as np
 import pytest
-
-import conformance
 from family_specs.opt import SPECS
+
 from jaxassoc.errors import ModelError
 from jaxassoc.models import load_model
 from jaxassoc.models.checkpoint import read_weights
@@ -20,9 +21,9 @@ POST_LN = next(s for s in SPECS if s.name == "opt-postln-proj")
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory):
+def folder(tiny_checkpoint, tmp_path_factory):
     """The post-LN, projected spec (opt-350m's layout) saved with save_pretrained."""
-    return conformance.save(POST_LN, tmp_path_factory.mktemp("opt"))
+    return tiny_checkpoint(POST_LN)
 
 
 def _hf_config(folder) -> dict:
@@ -79,11 +80,13 @@ def test_facebook_layout_without_model_prefix_loads_the_same(folder):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
-def test_removed_final_layer_norm_matches_transformers(tmp_path):
+def test_removed_final_layer_norm_matches_transformers(tiny_checkpoint, tmp_path):
     """A pre-LN config with ``_remove_final_layer_norm`` has no final LayerNorm, in transformers and here."""
-    spec = dataclasses.replace(SPECS[0], name="opt-nofinal", fields=dict(SPECS[0].fields, _remove_final_layer_norm=True))
-    saved = conformance.save(spec, tmp_path)
-    reference = conformance.load_reference(spec, saved)
+    spec = dataclasses.replace(
+        SPECS[0], name="opt-nofinal", fields=dict(SPECS[0].fields, _remove_final_layer_norm=True)
+    )
+    saved = tiny_checkpoint(spec)
+    reference = family_specs.load_torch(spec, saved)
     assert reference.model.decoder.final_layer_norm is None
     model = load_model(saved)
     assert "final_ln" not in model.params["body"]

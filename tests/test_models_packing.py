@@ -12,25 +12,50 @@ import torch
 import transformers
 from safetensors.numpy import load_file
 
-from jaxassoc.models.partitioning import device_params
 from jaxassoc.errors import ConfigError, InputError
-from jaxassoc.models.gpt2 import FAMILY as gpt2
-from jaxassoc.models.llama import FAMILY as llama
 from jaxassoc.models.base import Head
+from jaxassoc.models.gpt2 import FAMILY as gpt2
 from jaxassoc.models.heads import next_token_logprobs
 from jaxassoc.models.layers import positions_from_mask
+from jaxassoc.models.llama import FAMILY as llama
 from jaxassoc.models.packing import pack_rows, packed_row, run_packed
+from jaxassoc.models.partitioning import device_params
 
 VOCAB = 97
 FAMILIES = {
-    "gpt2": (transformers.GPT2LMHeadModel, transformers.GPT2Config, gpt2,
-             dict(n_layer=2, n_embd=32, n_head=4, n_positions=64, bos_token_id=0, eos_token_id=0)),
-    "llama": (transformers.LlamaForCausalLM, transformers.LlamaConfig, llama,
-              dict(num_hidden_layers=2, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
-                   intermediate_size=64, max_position_embeddings=64)),
-    "mistral": (transformers.MistralForCausalLM, transformers.MistralConfig, llama,
-                dict(num_hidden_layers=2, hidden_size=32, num_attention_heads=4, num_key_value_heads=1,
-                     intermediate_size=64, max_position_embeddings=64, sliding_window=4)),
+    "gpt2": (
+        transformers.GPT2LMHeadModel,
+        transformers.GPT2Config,
+        gpt2,
+        dict(n_layer=2, n_embd=32, n_head=4, n_positions=64, bos_token_id=0, eos_token_id=0),
+    ),
+    "llama": (
+        transformers.LlamaForCausalLM,
+        transformers.LlamaConfig,
+        llama,
+        dict(
+            num_hidden_layers=2,
+            hidden_size=32,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=64,
+        ),
+    ),
+    "mistral": (
+        transformers.MistralForCausalLM,
+        transformers.MistralConfig,
+        llama,
+        dict(
+            num_hidden_layers=2,
+            hidden_size=32,
+            num_attention_heads=4,
+            num_key_value_heads=1,
+            intermediate_size=64,
+            max_position_embeddings=64,
+            sliding_window=4,
+        ),
+    ),
 }
 
 
@@ -87,8 +112,11 @@ def test_packed_row_matches_each_sequence_run_alone_in_transformers(port):
     for members in rows:
         ids, segments, starts = packed_row(sequences, members, 32, pad_id=0)
         hidden = np.asarray(forward(params["body"], ids[None], segments[None]).hidden[0])
-        logp = np.asarray(next_token_logprobs(params["head"], jnp.asarray(hidden[None]), jnp.asarray(ids[None]),
-                                              jnp.asarray(segments[None]))[0])
+        logp = np.asarray(
+            next_token_logprobs(
+                params["head"], jnp.asarray(hidden[None]), jnp.asarray(ids[None]), jnp.asarray(segments[None])
+            )[0]
+        )
         for m, start in zip(members, starts):
             seq = sequences[m]
             with torch.no_grad():

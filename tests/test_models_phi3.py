@@ -7,26 +7,34 @@ import json
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from family_specs.phi3 import SPECS
 from safetensors.numpy import load_file
 
-import conformance
-from family_specs.phi3 import SPECS
 from jaxassoc.errors import ModelError
 from jaxassoc.models import load_model
 from jaxassoc.models.partitioning import device_params
 from jaxassoc.models.phi3 import FAMILY as phi3
 
-BASE = {"model_type": "phi3", "vocab_size": 101, "hidden_size": 32, "intermediate_size": 64,
-        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "rms_norm_eps": 1e-5,
-        "max_position_embeddings": 64, "sliding_window": 2047,
-        "rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 1.0}}
+BASE = {
+    "model_type": "phi3",
+    "vocab_size": 101,
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "rms_norm_eps": 1e-5,
+    "max_position_embeddings": 64,
+    "sliding_window": 2047,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 1.0},
+}
 LONGROPE = {"type": "longrope", "short_factor": [1.0] * 4, "long_factor": [2.0] * 4}
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
+def tiny(tiny_checkpoint, tmp_path_factory):
     """The 'phi3' spec (fused projections, window 3 on every layer) saved and read back."""
-    folder = conformance.save(SPECS[0], tmp_path_factory.mktemp("phi3"))
+    folder = tiny_checkpoint(SPECS[0])
     config = phi3.config_from_hf(json.loads((folder / "config.json").read_text()))
     tensors = load_file(folder / "model.safetensors")
     return folder, config, tensors, device_params(phi3.params_from_hf(tensors, config))
@@ -39,8 +47,10 @@ def tiny(tmp_path_factory):
         ({"rope_parameters": {**LONGROPE, "type": None, "rope_type": "longrope"}}, "'longrope'"),
         ({"rope_scaling": {"type": "su", **{k: v for k, v in LONGROPE.items() if k != "type"}}}, "'su'"),
         ({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, "'linear'"),
-        ({"rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.75}},
-         "partial_rotary_factor = 0.75"),  # Phi-4-mini
+        (
+            {"rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.75}},
+            "partial_rotary_factor = 0.75",
+        ),  # Phi-4-mini
         ({"hidden_act": "gelu"}, "hidden_act = 'gelu'"),
         ({"num_key_value_heads": 3}, "num_key_value_heads"),
         ({"model_type": "phi3small"}, "'phi3small'"),
@@ -49,8 +59,9 @@ def tiny(tmp_path_factory):
 )
 def test_unsupported_config_raises_model_error(fields, words):
     config = {k: v for k, v in {**BASE, **fields}.items() if v is not None}
-    config = {k: {kk: vv for kk, vv in v.items() if vv is not None} if isinstance(v, dict) else v
-              for k, v in config.items()}
+    config = {
+        k: {kk: vv for kk, vv in v.items() if vv is not None} if isinstance(v, dict) else v for k, v in config.items()
+    }
     with pytest.raises(ModelError, match=words):
         phi3.config_from_hf(config)
 
@@ -59,7 +70,10 @@ def test_config_reads_the_window_and_rope_theta():
     config = phi3.config_from_hf(BASE)
     assert (config.sliding_window, config.local_layers, config.rope_theta) == (2047, None, 1e4)
     v4 = {k: v for k, v in BASE.items() if k != "rope_parameters"}
-    assert phi3.config_from_hf({**v4, "rope_theta": 500.0, "rope_scaling": None, "sliding_window": None}).sliding_window is None
+    assert (
+        phi3.config_from_hf({**v4, "rope_theta": 500.0, "rope_scaling": None, "sliding_window": None}).sliding_window
+        is None
+    )
     assert phi3.config_from_hf({**v4, "rope_theta": 500.0}).rope_theta == 500.0
 
 
@@ -100,8 +114,11 @@ def test_window_reaches_the_forward_pass(tiny):
     assert config.sliding_window == 3
     ids = jnp.asarray(np.random.default_rng(0).integers(3, 100, size=(1, 12)))
     ours = np.asarray(phi3.forward(params["body"], ids, jnp.ones_like(ids), config=config).hidden)
-    wide = np.asarray(phi3.forward(params["body"], ids, jnp.ones_like(ids),
-                                   config=dataclasses.replace(config, sliding_window=None)).hidden)
+    wide = np.asarray(
+        phi3.forward(
+            params["body"], ids, jnp.ones_like(ids), config=dataclasses.replace(config, sliding_window=None)
+        ).hidden
+    )
     np.testing.assert_allclose(wide[0, :3], ours[0, :3], atol=1e-5)
     assert np.abs(wide[0, 3:] - ours[0, 3:]).max() > 1e-3
     model = load_model(folder)

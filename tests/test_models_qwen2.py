@@ -9,25 +9,33 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from family_specs.qwen2 import SPECS
 from safetensors.numpy import load_file
 
-import conformance
-from family_specs.qwen2 import SPECS
 from jaxassoc.errors import ModelError
 from jaxassoc.models import load_model
 from jaxassoc.models.heads import head_logits
 from jaxassoc.models.partitioning import device_params
 from jaxassoc.models.qwen2 import FAMILY as qwen2
 
-BASE = {"model_type": "qwen2", "vocab_size": 101, "hidden_size": 32, "intermediate_size": 64,
-        "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2, "rms_norm_eps": 1e-6,
-        "max_position_embeddings": 64, "rope_theta": 1e4}
+BASE = {
+    "model_type": "qwen2",
+    "vocab_size": 101,
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 3,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "rms_norm_eps": 1e-6,
+    "max_position_embeddings": 64,
+    "rope_theta": 1e4,
+}
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
+def tiny(tiny_checkpoint, tmp_path_factory):
     """The 'qwen2' spec (biases, window 3 on layers 1 and 2, tied head) saved and read back."""
-    folder = conformance.save(SPECS[0], tmp_path_factory.mktemp("qwen2"))
+    folder = tiny_checkpoint(SPECS[0])
     hf_config = json.loads((folder / "config.json").read_text())
     config = qwen2.config_from_hf(hf_config)
     tensors = load_file(folder / "model.safetensors")
@@ -43,10 +51,14 @@ def tiny(tmp_path_factory):
         ({"rope_parameters": {"rope_type": "longrope", "rope_theta": 1e4}}, "'longrope'"),
         ({"layer_types": ["full_attention", "chunked_attention", "full_attention"]}, r"layer_types.*chunked_attention"),
         ({"layer_types": ["full_attention"]}, "layer_types names 1 layers but num_hidden_layers = 3"),
-        ({"layer_types": ["sliding_attention"] * 3, "use_sliding_window": False, "sliding_window": 4},
-         "sliding_attention layers but no window"),
-        ({"layer_types": ["sliding_attention"] * 3, "use_sliding_window": True, "sliding_window": None},
-         "sliding_attention layers but no window"),
+        (
+            {"layer_types": ["sliding_attention"] * 3, "use_sliding_window": False, "sliding_window": 4},
+            "sliding_attention layers but no window",
+        ),
+        (
+            {"layer_types": ["sliding_attention"] * 3, "use_sliding_window": True, "sliding_window": None},
+            "sliding_attention layers but no window",
+        ),
         ({"num_key_value_heads": 3}, "num_key_value_heads"),
         ({"model_type": "qwen3"}, "'qwen3'"),
         ({"hidden_size": None}, "hidden_size"),
@@ -63,8 +75,14 @@ def test_layer_types_decide_the_windowed_layers():
     # transformers 4 configs: layers from max_window_layers on slide
     assert qwen2.config_from_hf({**BASE, **window, "max_window_layers": 1}).local_layers == (False, True, True)
     # transformers 5's layer_types wins over max_window_layers
-    config = qwen2.config_from_hf({**BASE, **window, "max_window_layers": 1,
-                                   "layer_types": ["sliding_attention", "full_attention", "full_attention"]})
+    config = qwen2.config_from_hf(
+        {
+            **BASE,
+            **window,
+            "max_window_layers": 1,
+            "layer_types": ["sliding_attention", "full_attention", "full_attention"],
+        }
+    )
     assert (config.sliding_window, config.local_layers) == (4, (True, False, False))
     # Qwen2.5's hub configs: a window size but use_sliding_window false -> no window at all
     off = qwen2.config_from_hf({**BASE, "use_sliding_window": False, "sliding_window": 32768, "max_window_layers": 1})
@@ -84,8 +102,9 @@ def test_missing_tensor_is_named(tiny):
 
 
 def _hidden(params, config, ids):
-    return np.asarray(qwen2.forward(params["body"], jnp.asarray(ids), jnp.ones_like(jnp.asarray(ids)),
-                                    config=config).hidden)
+    return np.asarray(
+        qwen2.forward(params["body"], jnp.asarray(ids), jnp.ones_like(jnp.asarray(ids)), config=config).hidden
+    )
 
 
 def test_biases_and_window_reach_the_forward_pass(tiny):
@@ -98,11 +117,18 @@ def test_biases_and_window_reach_the_forward_pass(tiny):
     layers = dict(params["body"]["layers"])
     for name in ("q_bias", "k_bias", "v_bias"):
         assert np.abs(np.asarray(layers[name])).max() > 0
-    zeroed = {**params, "body": {**params["body"], "layers": {**layers, **{
-        n: jnp.zeros_like(layers[n]) for n in ("q_bias", "k_bias", "v_bias")}}}}
+    zeroed = {
+        **params,
+        "body": {
+            **params["body"],
+            "layers": {**layers, **{n: jnp.zeros_like(layers[n]) for n in ("q_bias", "k_bias", "v_bias")}},
+        },
+    }
     assert np.abs(_hidden(zeroed, config, ids) - ours).max() > 1e-3
-    for other in (dataclasses.replace(config, sliding_window=None, local_layers=None),
-                  dataclasses.replace(config, local_layers=None)):  # no window / window on every layer
+    for other in (
+        dataclasses.replace(config, sliding_window=None, local_layers=None),
+        dataclasses.replace(config, local_layers=None),
+    ):  # no window / window on every layer
         changed = _hidden(params, other, ids)
         np.testing.assert_allclose(changed[0, :3], ours[0, :3], atol=1e-5)
         assert np.abs(changed[0, 3:] - ours[0, 3:]).max() > 1e-3
@@ -115,7 +141,8 @@ def test_load_model_reads_a_qwen2_folder(tiny):
     ids = np.random.default_rng(1).integers(3, 100, size=(2, 9))
     mask = np.ones_like(ids)
     ours = head_logits(model.head, model.forward(model.params["body"], jnp.asarray(ids), jnp.asarray(mask)).hidden)
-    direct = head_logits(params["head"], qwen2.forward(params["body"], jnp.asarray(ids), jnp.asarray(mask),
-                                                       config=config).hidden)
+    direct = head_logits(
+        params["head"], qwen2.forward(params["body"], jnp.asarray(ids), jnp.asarray(mask), config=config).hidden
+    )
     np.testing.assert_allclose(np.asarray(ours), np.asarray(direct), atol=1e-6)
     assert jax.tree.structure(model.params["body"]) == jax.tree.structure(params["body"])

@@ -19,16 +19,26 @@ from jaxassoc.models.heads import head_logits
 from jaxassoc.models.partitioning import device_params
 from jaxassoc.models.qwen3 import FAMILY as qwen3
 
-TINY = dict(vocab_size=61, hidden_size=32, intermediate_size=48, num_hidden_layers=3, num_attention_heads=4,
-            num_key_value_heads=2, head_dim=16, max_position_embeddings=64, rms_norm_eps=1e-6)
+TINY = dict(
+    vocab_size=61,
+    hidden_size=32,
+    intermediate_size=48,
+    num_hidden_layers=3,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    max_position_embeddings=64,
+    rms_norm_eps=1e-6,
+)
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     """(torch model, config, tensors, params): head_dim 16 != 32 / 4, GQA, tied head, window 3 on layers 1-2."""
     torch.manual_seed(0)
-    hf = transformers.Qwen3Config(**TINY, tie_word_embeddings=True, use_sliding_window=True, sliding_window=3,
-                                  max_window_layers=1)
+    hf = transformers.Qwen3Config(
+        **TINY, tie_word_embeddings=True, use_sliding_window=True, sliding_window=3, max_window_layers=1
+    )
     model = transformers.Qwen3ForCausalLM(hf).eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -75,8 +85,10 @@ def test_window_acts_on_the_sliding_layers_only(tiny):
     """Without the window the logits from position 3 on differ; with it on every layer they differ again."""
     _, config, _, params = tiny
     base, _ = _logits(params, config)
-    for other in (dataclasses.replace(config, sliding_window=None, local_layers=None),
-                  dataclasses.replace(config, local_layers=(True, True, True))):
+    for other in (
+        dataclasses.replace(config, sliding_window=None, local_layers=None),
+        dataclasses.replace(config, local_layers=(True, True, True)),
+    ):
         logits, _ = _logits(params, other)
         np.testing.assert_allclose(logits[:, :3], base[:, :3], atol=1e-6)
         assert np.abs(logits[:, 3:] - base[:, 3:]).max() > 1e-3
@@ -87,7 +99,9 @@ def test_bad_checkpoints_name_the_tensor(tiny):
     name = "model.layers.2.self_attn.k_norm.weight"
     with pytest.raises(ModelError, match=rf"missing tensors \['{name}'\]"):
         qwen3.params_from_hf({k: v for k, v in tensors.items() if k != name}, config)
-    with pytest.raises(ModelError, match=r"model\.layers\.0\.self_attn\.q_norm\.weight: found \(8,\), expected \(16,\)"):
+    with pytest.raises(
+        ModelError, match=r"model\.layers\.0\.self_attn\.q_norm\.weight: found \(8,\), expected \(16,\)"
+    ):
         qwen3.params_from_hf({**tensors, "model.layers.0.self_attn.q_norm.weight": np.ones(8, np.float32)}, config)
     with pytest.raises(ModelError, match=r"unexpected tensors \['model\.layers\.0\.self_attn\.q_proj\.bias'\]"):
         qwen3.params_from_hf({**tensors, "model.layers.0.self_attn.q_proj.bias": np.ones(64, np.float32)}, config)
@@ -123,13 +137,29 @@ def test_unsupported_config_is_refused_by_field_name(fields, words):
 
 def test_config_reads_the_released_qwen3_fields():
     """Qwen3-0.6B's config.json fields (transformers 4 style): head 128 in a 1024-wide model, no window."""
-    released = {"model_type": "qwen3", "vocab_size": 151936, "hidden_size": 1024, "intermediate_size": 3072,
-                "num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
-                "max_position_embeddings": 40960, "max_window_layers": 28, "rms_norm_eps": 1e-6,
-                "rope_scaling": None, "rope_theta": 1000000, "sliding_window": None, "use_sliding_window": False,
-                "tie_word_embeddings": True, "attention_bias": False, "hidden_act": "silu"}
+    released = {
+        "model_type": "qwen3",
+        "vocab_size": 151936,
+        "hidden_size": 1024,
+        "intermediate_size": 3072,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "max_position_embeddings": 40960,
+        "max_window_layers": 28,
+        "rms_norm_eps": 1e-6,
+        "rope_scaling": None,
+        "rope_theta": 1000000,
+        "sliding_window": None,
+        "use_sliding_window": False,
+        "tie_word_embeddings": True,
+        "attention_bias": False,
+        "hidden_act": "silu",
+    }
     config = qwen3.config_from_hf(released)
     assert (config.head_dim, config.rope_theta, config.sliding_window, config.local_layers) == (128, 1e6, None, None)
-    windowed = qwen3.config_from_hf({**released, "use_sliding_window": True, "sliding_window": 4096,
-                                     "max_window_layers": 20})
+    windowed = qwen3.config_from_hf(
+        {**released, "use_sliding_window": True, "sliding_window": 4096, "max_window_layers": 20}
+    )
     assert windowed.sliding_window == 4096 and windowed.local_layers == (False,) * 20 + (True,) * 8

@@ -11,14 +11,13 @@ import pytest
 
 from jaxassoc.models import load_model
 from jaxassoc.models.sizing import MODELS, abstract_params, bytes_per_device, markdown_table, total_bytes
-from models_helpers import save_tiny_checkpoint
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "multihost.md"
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama", "bert"])
-def test_abstract_params_have_the_loaded_models_shapes(tmp_path, family):
-    folder = save_tiny_checkpoint(tmp_path, family)
+def test_abstract_params_have_the_loaded_models_shapes(tiny_checkpoint, tmp_path, family):
+    folder = tiny_checkpoint(family)
     model = load_model(folder)
     name, _, shapes = abstract_params(json.loads((folder / "config.json").read_text()))
     assert name == model.family

@@ -2,7 +2,6 @@
 checkpoints saved as safetensors), RPAM's encoder-decoder readout against decoder log-probs computed here
 with torch, the config refusals, and the metrics that refuse an encoder-decoder model."""
 
-import json
 import os
 import subprocess
 import sys
@@ -13,23 +12,25 @@ import numpy as np
 import pytest
 import torch
 from safetensors.numpy import load_file, save_file
+from t5_helpers import load_t5, save_t5
 
-from jaxassoc.readouts.rpam_prompts import PromptTemplate, rpam_inputs, tokenize_attributes
 from jaxassoc.errors import ConfigError, InputError, ModelError
 from jaxassoc.models import load_model
 from jaxassoc.models.family import family_named
 from jaxassoc.models.heads import head_logits
 from jaxassoc.models.t5.config import config_from_hf
-from t5_helpers import load_t5, save_t5
+from jaxassoc.readouts.rpam_prompts import PromptTemplate, rpam_inputs, tokenize_attributes
 
-SENTENCES = ["These words are associated: flower and",
-             "The doctor said that he would help the nurse with her work today and then",
-             "math"]
+SENTENCES = [
+    "These words are associated: flower and",
+    "The doctor said that he would help the nurse with her work today and then",
+    "math",
+]
 # decoder rows: start token then teacher-forced ids, right-padded
 DECODER = np.array([[0, 5, 7, 9, 11, 3, 40], [0, 8, 4, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0, 0]])
 DECODER_MASK = np.array([[1] * 7, [1, 1, 1, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0, 0]])
 TP1 = PromptTemplate("tp1", "These words are associated: {target} and")
-TP2 = PromptTemplate("tp2", 'This sentence and this word are associated: {quote}This is {target}{quote} and {quote}')
+TP2 = PromptTemplate("tp2", "This sentence and this word are associated: {quote}This is {target}{quote} and {quote}")
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +42,7 @@ def v11(tmp_path_factory):
 @pytest.fixture(scope="module")
 def original(tmp_path_factory):
     """Original T5: relu feed-forward, head tied to the embeddings with the d_model**-0.5 rescale."""
-    folder = save_t5(tmp_path_factory.mktemp("t5") / "orig", seed=1, feed_forward_proj="relu",
-                     tie_word_embeddings=True)
+    folder = save_t5(tmp_path_factory.mktemp("t5") / "orig", seed=1, feed_forward_proj="relu", tie_word_embeddings=True)
     return folder, load_t5(folder), load_model(folder)
 
 
@@ -50,19 +50,27 @@ def _compare(ref, model, padding_side):
     model.tokenizer.padding_side = padding_side
     enc = model.tokenizer(SENTENCES, padding=True, return_tensors="np")
     with torch.no_grad():
-        out = ref(input_ids=torch.tensor(enc["input_ids"]), attention_mask=torch.tensor(enc["attention_mask"]),
-                  decoder_input_ids=torch.tensor(DECODER), decoder_attention_mask=torch.tensor(DECODER_MASK),
-                  output_hidden_states=True)
+        out = ref(
+            input_ids=torch.tensor(enc["input_ids"]),
+            attention_mask=torch.tensor(enc["attention_mask"]),
+            decoder_input_ids=torch.tensor(DECODER),
+            decoder_attention_mask=torch.tensor(DECODER_MASK),
+            output_hidden_states=True,
+        )
     body, mask = model.params["body"], jnp.asarray(enc["attention_mask"])
     ours = model.forward(body, jnp.asarray(enc["input_ids"]), mask, all_layers=True)
     real = enc["attention_mask"].astype(bool)
     assert len(ours.layers) == len(out.encoder_hidden_states)
     for a, b in zip(ours.layers, out.encoder_hidden_states):
         np.testing.assert_allclose(np.asarray(a)[real], b.numpy()[real], atol=1e-4, rtol=0)
-    np.testing.assert_allclose(np.asarray(ours.hidden)[real], out.encoder_last_hidden_state.numpy()[real], atol=1e-4,
-                               rtol=0)
-    hidden = family_named(model.family).body_module(model.config, body).decode(
-        ours.hidden, mask, jnp.asarray(DECODER), jnp.asarray(DECODER_MASK))
+    np.testing.assert_allclose(
+        np.asarray(ours.hidden)[real], out.encoder_last_hidden_state.numpy()[real], atol=1e-4, rtol=0
+    )
+    hidden = (
+        family_named(model.family)
+        .body_module(model.config, body)
+        .decode(ours.hidden, mask, jnp.asarray(DECODER), jnp.asarray(DECODER_MASK))
+    )
     logits = np.asarray(head_logits(model.head, hidden))
     dec_real = DECODER_MASK.astype(bool)
     np.testing.assert_allclose(logits[dec_real], out.logits.numpy()[dec_real], atol=1e-4, rtol=0)
@@ -126,20 +134,32 @@ def test_rpam_reads_only_the_needed_continuations_and_refuses_bos(v11):
 
 
 def _hf_config(**changes):
-    base = {"model_type": "t5", "vocab_size": 200, "d_model": 32, "d_kv": 8, "d_ff": 48, "num_layers": 2,
-            "num_heads": 4, "feed_forward_proj": "gated-gelu", "tie_word_embeddings": False}
+    base = {
+        "model_type": "t5",
+        "vocab_size": 200,
+        "d_model": 32,
+        "d_kv": 8,
+        "d_ff": 48,
+        "num_layers": 2,
+        "num_heads": 4,
+        "feed_forward_proj": "gated-gelu",
+        "tie_word_embeddings": False,
+    }
     return {**base, **changes}
 
 
-@pytest.mark.parametrize("field, value", [
-    ("is_encoder_decoder", False),
-    ("is_decoder", True),
-    ("add_cross_attention", True),
-    ("feed_forward_proj", "gated-swish"),
-    ("feed_forward_proj", "silu"),
-    ("feed_forward_proj", "relu-gated-gelu"),
-    ("model_type", "mt5"),
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("is_encoder_decoder", False),
+        ("is_decoder", True),
+        ("add_cross_attention", True),
+        ("feed_forward_proj", "gated-swish"),
+        ("feed_forward_proj", "silu"),
+        ("feed_forward_proj", "relu-gated-gelu"),
+        ("model_type", "mt5"),
+    ],
+)
 def test_config_refuses_by_field(field, value):
     with pytest.raises(ModelError, match=f"{field}.*{value}|{value}.*{field}|{field}={value!r}"):
         config_from_hf(_hf_config(**{field: value}))
@@ -155,15 +175,25 @@ def test_config_names_a_missing_field():
 def test_v11_config_is_read_as_the_hub_writes_it():
     config = config_from_hf(_hf_config(num_decoder_layers=3, decoder_start_token_id=0))
     assert (config.activation, config.gated, config.scale_decoder_outputs, config.tie_word_embeddings) == (
-        "gelu_new", True, False, False)
+        "gelu_new",
+        True,
+        False,
+        False,
+    )
     assert config.num_decoder_layers == 3
     # transformers 5 writes tie_word_embeddings=true with the scale it derived
     saved = config_from_hf(_hf_config(tie_word_embeddings=True, scale_decoder_outputs=False))
     assert not saved.scale_decoder_outputs and saved.tie_word_embeddings
 
 
-@pytest.mark.parametrize("name", ["lm_head.weight", "decoder.block.1.layer.1.EncDecAttention.k.weight",
-                                  "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "lm_head.weight",
+        "decoder.block.1.layer.1.EncDecAttention.k.weight",
+        "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
+    ],
+)
 def test_missing_tensor_is_named(v11, tmp_path, name):
     folder = tmp_path / "broken"
     folder.mkdir()
@@ -179,10 +209,10 @@ def test_missing_tensor_is_named(v11, tmp_path, name):
 
 
 def test_metrics_without_an_encoder_decoder_readout_refuse(v11):
+    from jaxassoc.models.decoding import greedy_generate
     from jaxassoc.readouts.stereotypes import score_causal
     from jaxassoc.readouts.stereotypes_mlm import score_masked
     from jaxassoc.readouts.unstereo import sentence_token_ids
-    from jaxassoc.models.decoding import greedy_generate
 
     _, _, model = v11
     with pytest.raises(ModelError, match=f"UnStereoEval.*causal.*{model.name}.*seq2seq"):
@@ -225,8 +255,9 @@ MESH_SCRIPT = textwrap.dedent(
 @pytest.mark.slow
 def test_mesh_2x4_equals_one_device(v11):
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
-    proc = subprocess.run([sys.executable, "-c", MESH_SCRIPT, str(v11[0])], env=env, capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", MESH_SCRIPT, str(v11[0])], env=env, capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     sharded, enc, rpam, cont = next(x for x in proc.stdout.splitlines() if x.startswith("REPORT")).split()[1:]
     assert int(sharded) > 0

@@ -1,20 +1,245 @@
-"""Conformance specs of the causal families, one module per family folder (``SPECS = [conformance.Spec]``).
+"""Every tiny checkpoint the tests use, as data: a :class:`Spec` is a random transformers model (its class,
+config fields, seed and which parameters get noise) with a small tokenizer trained here, so nothing needs a
+network. The one factory that writes them (cached on disk, shared by the whole session) is the
+``tiny_checkpoint`` fixture in ``tests/conftest.py``.
 
-:func:`all_specs` collects them for ``tests/test_models_conformance.py`` and its mesh counterpart.
+- ``tests/family_specs/<family>.py`` declares the causal families' conformance specs (``SPECS``, checked
+  against transformers by ``tests/test_models_conformance.py``) and the HF config fields the family refuses
+  (``REFUSED``: ``(base config, [(fields, words in the error), ...])``, checked by
+  ``tests/test_models_refusals.py``).
+- :func:`tiny` gives the general-purpose tiny model of a family (GPT-2, BERT, RoBERTa, Llama, Mistral)
+  that the app, readout and metric tests load, with config overrides and a seed.
 """
 
+from __future__ import annotations
+
+import dataclasses
 import importlib
 import pkgutil
+from pathlib import Path
+from typing import Any
+
+CORPUS = [
+    "The doctor said that he would help the nurse with her work.",
+    "She studies math and science; he studies art and music.",
+    "These words are associated: flower and pleasant, insect and unpleasant.",
+    'This sentence and this word are associated: "This is a test" and "good".',
+    "People from every country enjoy food, music, family and friends.",
+    "The engineer fixed the computer while the teacher wrote on the board.",
+] * 4
+"""The text the tiny tokenizers are trained on."""
+
+BOS_EOS = {"bos_token_id": 1, "eos_token_id": 2}  # the "llama" tokenizer's <s> and </s>
 
 
-def specs_by_family() -> dict[str, list]:
-    """Family module name -> its ``SPECS``."""
-    return {m.name: list(importlib.import_module(f"{__name__}.{m.name}").SPECS) for m in pkgutil.iter_modules(__path__)}
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    """A tiny random checkpoint, as transformers builds it (``vocab_size`` comes from the tokenizer)."""
+
+    name: str
+    """The test id, e.g. ``"gpt_neox-parallel"``."""
+    model_class: str
+    """transformers' model class, e.g. ``"GPTNeoXForCausalLM"``."""
+    config_class: str
+    fields: dict[str, Any]
+    """Config fields (``bos/eos_token_id`` default to 1/2 for the "llama" tokenizer)."""
+    atol: float = 1e-4
+    perturb: tuple[str, ...] = ("bias", "norm", "ln", "layernorm")
+    """Parameters whose name contains one of these get noise added (they start at 0/1 in a fresh model)."""
+    seed: int = 0
+    tokenizer: str = "llama"
+    """The tokenizer kind (:data:`TOKENIZERS`)."""
+
+    def with_fields(self, seed: int | None = None, **fields) -> "Spec":
+        """The same spec with other config fields and/or seed (the name stays: the cache key is the content)."""
+        return dataclasses.replace(self, fields={**self.fields, **fields}, seed=self.seed if seed is None else seed)
 
 
-def all_specs() -> list:
-    """Every module's ``SPECS``, sorted by name (unique names)."""
+# tokenizer kind -> (model, special tokens)
+TOKENIZERS = {
+    "gpt2": ("bpe", ["<|endoftext|>"]),
+    "roberta": ("bpe", ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]),
+    "llama": ("bpe", ["<unk>", "<s>", "</s>"]),
+    "bert": ("wordpiece", ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]),
+}
+
+_TINY = dict(
+    num_hidden_layers=2, hidden_size=32, num_attention_heads=4, intermediate_size=64, max_position_embeddings=64
+)
+_TINY_PERTURB = ("bias", "norm")  # the general-purpose models: biases and norm weights start at 0/1
+
+TINY: dict[str, Spec] = {
+    "gpt2": Spec(
+        "tiny-gpt2",
+        "GPT2LMHeadModel",
+        "GPT2Config",
+        dict(n_layer=2, n_embd=32, n_head=4, n_positions=64, bos_token_id=0, eos_token_id=0),
+        perturb=_TINY_PERTURB,
+        tokenizer="gpt2",
+    ),
+    "bert": Spec("tiny-bert", "BertForMaskedLM", "BertConfig", dict(_TINY), perturb=_TINY_PERTURB, tokenizer="bert"),
+    "bert-encoder": Spec(
+        "tiny-bert-encoder", "BertModel", "BertConfig", dict(_TINY), perturb=_TINY_PERTURB, tokenizer="bert"
+    ),
+    "roberta": Spec(
+        "tiny-roberta",
+        "RobertaForMaskedLM",
+        "RobertaConfig",  # positions start after padding_idx 1
+        dict(_TINY, max_position_embeddings=66, pad_token_id=1, bos_token_id=0, eos_token_id=2),
+        perturb=_TINY_PERTURB,
+        tokenizer="roberta",
+    ),
+    "llama": Spec(
+        "tiny-llama",
+        "LlamaForCausalLM",
+        "LlamaConfig",
+        dict(_TINY, num_key_value_heads=2, **BOS_EOS),
+        perturb=_TINY_PERTURB,
+    ),
+    "mistral": Spec(
+        "tiny-mistral",
+        "MistralForCausalLM",
+        "MistralConfig",  # pass sliding_window=... to use it
+        dict(_TINY, num_key_value_heads=2, **BOS_EOS),
+        perturb=_TINY_PERTURB,
+    ),
+}
+"""The general-purpose tiny model of each family (2 layers, width 32, 4 heads)."""
+
+
+def tiny(family: str, seed: int = 0, **fields) -> Spec:
+    """The tiny ``family`` model (a key of :data:`TINY`) with random weights from ``seed`` and config
+    ``fields`` overridden."""
+    return TINY[family].with_fields(seed, **fields)
+
+
+def tiny_tokenizer(kind: str):
+    """A small tokenizer of a :data:`TOKENIZERS` kind, trained deterministically on :data:`CORPUS`."""
+    import transformers
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+    model, specials = TOKENIZERS[kind]
+    if model == "wordpiece":
+        tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        tok.decoder = decoders.WordPiece()
+        tok.train_from_iterator(CORPUS, trainers.WordPieceTrainer(vocab_size=200, special_tokens=specials))
+        tok.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]", special_tokens=[(s, tok.token_to_id(s)) for s in ("[CLS]", "[SEP]")]
+        )
+        return transformers.PreTrainedTokenizerFast(
+            tokenizer_object=tok,
+            unk_token="[UNK]",
+            pad_token="[PAD]",
+            cls_token="[CLS]",
+            sep_token="[SEP]",
+            mask_token="[MASK]",
+        )
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(
+        CORPUS,
+        trainers.BpeTrainer(
+            vocab_size=320, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
+    )
+    if kind == "gpt2":
+        return transformers.PreTrainedTokenizerFast(
+            tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|endoftext|>", unk_token="<|endoftext|>"
+        )
+    if kind == "roberta":
+        tok.post_processor = processors.TemplateProcessing(
+            single="<s> $A </s>", special_tokens=[("<s>", 0), ("</s>", 2)]
+        )
+        return transformers.PreTrainedTokenizerFast(
+            tokenizer_object=tok,
+            bos_token="<s>",
+            pad_token="<pad>",
+            eos_token="</s>",
+            unk_token="<unk>",
+            mask_token="<mask>",
+            cls_token="<s>",
+            sep_token="</s>",
+        )
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+    return transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>"
+    )
+
+
+def build_torch(spec: Spec):
+    """The spec's torch model (eval mode, random weights from its seed) and its tokenizer (``vocab_size``
+    is the tokenizer's unless the spec's fields set it)."""
+    import torch
+    import transformers
+
+    tokenizer = tiny_tokenizer(spec.tokenizer)
+    fields = {**(BOS_EOS if spec.tokenizer == "llama" else {}), "vocab_size": len(tokenizer), **spec.fields}
+    config = getattr(transformers, spec.config_class)(**fields)
+    torch.manual_seed(spec.seed)
+    model = getattr(transformers, spec.model_class)(config)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if any(part in name.lower() for part in spec.perturb):
+                p.add_(0.1 * torch.randn_like(p))
+    return model.eval(), tokenizer
+
+
+def write(spec: Spec, folder: Path, fmt: str = "safetensors") -> Path:
+    """Write the spec's checkpoint (model + tokenizer) into ``folder``: ``fmt`` "safetensors" (one file),
+    "sharded" (several safetensors files + index json) or "bin" (``pytorch_model.bin`` holding the full
+    state dict, tied copies included)."""
+    import torch
+
+    model, tokenizer = build_torch(spec)
+    folder = Path(folder)
+    if fmt == "bin":
+        model.config.save_pretrained(folder)
+        torch.save(model.state_dict(), folder / "pytorch_model.bin")
+    elif fmt == "sharded":
+        model.save_pretrained(folder, max_shard_size="20KB")
+    elif fmt == "safetensors":
+        model.save_pretrained(folder)
+    else:
+        raise ValueError(f"unknown checkpoint format {fmt!r}")
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def load_torch(spec: Spec | str, folder: Path):
+    """The torch reference model of a checkpoint folder written from ``spec`` (or the :data:`TINY` model of a
+    family name), in eval mode."""
+    import transformers
+
+    model_class = (TINY[spec] if isinstance(spec, str) else spec).model_class
+    return getattr(transformers, model_class).from_pretrained(folder).eval()
+
+
+def _family_modules() -> dict[str, Any]:
+    return {m.name: importlib.import_module(f"{__name__}.{m.name}") for m in pkgutil.iter_modules(__path__)}
+
+
+def specs_by_family() -> dict[str, list[Spec]]:
+    """Family module name -> its conformance ``SPECS``."""
+    return {name: list(module.SPECS) for name, module in _family_modules().items() if hasattr(module, "SPECS")}
+
+
+def all_specs() -> list[Spec]:
+    """Every family's conformance ``SPECS``, sorted by name (unique names)."""
     specs = [s for family in specs_by_family().values() for s in family]
     names = [s.name for s in specs]
     assert len(names) == len(set(names)), f"duplicate spec names: {names}"
     return sorted(specs, key=lambda s: s.name)
+
+
+def refusals() -> list[tuple[str, dict, dict, str]]:
+    """``(family, base HF config, fields, words)`` for every refused config field of every family
+    (``REFUSED`` in the family's module): the base with ``fields`` applied (None drops a field, a dict value
+    is merged the same way one level down) must raise a ModelError matching ``words``."""
+    out = []
+    for name, module in sorted(_family_modules().items()):
+        for base, cases in getattr(module, "REFUSED", ()):
+            out += [(name, base, fields, words) for fields, words in cases]
+    return out
