@@ -37,44 +37,170 @@ SPECIAL = dict(bos_token_id=1, eos_token_id=2, pad_token_id=0)
 # family -> (HF model_type, transformers config class, causal-LM class, config fields; vocab_size is added)
 FAMILIES: dict[str, tuple[str, str, str, dict]] = {
     "gpt2": ("gpt2", "GPT2Config", "GPT2LMHeadModel", dict(n_layer=L, n_embd=D, n_head=H, n_inner=F, n_positions=CTX)),
-    "llama": ("llama", "LlamaConfig", "LlamaForCausalLM",
-              dict(num_hidden_layers=L, hidden_size=D, num_attention_heads=H, num_key_value_heads=KV,
-                   intermediate_size=F, max_position_embeddings=CTX)),
-    "gpt_neox": ("gpt_neox", "GPTNeoXConfig", "GPTNeoXForCausalLM",
-                 dict(num_hidden_layers=L, hidden_size=D, num_attention_heads=H, intermediate_size=F,
-                      rotary_pct=0.25, max_position_embeddings=CTX)),
-    "gptj": ("gptj", "GPTJConfig", "GPTJForCausalLM",
-             dict(n_layer=L, n_embd=D, n_head=H, n_inner=F, rotary_dim=16, n_positions=CTX)),
-    "gpt_neo": ("gpt_neo", "GPTNeoConfig", "GPTNeoForCausalLM",
-                dict(num_layers=L, hidden_size=D, num_heads=H, intermediate_size=F,
-                     attention_types=[[["global", "local"], L // 2]], window_size=64, max_position_embeddings=CTX)),
-    "opt": ("opt", "OPTConfig", "OPTForCausalLM",
-            dict(num_hidden_layers=L, hidden_size=D, num_attention_heads=H, ffn_dim=F, word_embed_proj_dim=D,
-                 max_position_embeddings=CTX)),
-    "mpt": ("mpt", "MptConfig", "MptForCausalLM",
-            dict(n_layers=L, d_model=D, n_heads=H, expansion_ratio=F // D, max_seq_len=CTX)),
-    "olmo": ("olmo", "OlmoConfig", "OlmoForCausalLM",
-             dict(num_hidden_layers=L, hidden_size=D, num_attention_heads=H, intermediate_size=F, clip_qkv=8.0,
-                  max_position_embeddings=CTX)),
-    "mixtral": ("mixtral", "MixtralConfig", "MixtralForCausalLM",
-                dict(num_hidden_layers=L, hidden_size=D, num_attention_heads=H, num_key_value_heads=KV,
-                     intermediate_size=F // 2, num_local_experts=4, num_experts_per_tok=2,
-                     max_position_embeddings=CTX)),
-    "qwen2": ("qwen2", "Qwen2Config", "Qwen2ForCausalLM",
-              dict(num_hidden_layers=L, hidden_size=D, num_attention_heads=H, num_key_value_heads=KV,
-                   intermediate_size=F, max_position_embeddings=CTX)),
-    "qwen3": ("qwen3", "Qwen3Config", "Qwen3ForCausalLM",
-              dict(num_hidden_layers=L, hidden_size=D, num_attention_heads=H, num_key_value_heads=KV,
-                   head_dim=D // H, intermediate_size=F, max_position_embeddings=CTX)),
-    "gemma2": ("gemma2", "Gemma2Config", "Gemma2ForCausalLM",
-               dict(num_hidden_layers=L, hidden_size=D, num_attention_heads=H, num_key_value_heads=KV,
-                    head_dim=D // H, intermediate_size=F, sliding_window=64, max_position_embeddings=CTX)),
-    "gemma3": ("gemma3_text", "Gemma3TextConfig", "Gemma3ForCausalLM",
-               dict(num_hidden_layers=L, hidden_size=D, num_attention_heads=H, num_key_value_heads=KV,
-                    head_dim=D // H, intermediate_size=F, sliding_window=64, max_position_embeddings=CTX)),
-    "phi3": ("phi3", "Phi3Config", "Phi3ForCausalLM",
-             dict(num_hidden_layers=L, hidden_size=D, num_attention_heads=H, num_key_value_heads=KV,
-                  intermediate_size=F, max_position_embeddings=CTX, original_max_position_embeddings=CTX)),
+    "llama": (
+        "llama",
+        "LlamaConfig",
+        "LlamaForCausalLM",
+        dict(
+            num_hidden_layers=L,
+            hidden_size=D,
+            num_attention_heads=H,
+            num_key_value_heads=KV,
+            intermediate_size=F,
+            max_position_embeddings=CTX,
+        ),
+    ),
+    "gpt_neox": (
+        "gpt_neox",
+        "GPTNeoXConfig",
+        "GPTNeoXForCausalLM",
+        dict(
+            num_hidden_layers=L,
+            hidden_size=D,
+            num_attention_heads=H,
+            intermediate_size=F,
+            rotary_pct=0.25,
+            max_position_embeddings=CTX,
+        ),
+    ),
+    "gptj": (
+        "gptj",
+        "GPTJConfig",
+        "GPTJForCausalLM",
+        dict(n_layer=L, n_embd=D, n_head=H, n_inner=F, rotary_dim=16, n_positions=CTX),
+    ),
+    "gpt_neo": (
+        "gpt_neo",
+        "GPTNeoConfig",
+        "GPTNeoForCausalLM",
+        dict(
+            num_layers=L,
+            hidden_size=D,
+            num_heads=H,
+            intermediate_size=F,
+            attention_types=[[["global", "local"], L // 2]],
+            window_size=64,
+            max_position_embeddings=CTX,
+        ),
+    ),
+    "opt": (
+        "opt",
+        "OPTConfig",
+        "OPTForCausalLM",
+        dict(
+            num_hidden_layers=L,
+            hidden_size=D,
+            num_attention_heads=H,
+            ffn_dim=F,
+            word_embed_proj_dim=D,
+            max_position_embeddings=CTX,
+        ),
+    ),
+    "mpt": (
+        "mpt",
+        "MptConfig",
+        "MptForCausalLM",
+        dict(n_layers=L, d_model=D, n_heads=H, expansion_ratio=F // D, max_seq_len=CTX),
+    ),
+    "olmo": (
+        "olmo",
+        "OlmoConfig",
+        "OlmoForCausalLM",
+        dict(
+            num_hidden_layers=L,
+            hidden_size=D,
+            num_attention_heads=H,
+            intermediate_size=F,
+            clip_qkv=8.0,
+            max_position_embeddings=CTX,
+        ),
+    ),
+    "mixtral": (
+        "mixtral",
+        "MixtralConfig",
+        "MixtralForCausalLM",
+        dict(
+            num_hidden_layers=L,
+            hidden_size=D,
+            num_attention_heads=H,
+            num_key_value_heads=KV,
+            intermediate_size=F // 2,
+            num_local_experts=4,
+            num_experts_per_tok=2,
+            max_position_embeddings=CTX,
+        ),
+    ),
+    "qwen2": (
+        "qwen2",
+        "Qwen2Config",
+        "Qwen2ForCausalLM",
+        dict(
+            num_hidden_layers=L,
+            hidden_size=D,
+            num_attention_heads=H,
+            num_key_value_heads=KV,
+            intermediate_size=F,
+            max_position_embeddings=CTX,
+        ),
+    ),
+    "qwen3": (
+        "qwen3",
+        "Qwen3Config",
+        "Qwen3ForCausalLM",
+        dict(
+            num_hidden_layers=L,
+            hidden_size=D,
+            num_attention_heads=H,
+            num_key_value_heads=KV,
+            head_dim=D // H,
+            intermediate_size=F,
+            max_position_embeddings=CTX,
+        ),
+    ),
+    "gemma2": (
+        "gemma2",
+        "Gemma2Config",
+        "Gemma2ForCausalLM",
+        dict(
+            num_hidden_layers=L,
+            hidden_size=D,
+            num_attention_heads=H,
+            num_key_value_heads=KV,
+            head_dim=D // H,
+            intermediate_size=F,
+            sliding_window=64,
+            max_position_embeddings=CTX,
+        ),
+    ),
+    "gemma3": (
+        "gemma3_text",
+        "Gemma3TextConfig",
+        "Gemma3ForCausalLM",
+        dict(
+            num_hidden_layers=L,
+            hidden_size=D,
+            num_attention_heads=H,
+            num_key_value_heads=KV,
+            head_dim=D // H,
+            intermediate_size=F,
+            sliding_window=64,
+            max_position_embeddings=CTX,
+        ),
+    ),
+    "phi3": (
+        "phi3",
+        "Phi3Config",
+        "Phi3ForCausalLM",
+        dict(
+            num_hidden_layers=L,
+            hidden_size=D,
+            num_attention_heads=H,
+            num_key_value_heads=KV,
+            intermediate_size=F,
+            max_position_embeddings=CTX,
+            original_max_position_embeddings=CTX,
+        ),
+    ),
 }
 
 
@@ -103,8 +229,9 @@ def word_tokenizer(vocab: int):
 
     tok = Tokenizer(models.WordLevel({f"t{i}": i for i in range(vocab)}, unk_token="t3"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    return transformers.PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="t0", bos_token="t1",
-                                                eos_token="t2", unk_token="t3")
+    return transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token="t0", bos_token="t1", eos_token="t2", unk_token="t3"
+    )
 
 
 def build(family: str, vocab: int, folder: Path, seed: int):
@@ -193,12 +320,22 @@ def bench_family(family: str, args, folder: Path) -> dict | None:
     ours_s, torch_s = median_times(run_ours, run_torch, args.repeats)
     ours_t, torch_t = statistics.median(ours_s), statistics.median(torch_s)
     flops = matmul_flops(reference, ids.size)
-    row = dict(family=family, ours_ms=1e3 * ours_t, torch_ms=1e3 * torch_t, ratio=torch_t / ours_t,
-               ours_gflops=flops / ours_t / 1e9, torch_gflops=flops / torch_t / 1e9, delta=delta,
-               compile_s=compile_s)
-    print(f"{family:9s} ours {row['ours_ms']:8.1f} ms  torch {row['torch_ms']:8.1f} ms  torch/ours {row['ratio']:5.2f}"
-          f"  GFLOP/s ours {row['ours_gflops']:6.1f} torch {row['torch_gflops']:6.1f}  max|Δ| {delta:.1e}"
-          f"  compile {compile_s:.1f} s", flush=True)
+    row = dict(
+        family=family,
+        ours_ms=1e3 * ours_t,
+        torch_ms=1e3 * torch_t,
+        ratio=torch_t / ours_t,
+        ours_gflops=flops / ours_t / 1e9,
+        torch_gflops=flops / torch_t / 1e9,
+        delta=delta,
+        compile_s=compile_s,
+    )
+    print(
+        f"{family:9s} ours {row['ours_ms']:8.1f} ms  torch {row['torch_ms']:8.1f} ms  torch/ours {row['ratio']:5.2f}"
+        f"  GFLOP/s ours {row['ours_gflops']:6.1f} torch {row['torch_gflops']:6.1f}  max|Δ| {delta:.1e}"
+        f"  compile {compile_s:.1f} s",
+        flush=True,
+    )
     return row
 
 
@@ -208,15 +345,18 @@ def main():
     import jax
     import torch
     import transformers
-
     from _matmul_rate import jax_gflops, torch_gflops
 
     torch.set_num_threads(args.threads)
     transformers.utils.logging.disable_progress_bar()  # save_pretrained's per-shard bar
     print(f"threads: {setting} | torch.get_num_threads() = {torch.get_num_threads()}")
-    print(f"jax {jax.__version__} ({jax.default_backend()}), torch {torch.__version__}, transformers {transformers.__version__}")
-    print(f"config: {L} layers, d_model {D}, {H} heads ({KV} KV heads where grouped), MLP {F}, vocab {args.vocab}; "
-          f"batch {args.rows} x {args.tokens} tokens; median of {args.repeats} interleaved passes")
+    print(
+        f"jax {jax.__version__} ({jax.default_backend()}), torch {torch.__version__}, transformers {transformers.__version__}"
+    )
+    print(
+        f"config: {L} layers, d_model {D}, {H} heads ({KV} KV heads where grouped), MLP {F}, vocab {args.vocab}; "
+        f"batch {args.rows} x {args.tokens} tokens; median of {args.repeats} interleaved passes"
+    )
     rates = {"jax": jax_gflops(), "torch": torch_gflops()}
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -227,10 +367,14 @@ def main():
     print("\n| family | ours (ms) | torch (ms) | torch / ours | ours GFLOP/s | torch GFLOP/s | max abs Δ logits |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['family']} | {r['ours_ms']:.1f} | {r['torch_ms']:.1f} | **{r['ratio']:.2f}** | {r['ours_gflops']:.1f} "
-              f"| {r['torch_gflops']:.1f} | {r['delta']:.1e} |")
-    print("fp32 1024^2 matmul (ceiling), start / end of the run: "
-          + ", ".join(f"{k} {a:.1f} / {b:.1f} GFLOP/s" for k, (a, b) in rates.items()))
+        print(
+            f"| {r['family']} | {r['ours_ms']:.1f} | {r['torch_ms']:.1f} | **{r['ratio']:.2f}** | {r['ours_gflops']:.1f} "
+            f"| {r['torch_gflops']:.1f} | {r['delta']:.1e} |"
+        )
+    print(
+        "fp32 1024^2 matmul (ceiling), start / end of the run: "
+        + ", ".join(f"{k} {a:.1f} / {b:.1f} GFLOP/s" for k, (a, b) in rates.items())
+    )
 
 
 if __name__ == "__main__":

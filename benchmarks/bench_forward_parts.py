@@ -97,7 +97,9 @@ def main(argv=None) -> None:
         body_flops = 2 * L * sum(a * b for a, b in shapes) * M
         flops = {"body": body_flops, "body matmuls": body_flops, "head": 2 * M * D * V, "log-sum-exp": None}
         print(f"{args.rows} rows x {args.tokens} tokens = {M} tokens; vocabulary {V}")
-        print(f"{'part':14s} {'ours ms':>9s} {'torch ms':>9s} {'torch/ours':>10s} {'ours GFLOP/s':>13s} {'torch GFLOP/s':>14s}")
+        print(
+            f"{'part':14s} {'ours ms':>9s} {'torch ms':>9s} {'torch/ours':>10s} {'ours GFLOP/s':>13s} {'torch GFLOP/s':>14s}"
+        )
         for part in ours:
             a, b = best(ours[part], args.repeats), best(theirs[part], args.repeats)
             rate = (lambda t: f"{flops[part] / t / 1e9:.0f}") if flops[part] else (lambda t: "-")

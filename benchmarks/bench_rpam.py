@@ -49,7 +49,7 @@ from _reference import torch_llama_from_gguf
 
 TEMPLATES = {
     "tp1": "These words are associated: {target} and",
-    "tp2": 'This sentence and this word are associated: {quote}This is {target}{quote} and {quote}',
+    "tp2": "This sentence and this word are associated: {quote}This is {target}{quote} and {quote}",
 }
 
 
@@ -78,8 +78,11 @@ def workload(bellezza_words: int, ws_pairs: int, weat_tests: int = 0):
     i1, i2 = pairs["word1"].map(index).to_numpy(), pairs["word2"].map(index).to_numpy()
     needed = np.zeros((len(ws_words), len(ws_words)), dtype=bool)
     needed[i1, i2] = needed[i2, i1] = True
-    return [("WEAT-WS", weat, None), ("Bellezza", [(words, list(pleasant + unpleasant))], None),
-            ("WS-353", [(ws_words, ws_words)], needed)]
+    return [
+        ("WEAT-WS", weat, None),
+        ("Bellezza", [(words, list(pleasant + unpleasant))], None),
+        ("WS-353", [(ws_words, ws_words)], needed),
+    ]
 
 
 def torch_probabilities(model, prompts, attr_ids, needed, batch_size, cont_batch, pad_id):
@@ -101,8 +104,13 @@ def torch_probabilities(model, prompts, attr_ids, needed, batch_size, cont_batch
             for r, t in enumerate(rows):
                 ids[r, P - len(prompts[t]) :] = torch.tensor(prompts[t])
                 mask[r, P - len(prompts[t]) :] = 1
-            out = model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(1) - 1).clamp(min=0),
-                        use_cache=True, logits_to_keep=1)
+            out = model(
+                input_ids=ids,
+                attention_mask=mask,
+                position_ids=(mask.cumsum(1) - 1).clamp(min=0),
+                use_cache=True,
+                logits_to_keep=1,
+            )
             logits = out.logits[:, -1].double()
             p[rows] = torch.softmax(logits[:, first], dim=-1).numpy()
             pairs = [(r, c) for r, t in enumerate(rows) for c in multi if needed is None or needed[t, c]]
@@ -122,8 +130,9 @@ def torch_probabilities(model, prompts, attr_ids, needed, batch_size, cont_batch
                 cache = _select_cache(out.past_key_values, select)
                 cont_mask = torch.cat([mask[select], valid.long()], dim=1)
                 positions = mask[select].sum(1, keepdim=True) + torch.arange(k)[None]
-                hidden = model.model(input_ids=inputs, attention_mask=cont_mask, position_ids=positions,
-                                     cache=cache, use_cache=True).last_hidden_state
+                hidden = model.model(
+                    input_ids=inputs, attention_mask=cont_mask, position_ids=positions, cache=cache, use_cache=True
+                ).last_hidden_state
                 logp = torch.log_softmax(model.lm_head(hidden[valid]).float(), dim=-1)
                 logp = logp.gather(1, targets[valid][:, None])[:, 0].double().exp()
                 at = 0
@@ -150,8 +159,12 @@ def useful_flops(config, prompts, attr_ids, needed) -> float:
     q, kv = config.num_attention_heads * config.head_dim, config.num_key_value_heads * config.head_dim
     body = L * (D * q + 2 * D * kv + q * D + 3 * D * F)
     head = config.vocab_size * D
-    cont = sum(len(attr_ids[c]) - 1 for t in range(len(prompts)) for c in range(len(attr_ids))
-               if len(attr_ids[c]) > 1 and (needed is None or needed[t, c]))
+    cont = sum(
+        len(attr_ids[c]) - 1
+        for t in range(len(prompts))
+        for c in range(len(attr_ids))
+        if len(attr_ids[c]) > 1 and (needed is None or needed[t, c])
+    )
     return 2 * body * (sum(map(len, prompts)) + cont) + 2 * head * (len(prompts) + cont)
 
 
@@ -176,9 +189,9 @@ def main(argv=None) -> None:
     torch.set_num_threads(args.threads)
     import transformers
 
+    from jaxassoc.models.loading import load_model
     from jaxassoc.readouts import rpam
     from jaxassoc.readouts.rpam_prompts import PromptTemplate, encode_prompts, tokenize_attributes
-    from jaxassoc.models.loading import load_model
     from jaxassoc.resources import smollm2_gguf
 
     model = load_model("smollm2-135m")
@@ -186,9 +199,11 @@ def main(argv=None) -> None:
     pad = model.vocab.pad_id if model.vocab.pad_id is not None else model.vocab.eos_id
     work = workload(args.bellezza_words, args.ws_pairs, args.weat_tests)
     print(f"pinned: {pinned}; transformers {transformers.__version__}, torch {torch.__version__}")
-    print(f"SmolLM2-135M (GGUF dequantised to float32); batch {args.batch_size}; WEAT-WS tests "
-          f"{args.weat_tests or 10}, Bellezza words "
-          f"{args.bellezza_words or 399}, WS-353 pairs {args.ws_pairs or 353}")
+    print(
+        f"SmolLM2-135M (GGUF dequantised to float32); batch {args.batch_size}; WEAT-WS tests "
+        f"{args.weat_tests or 10}, Bellezza words "
+        f"{args.bellezza_words or 399}, WS-353 pairs {args.ws_pairs or 353}"
+    )
     rates = {"jax": jax_gflops(), "torch": torch_gflops()}
     for name in args.templates.split(","):
         template = PromptTemplate(name, TEMPLATES[name])
@@ -199,8 +214,9 @@ def main(argv=None) -> None:
                 if len(tasks) > 1:
                     out += rpam.task_probabilities(model, tasks, template, batch_size=args.batch_size)[0]
                 else:
-                    out.append(rpam.probabilities(model, *tasks[0], template, needed=needed,
-                                                  batch_size=args.batch_size)[0])
+                    out.append(
+                        rpam.probabilities(model, *tasks[0], template, needed=needed, batch_size=args.batch_size)[0]
+                    )
             return out
 
         start = time.perf_counter()
@@ -210,67 +226,113 @@ def main(argv=None) -> None:
         jax_p = run_jax()
         jax_s = time.perf_counter() - start
 
-        encoded = [(encode_prompts(model, [template.fill(x) for x in ts]),
-                    tokenize_attributes(model.tokenizer, a, template).token_ids, needed)
-                   for _, tasks, needed in work for ts, a in tasks]
-        torch_probabilities(torch_model, encoded[0][0][:4], encoded[0][1], None, args.batch_size, args.cont_batch,
-                            pad)  # warm-up
+        encoded = [
+            (
+                encode_prompts(model, [template.fill(x) for x in ts]),
+                tokenize_attributes(model.tokenizer, a, template).token_ids,
+                needed,
+            )
+            for _, tasks, needed in work
+            for ts, a in tasks
+        ]
+        torch_probabilities(
+            torch_model, encoded[0][0][:4], encoded[0][1], None, args.batch_size, args.cont_batch, pad
+        )  # warm-up
         start = time.perf_counter()
-        torch_p = [torch_probabilities(torch_model, pr, at, nd, args.batch_size, args.cont_batch, pad)
-                   for pr, at, nd in encoded]
+        torch_p = [
+            torch_probabilities(torch_model, pr, at, nd, args.batch_size, args.cont_batch, pad)
+            for pr, at, nd in encoded
+        ]
         torch_s = time.perf_counter() - start
 
         seen = np.concatenate([np.isfinite(b).ravel() for b in torch_p])
         both = np.concatenate([a.ravel() for a in jax_p])[seen], np.concatenate([b.ravel() for b in torch_p])[seen]
         flops = sum(useful_flops(model.config, pr, at, nd) for pr, at, nd in encoded)
-        n_cont = sum(sum(len(at[c]) > 1 and (nd is None or nd[t, c]) for t in range(len(pr)) for c in range(len(at)))
-                     for pr, at, nd in encoded)
+        n_cont = sum(
+            sum(len(at[c]) > 1 and (nd is None or nd[t, c]) for t in range(len(pr)) for c in range(len(at)))
+            for pr, at, nd in encoded
+        )
         n_prompts = sum(len(pr) for pr, _, _ in encoded)
-        print(f"\n{name}: {len(encoded)} RPAM computations, {n_prompts} prompts, {n_cont} needed continuations, "
-              f"{flops / 1e9:.1f} GFLOP useful")
-        print(f"jaxassoc : {jax_s:7.2f} s (first run incl. compilation {jax_first:.2f} s), "
-              f"{flops / jax_s / 1e9:6.1f} GFLOP/s = {flops / jax_s / 1e9 / rates['jax']:.0%} of jax matmul")
-        print(f"PyTorch  : {torch_s:7.2f} s, {flops / torch_s / 1e9:6.1f} GFLOP/s = "
-              f"{flops / torch_s / 1e9 / rates['torch']:.0%} of torch matmul")
+        print(
+            f"\n{name}: {len(encoded)} RPAM computations, {n_prompts} prompts, {n_cont} needed continuations, "
+            f"{flops / 1e9:.1f} GFLOP useful"
+        )
+        print(
+            f"jaxassoc : {jax_s:7.2f} s (first run incl. compilation {jax_first:.2f} s), "
+            f"{flops / jax_s / 1e9:6.1f} GFLOP/s = {flops / jax_s / 1e9 / rates['jax']:.0%} of jax matmul"
+        )
+        print(
+            f"PyTorch  : {torch_s:7.2f} s, {flops / torch_s / 1e9:6.1f} GFLOP/s = "
+            f"{flops / torch_s / 1e9 / rates['torch']:.0%} of torch matmul"
+        )
         print(f"speed ratio PyTorch time / jaxassoc time: {torch_s / jax_s:.2f}")
-        print(f"p(v, t) on {seen.sum()} entries: max |jax - torch| = {np.abs(both[0] - both[1]).max():.2e}, max relative "
-              f"{(np.abs(both[0] - both[1]) / np.maximum(np.abs(both[1]), 1e-12)).max():.2e}")
-    print(f"\nfp32 1024x1024 matmul rate on {args.threads} thread(s) at start: jax {rates['jax']:.1f} GFLOP/s, "
-          f"torch {rates['torch']:.1f} GFLOP/s; at end: jax {jax_gflops():.1f}, torch {torch_gflops():.1f}")
+        print(
+            f"p(v, t) on {seen.sum()} entries: max |jax - torch| = {np.abs(both[0] - both[1]).max():.2e}, max relative "
+            f"{(np.abs(both[0] - both[1]) / np.maximum(np.abs(both[1]), 1e-12)).max():.2e}"
+        )
+    print(
+        f"\nfp32 1024x1024 matmul rate on {args.threads} thread(s) at start: jax {rates['jax']:.1f} GFLOP/s, "
+        f"torch {rates['torch']:.1f} GFLOP/s; at end: jax {jax_gflops():.1f}, torch {torch_gflops():.1f}"
+    )
 
 
 def whole_processes(templates: list[str], threads: int) -> None:
     """Wall time of the jaxassoc sweep and of the loop process per template, same CPUs (see the docstring)."""
     cpus = sorted(os.sched_getaffinity(0))[:threads]
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
-           "OPENBLAS_NUM_THREADS": str(threads)}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": str(threads),
+        "MKL_NUM_THREADS": str(threads),
+        "OPENBLAS_NUM_THREADS": str(threads),
+    }
     here, jaxassoc = Path(__file__).parent, Path(sys.executable).parent / "jaxassoc"
     print(f"CPUs {cpus}; both processes pinned to them")
     for name in templates:
         with tempfile.TemporaryDirectory() as out:
-            sweep = [str(jaxassoc), "-m", "model=smollm2-135m", "metric=rpam", "dataset=weat_ws,bellezza,wordsim353",
-                     f"template={name}", "cache_dir=null"]
+            sweep = [
+                str(jaxassoc),
+                "-m",
+                "model=smollm2-135m",
+                "metric=rpam",
+                "dataset=weat_ws,bellezza,wordsim353",
+                f"template={name}",
+                "cache_dir=null",
+            ]
             commands = {  # the first jaxassoc run fills an empty cache folder; the next reads its xla/
                 "jaxassoc, first run": [*sweep, f"hydra.sweep.dir={out}/first"],
                 "jaxassoc, next run": [*sweep, f"hydra.sweep.dir={out}/next"],
-                "PyTorch loop": [sys.executable, str(here / "rpam_loop_process.py"), "--template", name,
-                                 "--threads", str(threads)],
+                "PyTorch loop": [
+                    sys.executable,
+                    str(here / "rpam_loop_process.py"),
+                    "--template",
+                    name,
+                    "--threads",
+                    str(threads),
+                ],
             }
             seconds = {}
             for side, command in commands.items():
                 start = time.perf_counter()
-                done = subprocess.run(command, env={**env, "JAXASSOC_CACHE": f"{out}/cache"}, cwd=out,
-                                      capture_output=True, text=True, preexec_fn=lambda: os.sched_setaffinity(0, cpus))
+                done = subprocess.run(
+                    command,
+                    env={**env, "JAXASSOC_CACHE": f"{out}/cache"},
+                    cwd=out,
+                    capture_output=True,
+                    text=True,
+                    preexec_fn=lambda: os.sched_setaffinity(0, cpus),
+                )
                 seconds[side] = time.perf_counter() - start
                 if done.returncode:
                     sys.exit(f"{side} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
                 if side == "PyTorch loop":
                     print(done.stdout.strip())
             loop = seconds["PyTorch loop"]
-            print(f"{name}: whole process: PyTorch loop {loop:.1f} s; jaxassoc first run (compiles) "
-                  f"{seconds['jaxassoc, first run']:.1f} s, ratio {loop / seconds['jaxassoc, first run']:.2f}; "
-                  f"next run (compiled functions from <cache>/xla) {seconds['jaxassoc, next run']:.1f} s, ratio "
-                  f"{loop / seconds['jaxassoc, next run']:.2f}")
+            print(
+                f"{name}: whole process: PyTorch loop {loop:.1f} s; jaxassoc first run (compiles) "
+                f"{seconds['jaxassoc, first run']:.1f} s, ratio {loop / seconds['jaxassoc, first run']:.2f}; "
+                f"next run (compiled functions from <cache>/xla) {seconds['jaxassoc, next run']:.1f} s, ratio "
+                f"{loop / seconds['jaxassoc, next run']:.2f}"
+            )
 
 
 if __name__ == "__main__":

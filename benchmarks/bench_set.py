@@ -88,9 +88,7 @@ def random_head(args, cpus) -> None:
         out = jax.block_until_ready(fn())
         return out, time.perf_counter() - start
 
-    exact_fn, t_compile_exact = timed(
-        lambda: set_exact_kernel.lower(Wj, bj, Xj, gj, chunk=args.chunk).compile()
-    )
+    exact_fn, t_compile_exact = timed(lambda: set_exact_kernel.lower(Wj, bj, Xj, gj, chunk=args.chunk).compile())
     exact, t_exact = timed(lambda: exact_fn(Wj, bj, Xj, gj))
     block = min(args.optax_block, n_problems)
     _, t_compile_optax = timed(lambda: set_optax(W, b, X[:block, None], gold[:block, None], block=block).distance)
@@ -107,15 +105,21 @@ def random_head(args, cpus) -> None:
     t_lean = (time.perf_counter() - start) * n_problems / sample
 
     d_exact, d_opt = np.asarray(exact.distance), np.asarray(opt.distance)
-    print(f"exact vs baseline on {sample} sampled problems: max rel. diff {np.max(np.abs(d_exact[picks] / base - 1)):.2e}"
-          f" (lean loop vs baseline {np.max(np.abs(lean / base - 1)):.2e})")
+    print(
+        f"exact vs baseline on {sample} sampled problems: max rel. diff {np.max(np.abs(d_exact[picks] / base - 1)):.2e}"
+        f" (lean loop vs baseline {np.max(np.abs(lean / base - 1)):.2e})"
+    )
     moved = d_exact > 0  # a gold token that already wins costs 0 in both
-    print(f"exact: {int((~moved).sum())} problems already satisfied; pool sizes mean "
-          f"{float(np.mean(np.asarray(exact.pool_size))):.1f}, max {int(np.max(np.asarray(exact.pool_size)))}")
-    print(f"optax vs exact: max rel. diff {np.max(np.abs(d_opt[moved] / d_exact[moved] - 1)):.2e}, "
-          f"max |diff| where exact = 0: {np.max(np.abs(d_opt[~moved]), initial=0.0):.1e}, "
-          f"max constraint violation {float(np.max(np.asarray(opt.max_violation))):.2e}, "
-          f"working sets verified: {bool(np.all(np.asarray(opt.working_set_ok)))}")
+    print(
+        f"exact: {int((~moved).sum())} problems already satisfied; pool sizes mean "
+        f"{float(np.mean(np.asarray(exact.pool_size))):.1f}, max {int(np.max(np.asarray(exact.pool_size)))}"
+    )
+    print(
+        f"optax vs exact: max rel. diff {np.max(np.abs(d_opt[moved] / d_exact[moved] - 1)):.2e}, "
+        f"max |diff| where exact = 0: {np.max(np.abs(d_opt[~moved]), initial=0.0):.1e}, "
+        f"max constraint violation {float(np.max(np.asarray(opt.max_violation))):.2e}, "
+        f"working sets verified: {bool(np.all(np.asarray(opt.working_set_ok)))}"
+    )
     note = "" if sample == n_problems else f" (measured on {sample} problems, scaled x{n_problems / sample:.0f})"
     print(f"{'solver':<34}{'seconds':>12}{'problems/s':>14}{'speed-up':>10}")
     rows = [
@@ -128,9 +132,10 @@ def random_head(args, cpus) -> None:
         print(f"{name:<34}{t:>12.2f}{n_problems / t:>14.1f}{t_base / t:>9.1f}x")
     if note:
         print(f"* {note.strip()}")
-    print(f"not included above: exact compile {t_compile_exact:.1f} s; optax compile + warm-up on {block} problems "
-          f"{t_compile_optax:.1f} s (the timed optax run includes its retries)")
-
+    print(
+        f"not included above: exact compile {t_compile_exact:.1f} s; optax compile + warm-up on {block} problems "
+        f"{t_compile_optax:.1f} s (the timed optax run includes its retries)"
+    )
 
 
 def smollm2_suite(args, cpus) -> None:
@@ -152,8 +157,10 @@ def smollm2_suite(args, cpus) -> None:
     from jaxassoc.resources import smollm2_gguf
 
     rates = matmul_rates()
-    print(f"CPUs: {cpus} ({len(cpus)} threads for XLA, BLAS and torch); jax {jax.__version__}, numpy {np.__version__}, "
-          f"torch {torch.__version__}")
+    print(
+        f"CPUs: {cpus} ({len(cpus)} threads for XLA, BLAS and torch); jax {jax.__version__}, numpy {np.__version__}, "
+        f"torch {torch.__version__}"
+    )
     print("fp32 1024x1024 matmul GFLOP/s on these CPUs: " + ", ".join(f"{k} {v:.1f}" for k, v in rates.items()))
     model = load_model("smollm2-135m")
     templates = templates_for(args.templates)
@@ -161,9 +168,11 @@ def smollm2_suite(args, cpus) -> None:
     n = len(suite.gold)
     W, b = model.head.W, model.head.b
     scope = "" if args.max_problems is None else f" (--max-problems {args.max_problems}: evenly spaced prompts)"
-    print(f"suite: SmolLM2-135M (V={W.shape[0]}, D={W.shape[1]}, no bias), {len(templates)} template(s), "
-          f"{len(suite.sequences)} prompts (group or prior noun x trait word), "
-          f"{n} SeT problems (one per trait token){scope}")
+    print(
+        f"suite: SmolLM2-135M (V={W.shape[0]}, D={W.shape[1]}, no bias), {len(templates)} template(s), "
+        f"{len(suite.sequences)} prompts (group or prior noun x trait word), "
+        f"{n} SeT problems (one per trait token){scope}"
+    )
 
     x, t_forward = timed(lambda: head_inputs(model, suite, batch_size=args.batch_size))
     (d_exact, _), t_exact = timed(lambda: solve_exact(W, b, x, suite.gold, block=args.exact_block))
@@ -189,11 +198,15 @@ def smollm2_suite(args, cpus) -> None:
     stats = agreement(d_exact, d_optax, violation)
     moved = base > 0
     rel = np.abs(d_exact[picks][moved] / base[moved] - 1)
-    print(f"ours (exact) vs baseline on {len(picks)} sampled problems: max rel. diff {rel.max(initial=0.0):.2e}, "
-          f"max |ours| where baseline = 0: {np.abs(d_exact[picks][~moved]).max(initial=0.0):.1e}")
-    print(f"optax vs exact over all {n} problems: max rel. diff {stats['max_rel_diff']:.2e} (median "
-          f"{stats['median_rel_diff']:.2e}; {stats['beyond_tolerance']} beyond 1e-3), max constraint violation "
-          f"{stats['max_violation']:.2e}; {stats['already_satisfied']} problems already satisfied")
+    print(
+        f"ours (exact) vs baseline on {len(picks)} sampled problems: max rel. diff {rel.max(initial=0.0):.2e}, "
+        f"max |ours| where baseline = 0: {np.abs(d_exact[picks][~moved]).max(initial=0.0):.1e}"
+    )
+    print(
+        f"optax vs exact over all {n} problems: max rel. diff {stats['max_rel_diff']:.2e} (median "
+        f"{stats['median_rel_diff']:.2e}; {stats['beyond_tolerance']} beyond 1e-3), max constraint violation "
+        f"{stats['max_violation']:.2e}; {stats['already_satisfied']} problems already satisfied"
+    )
     star = "" if len(picks) == n else "*"
     print(f"{'pipeline':<52}{'seconds':>10}{'problems/s':>12}{'speed-up':>10}")
     rows = [
@@ -209,8 +222,10 @@ def smollm2_suite(args, cpus) -> None:
     for name, t in rows:
         print(f"{name:<52}{t:>10.1f}{n / t:>12.1f}{t_base / t:>9.1f}x")
     if star:
-        print(f"* measured on {len(picks)} evenly spaced problems ({t_torch + t_numpy:.1f} s), "
-              f"scaled x{scale:.1f} to the suite")
+        print(
+            f"* measured on {len(picks)} evenly spaced problems ({t_torch + t_numpy:.1f} s), "
+            f"scaled x{scale:.1f} to the suite"
+        )
     print("jaxassoc times include compilation (one per forward bucket and per solver block shape)")
 
 
@@ -218,9 +233,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=("random", "smollm2"), default="random")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--baseline-sample", type=int, default=None,
-                        help="problems the baselines run on, scaled to the suite "
-                             "(default 12 random, 200 smollm2; 0: all)")
+    parser.add_argument(
+        "--baseline-sample",
+        type=int,
+        default=None,
+        help="problems the baselines run on, scaled to the suite (default 12 random, 200 smollm2; 0: all)",
+    )
     parser.add_argument("--optax-block", type=int, default=1024, help="optax solver: problems per compiled call")
     random_group = parser.add_argument_group("--model random")
     random_group.add_argument("--vocab", type=int, default=50_265)
@@ -229,8 +247,9 @@ def main() -> None:
     random_group.add_argument("--seed", type=int, default=0)
     real_group = parser.add_argument_group("--model smollm2")
     real_group.add_argument("--templates", choices=("default", "all"), default="default")
-    real_group.add_argument("--max-problems", type=int, default=None,
-                            help="about N problems from evenly spaced prompts")
+    real_group.add_argument(
+        "--max-problems", type=int, default=None, help="about N problems from evenly spaced prompts"
+    )
     real_group.add_argument("--batch-size", type=int, default=64, help="prompts per forward pass")
     real_group.add_argument("--exact-block", type=int, default=2048, help="exact solver: problems per compiled call")
     args = parser.parse_args()

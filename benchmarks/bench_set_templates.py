@@ -29,8 +29,9 @@ def template_flops(model, abc, template: str, groups: list[str], bos: bool = Tru
 
     from jaxassoc.readouts.stereotypes import build_problems, default_words
 
-    problems = build_problems(model.tokenizer, abc, template, groups, default_words(abc),
-                              bos_id=model.vocab.bos_id if bos else None)
+    problems = build_problems(
+        model.tokenizer, abc, template, groups, default_words(abc), bos_id=model.vocab.bos_id if bos else None
+    )
     layers = model.params["body"]["layers"]
     weights = sum(int(np.prod(leaf.shape)) for leaf in jax.tree.leaves(layers) if leaf.ndim == 3)
     n_layers, d = layers["q"].shape[0], layers["q"].shape[1]
@@ -59,8 +60,8 @@ def main() -> None:
 
     from jaxassoc import data
     from jaxassoc.app.tasks.stereotypes import usable_templates
-    from jaxassoc.readouts.stereotypes import score_causal
     from jaxassoc.models import load_model
+    from jaxassoc.readouts.stereotypes import score_causal
 
     rate = jax_gflops()
     print(f"jax fp32 1024x1024 matmul: {rate:.1f} GFLOP/s")
@@ -76,13 +77,17 @@ def main() -> None:
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
         times.append(seconds)
         bound = flops[template] / 1e9 / rate
-        print(f"{template!r}: {seconds:.1f} s (CPU {cpu:.1f} s), {flops[template] / 1e12:.2f} TFLOP, "
-              f"{flops[template] / 1e9 / seconds:.1f} GFLOP/s, bound {bound:.1f} s, ratio {seconds / bound:.2f}")
+        print(
+            f"{template!r}: {seconds:.1f} s (CPU {cpu:.1f} s), {flops[template] / 1e12:.2f} TFLOP, "
+            f"{flops[template] / 1e9 / seconds:.1f} GFLOP/s, bound {bound:.1f} s, ratio {seconds / bound:.2f}"
+        )
     later = times[1:] or times
     per_flop = sum(later) / sum(flops[t] for t in templates[1 : len(times)] or templates[:1])
     total = sum(template_flops(model, abc, t, job_groups(abc, t)) for t in templates)  # the job's groups
-    print(f"all {len(templates)} templates, all groups: {total / 1e12:.1f} TFLOP, bound {total / 1e9 / rate:.0f} s, "
-          f"extrapolated {total * per_flop:.0f} s, ratio {per_flop * rate * 1e9:.2f}")
+    print(
+        f"all {len(templates)} templates, all groups: {total / 1e12:.1f} TFLOP, bound {total / 1e9 / rate:.0f} s, "
+        f"extrapolated {total * per_flop:.0f} s, ratio {per_flop * rate * 1e9:.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -83,17 +83,19 @@ def main():
     import numpy as np
     import torch
     import transformers
-
     from _matmul_rate import jax_gflops, torch_gflops
-    from jaxassoc.models.llama import FAMILY as llama
+
     from jaxassoc.models.gguf import read_gguf
-    from jaxassoc.models.partitioning import device_params
     from jaxassoc.models.heads import last_positions, logits_at
+    from jaxassoc.models.llama import FAMILY as llama
+    from jaxassoc.models.partitioning import device_params
     from jaxassoc.resources import smollm2_gguf
 
     torch.set_num_threads(args.threads)
     print(f"threads: {setting} | torch.get_num_threads() = {torch.get_num_threads()}")
-    print(f"jax {jax.__version__} ({jax.default_backend()}), torch {torch.__version__}, transformers {transformers.__version__}")
+    print(
+        f"jax {jax.__version__} ({jax.default_backend()}), torch {torch.__version__}, transformers {transformers.__version__}"
+    )
 
     hf_config, tensors, tokenizer = read_gguf(smollm2_gguf())
     config = llama.config_from_hf(hf_config)

@@ -59,9 +59,9 @@ def main(argv=None) -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from jaxassoc.readouts.unstereo import score_sentences, sentence_token_ids
     from jaxassoc.data import unstereo as data
     from jaxassoc.models.loading import load_model
+    from jaxassoc.readouts.unstereo import score_sentences, sentence_token_ids
     from jaxassoc.resources import smollm2_gguf
 
     frame = data.load_dataset(args.dataset)
@@ -87,19 +87,27 @@ def main(argv=None) -> None:
 
     gflop = _flops(hf_config, lengths) / 1e9
     jax_peak, torch_peak = jax_gflops(), torch_gflops()
-    print(f"SmolLM2-135M (GGUF Q4_1 dequantised to float32), {args.dataset}: {len(sentences)} sentences, "
-          f"{sum(lengths)} tokens incl. BOS (mean {np.mean(lengths):.1f}), PyTorch batch {args.batch_size}, "
-          f"jaxassoc {args.tokens_per_batch} tokens per packed batch, "
-          f"{args.threads} thread(s); {gflop:.1f} GFLOP of useful matmul work")
-    print(f"jaxassoc : {jax_s:7.2f} s  {len(sentences) / jax_s:7.1f} sent/s  {gflop / jax_s:6.1f} GFLOP/s "
-          f"({100 * gflop / jax_s / jax_peak:.0f}% of its {jax_peak:.1f} GFLOP/s matmul rate); "
-          f"first run incl. compilation {first:.2f} s")
-    print(f"PyTorch  : {torch_s:7.2f} s  {len(sentences) / torch_s:7.1f} sent/s  {gflop / torch_s:6.1f} GFLOP/s "
-          f"({100 * gflop / torch_s / torch_peak:.0f}% of its {torch_peak:.1f} GFLOP/s matmul rate)")
+    print(
+        f"SmolLM2-135M (GGUF Q4_1 dequantised to float32), {args.dataset}: {len(sentences)} sentences, "
+        f"{sum(lengths)} tokens incl. BOS (mean {np.mean(lengths):.1f}), PyTorch batch {args.batch_size}, "
+        f"jaxassoc {args.tokens_per_batch} tokens per packed batch, "
+        f"{args.threads} thread(s); {gflop:.1f} GFLOP of useful matmul work"
+    )
+    print(
+        f"jaxassoc : {jax_s:7.2f} s  {len(sentences) / jax_s:7.1f} sent/s  {gflop / jax_s:6.1f} GFLOP/s "
+        f"({100 * gflop / jax_s / jax_peak:.0f}% of its {jax_peak:.1f} GFLOP/s matmul rate); "
+        f"first run incl. compilation {first:.2f} s"
+    )
+    print(
+        f"PyTorch  : {torch_s:7.2f} s  {len(sentences) / torch_s:7.1f} sent/s  {gflop / torch_s:6.1f} GFLOP/s "
+        f"({100 * gflop / torch_s / torch_peak:.0f}% of its {torch_peak:.1f} GFLOP/s matmul rate)"
+    )
     print(f"speed ratio PyTorch time / jaxassoc time: {torch_s / jax_s:.2f}")
     diff = np.abs(jax_scores - torch_scores)
-    print(f"sums: max |jax - torch| = {diff.max():.2e} nats (mean {diff.mean():.2e}; "
-          f"mean |score| {np.abs(torch_scores).mean():.1f})")
+    print(
+        f"sums: max |jax - torch| = {diff.max():.2e} nats (mean {diff.mean():.2e}; "
+        f"mean |score| {np.abs(torch_scores).mean():.1f})"
+    )
 
 
 if __name__ == "__main__":

@@ -98,16 +98,24 @@ def main(argv=None) -> None:
     precomputed_p = [_precomputed_loop_p(*sets, args.permutations, rng) for sets in tests]
     precomputed_s = time.perf_counter() - start
 
-    print(f"{'test':5} {'d':>6} {'p (ours, {0} perms)':>24} {'p (NumPy, {1} perms)':>24}".format(args.permutations, args.baseline_permutations))
+    print(
+        f"{'test':5} {'d':>6} {'p (ours, {0} perms)':>24} {'p (NumPy, {1} perms)':>24}".format(
+            args.permutations, args.baseline_permutations
+        )
+    )
     for t, r, p in zip(suite.tests, results, baseline_p):
         print(f"{t.id:5} {float(r.d):6.2f} {float(r.p_value):24.5f} {p:24.5f}")
-    print(f"jaxassoc: {ours_s:.2f} s for 10 tests x {args.permutations} permutations (+ 1,000 bootstrap resamples each)")
+    print(
+        f"jaxassoc: {ours_s:.2f} s for 10 tests x {args.permutations} permutations (+ 1,000 bootstrap resamples each)"
+    )
     print(
         f"NumPy loop (WEFE style): {baseline_measured:.2f} s for 10 x {args.baseline_permutations} permutations"
         f" -> {baseline_s:.1f} s scaled to {args.permutations}"
     )
     print(f"NumPy loop over precomputed s(w,A,B): {precomputed_s:.2f} s for 10 x {args.permutations} permutations")
-    print(f"speed-up vs WEFE-style loop: {baseline_s / ours_s:.0f}x; vs precomputed-s loop: {precomputed_s / ours_s:.0f}x")
+    print(
+        f"speed-up vs WEFE-style loop: {baseline_s / ours_s:.0f}x; vs precomputed-s loop: {precomputed_s / ours_s:.0f}x"
+    )
     print("p (precomputed-s loop):", " ".join(f"{p:.5f}" for p in precomputed_p))
 
 

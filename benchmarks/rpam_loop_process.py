@@ -34,8 +34,8 @@ def main(argv=None) -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from bench_rpam import TEMPLATES, torch_probabilities, workload
     from _reference import torch_llama_from_gguf
+    from bench_rpam import TEMPLATES, torch_probabilities, workload
 
     from jaxassoc import data
     from jaxassoc.readouts.rpam import GENDER_ROLE_TESTS
@@ -63,13 +63,15 @@ def main(argv=None) -> None:
         s = p[:, : len(test.attributes_a)].mean(1) - p[:, len(test.attributes_a) :].mean(1)
         x, y = s[: len(test.targets_x)], s[len(test.targets_x) :]
         print(f"WEAT-WS {test.id}: d = {(x.mean() - y.mean()) / s.std(ddof=1):+.4f}")
-    (words, attributes), = bellezza
+    ((words, attributes),) = bellezza
     p = torch_probabilities(model, *encode(words, attributes), None, args.batch_size, args.cont_batch, pad)
     valence = p[:, :25].mean(1) - p[:, 25:].mean(1)
     ratings = data.load_bellezza()["valence"].to_numpy()
-    print(f"Bellezza Spearman {scipy.stats.spearmanr(valence, ratings)[0]:.4f}, "
-          f"Pearson {scipy.stats.pearsonr(valence, ratings)[0]:.4f}")
-    (words, _), = ws
+    print(
+        f"Bellezza Spearman {scipy.stats.spearmanr(valence, ratings)[0]:.4f}, "
+        f"Pearson {scipy.stats.pearsonr(valence, ratings)[0]:.4f}"
+    )
+    ((words, _),) = ws
     p = torch_probabilities(model, *encode(words, words), needed, args.batch_size, args.cont_batch, pad)
     pairs = data.load_wordsim353()
     index = {w: i for i, w in enumerate(words)}

@@ -24,10 +24,10 @@ import jax
 import numpy as np
 import pandas as pd
 
-from jaxassoc.readouts import rpam_head
-from jaxassoc.readouts.rpam_prompts import tokenize_attributes
 from jaxassoc.metrics import association_scores, effect_size, relative_probabilities, rpam_effect_size
 from jaxassoc.models import load_model
+from jaxassoc.readouts import rpam_head
+from jaxassoc.readouts.rpam_prompts import tokenize_attributes
 
 
 def attribution(model, spec: rpam_head.RpamTestSpec) -> tuple[float, pd.DataFrame, pd.DataFrame]:
@@ -90,8 +90,17 @@ def main(argv=None) -> None:
     print(targets.head(args.top).to_string(float_format=lambda v: f"{v:.4g}"))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"model": model.name, "test": spec.id, "d": d,
-                       "attributes": attributes.to_dict("records"), "targets": targets.to_dict("records")}, f, indent=1)
+            json.dump(
+                {
+                    "model": model.name,
+                    "test": spec.id,
+                    "d": d,
+                    "attributes": attributes.to_dict("records"),
+                    "targets": targets.to_dict("records"),
+                },
+                f,
+                indent=1,
+            )
 
 
 if __name__ == "__main__":

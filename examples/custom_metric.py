@@ -17,11 +17,11 @@ import argparse
 
 import jax
 import jax.numpy as jnp
+from rpam_logratio import log_ratio_effect_size
 
-from jaxassoc.readouts import rpam_head
 from jaxassoc.metrics import rpam_effect_size
 from jaxassoc.models import Head, load_model
-from rpam_logratio import log_ratio_effect_size
+from jaxassoc.readouts import rpam_head
 
 
 def main(argv=None) -> dict:
@@ -42,18 +42,22 @@ def main(argv=None) -> dict:
     d_log, d_rpam = jax.jit(both)(model.head)
     grad = jax.grad(lambda h: both(h)[0])(model.head)
     # a shift of all logits by the same amount per target changes neither score (softmax invariance)
-    shifted = jax.jit(both)(Head(model.head.W, jnp.full(model.head.W.shape[0], 3.0)
-                                 + (0.0 if model.head.b is None else model.head.b)))
+    shifted = jax.jit(both)(
+        Head(model.head.W, jnp.full(model.head.W.shape[0], 3.0) + (0.0 if model.head.b is None else model.head.b))
+    )
     # vmap over a batch of heads: d under the original head scaled by 0.5, 1 and 2 (temperature)
     scales = jnp.asarray([0.5, 1.0, 2.0])
+
     def scaled(c):
         return both(Head(c * model.head.W, None if model.head.b is None else c * model.head.b))
 
     by_scale = jax.vmap(scaled)(scales)
 
     print(f"{model.name}, WEAT-WS {spec.id}: log-ratio d = {float(d_log):+.4f}, RPAM d = {float(d_rpam):+.4f}")
-    print(f"‖∂d_log/∂W‖_F = {float(jnp.linalg.norm(grad.W)):.4g}  (rows touched: "
-          f"{int(jnp.count_nonzero(jnp.abs(grad.W).sum(axis=1)))} of {grad.W.shape[0]})")
+    print(
+        f"‖∂d_log/∂W‖_F = {float(jnp.linalg.norm(grad.W)):.4g}  (rows touched: "
+        f"{int(jnp.count_nonzero(jnp.abs(grad.W).sum(axis=1)))} of {grad.W.shape[0]})"
+    )
     print(f"with every logit shifted by +3: log-ratio d = {float(shifted[0]):+.4f}, RPAM d = {float(shifted[1]):+.4f}")
     for c, dl, dr in zip(scales, *by_scale):
         print(f"head scaled by {float(c):.1f}: log-ratio d = {float(dl):+.4f}, RPAM d = {float(dr):+.4f}")

@@ -41,19 +41,20 @@ import numpy as np
 import optax
 import pandas as pd
 
-from jaxassoc.readouts import rpam_head
 from jaxassoc import data
-from jaxassoc.readouts.rpam_prompts import encode_prompts
 from jaxassoc.metrics import rpam_effect_size
 from jaxassoc.models import Head, LanguageModel, load_model, run_batched
+from jaxassoc.readouts import rpam_head
+from jaxassoc.readouts.rpam_prompts import encode_prompts
 
 
 def lm_states(model: LanguageModel, sentences: list[str], batch_size: int = 16):
     """Head inputs at every position of each sentence and the token each predicts, flattened."""
     encoded = encode_prompts(model, sentences)
     fn = jax.jit(functools.partial(rpam_head.all_hidden, forward=model.forward))
-    states = run_batched(fn, model.params, encoded, batch_size=batch_size, pad_id=rpam_head.pad_id(model),
-                         max_length=model.max_positions)
+    states = run_batched(
+        fn, model.params, encoded, batch_size=batch_size, pad_id=rpam_head.pad_id(model), max_length=model.max_positions
+    )
     hidden = np.concatenate([h[:-1] for h in states])
     targets = np.concatenate([np.asarray(ids[1:], np.int32) for ids in encoded])
     return jnp.asarray(hidden), jnp.asarray(targets)
@@ -89,10 +90,23 @@ def effect_sizes(head: Head, states: dict, specs: dict) -> dict[str, float]:
     return out
 
 
-def mitigate(model: LanguageModel, *, test: str = "C6", steps: int = 40, lr: float = 1e-3, ppl_bound: float = 0.02,
-             margin: float = 0.5, penalty: float = 1e4, n_lm: int = 64, n_eval: int = 128, max_tokens: int = 40,
-             seed: int = 0, heldout: tuple[str, ...] | None = None, rows: str = "attributes",
-             log_every: int = 10) -> dict:
+def mitigate(
+    model: LanguageModel,
+    *,
+    test: str = "C6",
+    steps: int = 40,
+    lr: float = 1e-3,
+    ppl_bound: float = 0.02,
+    margin: float = 0.5,
+    penalty: float = 1e4,
+    n_lm: int = 64,
+    n_eval: int = 128,
+    max_tokens: int = 40,
+    seed: int = 0,
+    heldout: tuple[str, ...] | None = None,
+    rows: str = "attributes",
+    log_every: int = 10,
+) -> dict:
     """Run the loop; returns the before/after table and the perplexities (see the module docstring).
 
     ``heldout``: the WEAT-WS tests to evaluate besides ``test`` (None: all others).
@@ -144,23 +158,44 @@ def mitigate(model: LanguageModel, *, test: str = "C6", steps: int = 40, lr: flo
     for i in range(steps):
         state, opt_state, loss, (d, dnll) = step(state, opt_state, states[test], lm_hidden, lm_targets)
         if log_every and (i % log_every == 0 or i == steps - 1):
-            print(f"step {i:3d}  loss {float(loss):.4f}  d(before step) {float(d):+.4f}  "
-                  f"ppl ratio {float(jnp.exp(dnll)):.4f}  ({time.perf_counter() - start:.0f} s)", flush=True)
+            print(
+                f"step {i:3d}  loss {float(loss):.4f}  d(before step) {float(d):+.4f}  "
+                f"ppl ratio {float(jnp.exp(dnll)):.4f}  ({time.perf_counter() - start:.0f} s)",
+                flush=True,
+            )
     head = rpam_head.as_head(state, model.head.softcap)
     after = effect_sizes(head, states, specs)
     nll1, ev_nll1 = float(mean_nll(head, lm_hidden, lm_targets)), float(mean_nll(head, ev_hidden, ev_targets))
-    table = pd.DataFrame({"test": list(before), "trained": [t == test for t in before],
-                          "d_before": list(before.values()), "d_after": [after[t] for t in before]})
+    table = pd.DataFrame(
+        {
+            "test": list(before),
+            "trained": [t == test for t in before],
+            "d_before": list(before.values()),
+            "d_after": [after[t] for t in before],
+        }
+    )
     changed = np.flatnonzero(np.abs(np.asarray(head.W - head0.W)).max(axis=1) > 0)
     return {
-        "model": model.name, "test": test, "steps": steps, "lr": lr, "ppl_bound": ppl_bound, "penalty": penalty,
-        "margin": margin, "rows": rows, "n_trainable_rows": int(trainable.sum()),
-        "n_lm_tokens": int(lm_targets.shape[0]), "n_eval_tokens": int(ev_targets.shape[0]),
+        "model": model.name,
+        "test": test,
+        "steps": steps,
+        "lr": lr,
+        "ppl_bound": ppl_bound,
+        "penalty": penalty,
+        "margin": margin,
+        "rows": rows,
+        "n_trainable_rows": int(trainable.sum()),
+        "n_lm_tokens": int(lm_targets.shape[0]),
+        "n_eval_tokens": int(ev_targets.shape[0]),
         "table": table,
-        "ppl_lm_before": float(np.exp(nll0)), "ppl_lm_after": float(np.exp(nll1)),
-        "ppl_heldout_before": float(np.exp(ev_nll0)), "ppl_heldout_after": float(np.exp(ev_nll1)),
-        "head_change_fro": float(jnp.linalg.norm(head.W - head0.W)), "rows_changed": int(changed.size),
-        "seconds": time.perf_counter() - start, "lm_sentences": lm_sentences,
+        "ppl_lm_before": float(np.exp(nll0)),
+        "ppl_lm_after": float(np.exp(nll1)),
+        "ppl_heldout_before": float(np.exp(ev_nll0)),
+        "ppl_heldout_after": float(np.exp(ev_nll1)),
+        "head_change_fro": float(jnp.linalg.norm(head.W - head0.W)),
+        "rows_changed": int(changed.size),
+        "seconds": time.perf_counter() - start,
+        "lm_sentences": lm_sentences,
     }
 
 
@@ -173,8 +208,12 @@ def main(argv=None) -> None:
     parser.add_argument("--ppl-bound", type=float, default=0.02, help="allowed relative perplexity increase")
     parser.add_argument("--margin", type=float, default=0.5, help="share of the bound the LM sentences may use")
     parser.add_argument("--penalty", type=float, default=1e4)
-    parser.add_argument("--rows", default="attributes", choices=("attributes", "all"),
-                        help="head rows that may move: the trained test's attribute tokens (default) or all")
+    parser.add_argument(
+        "--rows",
+        default="attributes",
+        choices=("attributes", "all"),
+        help="head rows that may move: the trained test's attribute tokens (default) or all",
+    )
     parser.add_argument("--n-lm", type=int, default=64, help="WikiText-2 valid sentences in the LM loss")
     parser.add_argument("--n-eval", type=int, default=128, help="held-out WikiText-2 test sentences")
     parser.add_argument("--max-tokens", type=int, default=40)
@@ -184,20 +223,35 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
 
     model = load_model(args.model)
-    out = mitigate(model, test=args.test, steps=args.steps, lr=args.lr, ppl_bound=args.ppl_bound,
-                   margin=args.margin, penalty=args.penalty, n_lm=args.n_lm, n_eval=args.n_eval, rows=args.rows,
-                   max_tokens=args.max_tokens, seed=args.seed,
-                   heldout=tuple(args.heldout.split(",")) if args.heldout else None)
+    out = mitigate(
+        model,
+        test=args.test,
+        steps=args.steps,
+        lr=args.lr,
+        ppl_bound=args.ppl_bound,
+        margin=args.margin,
+        penalty=args.penalty,
+        n_lm=args.n_lm,
+        n_eval=args.n_eval,
+        rows=args.rows,
+        max_tokens=args.max_tokens,
+        seed=args.seed,
+        heldout=tuple(args.heldout.split(",")) if args.heldout else None,
+    )
     table = out["table"]
-    print(f"\n{out['model']}: head-only fine-tuning on {out['test']}, {out['steps']} steps "
-          f"({out['seconds']:.0f} s), ‖ΔW‖_F = {out['head_change_fro']:.4f} over {out['rows_changed']} rows")
+    print(
+        f"\n{out['model']}: head-only fine-tuning on {out['test']}, {out['steps']} steps "
+        f"({out['seconds']:.0f} s), ‖ΔW‖_F = {out['head_change_fro']:.4f} over {out['rows_changed']} rows"
+    )
     print(table.to_string(index=False, float_format=lambda v: f"{v:+.4f}"))
     held = table[~table["trained"]]
     print(f"held-out tests: mean |d| {held['d_before'].abs().mean():.4f} -> {held['d_after'].abs().mean():.4f}")
     for name in ("lm", "heldout"):
         b, a = out[f"ppl_{name}_before"], out[f"ppl_{name}_after"]
-        print(f"perplexity ({name} sentences): {b:.3f} -> {a:.3f} ({100 * (a / b - 1):+.2f}%; bound "
-              f"{100 * out['ppl_bound']:+.3g}%: {'kept' if a / b <= 1 + out['ppl_bound'] else 'EXCEEDED'})")
+        print(
+            f"perplexity ({name} sentences): {b:.3f} -> {a:.3f} ({100 * (a / b - 1):+.2f}%; bound "
+            f"{100 * out['ppl_bound']:+.3g}%: {'kept' if a / b <= 1 + out['ppl_bound'] else 'EXCEEDED'})"
+        )
     if args.json:
         with open(args.json, "w") as f:
             json.dump({**out, "table": table.to_dict("records")}, f, indent=1)

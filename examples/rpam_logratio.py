@@ -32,10 +32,10 @@ from jaxtyping import Array, Float
 from jaxassoc import data, stats
 from jaxassoc.app import model_loading
 from jaxassoc.app.config import MetricConfig
-from jaxassoc.readouts.rpam_prompts import PromptTemplate, rpam_inputs, tokenize_attributes
 from jaxassoc.app.registry import Job, JobResult, register_metric
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics import effect_size
+from jaxassoc.readouts.rpam_prompts import PromptTemplate, rpam_inputs, tokenize_attributes
 
 SUITES = ("weat_ws", "weat_caliskan2017")
 GENDER_ROLE_TESTS = ("C7", "C8")
@@ -48,8 +48,7 @@ def log_ratio_scores(
     """s_log(t) for targets (rows) and attributes A then B (columns); see the module docstring."""
     logp = first_logits + jnp.log(continuation)
     n_b = first_logits.shape[1] - n_a
-    return (jax.nn.logsumexp(logp[:, :n_a], axis=1) - jax.nn.logsumexp(logp[:, n_a:], axis=1)
-            - jnp.log(n_a / n_b))
+    return jax.nn.logsumexp(logp[:, :n_a], axis=1) - jax.nn.logsumexp(logp[:, n_a:], axis=1) - jnp.log(n_a / n_b)
 
 
 @functools.partial(jax.jit, static_argnames=("n_x", "n_a", "ddof"))
@@ -72,8 +71,9 @@ def run(job: Job) -> JobResult:
     cfg, suite = job.metric, job.dataset.name
     if suite not in SUITES:
         raise ConfigError(f"metric=rpam_logratio needs a WEAT suite as dataset ({SUITES}); got {suite!r}")
-    template = PromptTemplate(job.template.name, job.template.text or "These words are associated: {target} and",
-                              job.template.quote)
+    template = PromptTemplate(
+        job.template.name, job.template.text or "These words are associated: {target} and", job.template.quote
+    )
     model = model_loading.language_model(job.model)
     tests = [t for t in data.load_weat_suite(suite).tests if not cfg.tests or t.id in cfg.tests]
     unknown = set(cfg.tests) - {t.id for t in tests}
@@ -85,24 +85,45 @@ def run(job: Job) -> JobResult:
             test = test.with_roles_swapped()
         x, y, a, b = test.targets_x, test.targets_y, test.attributes_a, test.attributes_b
         tokens = tokenize_attributes(model.tokenizer, a + b, template)
-        inputs = rpam_inputs(model, x + y, tokens, template, add_bos=job.model.add_bos,
-                             batch_size=job.model.batch_size)
+        inputs = rpam_inputs(model, x + y, tokens, template, add_bos=job.model.add_bos, batch_size=job.model.batch_size)
         s = log_ratio_scores(jnp.asarray(inputs.first_logits), jnp.asarray(inputs.continuation), n_a=len(a))
-        perm = stats.permutation_test(key, s, len(x), exact_bound=job.stats.exact_bound,
-                                      n_permutations=job.stats.n_permutations, alternative=job.stats.alternative,
-                                      ties=job.stats.ties)
-        rows.append({"test": test.id, "effect_size": float(effect_size(s[: len(x)], s[len(x):], ddof=job.stats.ddof)),
-                     "p_value": float(perm.p_value), "p_exact": bool(perm.exact),
-                     "swap_gender_roles": cfg.swap_gender_roles, "n_targets": len(x) + len(y)})
-        items += [{"test": test.id, "target": t, "group": "X" if i < len(x) else "Y", "score": float(v)}
-                  for i, (t, v) in enumerate(zip(x + y, np.asarray(s)))]
-    provenance = {**model_loading.model_provenance(job.model, model), "dataset_version": data.dataset_info(suite).version,
-                  "rpam_logratio_version": "1"}
+        perm = stats.permutation_test(
+            key,
+            s,
+            len(x),
+            exact_bound=job.stats.exact_bound,
+            n_permutations=job.stats.n_permutations,
+            alternative=job.stats.alternative,
+            ties=job.stats.ties,
+        )
+        rows.append(
+            {
+                "test": test.id,
+                "effect_size": float(effect_size(s[: len(x)], s[len(x) :], ddof=job.stats.ddof)),
+                "p_value": float(perm.p_value),
+                "p_exact": bool(perm.exact),
+                "swap_gender_roles": cfg.swap_gender_roles,
+                "n_targets": len(x) + len(y),
+            }
+        )
+        items += [
+            {"test": test.id, "target": t, "group": "X" if i < len(x) else "Y", "score": float(v)}
+            for i, (t, v) in enumerate(zip(x + y, np.asarray(s)))
+        ]
+    provenance = {
+        **model_loading.model_provenance(job.model, model),
+        "dataset_version": data.dataset_info(suite).version,
+        "rpam_logratio_version": "1",
+    }
     return JobResult(items=pd.DataFrame(items), aggregates=pd.DataFrame(rows), provenance=provenance)
 
 
-register_metric("rpam_logratio", run=run, config=LogRatioConfig, model_kinds=("causal",),
-                description="log-ratio RPAM Test (user-defined example plugin)",
-                # the shared options it reads: the app refuses any other one that is set
-                uses={"stats.ddof", "stats.exact_bound", "stats.n_permutations", "stats.ties", "stats.alternative",
-                      "template"})
+register_metric(
+    "rpam_logratio",
+    run=run,
+    config=LogRatioConfig,
+    model_kinds=("causal",),
+    description="log-ratio RPAM Test (user-defined example plugin)",
+    # the shared options it reads: the app refuses any other one that is set
+    uses={"stats.ddof", "stats.exact_bound", "stats.n_permutations", "stats.ties", "stats.alternative", "template"},
+)

@@ -79,9 +79,7 @@ def embedded_model(name: str) -> EmbeddedModel:
     try:
         return EMBEDDED[name]
     except KeyError:
-        raise ModelError(
-            f"unknown embedded model {name!r}; the embedded models are {sorted(EMBEDDED)}"
-        ) from None
+        raise ModelError(f"unknown embedded model {name!r}; the embedded models are {sorted(EMBEDDED)}") from None
 
 
 def smollm2_gguf() -> Path:

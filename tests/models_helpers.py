@@ -17,7 +17,7 @@ CORPUS = [
     "The doctor said that he would help the nurse with her work.",
     "She studies math and science; he studies art and music.",
     "These words are associated: flower and pleasant, insect and unpleasant.",
-    "This sentence and this word are associated: \"This is a test\" and \"good\".",
+    'This sentence and this word are associated: "This is a test" and "good".',
     "People from every country enjoy food, music, family and friends.",
     "The engineer fixed the computer while the teacher wrote on the board.",
 ] * 4
@@ -48,8 +48,12 @@ def tiny_tokenizer(family: str) -> transformers.PreTrainedTokenizerFast:
             single="[CLS] $A [SEP]", special_tokens=[(s, tok.token_to_id(s)) for s in ("[CLS]", "[SEP]")]
         )
         return transformers.PreTrainedTokenizerFast(
-            tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-            sep_token="[SEP]", mask_token="[MASK]",
+            tokenizer_object=tok,
+            unk_token="[UNK]",
+            pad_token="[PAD]",
+            cls_token="[CLS]",
+            sep_token="[SEP]",
+            mask_token="[MASK]",
         )
     specials = {
         "gpt2": ["<|endoftext|>"],
@@ -75,8 +79,14 @@ def tiny_tokenizer(family: str) -> transformers.PreTrainedTokenizerFast:
             single="<s> $A </s>", special_tokens=[("<s>", 0), ("</s>", 2)]
         )
         return transformers.PreTrainedTokenizerFast(
-            tokenizer_object=tok, bos_token="<s>", pad_token="<pad>", eos_token="</s>", unk_token="<unk>",
-            mask_token="<mask>", cls_token="<s>", sep_token="</s>",
+            tokenizer_object=tok,
+            bos_token="<s>",
+            pad_token="<pad>",
+            eos_token="</s>",
+            unk_token="<unk>",
+            mask_token="<mask>",
+            cls_token="<s>",
+            sep_token="</s>",
         )
     tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
     return transformers.PreTrainedTokenizerFast(
@@ -88,18 +98,35 @@ def tiny_config(family: str, vocab_size: int, **overrides) -> transformers.Pretr
     """A tiny config of the family (2 layers, width 32, 4 heads); ``overrides`` are config fields."""
     s = TINY
     if family == "gpt2":
-        fields = dict(n_layer=s["layers"], n_embd=s["hidden"], n_head=s["heads"], n_positions=s["positions"],
-                      bos_token_id=0, eos_token_id=0)
+        fields = dict(
+            n_layer=s["layers"],
+            n_embd=s["hidden"],
+            n_head=s["heads"],
+            n_positions=s["positions"],
+            bos_token_id=0,
+            eos_token_id=0,
+        )
     elif family in ("llama", "mistral"):
-        fields = dict(num_hidden_layers=s["layers"], hidden_size=s["hidden"], num_attention_heads=s["heads"],
-                      num_key_value_heads=2, intermediate_size=s["intermediate"],
-                      max_position_embeddings=s["positions"], bos_token_id=1, eos_token_id=2)
+        fields = dict(
+            num_hidden_layers=s["layers"],
+            hidden_size=s["hidden"],
+            num_attention_heads=s["heads"],
+            num_key_value_heads=2,
+            intermediate_size=s["intermediate"],
+            max_position_embeddings=s["positions"],
+            bos_token_id=1,
+            eos_token_id=2,
+        )
     else:
-        fields = dict(num_hidden_layers=s["layers"], hidden_size=s["hidden"], num_attention_heads=s["heads"],
-                      intermediate_size=s["intermediate"], max_position_embeddings=s["positions"])
+        fields = dict(
+            num_hidden_layers=s["layers"],
+            hidden_size=s["hidden"],
+            num_attention_heads=s["heads"],
+            intermediate_size=s["intermediate"],
+            max_position_embeddings=s["positions"],
+        )
         if family == "roberta":  # positions start after padding_idx = 1
-            fields.update(max_position_embeddings=s["positions"] + 2, pad_token_id=1, bos_token_id=0,
-                          eos_token_id=2)
+            fields.update(max_position_embeddings=s["positions"] + 2, pad_token_id=1, bos_token_id=0, eos_token_id=2)
     fields.update(vocab_size=vocab_size, **overrides)
     return getattr(transformers, FAMILIES[family][1])(**fields)
 
@@ -116,9 +143,7 @@ def tiny_model(family: str, seed: int = 0, vocab_size: int | None = None, **over
     return model.eval()
 
 
-def save_tiny_checkpoint(
-    tmp_path: Path, family: str, seed: int = 0, *, fmt: str = "safetensors", **overrides
-) -> Path:
+def save_tiny_checkpoint(tmp_path: Path, family: str, seed: int = 0, *, fmt: str = "safetensors", **overrides) -> Path:
     """Write a tiny checkpoint folder (model + tokenizer) and return its path.
 
     ``family``: a key of ``FAMILIES``. ``fmt``: "safetensors" (one file), "sharded" (several safetensors

@@ -9,14 +9,25 @@ from pathlib import Path
 import numpy as np
 import torch
 import transformers
+from models_helpers import CORPUS
 from safetensors.numpy import load_file, save_file
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
-from models_helpers import CORPUS
-
-TINY = dict(d_model=32, d_kv=8, d_ff=48, num_layers=2, num_decoder_layers=3, num_heads=4,
-            relative_attention_num_buckets=8, relative_attention_max_distance=16, feed_forward_proj="gated-gelu",
-            tie_word_embeddings=False, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+TINY = dict(
+    d_model=32,
+    d_kv=8,
+    d_ff=48,
+    num_layers=2,
+    num_decoder_layers=3,
+    num_heads=4,
+    relative_attention_num_buckets=8,
+    relative_attention_max_distance=16,
+    feed_forward_proj="gated-gelu",
+    tie_word_embeddings=False,
+    decoder_start_token_id=0,
+    pad_token_id=0,
+    eos_token_id=1,
+)
 
 
 def t5_tokenizer() -> transformers.PreTrainedTokenizerFast:
@@ -25,8 +36,9 @@ def t5_tokenizer() -> transformers.PreTrainedTokenizerFast:
     tok.decoder = decoders.Metaspace()
     tok.train_from_iterator(CORPUS, trainers.BpeTrainer(vocab_size=200, special_tokens=["<pad>", "</s>", "<unk>"]))
     tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
-    return transformers.PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="</s>",
-                                                unk_token="<unk>")
+    return transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token="<pad>", eos_token="</s>", unk_token="<unk>"
+    )
 
 
 def save_t5(folder: Path, seed: int = 0, **overrides) -> Path:

@@ -13,11 +13,26 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("jaxassoc.metrics", "jaxassoc.models", "jaxassoc.embeddings", "jaxassoc.stats")
 KEY_SYMBOLS = {
-    "metrics": ["rpam_effect_size", "weat_effect_size", "RpamTestResult", "WeatResult", "SetResult", "set_optax_kernel",
-                "sc_weat_effect_size", "unstereo_eval", "random_effects"],
+    "metrics": [
+        "rpam_effect_size",
+        "weat_effect_size",
+        "RpamTestResult",
+        "WeatResult",
+        "SetResult",
+        "set_optax_kernel",
+        "sc_weat_effect_size",
+        "unstereo_eval",
+        "random_effects",
+    ],
     "models": ["load_model", "LanguageModel", "Head", "ForwardOutput", "run_batched"],
-    "embeddings": ["apply_zca", "fit_zca", "StaticEmbeddings", "sentence_vectors", "ContextualWordVectors",
-                   "token_states"],
+    "embeddings": [
+        "apply_zca",
+        "fit_zca",
+        "StaticEmbeddings",
+        "sentence_vectors",
+        "ContextualWordVectors",
+        "token_states",
+    ],
     "stats": ["permutation_test", "bootstrap_ci", "spearman", "kendall_tau_b"],
 }
 
@@ -62,8 +77,9 @@ def test_result_namedtuples_are_exported():
 @pytest.fixture(scope="module")
 def built_docs(tmp_path_factory):
     out = tmp_path_factory.mktemp("api")
-    proc = subprocess.run(["bash", str(ROOT / "scripts" / "build_docs.sh"), str(out)], capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "build_docs.sh"), str(out)], capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out
 

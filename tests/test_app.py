@@ -23,7 +23,11 @@ def jaxassoc(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": path, "JAXASSOC_PLUGINS": "toy_metric", "HYDRA_FULL_ERROR": "0"}
     return subprocess.run(
         [sys.executable, "-m", "jaxassoc", *overrides],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -64,7 +68,9 @@ def test_same_command_twice_gives_identical_parquet(tmp_path):
     for run in ("a", "b"):
         proc = jaxassoc(tmp_path, "metric=toy", "model=glove-6b-50d", f"hydra.run.dir={run}")
         assert proc.returncode == 0, proc.stderr
-        outs.append(((tmp_path / run / "items.parquet").read_bytes(), (tmp_path / run / "aggregates.parquet").read_bytes()))
+        outs.append(
+            ((tmp_path / run / "items.parquet").read_bytes(), (tmp_path / run / "aggregates.parquet").read_bytes())
+        )
     assert outs[0] == outs[1]
 
 

@@ -5,8 +5,8 @@ import logging
 
 import numpy as np
 import pytest
-
 from app_compose import app_config
+
 from jaxassoc.app.cache import cache_key, cached_arrays, usable_cache_dir
 from jaxassoc.app.main import run_job
 
@@ -31,11 +31,15 @@ def entry(cache_dir):
     return cache_dir / "demo" / f"{cache_key('demo', PARTS)}.npz"
 
 
-@pytest.mark.parametrize("damage", [
-    lambda path: path.write_bytes(path.read_bytes()[: path.stat().st_size // 2]),  # a writer killed mid-entry
-    lambda path: path.write_bytes(b"not an npz file at all"),
-    lambda path: path.write_bytes(b""),
-], ids=["truncated", "garbage", "empty"])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda path: path.write_bytes(path.read_bytes()[: path.stat().st_size // 2]),  # a writer killed mid-entry
+        lambda path: path.write_bytes(b"not an npz file at all"),
+        lambda path: path.write_bytes(b""),
+    ],
+    ids=["truncated", "garbage", "empty"],
+)
 def test_damaged_entry_is_a_logged_miss_and_is_rewritten(tmp_path, log, damage):
     calls = []
     first = cached_arrays(tmp_path, "demo", PARTS, counting_compute(calls))

@@ -8,8 +8,8 @@ import time
 
 import numpy as np
 import pytest
-
 from app_compose import app_config
+
 from jaxassoc.app import cache_command
 from jaxassoc.app.cache import cache_key, cached_arrays, default_cache_dir, entries, evict
 from jaxassoc.app.main import make_job, run_job
@@ -41,8 +41,10 @@ def test_cache_dir_falls_back_to_xdg_cache_home_then_home(tmp_path, monkeypatch,
 def test_explicit_cache_dir_wins_and_null_turns_it_off(tmp_path, monkeypatch):
     monkeypatch.setenv("JAXASSOC_CACHE", str(tmp_path / "env"))
     with app_config() as compose:
-        assert make_job(compose("model=glove-6b-50d", "metric=weat", f"cache_dir={tmp_path / 'own'}"),
-                        tmp_path).cache_dir == tmp_path / "own"
+        assert (
+            make_job(compose("model=glove-6b-50d", "metric=weat", f"cache_dir={tmp_path / 'own'}"), tmp_path).cache_dir
+            == tmp_path / "own"
+        )
         assert make_job(compose("model=glove-6b-50d", "metric=weat", "cache_dir=null"), tmp_path).cache_dir is None
 
 
@@ -96,8 +98,10 @@ def test_job_with_cache_max_gb_evicts_old_entries_but_keeps_its_own(tmp_path):
     now = time.time()
     (stale,) = seed_entries(tmp_path / "cache", [(1000, 3600)], now)
     with app_config("cached_toy_metric") as compose:
-        run_job(compose("metric=cached_toy", "model=glove-6b-50d", f"cache_dir={tmp_path / 'cache'}",
-                        "cache_max_gb=1e-9"), tmp_path / "out")
+        run_job(
+            compose("metric=cached_toy", "model=glove-6b-50d", f"cache_dir={tmp_path / 'cache'}", "cache_max_gb=1e-9"),
+            tmp_path / "out",
+        )
     assert not stale.exists()
     assert [e.namespace for e in entries(tmp_path / "cache")] == ["cached_toy"]  # over 1 byte, but just written
 
@@ -137,4 +141,3 @@ def test_cache_command_refuses_a_bad_age(tmp_path, capsys):
     with pytest.raises(SystemExit):
         cache_command.main(["--cache-dir", str(tmp_path), "clear", "--older-than", "a week"])
     assert "'a week' is not a duration; use e.g. 30m, 12h, 7d" in capsys.readouterr().err
-

@@ -7,19 +7,19 @@ import logging
 import numpy as np
 import pandas as pd
 import pytest
+from models_helpers import save_tiny_checkpoint
 
 from jaxassoc.app import model_loading
 from jaxassoc.app.config import DatasetConfig, ModelConfig, StatsConfig, TemplateConfig, WhiteningConfig
+from jaxassoc.app.registry import Job
 from jaxassoc.app.tasks import rpam as rpam_job
+from jaxassoc.models import load_model
 from jaxassoc.readouts import rpam as pipeline
 from jaxassoc.readouts import rpam_downstream, rpam_prompts
 from jaxassoc.readouts.rpam_prompts import PromptTemplate
-from jaxassoc.app.registry import Job
-from jaxassoc.models import load_model
-from models_helpers import save_tiny_checkpoint
 
 TP1 = PromptTemplate("tp1", "These words are associated: {target} and")
-TP2 = PromptTemplate("tp2", 'This sentence and this word are associated: {quote}This is {target}{quote} and {quote}')
+TP2 = PromptTemplate("tp2", "This sentence and this word are associated: {quote}This is {target}{quote} and {quote}")
 TARGETS = ["doctor", "nurse", "a test of words", "music"]
 ATTRIBUTES = ["he", "music", "math", "a", "xylophone", "his", "word"]
 
@@ -64,8 +64,9 @@ def test_hit_is_bit_identical_and_runs_no_forward_pass(model, tmp_path, counted)
     _assert_same_inputs(hit, inputs)
     assert p_hit.dtype == p.dtype and np.array_equal(p_hit, p)
     # the ablation reads the same passes
-    p_ablation, _ = pipeline.probabilities(model, TARGETS, ATTRIBUTES, TP1, normalise=False, cache_dir=tmp_path,
-                                           batch_size=4)
+    p_ablation, _ = pipeline.probabilities(
+        model, TARGETS, ATTRIBUTES, TP1, normalise=False, cache_dir=tmp_path, batch_size=4
+    )
     assert len(counted) == 1 and not np.array_equal(p_ablation, p)
     # a recomputation without the cache gives the very same bits
     p_fresh, fresh = pipeline.probabilities(model, TARGETS, ATTRIBUTES, TP1, batch_size=4)
@@ -98,7 +99,10 @@ def _job(folder, tmp_path, dataset, sample=None, **metric):
         template=TemplateConfig(name="tp1", text=TP1.text),
         whitening=WhiteningConfig(),
         stats=StatsConfig(n_permutations=200, n_bootstrap=100),
-        seed=0, output_dir=tmp_path / "out", quiet=True, cache_dir=tmp_path / "cache",
+        seed=0,
+        output_dir=tmp_path / "out",
+        quiet=True,
+        cache_dir=tmp_path / "cache",
     )
 
 

@@ -6,16 +6,16 @@ import logging
 
 import numpy as np
 import pytest
+from models_helpers import CORPUS, save_tiny_checkpoint
 
 from jaxassoc.app import model_loading
 from jaxassoc.app.config import DatasetConfig, ModelConfig, StatsConfig, TemplateConfig, WhiteningConfig
-from jaxassoc.app.tasks import weat as weat_job
-from jaxassoc.readouts.weat import cached_reference, prefetch_word_vectors
 from jaxassoc.app.registry import Job
+from jaxassoc.app.tasks import weat as weat_job
 from jaxassoc.embeddings import contextual
 from jaxassoc.embeddings.contextual import ContextIndex, ContextualWordVectors
 from jaxassoc.models import load_model
-from models_helpers import CORPUS, save_tiny_checkpoint
+from jaxassoc.readouts.weat import cached_reference, prefetch_word_vectors
 
 SENTENCES = list(dict.fromkeys(CORPUS))
 WORDS = ["doctor", "nurse", "music", "science", "zebra"]  # zebra: no context, falls back or is dropped
@@ -62,8 +62,11 @@ def test_word_vector_hit_is_bit_identical_and_runs_no_forward_pass(model, tmp_pa
     assert np.array_equal(hit(WORDS).vectors, first(WORDS).vectors)
 
 
-@pytest.mark.parametrize("change", [{"layer": 1}, {"max_contexts": 2}, {"seed": 1}, {"fallback": "drop"},
-                                    {"sentences": SENTENCES[:-1]}], ids=str)
+@pytest.mark.parametrize(
+    "change",
+    [{"layer": 1}, {"max_contexts": 2}, {"seed": 1}, {"fallback": "drop"}, {"sentences": SENTENCES[:-1]}],
+    ids=str,
+)
 def test_changed_setting_misses(model, tmp_path, calls, change):
     prefetch_word_vectors(_vectors(model), WORDS, cache_dir=tmp_path)
     assert len(calls) == 1
@@ -101,12 +104,17 @@ def _job(folder, tmp_path, n_permutations):
     corpus.write_text("\n".join(SENTENCES), encoding="utf-8")
     return Job(
         model=ModelConfig(name="tiny", source=str(folder), kind="encoder", batch_size=8),
-        metric=weat_job.WeatMetricConfig(name="weat", corpus=str(corpus), similarity=False, anisotropy=False,
-                                         max_contexts=3),
-        dataset=DatasetConfig(name="weat_caliskan2017"), template=TemplateConfig(),
+        metric=weat_job.WeatMetricConfig(
+            name="weat", corpus=str(corpus), similarity=False, anisotropy=False, max_contexts=3
+        ),
+        dataset=DatasetConfig(name="weat_caliskan2017"),
+        template=TemplateConfig(),
         whitening=WhiteningConfig(name="zca", max_samples=200),
         stats=StatsConfig(n_permutations=n_permutations, n_bootstrap=50, exact_bound=0),
-        seed=0, output_dir=tmp_path / f"out{n_permutations}", quiet=True, cache_dir=tmp_path / "cache",
+        seed=0,
+        output_dir=tmp_path / f"out{n_permutations}",
+        quiet=True,
+        cache_dir=tmp_path / "cache",
     )
 
 

@@ -11,13 +11,13 @@ import pandas as pd
 import pytest
 import scipy.stats
 import torch
+from models_helpers import load_torch, save_tiny_checkpoint
 
-from jaxassoc.readouts.ceat import ContextPools, context_pools, run_ceat_suite
 from jaxassoc.data import WeatTest, load_weat_suite
 from jaxassoc.embeddings.contextual import ContextIndex
 from jaxassoc.errors import InputError
 from jaxassoc.models import load_model
-from models_helpers import load_torch, save_tiny_checkpoint
+from jaxassoc.readouts.ceat import ContextPools, context_pools, run_ceat_suite
 
 CORPUS = [
     "The rose in the garden smells sweet and looks pleasant to everyone .",
@@ -77,8 +77,14 @@ def _numpy_random_effects(es, v):
 
 def _jaxassoc(cwd, *overrides, check=True):
     env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
-    proc = subprocess.run([sys.executable, "-m", "jaxassoc", "metric=ceat", "model.name=tiny", *overrides],
-                          cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "jaxassoc", "metric=ceat", "model.name=tiny", *overrides],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if check:
         assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
@@ -86,8 +92,13 @@ def _jaxassoc(cwd, *overrides, check=True):
 
 def test_ceat_cli_tables_and_pool_cache_hit_is_bit_identical(tmp_path, tiny):
     folder, corpus = tiny
-    common = [f"model.source={folder}", "metric.tests=[W1,W2]", f"metric.corpus={corpus}", "metric.max_contexts=4",
-              f"cache_dir={tmp_path / 'cache'}"]
+    common = [
+        f"model.source={folder}",
+        "metric.tests=[W1,W2]",
+        f"metric.corpus={corpus}",
+        "metric.max_contexts=4",
+        f"cache_dir={tmp_path / 'cache'}",
+    ]
     first = _jaxassoc(tmp_path, *common, "metric.n_draws=300", "hydra.run.dir=a")
     other = _jaxassoc(tmp_path, *common, "metric.n_draws=500", "seed=1", "hydra.run.dir=c")
     assert "cache hit: ceat_contexts" not in first.stderr + first.stdout
@@ -95,14 +106,17 @@ def test_ceat_cli_tables_and_pool_cache_hit_is_bit_identical(tmp_path, tiny):
     stored = list((tmp_path / "cache" / "ceat_contexts").glob("*.npz"))
     assert len(stored) == 1
 
-    tables = {run: {stem: pd.read_parquet(tmp_path / run / f"{stem}.parquet") for stem in ("aggregates", "items", "draws")}
-              for run in "ac"}
+    tables = {
+        run: {stem: pd.read_parquet(tmp_path / run / f"{stem}.parquet") for stem in ("aggregates", "items", "draws")}
+        for run in "ac"
+    }
     # Rerunning run a from the cached pools (what a cache hit does) reproduces it bit for bit.
     with np.load(stored[0]) as npz:
         pools = ContextPools.from_arrays({k: npz[k] for k in npz.files})
     suite = load_weat_suite("weat_caliskan2017")
-    again, draws = run_ceat_suite(pools, [suite.test("W1"), suite.test("W2")], [0, 1], key=jax.random.key(0),
-                                  n_draws=300)
+    again, draws = run_ceat_suite(
+        pools, [suite.test("W1"), suite.test("W2")], [0, 1], key=jax.random.key(0), n_draws=300
+    )
     a = tables["a"]["aggregates"]
     pd.testing.assert_frame_equal(a[list(again.columns)], again, check_exact=True)
     pd.testing.assert_frame_equal(tables["a"]["draws"], draws, check_exact=True)
@@ -119,10 +133,15 @@ def test_ceat_cli_tables_and_pool_cache_hit_is_bit_identical(tmp_path, tiny):
         draws, agg = tables[run]["draws"], tables[run]["aggregates"].set_index("test")
         for test, d in draws.groupby("test"):
             assert len(d) == n
-            ces, var, tau2, p = _numpy_random_effects(d["effect_size"].to_numpy(np.float64),
-                                                      d["variance"].to_numpy(np.float64))
-            np.testing.assert_allclose(agg.loc[test, ["ces", "ces_variance", "tau_squared"]].to_numpy(float),
-                                       [ces, var, tau2], rtol=2e-3, atol=1e-9)
+            ces, var, tau2, p = _numpy_random_effects(
+                d["effect_size"].to_numpy(np.float64), d["variance"].to_numpy(np.float64)
+            )
+            np.testing.assert_allclose(
+                agg.loc[test, ["ces", "ces_variance", "tau_squared"]].to_numpy(float),
+                [ces, var, tau2],
+                rtol=2e-3,
+                atol=1e-9,
+            )
             np.testing.assert_allclose(agg.loc[test, "p_value"], p, rtol=2e-2, atol=1e-6)
             np.testing.assert_allclose(agg.loc[test, "draw_es_mean"], d["effect_size"].mean(), rtol=1e-5)
     assert not np.array_equal(tables["a"]["draws"]["effect_size"][:300], tables["c"]["draws"]["effect_size"][:300])
@@ -130,11 +149,22 @@ def test_ceat_cli_tables_and_pool_cache_hit_is_bit_identical(tmp_path, tiny):
 
 def test_ceat_cli_refuses_an_unknown_test_and_a_static_model(tmp_path, tiny):
     folder, corpus = tiny
-    bad = _jaxassoc(tmp_path, f"model.source={folder}", "metric.tests=[W42]", f"metric.corpus={corpus}",
-                    "cache_dir=null", check=False)
+    bad = _jaxassoc(
+        tmp_path,
+        f"model.source={folder}",
+        "metric.tests=[W42]",
+        f"metric.corpus={corpus}",
+        "cache_dir=null",
+        check=False,
+    )
     assert bad.returncode != 0 and "W42" in bad.stderr and "Traceback" not in bad.stderr
-    static = subprocess.run([sys.executable, "-m", "jaxassoc", "metric=ceat", "model=glove-6b-50d"], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=600)
+    static = subprocess.run(
+        [sys.executable, "-m", "jaxassoc", "metric=ceat", "model=glove-6b-50d"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert static.returncode != 0 and "static" in static.stderr
 
 
@@ -143,8 +173,9 @@ def test_fallback_drop_refuses_a_set_that_loses_too_many_words():
     rng = np.random.default_rng(0)
     words = ["a1", "a2", "b1", "b2", "x1", "x2", "y1", "y2"]
     counts = np.array([2, 0, 2, 2, 1, 3, 2, 2], np.int32)
-    pools = ContextPools(words, rng.normal(size=(int(counts.sum()), dim)).astype(np.float32), counts,
-                         ["n"] * len(words))
+    pools = ContextPools(
+        words, rng.normal(size=(int(counts.sum()), dim)).astype(np.float32), counts, ["n"] * len(words)
+    )
     test = WeatTest("T", "t", ("x1", "x2"), ("y1", "y2"), ("a1", "a2"), ("b1", "b2"), "X", "Y", "A", "B")
     with pytest.raises(InputError, match="a2"):
         run_ceat_suite(pools, [test], [0], key=jax.random.key(0), n_draws=10, max_oov_share=0.2)

@@ -1,10 +1,10 @@
 """Config-level checks: every shipped config composes against its schema, and the launchers resolve."""
 
 import pytest
+from app_helpers import start_hydra
 from hydra import compose
 from omegaconf import OmegaConf
 
-from app_helpers import start_hydra
 from jaxassoc.app.main import CONF_DIR, _model_identity, release_points
 from jaxassoc.app.registry import METRICS
 
@@ -31,8 +31,11 @@ def test_joblib_launcher_runs_jobs_in_processes():
 
 
 def test_slurm_launcher_resolves_through_submitit():
-    cfg = compose(config_name="config", overrides=["hydra/launcher=slurm", "hydra.launcher.partition=gpu"],
-                  return_hydra_config=True)
+    cfg = compose(
+        config_name="config",
+        overrides=["hydra/launcher=slurm", "hydra.launcher.partition=gpu"],
+        return_hydra_config=True,
+    )
     assert cfg.hydra.launcher._target_.endswith("SlurmLauncher")
     assert cfg.hydra.launcher.partition == "gpu" and cfg.hydra.launcher.gpus_per_node == 1
     assert "XLA_PYTHON_CLIENT_PREALLOCATE=false" in " ".join(cfg.hydra.launcher.setup)

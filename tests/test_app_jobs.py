@@ -12,9 +12,22 @@ from jaxassoc.embeddings import load_zca
 
 def test_weat_job_on_glove_matches_methods_reference_values(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "jaxassoc", "metric=weat", "model=glove-6b-50d", "whitening=zca",
-         "stats.n_permutations=2000", "stats.n_bootstrap=200", "hydra.run.dir=run", "cache_dir=null"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "jaxassoc",
+            "metric=weat",
+            "model=glove-6b-50d",
+            "whitening=zca",
+            "stats.n_permutations=2000",
+            "stats.n_bootstrap=200",
+            "hydra.run.dir=run",
+            "cache_dir=null",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = tmp_path / "run"
@@ -24,7 +37,11 @@ def test_weat_job_on_glove_matches_methods_reference_values(tmp_path):
     assert abs(table.loc["W3", "d_whitened"] - 0.27) < 0.02
     assert abs(table.loc["W10", "d_raw"] - 0.99) < 0.01
     assert set(table.loc[[f"W{i}" for i in range(1, 11)], "change"]) <= {
-        "Stable", "Disappearing", "Emerging", "Not significant"}
+        "Stable",
+        "Disappearing",
+        "Emerging",
+        "Not significant",
+    }
     benchmarks = table.loc["similarity"].set_index("benchmark")
     assert set(benchmarks.index) == {"WS-353", "SimLex-999", "STS-B"}
     assert (benchmarks["rho_whitened"] > benchmarks["rho_raw"]).all()  # whitening helps GloVe-50d here
@@ -41,7 +58,7 @@ def _sc_weat_exact_p(w, a, b):
     import itertools
 
     c = np.concatenate([a, b]) @ w / (np.linalg.norm(np.concatenate([a, b]), axis=1) * np.linalg.norm(w))
-    observed = c[: len(a)].mean() - c[len(a):].mean()
+    observed = c[: len(a)].mean() - c[len(a) :].mean()
     null = [c[list(i)].mean() - np.delete(c, list(i)).mean() for i in itertools.combinations(range(len(c)), len(a))]
     return float(np.mean(np.array(null) > observed + 1e-9))
 
@@ -49,13 +66,29 @@ def _sc_weat_exact_p(w, a, b):
 def test_sc_weat_job_on_glove_inline_words_matches_numpy_exact_p(tmp_path):
     from jaxassoc.embeddings.static import load_embedded_glove
 
-    sets = {"X": ["doctor", "engineer"], "Y": ["nurse", "teacher"], "A": ["he", "man", "his", "him"],
-            "B": ["she", "woman", "her", "hers"]}
+    sets = {
+        "X": ["doctor", "engineer"],
+        "Y": ["nurse", "teacher"],
+        "A": ["he", "man", "his", "him"],
+        "B": ["she", "woman", "her", "hers"],
+    }
     proc = subprocess.run(
-        [sys.executable, "-m", "jaxassoc", "metric=weat", "model=glove-6b-50d", "metric.single_category=true",
-         "dataset=custom_weat", *(f"dataset.{s}=[{','.join(w)}]" for s, w in sets.items()),
-         "hydra.run.dir=run", "cache_dir=null"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "jaxassoc",
+            "metric=weat",
+            "model=glove-6b-50d",
+            "metric.single_category=true",
+            "dataset=custom_weat",
+            *(f"dataset.{s}=[{','.join(w)}]" for s, w in sets.items()),
+            "hydra.run.dir=run",
+            "cache_dir=null",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     table = pd.read_parquet(tmp_path / "run" / "aggregates.parquet").set_index("word")

@@ -28,8 +28,14 @@ def env(plugins: str) -> dict[str, str]:
 
 def sweep(cwd: Path, *overrides: str) -> dict[str, dict]:
     """Run ``jaxassoc -m ...`` into ``cwd/sweep``; its two jobs' results.json records by model source."""
-    proc = subprocess.run([sys.executable, "-m", "jaxassoc", "-m", *overrides, "hydra.sweep.dir=sweep"], cwd=cwd,
-                          env=env(""), capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-m", "jaxassoc", "-m", *overrides, "hydra.sweep.dir=sweep"],
+        cwd=cwd,
+        env=env(""),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = [json.loads(p.read_text()) for p in (cwd / "sweep").rglob("results.json")]
     assert len(records) == 2, proc.stdout[-2000:] + proc.stderr[-3000:]
@@ -39,6 +45,7 @@ def sweep(cwd: Path, *overrides: str) -> dict[str, dict]:
 
 def weat_d(vectors: dict[str, np.ndarray], test) -> float:
     """The WEAT effect size (Caliskan et al. 2017) in float64 NumPy: the reference for the app's d."""
+
     def unit(words):
         m = np.stack([vectors[w.lower()] for w in words]).astype(np.float64)
         return m / np.linalg.norm(m, axis=1, keepdims=True)
@@ -51,22 +58,32 @@ def weat_d(vectors: dict[str, np.ndarray], test) -> float:
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_builtin_metric_sweep_gives_the_right_effect_sizes(tmp_path, launcher):
     suite = data.load_weat_suite("weat_caliskan2017")
-    words = sorted({w.lower() for t in suite.tests
-                    for s in (t.targets_x, t.targets_y, t.attributes_a, t.attributes_b) for w in s})
+    words = sorted(
+        {w.lower() for t in suite.tests for s in (t.targets_x, t.targets_y, t.attributes_a, t.attributes_b) for w in s}
+    )
     sources = {}
     for seed in (0, 1):  # two small GloVe-format files with random 8-d vectors for every word of the suite
         path = tmp_path / f"vectors{seed}.txt"
         rows = np.random.default_rng(seed).normal(size=(len(words), 8))
         path.write_text("".join(f"{w} {' '.join(f'{v:.6f}' for v in row)}\n" for w, row in zip(words, rows)))
         sources[str(path)] = dict(zip(words, np.loadtxt(path, usecols=range(1, 9), comments=None)))
-    records = sweep(tmp_path, launcher, "metric=weat", "model=glove-6b-50d", "model.name=tiny",
-                    f"model.source={','.join(sources)}", "stats.n_permutations=1000", "stats.n_bootstrap=100")
+    records = sweep(
+        tmp_path,
+        launcher,
+        "metric=weat",
+        "model=glove-6b-50d",
+        "model.name=tiny",
+        f"model.source={','.join(sources)}",
+        "stats.n_permutations=1000",
+        "stats.n_bootstrap=100",
+    )
     assert sorted(records) == sorted(sources)
     for source, record in records.items():
         d = {row["test"]: row["d_raw"] for row in record["aggregates"]}
         assert list(d) == list(suite.ids)
-        np.testing.assert_allclose([d[t.id] for t in suite.tests],
-                                   [weat_d(sources[source], t) for t in suite.tests], rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(
+            [d[t.id] for t in suite.tests], [weat_d(sources[source], t) for t in suite.tests], rtol=1e-4, atol=1e-6
+        )
 
 
 def running(pid: int) -> bool:
@@ -92,9 +109,22 @@ def wait_for(condition, seconds: float) -> bool:
 def test_workers_exit_when_the_sweep_process_is_killed(tmp_path):
     log = (tmp_path / "sweep.log").open("w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "jaxassoc", "-m", "hydra/launcher=local_parallel", "metric=sleepy",
-         "model=glove-6b-50d", "metric.seconds=300", "seed=1,2", "hydra.sweep.dir=sweep"],
-        cwd=tmp_path, env=env("sleepy_metric"), stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "jaxassoc",
+            "-m",
+            "hydra/launcher=local_parallel",
+            "metric=sleepy",
+            "model=glove-6b-50d",
+            "metric.seconds=300",
+            "seed=1,2",
+            "hydra.sweep.dir=sweep",
+        ],
+        cwd=tmp_path,
+        env=env("sleepy_metric"),
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     workers: list[int] = []
     try:

@@ -11,11 +11,11 @@ import jax
 import numpy as np
 import pandas as pd
 import pytest
+from app_helpers import compose_config, start_hydra
+from models_helpers import save_tiny_checkpoint
 
-from app_helpers import compose_config, no_model, start_hydra  # noqa: F401 (fixture)
 from jaxassoc.app.main import make_job
 from jaxassoc.errors import ConfigError
-from models_helpers import save_tiny_checkpoint
 
 RPAM = ["metric=rpam", "dataset=weat_ws", "template=tp1"]
 
@@ -25,23 +25,30 @@ def hydra_context():
     yield from start_hydra()
 
 
-@pytest.mark.parametrize("overrides, match", [
-    (["mesh=fsdp_tp", "mesh.fsdp=2", "mesh.tp=4"],
-     rf"mesh sizes mesh.data=1, mesh.fsdp=2, mesh.tp=4 multiply to 8 devices but there are "
-     rf"{len(jax.devices())} devices"),
-    (["mesh=fsdp_tp", "mesh.tp=0"], r"mesh.tp=0: a mesh size is a positive integer"),
-    (["model.dtype=int8"], r"model dtype 'int8' is not supported: parameters must be floats"),
-    (["mesh=fsdp_tp", "model.shard=true"], r"model.shard=true is an alias of mesh=data and conflicts with "
-                                           r"mesh=fsdp_tp"),
-])
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        (
+            ["mesh=fsdp_tp", "mesh.fsdp=2", "mesh.tp=4"],
+            rf"mesh sizes mesh.data=1, mesh.fsdp=2, mesh.tp=4 multiply to 8 devices but there are "
+            rf"{len(jax.devices())} devices",
+        ),
+        (["mesh=fsdp_tp", "mesh.tp=0"], r"mesh.tp=0: a mesh size is a positive integer"),
+        (["model.dtype=int8"], r"model dtype 'int8' is not supported: parameters must be floats"),
+        (
+            ["mesh=fsdp_tp", "model.shard=true"],
+            r"model.shard=true is an alias of mesh=data and conflicts with "
+            r"mesh=fsdp_tp",
+        ),
+    ],
+)
 def test_bad_mesh_or_dtype_is_refused_before_the_model_loads(no_model, tmp_path, overrides, match):
     with pytest.raises(ConfigError, match=match):
         make_job(compose_config([*RPAM, *overrides]), Path(tmp_path))
 
 
 def test_model_shard_is_an_alias_of_the_data_mesh(tmp_path):
-    shard, data = (make_job(compose_config([*RPAM, *o]), Path(tmp_path)) for o in (["model.shard=true"],
-                                                                                   ["mesh=data"]))
+    shard, data = (make_job(compose_config([*RPAM, *o]), Path(tmp_path)) for o in (["model.shard=true"], ["mesh=data"]))
     assert shard.mesh == data.mesh  # None on one device: a 1-device data mesh is no mesh
     assert make_job(compose_config(RPAM), Path(tmp_path)).mesh is None
 
@@ -49,14 +56,33 @@ def test_model_shard_is_an_alias_of_the_data_mesh(tmp_path):
 @pytest.mark.slow  # two CLI runs on 8 simulated devices: ~40 s on 2 cores
 def test_cli_rpam_on_a_2x4_fsdp_tp_mesh_gives_the_single_device_effect_sizes(tmp_path):
     folder = save_tiny_checkpoint(tmp_path, "llama")  # 2 KV heads over tp=4: replicated and logged
-    common = [sys.executable, "-m", "jaxassoc", *RPAM, "model.name=tiny", f"model.source={folder}",
-              "model.batch_size=4", "cache_dir=null"]
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu",
-               HYDRA_FULL_ERROR="0", JAX_DEFAULT_MATMUL_PRECISION="highest")
+    common = [
+        sys.executable,
+        "-m",
+        "jaxassoc",
+        *RPAM,
+        "model.name=tiny",
+        f"model.source={folder}",
+        "model.batch_size=4",
+        "cache_dir=null",
+    ]
+    env = dict(
+        os.environ,
+        XLA_FLAGS="--xla_force_host_platform_device_count=8",
+        JAX_PLATFORMS="cpu",
+        HYDRA_FULL_ERROR="0",
+        JAX_DEFAULT_MATMUL_PRECISION="highest",
+    )
     runs = {}
     for name, extra in (("single", []), ("mesh", ["mesh=fsdp_tp", "mesh.fsdp=2", "mesh.tp=4"])):
-        proc = subprocess.run([*common, *extra, f"hydra.run.dir={name}"], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=400)
+        proc = subprocess.run(
+            [*common, *extra, f"hydra.run.dir={name}"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=400,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         runs[name] = proc.stdout + proc.stderr
     assert "mesh data=1xfsdp=2xtp=4" in runs["mesh"]

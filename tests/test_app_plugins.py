@@ -6,11 +6,11 @@ import importlib
 import sys
 
 import pytest
-
 from app_compose import PLUGINS, app_config
+
 from jaxassoc.app import builtin_metrics, registry
-from jaxassoc.app.tasks import rpam
 from jaxassoc.app.main import run_job
+from jaxassoc.app.tasks import rpam
 from jaxassoc.errors import ConfigError
 
 
@@ -34,8 +34,11 @@ def test_get_metric_registers_builtins_and_plugins_on_first_use(fresh_registry):
 
 def test_plugin_cannot_replace_a_builtin_metric(fresh_registry):
     fresh_registry.setenv("JAXASSOC_PLUGINS", "shadow_weat")
-    with pytest.raises(ConfigError, match=r"JAXASSOC_PLUGINS names 'shadow_weat': metric 'weat' is already "
-                                          r"registered by jaxassoc\.app\.tasks\.weat; shadow_weat cannot replace it"):
+    with pytest.raises(
+        ConfigError,
+        match=r"JAXASSOC_PLUGINS names 'shadow_weat': metric 'weat' is already "
+        r"registered by jaxassoc\.app\.tasks\.weat; shadow_weat cannot replace it",
+    ):
         registry.load_metrics()
     assert registry.METRICS["weat"].run.__module__ == "jaxassoc.app.tasks.weat"
 
@@ -51,7 +54,10 @@ def test_registering_the_same_metric_again_is_allowed(fresh_registry):
 def test_plugin_run_returning_a_dict_is_a_config_error(tmp_path):
     with app_config("dict_metric") as compose:
         cfg = compose("metric=dict_result", "model=glove-6b-50d", "cache_dir=null")
-    with pytest.raises(ConfigError, match=r"metric 'dict_result': dict_metric\.run_dict returned a dict, "
-                                          r"not a JobResult"):
+    with pytest.raises(
+        ConfigError,
+        match=r"metric 'dict_result': dict_metric\.run_dict returned a dict, "
+        r"not a JobResult",
+    ):
         run_job(cfg, tmp_path / "job")
     assert not (tmp_path / "job" / "results.json").exists()

@@ -8,9 +8,9 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-
 from app_compose import app_config
 from app_helpers import use_tiny_suite, write_tiny_glove
+
 from jaxassoc.app import report, store, tables
 from jaxassoc.app.main import console_tables, run_job
 
@@ -44,10 +44,20 @@ def sweep(compose, tmp_path_factory):
         use_tiny_suite(patch)
         for name, glove in models.items():
             for dataset in ("weat_caliskan2017", "weat_ws"):
-                cfg = compose("metric=weat", "model=glove-6b-50d", f"model.source={glove}", f"model.name={name}",
-                              f"dataset={dataset}", "whitening=zca", "cache_dir=null", "quiet=true",
-                              "metric.similarity=false", "stats.exact_bound=0", "stats.n_permutations=100",
-                              "stats.n_bootstrap=20")
+                cfg = compose(
+                    "metric=weat",
+                    "model=glove-6b-50d",
+                    f"model.source={glove}",
+                    f"model.name={name}",
+                    f"dataset={dataset}",
+                    "whitening=zca",
+                    "cache_dir=null",
+                    "quiet=true",
+                    "metric.similarity=false",
+                    "stats.exact_bound=0",
+                    "stats.n_permutations=100",
+                    "stats.n_bootstrap=20",
+                )
                 result = run_job(cfg, root / "sweep" / f"model.name={name},dataset={dataset}")
                 consoles.append(console_tables("weat", result))
     return root / "sweep", consoles
@@ -86,9 +96,18 @@ def test_report_of_a_2x2_sweep_has_per_metric_sections_marks_cis_and_forest_plot
 
 
 def test_present_names_undefined_statistics_and_drops_empty_columns():
-    table = pd.DataFrame({"test": ["W1", "W2"], "effect_size": [0.5, np.nan], "ci_low": [0.1, np.nan],
-                          "ci_high": [0.9, np.nan], "p_value": [0.004, np.nan], "n_targets": [8.0, 8.0],
-                          "undefined_reason": ["", "a set has no word"], "empty": [np.nan, np.nan]})
+    table = pd.DataFrame(
+        {
+            "test": ["W1", "W2"],
+            "effect_size": [0.5, np.nan],
+            "ci_low": [0.1, np.nan],
+            "ci_high": [0.9, np.nan],
+            "p_value": [0.004, np.nan],
+            "n_targets": [8.0, 8.0],
+            "undefined_reason": ["", "a set has no word"],
+            "empty": [np.nan, np.nan],
+        }
+    )
     shown = tables.present(table)
     assert list(shown.columns) == ["test", "effect_size", "ci", "p_value", "n_targets", "undefined_reason"]
     assert shown.iloc[0].tolist() == ["W1", "0.500", "[0.100, 0.900]", "0.004 **", "8", ""]
@@ -102,12 +121,20 @@ def fabricated_sweep(root):
     for model, values in effects.items():
         job = root / f"model.name={model}"
         job.mkdir(parents=True)
-        aggregates = pd.DataFrame({"test": ["T1", "T2", "T3"], "effect_size": values,
-                                   "ci_low": [v - 0.1 for v in values], "ci_high": [v + 0.1 for v in values],
-                                   "p_value": [0.01, 0.2, 0.0001], "n_targets": [50.0, 16.0, 8.0]})
+        aggregates = pd.DataFrame(
+            {
+                "test": ["T1", "T2", "T3"],
+                "effect_size": values,
+                "ci_low": [v - 0.1 for v in values],
+                "ci_high": [v + 0.1 for v in values],
+                "p_value": [0.01, 0.2, 0.0001],
+                "n_targets": [50.0, 16.0, 8.0],
+            }
+        )
         config = {"model": {"name": model}, "metric": {"name": "toyrank"}, "dataset": {"name": "d"}}
-        store.write_results(job, aggregates.head(0), aggregates, {"config": config, "model": model,
-                                                                  "metric": "toyrank"}, {})
+        store.write_results(
+            job, aggregates.head(0), aggregates, {"config": config, "model": model, "metric": "toyrank"}, {}
+        )
     return root
 
 
@@ -139,7 +166,10 @@ def test_rank_cli_prints_and_writes_the_ranking(tmp_path, capsys):
     assert "| m1 | T1 | 0.500 | [0.400, 0.600] | 0.010 \\* | 50 |" in text  # the metric's section
     assert (sweep_dir / "report" / "forest_toyrank.png").stat().st_size > 0
     assert json.loads((sweep_dir / "report" / "jobs.json").read_text()) == [
-        "model.name=m1", "model.name=m2", "model.name=m3"]
+        "model.name=m1",
+        "model.name=m2",
+        "model.name=m3",
+    ]
 
 
 def test_rpam_console_table_prints_counts_as_integers_and_the_share_row_apart():
@@ -147,12 +177,22 @@ def test_rpam_console_table_prints_counts_as_integers_and_the_share_row_apart():
     positive tests, which used to print as a row of NaN under the tests."""
     from jaxassoc.app.tasks import rpam
 
-    aggregates = pd.DataFrame({
-        "test": ["C1", "C2", "all"], "name": ["a", "b", "share of tests with d > 0 (WEAT-WS F1)"],
-        "effect_size": [1.5, 0.2, np.nan], "p_value": [0.0004, 0.3, np.nan], "ci_low": [1.3, -0.5, np.nan],
-        "ci_high": [1.7, 0.9, np.nan], "undefined_reason": ["", "", np.nan], "n_targets": [50.0, 16.0, np.nan],
-        "n_attributes": [50.0, 16.0, np.nan], "share_positive": [np.nan, np.nan, 1.0],
-        "n_undefined": [np.nan, np.nan, 0.0], "prov_model": "m"})
+    aggregates = pd.DataFrame(
+        {
+            "test": ["C1", "C2", "all"],
+            "name": ["a", "b", "share of tests with d > 0 (WEAT-WS F1)"],
+            "effect_size": [1.5, 0.2, np.nan],
+            "p_value": [0.0004, 0.3, np.nan],
+            "ci_low": [1.3, -0.5, np.nan],
+            "ci_high": [1.7, 0.9, np.nan],
+            "undefined_reason": ["", "", np.nan],
+            "n_targets": [50.0, 16.0, np.nan],
+            "n_attributes": [50.0, 16.0, np.nan],
+            "share_positive": [np.nan, np.nan, 1.0],
+            "n_undefined": [np.nan, np.nan, 0.0],
+            "prov_model": "m",
+        }
+    )
     text = tables.console(tables.views_of(rpam.views, aggregates))
     assert "nan" not in text.lower() and ".000 " not in text.replace("1.000", "")
     lines = text.splitlines()
@@ -169,11 +209,21 @@ def test_correlation_bars_keep_templates_and_sample_sizes_apart(tmp_path):
     for (template, sample), r in values.items():
         job = root / f"template={template},dataset.sample={sample}"
         job.mkdir(parents=True)
-        aggregates = pd.DataFrame({"benchmark": ["Bellezza"], "statistic": ["spearman"], "correlation": [r],
-                                   "p_value": [0.001], "n": [sample]})
-        config = {"model": {"name": "m"}, "metric": {"name": "rpam"},
-                  "dataset": {"name": "bellezza", "sample": sample},
-                  "template": {"name": template, "text": f"text of {template}"}}
+        aggregates = pd.DataFrame(
+            {
+                "benchmark": ["Bellezza"],
+                "statistic": ["spearman"],
+                "correlation": [r],
+                "p_value": [0.001],
+                "n": [sample],
+            }
+        )
+        config = {
+            "model": {"name": "m"},
+            "metric": {"name": "rpam"},
+            "dataset": {"name": "bellezza", "sample": sample},
+            "template": {"name": template, "text": f"text of {template}"},
+        }
         provenance = {"config": config, "model": "m", "metric": "rpam"}
         store.write_results(job, aggregates.head(0), aggregates, provenance, {})
     table = report.gather(root)

@@ -9,12 +9,12 @@ import shutil
 
 import pandas as pd
 import pytest
-
 from app_compose import app_config
+from models_helpers import save_tiny_checkpoint
+
 from jaxassoc import data
 from jaxassoc.app import store
 from jaxassoc.app.main import _file, job_inputs, job_provenance, make_job, run_job
-from models_helpers import save_tiny_checkpoint
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +35,9 @@ def log(caplog):
 
 
 def toy_job(compose, folder, *overrides):
-    return compose("metric=toy", "model=gpt2", "model.name=tiny", f"model.source={folder}", "cache_dir=null",
-                   *overrides)
+    return compose(
+        "metric=toy", "model=gpt2", "model.name=tiny", f"model.source={folder}", "cache_dir=null", *overrides
+    )
 
 
 def mtimes(folder):
@@ -52,10 +53,13 @@ def test_unchanged_job_is_skipped_without_rewriting(compose, folder, tmp_path, l
     assert "skip toy" in log.text and "not reusing" not in log.text
 
 
-@pytest.mark.parametrize(("changed", "reason"), [
-    ("model.safetensors", "weights changed: model.safetensors"),
-    ("tokenizer.json", "tokenizer changed: tokenizer.json"),
-])
+@pytest.mark.parametrize(
+    ("changed", "reason"),
+    [
+        ("model.safetensors", "weights changed: model.safetensors"),
+        ("tokenizer.json", "tokenizer changed: tokenizer.json"),
+    ],
+)
 def test_rewritten_model_file_reruns_the_job(compose, folder, tmp_path, log, changed, reason):
     cfg, out = toy_job(compose, folder), tmp_path / "job"
     run_job(cfg, out)
@@ -67,13 +71,19 @@ def test_rewritten_model_file_reruns_the_job(compose, folder, tmp_path, log, cha
     assert run_job(cfg, out) is None  # the new result is reused in turn
 
 
-@pytest.mark.parametrize(("damage", "reason"), [
-    (lambda out: (out / "aggregates.parquet").unlink(), "aggregates.parquet missing"),
-    (lambda out: (out / "items.parquet").write_bytes((out / "items.parquet").read_bytes()[:100]),
-     "items.parquet has 100 bytes"),
-    (lambda out: (out / "aggregates.csv").write_text(""), "aggregates.csv has 0 bytes"),
-    (lambda out: (out / "results.json").write_text('{"provenance": '), "results.json unreadable"),
-], ids=["deleted", "truncated-parquet", "emptied-csv", "truncated-results"])
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        (lambda out: (out / "aggregates.parquet").unlink(), "aggregates.parquet missing"),
+        (
+            lambda out: (out / "items.parquet").write_bytes((out / "items.parquet").read_bytes()[:100]),
+            "items.parquet has 100 bytes",
+        ),
+        (lambda out: (out / "aggregates.csv").write_text(""), "aggregates.csv has 0 bytes"),
+        (lambda out: (out / "results.json").write_text('{"provenance": '), "results.json unreadable"),
+    ],
+    ids=["deleted", "truncated-parquet", "emptied-csv", "truncated-results"],
+)
 def test_missing_or_damaged_result_file_reruns_the_job(compose, folder, tmp_path, log, damage, reason):
     cfg, out = toy_job(compose, folder), tmp_path / "job"
     run_job(cfg, out)
@@ -133,8 +143,16 @@ def test_config_text_that_cannot_be_a_file_name_is_no_input_file(tmp_path):
 
 @pytest.mark.slow
 def test_rerun_after_overwriting_weights_records_the_new_weight_hash(compose, folder, tmp_path):
-    cfg = compose("metric=rpam", "template=tp1", "dataset=bellezza", "dataset.sample=4", "model=gpt2",
-                  "model.name=tiny", f"model.source={folder}", "cache_dir=null")
+    cfg = compose(
+        "metric=rpam",
+        "template=tp1",
+        "dataset=bellezza",
+        "dataset.sample=4",
+        "model=gpt2",
+        "model.name=tiny",
+        f"model.source={folder}",
+        "cache_dir=null",
+    )
     out = tmp_path / "job"
 
     def recorded_hash():

@@ -8,18 +8,18 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+from app_helpers import compose_config, start_hydra
+from models_helpers import save_tiny_checkpoint
+from t5_helpers import save_t5
 
-from app_helpers import compose_config, no_model, start_hydra  # noqa: F401 (fixture)
 from jaxassoc.app import model_loading
 from jaxassoc.app.config import ModelConfig
 from jaxassoc.app.main import make_job
-from jaxassoc.readouts import rpam as pipeline
-from jaxassoc.readouts.rpam_prompts import PromptTemplate
 from jaxassoc.app.registry import get_metric
 from jaxassoc.errors import ConfigError
 from jaxassoc.models import load_model
-from models_helpers import save_tiny_checkpoint
-from t5_helpers import save_t5
+from jaxassoc.readouts import rpam as pipeline
+from jaxassoc.readouts.rpam_prompts import PromptTemplate
 
 
 @pytest.fixture(scope="module")
@@ -35,10 +35,27 @@ def hydra_context():
 def test_cli_rpam_on_a_t5_checkpoint(tmp_path, folder):
     env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
     proc = subprocess.run(
-        [sys.executable, "-m", "jaxassoc", "metric=rpam", "model=t5-v1.1-small", "model.name=tiny-t5",
-         f"model.source={folder}", "template=tp1", "dataset=bellezza", "dataset.sample=5", "cache_dir=null",
-         "quiet=true", "hydra.run.dir=out"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "jaxassoc",
+            "metric=rpam",
+            "model=t5-v1.1-small",
+            "model.name=tiny-t5",
+            f"model.source={folder}",
+            "template=tp1",
+            "dataset=bellezza",
+            "dataset.sample=5",
+            "cache_dir=null",
+            "quiet=true",
+            "hydra.run.dir=out",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     items = pd.read_parquet(tmp_path / "out" / "items.parquet")
     assert len(items) == 5 and np.isfinite(items["score"]).all()
@@ -51,28 +68,35 @@ def test_cli_rpam_on_a_t5_checkpoint(tmp_path, folder):
 @pytest.mark.parametrize("metric", ["weat", "ceat", "ilps", "ilps_star", "set", "unstereo", "intersectional"])
 def test_other_metrics_refuse_a_seq2seq_model_by_name(hydra_context, no_model, tmp_path, metric):
     cfg = compose_config([f"metric={metric}", "model=t5-v1.1-small"])
-    with pytest.raises(ConfigError, match=rf"metric '{metric}' cannot score model 't5-v1.1-small' of kind "
-                                          r"'seq2seq'.*encoder-decoder model.*metrics that read one: \['rpam'\]"):
+    with pytest.raises(
+        ConfigError,
+        match=rf"metric '{metric}' cannot score model 't5-v1.1-small' of kind "
+        r"'seq2seq'.*encoder-decoder model.*metrics that read one: \['rpam'\]",
+    ):
         make_job(cfg, tmp_path)
 
 
 def test_rpam_downstream_refuses_a_seq2seq_model(hydra_context, no_model, tmp_path):
-    cfg = compose_config(["metric=rpam", "model=t5-v1.1-small", "template=tp1", "dataset=bellezza",
-                          "metric.downstream=true"])
+    cfg = compose_config(
+        ["metric=rpam", "model=t5-v1.1-small", "template=tp1", "dataset=bellezza", "metric.downstream=true"]
+    )
     with pytest.raises(ConfigError, match="metric.downstream=true.*'t5-v1.1-small' is an encoder-decoder"):
         get_metric("rpam").run(make_job(cfg, tmp_path))
 
 
 def test_a_t5_checkpoint_declared_causal_is_refused(folder):
     model_loading._load_language_model.cache_clear()
-    with pytest.raises(ConfigError, match="'tiny-t5' is an encoder-decoder \\(t5\\) model but model.kind=causal: "
-                                          "set model.kind=seq2seq"):
+    with pytest.raises(
+        ConfigError,
+        match="'tiny-t5' is an encoder-decoder \\(t5\\) model but model.kind=causal: set model.kind=seq2seq",
+    ):
         model_loading.language_model(ModelConfig(name="tiny-t5", source=str(folder), kind="causal"))
 
 
 def test_a_causal_checkpoint_declared_seq2seq_is_refused(tmp_path):
     gpt2 = save_tiny_checkpoint(tmp_path, "gpt2")
     model_loading._load_language_model.cache_clear()
-    with pytest.raises(ConfigError, match="'tiny' is a causal model \\(gpt2\\) but model.kind=seq2seq: set "
-                                          "model.kind=causal"):
+    with pytest.raises(
+        ConfigError, match="'tiny' is a causal model \\(gpt2\\) but model.kind=seq2seq: set model.kind=causal"
+    ):
         model_loading.language_model(ModelConfig(name="tiny", source=str(gpt2), kind="seq2seq"))

@@ -8,9 +8,9 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+from models_helpers import save_tiny_checkpoint
 
 from jaxassoc.app.cache import cache_key, cached_arrays
-from models_helpers import save_tiny_checkpoint
 
 
 @pytest.fixture(scope="module")
@@ -24,17 +24,26 @@ def tiny_folders(tmp_path_factory):
 
 def jaxassoc(cwd, *overrides):
     env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
-    proc = subprocess.run([sys.executable, "-m", "jaxassoc", *overrides], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "jaxassoc", *overrides], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 
 
 def test_unstereo_sweep_on_two_tiny_models_then_report_and_cache(tmp_path, tiny_folders):
     sources = ",".join(str(p) for p in tiny_folders.values())
-    sweep = ["-m", "metric=unstereo", "dataset=winogender", "dataset.sample=12", "model.name=tiny",
-             f"model.source={sources}", "metric.aufc_units=parity,log10", "hydra.sweep.dir=sweep",
-             f"cache_dir={tmp_path / 'cache'}"]
+    sweep = [
+        "-m",
+        "metric=unstereo",
+        "dataset=winogender",
+        "dataset.sample=12",
+        "model.name=tiny",
+        f"model.source={sources}",
+        "metric.aufc_units=parity,log10",
+        "hydra.sweep.dir=sweep",
+        f"cache_dir={tmp_path / 'cache'}",
+    ]
     first = jaxassoc(tmp_path, *sweep)
     jobs = sorted(p.parent for p in (tmp_path / "sweep").rglob("results.json"))
     assert len(jobs) == 4
@@ -46,8 +55,12 @@ def test_unstereo_sweep_on_two_tiny_models_then_report_and_cache(tmp_path, tiny_
         assert len(same_model) == 2
         np.testing.assert_array_equal(same_model[0]["M_logprob"], same_model[1]["M_logprob"])
         assert (same_model[0]["prov_model_weights_sha256"] != "").all()
-    report = subprocess.run([sys.executable, "-m", "jaxassoc.app.report", str(tmp_path / "sweep")],
-                            capture_output=True, text=True, timeout=120)
+    report = subprocess.run(
+        [sys.executable, "-m", "jaxassoc.app.report", str(tmp_path / "sweep")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert report.returncode == 0, report.stderr
     table = pd.read_parquet(tmp_path / "sweep" / "report" / "table.parquet")
     assert table["job"].nunique() == 4 and set(table["subset"]) >= {"unconstrained", "0.3"}
@@ -55,8 +68,10 @@ def test_unstereo_sweep_on_two_tiny_models_then_report_and_cache(tmp_path, tiny_
     section = text.split("## UnStereoEval (`metric=unstereo`)")[1]
     assert "varying: `model.source`, `metric.aufc_units`" in section
     header, _, *rows = [line for line in section.splitlines() if line.startswith("|")]
-    assert header == "| model.source | metric.aufc_units | subset | n | us_score | us_std_error | " \
-                     "preference_disparity | male_rel_ratio | aufc |"
+    assert (
+        header == "| model.source | metric.aufc_units | subset | n | us_score | us_std_error | "
+        "preference_disparity | male_rel_ratio | aufc |"
+    )
     assert len(rows) == 4 * 6 and "nan" not in text.lower()
     assert {r.split(" | ")[0].split("-")[0] for r in rows} == {"| gpt2", "| llama"}  # model folders, by name
     assert all(re.fullmatch(r"\d+", r.split(" | ")[3]) for r in rows)  # n: a count, no decimals

@@ -12,8 +12,8 @@ import matplotlib
 import numpy as np
 import pandas as pd
 import pytest
-
 from app_compose import app_config
+
 from jaxassoc import io
 from jaxassoc.app import store
 from jaxassoc.app.main import run_job
@@ -88,10 +88,16 @@ def test_written_files_follow_the_umask(tmp_path, umask):
 
 
 def test_results_json_writes_undefined_numbers_as_null(tmp_path):
-    aggregates = pd.DataFrame({"test": ["W1", "W2", "W3", "W4"], "d": [np.nan, np.inf, -np.inf, 0.25],
-                               "p": np.array([np.nan, 0.1, 0.2, 0.3], dtype=np.float32)})
-    store.write_results(tmp_path, aggregates, aggregates, {"seed": 0, "s": np.float32("nan")},
-                        {"seconds": float("inf")})
+    aggregates = pd.DataFrame(
+        {
+            "test": ["W1", "W2", "W3", "W4"],
+            "d": [np.nan, np.inf, -np.inf, 0.25],
+            "p": np.array([np.nan, 0.1, 0.2, 0.3], dtype=np.float32),
+        }
+    )
+    store.write_results(
+        tmp_path, aggregates, aggregates, {"seed": 0, "s": np.float32("nan")}, {"seconds": float("inf")}
+    )
 
     def refuse(constant):
         raise AssertionError(f"results.json holds {constant}, which is not JSON")

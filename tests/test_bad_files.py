@@ -8,7 +8,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from models_helpers import save_tiny_checkpoint
 
 
@@ -44,9 +43,23 @@ def test_cli_refuses_a_damaged_checkpoint_in_one_line_naming_it(tmp_path, gpt2_f
     shutil.copytree(gpt2_folder, folder)
     expected = damage(folder)
     proc = subprocess.run(
-        [sys.executable, "-m", "jaxassoc", f"model.source={folder}", "model.name=x", "model.kind=causal",
-         "metric=rpam", "dataset=weat_ws", "template=tp1", "cache_dir=null"],
-        cwd=tmp_path, env={**os.environ, "HYDRA_FULL_ERROR": "0"}, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "jaxassoc",
+            f"model.source={folder}",
+            "model.name=x",
+            "model.kind=causal",
+            "metric=rpam",
+            "dataset=weat_ws",
+            "template=tp1",
+            "cache_dir=null",
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "HYDRA_FULL_ERROR": "0"},
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     errors = [line for line in proc.stderr.splitlines() if line.startswith("jaxassoc: error:")]
     assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
@@ -57,9 +70,22 @@ def test_cli_refuses_a_glove_file_with_an_extra_number_naming_its_line(tmp_path)
     glove = tmp_path / "vectors.txt"
     glove.write_text("the 0.1 0.2 0.3\nbusiness -0.36044 0.4 0.5 0.6\n", encoding="utf-8")
     proc = subprocess.run(
-        [sys.executable, "-m", "jaxassoc", f"model.source={glove}", "model.name=x", "model.kind=static",
-         "metric=weat", "dataset=weat_caliskan2017", "cache_dir=null"],
-        cwd=tmp_path, env={**os.environ, "HYDRA_FULL_ERROR": "0"}, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "jaxassoc",
+            f"model.source={glove}",
+            "model.name=x",
+            "model.kind=static",
+            "metric=weat",
+            "dataset=weat_caliskan2017",
+            "cache_dir=null",
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "HYDRA_FULL_ERROR": "0"},
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     errors = [line for line in proc.stderr.splitlines() if line.startswith("jaxassoc: error:")]
     assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]

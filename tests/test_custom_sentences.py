@@ -3,13 +3,13 @@ scores as the same templates built in; bad files are refused naming the file and
 
 import pandas as pd
 import pytest
+from app_helpers import compose_config, run_metric, start_hydra
+from models_helpers import save_tiny_checkpoint
 
-from app_helpers import compose_config, no_model, run_metric, start_hydra  # noqa: F401
 from jaxassoc.app.main import make_job
 from jaxassoc.data import unstereo
 from jaxassoc.data.custom_sentences import load_templates_file
 from jaxassoc.errors import ConfigError, DataError
-from models_helpers import save_tiny_checkpoint
 
 SCORES = ["M_template", "F_template", "M_logprob", "F_logprob", "FM_logprob", "max_gender_pmi"]
 
@@ -48,11 +48,19 @@ def _file(tmp_path, name, text):
 BAD = {
     "empty_text": ("t.txt", "", r"t\.txt: no templates"),
     "blank_line": ("t.txt", "{pronoun} ran.\n\n{pronoun} sat.\n", r"t\.txt, line 2: a blank line"),
-    "no_pronoun_slot": ("t.txt", "{pronoun} ran.\nThe dog sat.\n", r"t\.txt, line 2: template .*no pronoun placeholder"),
+    "no_pronoun_slot": (
+        "t.txt",
+        "{pronoun} ran.\nThe dog sat.\n",
+        r"t\.txt, line 2: template .*no pronoun placeholder",
+    ),
     "csv_missing_column": ("t.csv", "sentence\n{pronoun} ran.\n", r"t\.csv, line 1: no column 'template'"),
     "csv_blank_row": ("t.csv", "template\n{pronoun} ran.\n\n", r"t\.csv, line 3: a blank row"),
     "csv_empty_template": ("t.csv", "template,max_gender_pmi\n ,0.5\n", r"t\.csv, line 2: the template is empty"),
-    "csv_bad_pmi": ("t.csv", "template,max_gender_pmi\n{pronoun} ran.,high\n", r"line 2: max_gender_pmi 'high' is not a number"),
+    "csv_bad_pmi": (
+        "t.csv",
+        "template,max_gender_pmi\n{pronoun} ran.,high\n",
+        r"line 2: max_gender_pmi 'high' is not a number",
+    ),
     "csv_empty": ("t.csv", "", r"t\.csv: the file is empty"),
 }
 
@@ -64,11 +72,14 @@ def test_bad_template_file_is_refused_naming_file_and_line(tmp_path, case):
         load_templates_file(_file(tmp_path, name, text))
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ([], r"dataset=custom_sentences needs dataset.path"),
-    (["dataset.path=nofile.txt"], r"dataset.path='nofile.txt': no such file"),
-    (["dataset.path=t.json"], r"unknown format '.json' for sentence templates"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ([], r"dataset=custom_sentences needs dataset.path"),
+        (["dataset.path=nofile.txt"], r"dataset.path='nofile.txt': no such file"),
+        (["dataset.path=t.json"], r"unknown format '.json' for sentence templates"),
+    ],
+)
 def test_bad_custom_sentences_options_are_refused_by_name(tmp_path, monkeypatch, no_model, overrides, message):  # noqa: F811
     monkeypatch.chdir(tmp_path)
     _file(tmp_path, "t.json", "[]")

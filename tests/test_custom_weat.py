@@ -8,8 +8,8 @@ import sys
 import pandas as pd
 import pytest
 import yaml
+from app_helpers import compose_config, run_metric, start_hydra, tiny_suite, use_tiny_suite, write_tiny_glove
 
-from app_helpers import compose_config, no_model, run_metric, start_hydra, tiny_suite, use_tiny_suite, write_tiny_glove  # noqa: F401
 from jaxassoc.app.main import make_job
 from jaxassoc.data import load_weat_suite
 from jaxassoc.data._files import FILES_ROOT
@@ -26,7 +26,12 @@ def hydra_context():
 
 
 def _sets(test):
-    return {"X": list(test.targets_x), "Y": list(test.targets_y), "A": list(test.attributes_a), "B": list(test.attributes_b)}
+    return {
+        "X": list(test.targets_x),
+        "Y": list(test.targets_y),
+        "A": list(test.attributes_a),
+        "B": list(test.attributes_b),
+    }
 
 
 def _mapping(suite):
@@ -71,8 +76,10 @@ def test_inline_word_lists_give_the_builtin_tests_result(tmp_path, monkeypatch):
 
 
 def test_json_indented_with_tabs_loads_with_its_lines(tmp_path):
-    text = '{\n\t"T1": {\n\t\t"X": ["rose", "tulip"],\n\t\t"Y": ["ant", "moth"],\n\t\t"A": ["love", "joy"],\n' \
-           '\t\t"B": ["war", "love"]\n\t}\n}\n'
+    text = (
+        '{\n\t"T1": {\n\t\t"X": ["rose", "tulip"],\n\t\t"Y": ["ant", "moth"],\n\t\t"A": ["love", "joy"],\n'
+        '\t\t"B": ["war", "love"]\n\t}\n}\n'
+    )
     (tmp_path / "t.json").write_text(text)
     with pytest.raises(DataError, match=r"t\.json, line 6: test 'T1': word 'love' is in both 'A' and 'B'"):
         load_weat_file(tmp_path / "t.json")
@@ -88,11 +95,21 @@ def test_packaged_suite_file_loads_as_own_tests():
 GOOD = "T1:\n  X: [rose, tulip]\n  Y: [ant, moth]\n  A: [love, joy]\n  B: [war, pain]\n"
 BAD_FILES = {
     "empty_set": ("t.yaml", GOOD.replace("[ant, moth]", "[]"), r"t\.yaml, line 3: test 'T1', set Y is empty"),
-    "one_word_set": ("t.yaml", GOOD.replace("[war, pain]", "[war]"), r"line 5: test 'T1', set B has one word \('war'\)"),
-    "duplicate_in_set": ("t.yaml", "T1:\n  X:\n    - rose\n    - tulip\n    - rose\n  Y: [ant, moth]\n  A: [love, joy]\n"
-                         "  B: [war, pain]\n", r"t\.yaml, line 5: test 'T1': word set 'X' repeats \['rose'\]"),
-    "word_in_two_sets": ("t.yaml", GOOD.replace("[war, pain]", "[war, love]"),
-                         r"line 5: test 'T1': word 'love' is in both 'A' and 'B'"),
+    "one_word_set": (
+        "t.yaml",
+        GOOD.replace("[war, pain]", "[war]"),
+        r"line 5: test 'T1', set B has one word \('war'\)",
+    ),
+    "duplicate_in_set": (
+        "t.yaml",
+        "T1:\n  X:\n    - rose\n    - tulip\n    - rose\n  Y: [ant, moth]\n  A: [love, joy]\n  B: [war, pain]\n",
+        r"t\.yaml, line 5: test 'T1': word set 'X' repeats \['rose'\]",
+    ),
+    "word_in_two_sets": (
+        "t.yaml",
+        GOOD.replace("[war, pain]", "[war, love]"),
+        r"line 5: test 'T1': word 'love' is in both 'A' and 'B'",
+    ),
     "missing_set": ("t.yaml", GOOD.replace("  B: [war, pain]\n", ""), r"t\.yaml, line 1: test 'T1' has no set B"),
     "unknown_key": ("t.yaml", GOOD + "  b: [hate, pain]\n", r"line 6: test 'T1' has an unknown key 'b'"),
     "not_a_list": ("t.yaml", GOOD.replace("[love, joy]", "love"), r"line 4: test 'T1', set A must be a list of words"),
@@ -104,12 +121,29 @@ BAD_FILES = {
     "csv_missing_column": ("t.csv", "test,set,words\nT1,X,rose\n", r"t\.csv, line 1: no column 'word'"),
     "csv_unknown_set": ("t.csv", "test,set,word\nT1,X,rose\nT1,Z,ant\n", r"t\.csv, line 3: test 'T1': unknown set 'Z'"),
     "csv_blank_row": ("t.csv", "test,set,word\nT1,X,rose\n\nT1,X,tulip\n", r"t\.csv, line 3: a blank row"),
-    "csv_word_in_two_sets": ("t.csv", "test,set,word\n" + "".join(
-        f"T1,{s},{w}\n" for s, w in [("X", "rose"), ("X", "tulip"), ("Y", "ant"), ("Y", "rose"), ("A", "love"),
-                                     ("A", "joy"), ("B", "war"), ("B", "pain")]),
-        r"t\.csv, line 5: test 'T1': word 'rose' is in both 'X' and 'Y'"),
-    "csv_missing_set": ("t.csv", "test,set,word\nT1,X,rose\nT1,X,tulip\nT1,Y,ant\nT1,Y,moth\nT1,A,love\nT1,A,joy\n",
-                        r"t\.csv, line 2: test 'T1' has no set B"),
+    "csv_word_in_two_sets": (
+        "t.csv",
+        "test,set,word\n"
+        + "".join(
+            f"T1,{s},{w}\n"
+            for s, w in [
+                ("X", "rose"),
+                ("X", "tulip"),
+                ("Y", "ant"),
+                ("Y", "rose"),
+                ("A", "love"),
+                ("A", "joy"),
+                ("B", "war"),
+                ("B", "pain"),
+            ]
+        ),
+        r"t\.csv, line 5: test 'T1': word 'rose' is in both 'X' and 'Y'",
+    ),
+    "csv_missing_set": (
+        "t.csv",
+        "test,set,word\nT1,X,rose\nT1,X,tulip\nT1,Y,ant\nT1,Y,moth\nT1,A,love\nT1,A,joy\n",
+        r"t\.csv, line 2: test 'T1' has no set B",
+    ),
 }
 
 
@@ -128,14 +162,17 @@ def test_bad_file_is_refused_before_the_model_loads(tmp_path, no_model):  # noqa
         run_metric(["metric=weat", "model=glove-6b-50d", "dataset=custom_weat", f"dataset.path={path}"], tmp_path)
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (["dataset.path=nofile.yaml"], r"dataset.path='nofile.yaml': no such file"),
-    (["dataset.path=tests.txt"], r"unknown format '.txt' for WEAT tests; use a .yaml, .yml, .json or .csv"),
-    (["dataset.X=[a,b]", "dataset.Y=[c,d]"], r"dataset.A is missing"),
-    ([], r"dataset=custom_weat needs dataset.path"),
-    (["dataset.path=t.yaml", "dataset.X=[a,b]"], r"dataset.path and dataset.X are both set"),
-    (["dataset.path=t.yaml", "dataset.test=W1"], r"dataset.test names the command-line test only"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["dataset.path=nofile.yaml"], r"dataset.path='nofile.yaml': no such file"),
+        (["dataset.path=tests.txt"], r"unknown format '.txt' for WEAT tests; use a .yaml, .yml, .json or .csv"),
+        (["dataset.X=[a,b]", "dataset.Y=[c,d]"], r"dataset.A is missing"),
+        ([], r"dataset=custom_weat needs dataset.path"),
+        (["dataset.path=t.yaml", "dataset.X=[a,b]"], r"dataset.path and dataset.X are both set"),
+        (["dataset.path=t.yaml", "dataset.test=W1"], r"dataset.test names the command-line test only"),
+    ],
+)
 def test_bad_custom_weat_options_are_refused_by_name(tmp_path, monkeypatch, no_model, overrides, message):  # noqa: F811
     monkeypatch.chdir(tmp_path)
     (tmp_path / "t.yaml").write_text(GOOD)
@@ -153,8 +190,11 @@ def test_inline_word_set_errors_name_the_command_line(tmp_path, no_model):  # no
 
 def test_path_option_on_a_packaged_dataset_is_refused_by_name(tmp_path, no_model):  # noqa: F811
     cfg = compose_config(["metric=weat", "model=glove-6b-50d", "+dataset.path=my_test.yaml"])
-    with pytest.raises(ConfigError, match=r"dataset.path is not an option of dataset=weat_caliskan2017: it would be "
-                                          r"ignored; its options are name, sample"):
+    with pytest.raises(
+        ConfigError,
+        match=r"dataset.path is not an option of dataset=weat_caliskan2017: it would be "
+        r"ignored; its options are name, sample",
+    ):
         make_job(cfg, tmp_path)
 
 
@@ -167,9 +207,23 @@ def test_cli_runs_own_yaml_file_relative_to_the_working_folder_on_embedded_glove
     suite = load_weat_suite("weat_caliskan2017")
     write_suite(tmp_path / "my_test.yaml", type(suite)("mine", suite.tests[5:7], "x"))  # W6, W7
     proc = subprocess.run(
-        [sys.executable, "-m", "jaxassoc", "metric=weat", "model=glove-6b-50d", "dataset=custom_weat",
-         "dataset.path=my_test.yaml", "stats.n_bootstrap=50", "hydra.run.dir=run", "cache_dir=null", "quiet=true"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "jaxassoc",
+            "metric=weat",
+            "model=glove-6b-50d",
+            "dataset=custom_weat",
+            "dataset.path=my_test.yaml",
+            "stats.n_bootstrap=50",
+            "hydra.run.dir=run",
+            "cache_dir=null",
+            "quiet=true",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     table = pd.read_parquet(tmp_path / "run" / "aggregates.parquet").set_index("test")
@@ -211,8 +265,14 @@ def test_ceat_on_own_file_gives_the_builtin_suites_results(tmp_path, monkeypatch
 
     use_tiny_suite(monkeypatch)
     lm = save_tiny_checkpoint(tmp_path / "lm", "gpt2", n_positions=256)
-    base = ["metric=ceat", f"model.source={lm}", "model.name=tiny", f"metric.corpus={write_corpus(tmp_path / 'c.txt')}",
-            "metric.n_draws=20", "metric.max_contexts=2"]
+    base = [
+        "metric=ceat",
+        f"model.source={lm}",
+        "model.name=tiny",
+        f"metric.corpus={write_corpus(tmp_path / 'c.txt')}",
+        "metric.n_draws=20",
+        "metric.max_contexts=2",
+    ]
     builtin = run_metric([*base, "dataset=weat_caliskan2017"], tmp_path / "builtin")
     path = write_suite(tmp_path / "mine.json", tiny_suite("weat_caliskan2017"))
     own = run_metric([*base, "dataset=custom_weat", f"dataset.path={path}"], tmp_path / "own")

@@ -4,8 +4,8 @@ targets from a plain text file): the same results as the words listed inline, an
 import pandas as pd
 import pytest
 import yaml
-
 from app_helpers import run_metric, start_hydra
+
 from jaxassoc.data.custom_weat import load_weat_file
 from jaxassoc.errors import DataError
 
@@ -34,11 +34,14 @@ def test_a_set_read_from_a_text_file_one_target_a_line(tmp_path):
     assert test.targets_x == tuple(SCIENCE) and test.targets_y == tuple(ARTS) and test.attributes_a == tuple(A)
 
 
-@pytest.mark.parametrize("x_text, where, message", [
-    ("\n".join([*SCIENCE, SCIENCE[1]]), "science.txt, line 4", "'Physics explains motion.' is already on line 2"),
-    ("\n\n", "science.txt: test 'T1', set X", "holds no word or target"),
-    ("\n".join([*SCIENCE, "he"]), "tests.yaml, line", "'he'"),  # a target that is also an attribute
-])
+@pytest.mark.parametrize(
+    "x_text, where, message",
+    [
+        ("\n".join([*SCIENCE, SCIENCE[1]]), "science.txt, line 4", "'Physics explains motion.' is already on line 2"),
+        ("\n\n", "science.txt: test 'T1', set X", "holds no word or target"),
+        ("\n".join([*SCIENCE, "he"]), "tests.yaml, line", "'he'"),  # a target that is also an attribute
+    ],
+)
 def test_bad_target_files_name_the_file_and_line(tmp_path, x_text, where, message):
     path = _files(tmp_path, x_text)
     with pytest.raises(DataError, match=message) as e:
@@ -60,8 +63,14 @@ def test_rpam_scores_sentence_targets_from_text_files_as_listed_inline(tmp_path,
     inline = tmp_path / "inline.yaml"
     inline.write_text(yaml.safe_dump({"T1": {"X": SCIENCE, "Y": ARTS, "A": A, "B": B}}))
     lm = save_tiny_checkpoint(tmp_path / "lm", "gpt2", n_positions=256)
-    base = ["metric=rpam", "template=tp2", f"model.source={lm}", "model.name=tiny", "stats.n_bootstrap=50",
-            "dataset=custom_weat"]
+    base = [
+        "metric=rpam",
+        "template=tp2",
+        f"model.source={lm}",
+        "model.name=tiny",
+        "stats.n_bootstrap=50",
+        "dataset=custom_weat",
+    ]
     own = run_metric([*base, f"dataset.path={by_file}"], tmp_path / "files")
     listed = run_metric([*base, f"dataset.path={inline}"], tmp_path / "inline")
     assert list(own.items["target"]) == SCIENCE + ARTS

@@ -345,10 +345,7 @@ def test_human_ratings_26_by_16_against_the_json_file():
 def test_ceat_wordlists():
     tests = data.load_ceat_wordlists()
     assert list(tests) == [f"C{i}" for i in range(1, 11)] + ["AF-inter", "AF-emerg", "LF-inter", "LF-emerg"]
-    sizes = {
-        k: tuple(map(len, (t.targets_x, t.targets_y, t.attributes_a, t.attributes_b)))
-        for k, t in tests.items()
-    }
+    sizes = {k: tuple(map(len, (t.targets_x, t.targets_y, t.attributes_a, t.attributes_b))) for k, t in tests.items()}
     assert [sizes[f"C{i}"] for i in range(1, 11)] == CALISKAN_SIZES
     assert sizes["AF-inter"] == (12, 12, 13, 13) and sizes["LF-emerg"] == (12, 12, 6, 6)
     cal = data.load_weat_suite("weat_caliskan2017")
@@ -422,41 +419,102 @@ def _malformed(tmp_path, monkeypatch, relative: str, edit) -> None:
 @pytest.mark.parametrize(
     "relative, edit, load, message",
     [
-        ("wordsim353/combined.csv", lambda b: b.replace(b"Human (mean)", b"Human"), data.load_wordsim353,
-         r"'wordsim353/combined\.csv' is malformed: it has no column \['Human \(mean\)'\]"),
-        ("wordsim353/combined.csv", lambda b: b.replace(b"tiger,cat,7.35", b"tiger,cat,7.3x"), data.load_wordsim353,
-         r"'wordsim353/combined\.csv' is malformed: column 'Human \(mean\)', data row 2: the value '7\.3x' is not"),
-        ("simlex999/SimLex-999.txt", lambda b: b.replace(b"old\tnew\tA\t1.58", b"old\tnew\tA\t1.58\textra"),
-         data.load_simlex999, r"'simlex999/SimLex-999\.txt' is malformed: its first data row has more fields"),
-        ("simlex999/SimLex-999.txt", lambda b: b.replace(b"smart\tintelligent\tA\t9.2", b"smart\tintelligent\tA\t9.2\t"),
-         data.load_simlex999, r"'simlex999/SimLex-999\.txt' is malformed: Error tokenizing data.*line 3, saw 11"),
-        ("wordsim353/combined.csv", lambda b: b.replace(b"tiger,cat,7.35", b"tiger,cat"), data.load_wordsim353,
-         r"'wordsim353/combined\.csv' is malformed: column 'Human \(mean\)', data row 2: the value '' is not a number"),
-        ("bellezza/Bellezza_Lexicon.csv", lambda b: b.replace(b"0,abuse,1.62", b"0,abuse,1.6.2"), data.load_bellezza,
-         r"'bellezza/Bellezza_Lexicon\.csv' is malformed: column 'male_pleasantness', data row 1: the value '1\.6\.2'"),
-        ("sst2/dev.tsv", lambda b: b.replace(b"desperate \t0", b"desperate \tzero"), data.load_sst2,
-         r"'sst2/dev\.tsv' is malformed: line 3 must be '<sentence><TAB><0 or 1>'"),
-        ("stsb/dev.tsv", lambda b: b.replace(b"dancing.\t5.000", b"dancing.\tfive"), data.load_stsb,
-         r"'stsb/dev\.tsv' is malformed: line 2: the score 'five' is not a number"),
-        ("wikitext2/test.txt", lambda b: b.replace(b"Robert", "Röbert".encode("latin-1"), 1), data.load_wikitext2,
-         r"packaged data file .*wikitext2/test\.txt, line 2, column 5: b'\\xf6' is not UTF-8.*reinstall"),
-        ("weat/weat_ws_rpam2026.json", lambda b: b[:-5], lambda: data.load_dataset("weat_ws"),
-         r"'weat/weat_ws_rpam2026\.json' is malformed: not valid JSON at line \d+, column \d+"),
-        ("weat/weat_ws_rpam2026.json", lambda b: b.replace(b'"X"', b'"x"', 1), lambda: data.load_dataset("weat_ws"),
-         r"'weat/weat_ws_rpam2026\.json' is malformed: the key 'X' is missing"),
-        ("weat/wefe/WEAT.json", lambda b: b.replace(b'"flowers"', b'"flower"', 1),
-         lambda: data.load_dataset("weat_wefe"),
-         r"'weat/wefe/WEAT\.json' is malformed: the key 'flowers' is missing"),
-        ("ceat/extracted_from_code/ceat_weat_wordlists.json", lambda b: b.replace(b'"tests"', b'"test"', 1),
-         data.load_ceat_wordlists, r"ceat_weat_wordlists\.json' is malformed: the key 'tests' is missing"),
-        ("us_stereotypes/extracted_from_code/abc_traits_groups_templates.json",
-         lambda b: b.replace(b'"groups_plur"', b'"groups_plural"', 1), data.load_abc,
-         r"abc_traits_groups_templates\.json' is malformed: the key 'groups_plur' is missing"),
-        ("unstereo_eval/data/pmi_file_w_counts.csv", lambda b: b.replace(b"-4.74582214318505", b"n/a", 1),
-         lambda: __import__("jaxassoc.data.unstereo").data.unstereo.load_pmi_table(),
-         r"pmi_file_w_counts\.csv' is malformed: column 'pmi_diff', data row 1: the value 'n/a' is not a number"),
-        ("unstereo_eval/data/datasets/preprocessed/Winogender-no-maxpmi-constraint.csv.gz", lambda b: b[: len(b) // 2],
-         lambda: data.load_dataset("winogender"), r"Winogender-no-maxpmi-constraint\.csv\.gz' is malformed"),
+        (
+            "wordsim353/combined.csv",
+            lambda b: b.replace(b"Human (mean)", b"Human"),
+            data.load_wordsim353,
+            r"'wordsim353/combined\.csv' is malformed: it has no column \['Human \(mean\)'\]",
+        ),
+        (
+            "wordsim353/combined.csv",
+            lambda b: b.replace(b"tiger,cat,7.35", b"tiger,cat,7.3x"),
+            data.load_wordsim353,
+            r"'wordsim353/combined\.csv' is malformed: column 'Human \(mean\)', data row 2: the value '7\.3x' is not",
+        ),
+        (
+            "simlex999/SimLex-999.txt",
+            lambda b: b.replace(b"old\tnew\tA\t1.58", b"old\tnew\tA\t1.58\textra"),
+            data.load_simlex999,
+            r"'simlex999/SimLex-999\.txt' is malformed: its first data row has more fields",
+        ),
+        (
+            "simlex999/SimLex-999.txt",
+            lambda b: b.replace(b"smart\tintelligent\tA\t9.2", b"smart\tintelligent\tA\t9.2\t"),
+            data.load_simlex999,
+            r"'simlex999/SimLex-999\.txt' is malformed: Error tokenizing data.*line 3, saw 11",
+        ),
+        (
+            "wordsim353/combined.csv",
+            lambda b: b.replace(b"tiger,cat,7.35", b"tiger,cat"),
+            data.load_wordsim353,
+            r"'wordsim353/combined\.csv' is malformed: column 'Human \(mean\)', data row 2: the value '' is not a number",
+        ),
+        (
+            "bellezza/Bellezza_Lexicon.csv",
+            lambda b: b.replace(b"0,abuse,1.62", b"0,abuse,1.6.2"),
+            data.load_bellezza,
+            r"'bellezza/Bellezza_Lexicon\.csv' is malformed: column 'male_pleasantness', data row 1: the value '1\.6\.2'",
+        ),
+        (
+            "sst2/dev.tsv",
+            lambda b: b.replace(b"desperate \t0", b"desperate \tzero"),
+            data.load_sst2,
+            r"'sst2/dev\.tsv' is malformed: line 3 must be '<sentence><TAB><0 or 1>'",
+        ),
+        (
+            "stsb/dev.tsv",
+            lambda b: b.replace(b"dancing.\t5.000", b"dancing.\tfive"),
+            data.load_stsb,
+            r"'stsb/dev\.tsv' is malformed: line 2: the score 'five' is not a number",
+        ),
+        (
+            "wikitext2/test.txt",
+            lambda b: b.replace(b"Robert", "Röbert".encode("latin-1"), 1),
+            data.load_wikitext2,
+            r"packaged data file .*wikitext2/test\.txt, line 2, column 5: b'\\xf6' is not UTF-8.*reinstall",
+        ),
+        (
+            "weat/weat_ws_rpam2026.json",
+            lambda b: b[:-5],
+            lambda: data.load_dataset("weat_ws"),
+            r"'weat/weat_ws_rpam2026\.json' is malformed: not valid JSON at line \d+, column \d+",
+        ),
+        (
+            "weat/weat_ws_rpam2026.json",
+            lambda b: b.replace(b'"X"', b'"x"', 1),
+            lambda: data.load_dataset("weat_ws"),
+            r"'weat/weat_ws_rpam2026\.json' is malformed: the key 'X' is missing",
+        ),
+        (
+            "weat/wefe/WEAT.json",
+            lambda b: b.replace(b'"flowers"', b'"flower"', 1),
+            lambda: data.load_dataset("weat_wefe"),
+            r"'weat/wefe/WEAT\.json' is malformed: the key 'flowers' is missing",
+        ),
+        (
+            "ceat/extracted_from_code/ceat_weat_wordlists.json",
+            lambda b: b.replace(b'"tests"', b'"test"', 1),
+            data.load_ceat_wordlists,
+            r"ceat_weat_wordlists\.json' is malformed: the key 'tests' is missing",
+        ),
+        (
+            "us_stereotypes/extracted_from_code/abc_traits_groups_templates.json",
+            lambda b: b.replace(b'"groups_plur"', b'"groups_plural"', 1),
+            data.load_abc,
+            r"abc_traits_groups_templates\.json' is malformed: the key 'groups_plur' is missing",
+        ),
+        (
+            "unstereo_eval/data/pmi_file_w_counts.csv",
+            lambda b: b.replace(b"-4.74582214318505", b"n/a", 1),
+            lambda: __import__("jaxassoc.data.unstereo").data.unstereo.load_pmi_table(),
+            r"pmi_file_w_counts\.csv' is malformed: column 'pmi_diff', data row 1: the value 'n/a' is not a number",
+        ),
+        (
+            "unstereo_eval/data/datasets/preprocessed/Winogender-no-maxpmi-constraint.csv.gz",
+            lambda b: b[: len(b) // 2],
+            lambda: data.load_dataset("winogender"),
+            r"Winogender-no-maxpmi-constraint\.csv\.gz' is malformed",
+        ),
     ],
 )
 def test_malformed_packaged_file_is_a_data_error_naming_it(tmp_path, monkeypatch, relative, edit, load, message):
@@ -470,8 +528,9 @@ def test_user_text_corpus_is_utf8_with_its_bom_dropped_or_refused_by_line(tmp_pa
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_bytes("\ufeffThe nurse said hello.\n\n  A café opened.  \n".encode())
-    assert _corpus_sentences(str(corpus)) == data.load_text_corpus(corpus) == ["The nurse said hello.",
-                                                                                "A café opened."]
+    assert (
+        _corpus_sentences(str(corpus)) == data.load_text_corpus(corpus) == ["The nurse said hello.", "A café opened."]
+    )
     corpus.write_bytes("The nurse said hello.\nA café opened.\n".encode("latin-1"))
     with pytest.raises(DataError, match=r"corpus file .*corpus\.txt, line 2, column 6: b'\\xe9' is not UTF-8"):
         _corpus_sentences(str(corpus))

@@ -13,11 +13,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from models_helpers import load_torch, save_tiny_checkpoint
 
 from jaxassoc.models import load_model
 from jaxassoc.readouts import rpam_head
 from jaxassoc.readouts.rpam_prompts import rpam_inputs, tokenize_attributes
-from models_helpers import load_torch, save_tiny_checkpoint
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -36,16 +36,18 @@ def tiny_model(tiny):
 
 
 def run_example(script, *args, cwd):
-    proc = subprocess.run([sys.executable, str(EXAMPLES / script), *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / script), *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout
 
 
 def app_probabilities(model, spec):
     """p(v, t) from the app's RPAM host side, computed in NumPy from its raw logits."""
-    inputs = rpam_inputs(model, spec.x + spec.y, tokenize_attributes(model.tokenizer, spec.a + spec.b, rpam_head.TP1),
-                         rpam_head.TP1)
+    inputs = rpam_inputs(
+        model, spec.x + spec.y, tokenize_attributes(model.tokenizer, spec.a + spec.b, rpam_head.TP1), rpam_head.TP1
+    )
     logits = inputs.first_logits.astype(np.float64)  # the reference in float64: only the model runs in float32
     z = logits - logits.max(axis=1, keepdims=True)
     return np.exp(z) / np.exp(z).sum(axis=1, keepdims=True) * inputs.continuation, inputs
@@ -76,7 +78,7 @@ def test_attribution_table_and_d(tiny, tiny_model, tmp_path):
     result = json.loads((tmp_path / "a.json").read_text())
     spec = rpam_head.weat_ws_tests()["C6"]
     p, _ = app_probabilities(tiny_model, spec)
-    s = p[:, : len(spec.a)].mean(axis=1) - p[:, len(spec.a):].mean(axis=1)
+    s = p[:, : len(spec.a)].mean(axis=1) - p[:, len(spec.a) :].mean(axis=1)
     np.testing.assert_allclose(result["d"], numpy_d(s, len(spec.x)), rtol=1e-4, atol=D_ATOL)
     attributes, targets = pd.DataFrame(result["attributes"]), pd.DataFrame(result["targets"])
     assert sorted(attributes["attribute"]) == sorted(spec.a + spec.b)
@@ -89,9 +91,28 @@ def test_attribution_table_and_d(tiny, tiny_model, tmp_path):
 
 @pytest.mark.slow
 def test_mitigation_shrinks_d_and_reports_perplexity(tiny, tiny_model, tmp_path):
-    out = run_example("mitigation.py", "--model", tiny, "--test", "C6", "--heldout", "C9", "--steps", "4",
-                      "--lr", "1e-3", "--n-lm", "6", "--n-eval", "6", "--max-tokens", "30", "--json", "m.json",
-                      cwd=tmp_path)
+    out = run_example(
+        "mitigation.py",
+        "--model",
+        tiny,
+        "--test",
+        "C6",
+        "--heldout",
+        "C9",
+        "--steps",
+        "4",
+        "--lr",
+        "1e-3",
+        "--n-lm",
+        "6",
+        "--n-eval",
+        "6",
+        "--max-tokens",
+        "30",
+        "--json",
+        "m.json",
+        cwd=tmp_path,
+    )
     assert "perplexity (heldout sentences)" in out
     result = json.loads((tmp_path / "m.json").read_text())
     table = pd.DataFrame(result["table"]).set_index("test")
@@ -100,7 +121,7 @@ def test_mitigation_shrinks_d_and_reports_perplexity(tiny, tiny_model, tmp_path)
     for tid in ("C6", "C9"):  # "before" is the untouched model's RPAM d
         spec = rpam_head.weat_ws_tests()[tid]
         p, _ = app_probabilities(tiny_model, spec)
-        s = p[:, : len(spec.a)].mean(axis=1) - p[:, len(spec.a):].mean(axis=1)
+        s = p[:, : len(spec.a)].mean(axis=1) - p[:, len(spec.a) :].mean(axis=1)
         np.testing.assert_allclose(table.loc[tid, "d_before"], numpy_d(s, len(spec.x)), rtol=1e-4, atol=D_ATOL)
     # perplexity before fine-tuning, against transformers on the same sentences (no BOS: GPT-2's default)
     reference = load_torch(tiny, "gpt2")
@@ -120,9 +141,9 @@ def test_custom_metric_script(tiny, tiny_model, tmp_path):
     out = run_example("custom_metric.py", "--model", tiny, "--test", "C9", cwd=tmp_path)
     spec = rpam_head.weat_ws_tests()["C9"]
     p, _ = app_probabilities(tiny_model, spec)
-    s_log = np.log(p[:, : len(spec.a)].mean(axis=1)) - np.log(p[:, len(spec.a):].mean(axis=1))
+    s_log = np.log(p[:, : len(spec.a)].mean(axis=1)) - np.log(p[:, len(spec.a) :].mean(axis=1))
     printed = dict(re.findall(r"(log-ratio d|RPAM d) = ([+-][0-9.]+)", out.splitlines()[0]))
-    s = p[:, : len(spec.a)].mean(axis=1) - p[:, len(spec.a):].mean(axis=1)
+    s = p[:, : len(spec.a)].mean(axis=1) - p[:, len(spec.a) :].mean(axis=1)
     # printed to 4 decimals: within half a unit of the last digit (plus the float32 error) of the reference
     np.testing.assert_allclose(float(printed["log-ratio d"]), numpy_d(s_log, len(spec.x)), atol=5e-5 + D_ATOL)
     np.testing.assert_allclose(float(printed["RPAM d"]), numpy_d(s, len(spec.x)), atol=5e-5 + D_ATOL)
@@ -132,10 +153,23 @@ def test_custom_metric_script(tiny, tiny_model, tmp_path):
 def test_plugin_metric_sweeps_through_the_cli(tiny, tiny_model, tmp_path):
     path = os.pathsep.join(filter(None, [str(EXAMPLES), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path, "JAXASSOC_PLUGINS": "rpam_logratio", "HYDRA_FULL_ERROR": "0"}
-    cmd = [sys.executable, "-m", "jaxassoc", "-m", "metric=rpam_logratio", f"model.source={tiny}", "model.name=tiny",
-           "model.kind=causal", "dataset=weat_ws", "template=tp1", "metric.tests=[C7,C9]",
-           "metric.swap_gender_roles=true,false", "stats.n_permutations=2000", "cache_dir=null",
-           "hydra.sweep.dir=sweep"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "jaxassoc",
+        "-m",
+        "metric=rpam_logratio",
+        f"model.source={tiny}",
+        "model.name=tiny",
+        "model.kind=causal",
+        "dataset=weat_ws",
+        "template=tp1",
+        "metric.tests=[C7,C9]",
+        "metric.swap_gender_roles=true,false",
+        "stats.n_permutations=2000",
+        "cache_dir=null",
+        "hydra.sweep.dir=sweep",
+    ]
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     jobs = sorted(p.parent for p in (tmp_path / "sweep").rglob("results.json"))
@@ -152,7 +186,8 @@ def test_plugin_metric_sweeps_through_the_cli(tiny, tiny_model, tmp_path):
             p, _ = app_probabilities(tiny_model, specs[tid])
             n_a = len(specs[tid].a)
             s_log = np.log(p[:, :n_a].mean(axis=1)) - np.log(p[:, n_a:].mean(axis=1))
-            np.testing.assert_allclose(agg.loc[tid, "effect_size"], numpy_d(s_log, len(specs[tid].x)), rtol=1e-4,
-                                       atol=D_ATOL)
+            np.testing.assert_allclose(
+                agg.loc[tid, "effect_size"], numpy_d(s_log, len(specs[tid].x)), rtol=1e-4, atol=D_ATOL
+            )
             assert 0.0 <= agg.loc[tid, "p_value"] <= 1.0
     assert sorted(swaps) == [False, True]

@@ -24,9 +24,16 @@ def stub(path: Path) -> Path:
     return path
 
 
-def run_script(tmp_path: Path, script: Path, *, venv: bool, python: Path | None = None,
-               extra: tuple[str, ...] = (), env: dict[str, str] | None = None,
-               files: tuple[str, ...] = ()) -> list[str]:
+def run_script(
+    tmp_path: Path,
+    script: Path,
+    *,
+    venv: bool,
+    python: Path | None = None,
+    extra: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+    files: tuple[str, ...] = (),
+) -> list[str]:
     """Run a copy of ``script`` (and of the repo ``files`` it reads) in a scratch repo under ``tmp_path``
     with ``env`` added; the interpreter calls it made."""
     repo = tmp_path / "repo"
@@ -38,12 +45,22 @@ def run_script(tmp_path: Path, script: Path, *, venv: bool, python: Path | None 
     bin_dir = tmp_path / "bin"  # python3 on the PATH; no `python` there
     stub(bin_dir / "python3")
     log = tmp_path / "calls.log"
-    env = {"PATH": f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin", "STUB_LOG": str(log), "HOME": str(tmp_path),
-           **(env or {})}
+    env = {
+        "PATH": f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin",
+        "STUB_LOG": str(log),
+        "HOME": str(tmp_path),
+        **(env or {}),
+    }
     if python is not None:
         env["PYTHON"] = str(python)
-    proc = subprocess.run(["bash", str(repo / script), *ARGS.get(str(script), []), *extra], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        ["bash", str(repo / script), *ARGS.get(str(script), []), *extra],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     return log.read_text().splitlines()
 
@@ -72,8 +89,12 @@ def test_run_script_honours_PYTHON_then_falls_back_to_python3(tmp_path, script):
 
 def test_set_cao2022_gives_set_options_to_the_set_jobs_only(tmp_path):
     """ilps and ilps_star do not read metric.set_* and refuse it: the script passes it to the set sweep alone."""
-    calls = run_script(tmp_path, Path("experiments/set_cao2022/run.sh"), venv=True,
-                       extra=("metric.set_transform=log1m", "stats.n_bootstrap=100"))
+    calls = run_script(
+        tmp_path,
+        Path("experiments/set_cao2022/run.sh"),
+        venv=True,
+        extra=("metric.set_transform=log1m", "stats.n_bootstrap=100"),
+    )
     sweeps = {call.split("metric=")[1].split()[0]: call for call in calls if " -m jaxassoc -m " in call}
     assert sorted(sweeps) == ["ilps", "ilps_star", "set"]
     assert "metric.set_transform=log1m" in sweeps["set"]
@@ -83,15 +104,24 @@ def test_set_cao2022_gives_set_options_to_the_set_jobs_only(tmp_path):
 
 def sweep_models(calls: list[str]) -> list[list[str]]:
     """The ``model=a,b,...`` list of each sweep call, in order."""
-    return [next(a for a in call.split() if a.startswith("model=")).removeprefix("model=").split(",")
-            for call in calls if " -m jaxassoc -m " in call]
+    return [
+        next(a for a in call.split() if a.startswith("model=")).removeprefix("model=").split(",")
+        for call in calls
+        if " -m jaxassoc -m " in call
+    ]
 
 
 def test_unstereo_eval_MODELS_paper_sweeps_the_28_configs_of_models_csv(tmp_path):
     """One multirun over the paper's 28 models: the config names of models.csv's runnable column, in order."""
     csv = "experiments/unstereo_eval/models.csv"
-    calls = run_script(tmp_path, Path("experiments/unstereo_eval/run.sh"), venv=True, env={"MODELS": "paper"},
-                       files=(csv,), extra=("model.dtype=bfloat16",))
+    calls = run_script(
+        tmp_path,
+        Path("experiments/unstereo_eval/run.sh"),
+        venv=True,
+        env={"MODELS": "paper"},
+        files=(csv,),
+        extra=("model.dtype=bfloat16",),
+    )
     rows = list(DictReader((REPO / csv).open()))
     expected = [r["runnable_in_jaxassoc"].removeprefix("yes (model=").removesuffix(")") for r in rows]
     assert sweep_models(calls) == [expected] and len(set(expected)) == 28
@@ -104,16 +134,35 @@ def test_unstereo_eval_MODELS_paper_refuses_a_csv_without_runnable_rows(tmp_path
     repo.mkdir(parents=True)
     (repo / "models.csv").write_text("model,hub_id,architecture,runnable_in_jaxassoc,loads,note\n")
     shutil.copy(REPO / "experiments/unstereo_eval/run.sh", repo / "run.sh")
-    proc = subprocess.run(["bash", str(repo / "run.sh")], env={"PATH": "/usr/bin:/bin", "MODELS": "paper",
-                          "PYTHON": "/bin/true"}, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        ["bash", str(repo / "run.sh")],
+        env={"PATH": "/usr/bin:/bin", "MODELS": "paper", "PYTHON": "/bin/true"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and "no 'yes (model=...)' rows" in proc.stderr and "models.csv" in proc.stderr
 
 
-@pytest.mark.parametrize(("script", "paper"), [
-    ("experiments/zca_weat/run.sh", ["glove-6b-100d", "word2vec-googlenews", "bert-base-cased", "roberta-base", "gpt2",
-                                     "unsup-simcse-bert-base-uncased", "unsup-simcse-roberta-base"]),
-    ("experiments/set_cao2022/run.sh", ["bert-large-cased", "roberta-large"]),
-], ids=["zca_weat", "set_cao2022"])
+@pytest.mark.parametrize(
+    ("script", "paper"),
+    [
+        (
+            "experiments/zca_weat/run.sh",
+            [
+                "glove-6b-100d",
+                "word2vec-googlenews",
+                "bert-base-cased",
+                "roberta-base",
+                "gpt2",
+                "unsup-simcse-bert-base-uncased",
+                "unsup-simcse-roberta-base",
+            ],
+        ),
+        ("experiments/set_cao2022/run.sh", ["bert-large-cased", "roberta-large"]),
+    ],
+    ids=["zca_weat", "set_cao2022"],
+)
 def test_MODELS_paper_sweeps_the_papers_models(tmp_path, script, paper):
     """The seven models of the ZCA-WEAT paper, the two masked LMs of Cao et al. 2022; each has its config."""
     models = sweep_models(run_script(tmp_path, Path(script), venv=True, env={"MODELS": "paper"}))
@@ -122,6 +171,7 @@ def test_MODELS_paper_sweeps_the_papers_models(tmp_path, script, paper):
 
 
 def test_MODELS_passes_other_names_through(tmp_path):
-    calls = run_script(tmp_path, Path("experiments/unstereo_eval/run.sh"), venv=True,
-                       env={"MODELS": "pythia-70m,qwen2.5-0.5b"})
+    calls = run_script(
+        tmp_path, Path("experiments/unstereo_eval/run.sh"), venv=True, env={"MODELS": "pythia-70m,qwen2.5-0.5b"}
+    )
     assert sweep_models(calls) == [["pythia-70m", "qwen2.5-0.5b"]]

@@ -10,18 +10,16 @@ the result NamedTuples through jit, vmap and grad.
   the closed form of the gradient of a distance to a convex set (Danskin): ∂‖P(z) − z‖/∂z = −δ/‖δ‖.
 """
 
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from models_helpers import save_tiny_checkpoint
 
 from jaxassoc import metrics
 from jaxassoc.metrics import rpam, set_exact, weat
 from jaxassoc.models import Head, load_model
 from jaxassoc.models.heads import gather_positions, last_positions
-from models_helpers import save_tiny_checkpoint
-
 from jaxassoc.readouts import rpam_head
 
 EPS = 1e-6
@@ -115,6 +113,7 @@ def test_weat_d_gradient_wrt_embeddings_matches_finite_differences():
         x, y, a, b = (jnp.asarray(rng.normal(size=(n, 10))) for n in (6, 5, 7, 8))
 
         for i, arg in enumerate((x, y, a, b)):
+
             def d_of(v, i=i):
                 args = [x, y, a, b]
                 args[i] = v
@@ -128,8 +127,12 @@ def test_weat_d_gradient_wrt_embeddings_matches_finite_differences():
 
 def _set_problem(seed, V=30, D=6):
     rng = np.random.default_rng(seed)
-    return (jnp.asarray(rng.normal(size=(V, D))), jnp.asarray(rng.normal(size=V)),
-            jnp.asarray(rng.normal(size=D)), jnp.asarray(int(rng.integers(V))))
+    return (
+        jnp.asarray(rng.normal(size=(V, D))),
+        jnp.asarray(rng.normal(size=V)),
+        jnp.asarray(rng.normal(size=D)),
+        jnp.asarray(int(rng.integers(V))),
+    )
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -170,8 +173,9 @@ def test_results_are_pytrees_through_jit_vmap_and_grad():
         np.testing.assert_allclose(float(batched.d[k]), float(one.d), rtol=1e-6)
         np.testing.assert_allclose(float(batched.S[k]), float(one.S), rtol=1e-5)
 
-    grads, aux = jax.grad(lambda x: (weat.weat_statistics(x, *tests[0][1:]).d,
-                                     weat.weat_statistics(x, *tests[0][1:])), has_aux=True)(tests[0][0])
+    grads, aux = jax.grad(
+        lambda x: (weat.weat_statistics(x, *tests[0][1:]).d, weat.weat_statistics(x, *tests[0][1:])), has_aux=True
+    )(tests[0][0])
     assert isinstance(aux, metrics.WeatStatistics) and grads.shape == tests[0][0].shape
 
     logits = jnp.asarray(rng.normal(size=(2, 4, 9)).astype(np.float32))

@@ -13,10 +13,10 @@ from pathlib import Path
 import huggingface_hub
 import numpy as np
 import pytest
+from models_helpers import save_tiny_checkpoint
 
 from jaxassoc.errors import ModelError
 from jaxassoc.models import load_model
-from models_helpers import save_tiny_checkpoint
 
 REPO_ID = "someorg/tiny-gpt2"
 OLD, NEW = "1" * 40, "2" * 40  # two commits: NEW is main
@@ -30,8 +30,9 @@ def is_lfs(path: Path) -> bool:
     return path.suffix in (".safetensors", ".bin")
 
 
-def add_snapshot(cache: Path, repo_id: str, commit: str, folder: Path, refs: tuple[str, ...] = (),
-                 missing: tuple[str, ...] = ()) -> Path:
+def add_snapshot(
+    cache: Path, repo_id: str, commit: str, folder: Path, refs: tuple[str, ...] = (), missing: tuple[str, ...] = ()
+) -> Path:
     """Put ``folder``'s files into ``cache`` as the snapshot ``commit`` of ``repo_id``, as a download does:
     each file a blob named by its etag (sha256 for LFS files, git's blob sha1 otherwise) under ``blobs/``,
     linked relatively from ``snapshots/<commit>/``; the commit's file listing in ``trees/<commit>.json``; each
@@ -64,8 +65,10 @@ def add_snapshot(cache: Path, repo_id: str, commit: str, folder: Path, refs: tup
 def hub_cache(tmp_path_factory) -> tuple[Path, dict[str, Path]]:
     """A cache holding two commits of a tiny GPT-2 (different weights), ``main`` at the newer one."""
     root = tmp_path_factory.mktemp("hub")
-    folders = {commit: save_tiny_checkpoint(root / commit[:4], "gpt2", seed=seed, n_positions=256)
-               for seed, commit in enumerate((OLD, NEW))}
+    folders = {
+        commit: save_tiny_checkpoint(root / commit[:4], "gpt2", seed=seed, n_positions=256)
+        for seed, commit in enumerate((OLD, NEW))
+    }
     add_snapshot(root / "cache", REPO_ID, OLD, folders[OLD])
     add_snapshot(root / "cache", REPO_ID, NEW, folders[NEW], refs=("main",))
     return root / "cache", folders
@@ -128,8 +131,11 @@ def test_an_incomplete_snapshot_or_a_ref_without_one_is_named(tmp_path, monkeypa
     (cache / f"models--{REPO_ID.replace('/', '--')}" / "refs" / "v1").write_text("4" * 40)  # its snapshot deleted
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    with pytest.raises(ModelError, match=rf"{REPO_ID!r} at revision {NEW!r} is in the Hugging Face cache .* but "
-                       r"unusable \(\w+Error: .*\), and HF_HUB_OFFLINE is set.*`hf download "):
+    with pytest.raises(
+        ModelError,
+        match=rf"{REPO_ID!r} at revision {NEW!r} is in the Hugging Face cache .* but "
+        r"unusable \(\w+Error: .*\), and HF_HUB_OFFLINE is set.*`hf download ",
+    ):
         load_model(REPO_ID, revision=NEW)
     with pytest.raises(ModelError, match=rf"no revision 'v1' .*\(it holds: main = {OLD}, {NEW}\)"):
         load_model(REPO_ID, revision="v1")
@@ -137,14 +143,25 @@ def test_an_incomplete_snapshot_or_a_ref_without_one_is_named(tmp_path, monkeypa
 
 def cli(cwd: Path, cache: Path, *overrides: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1", "HYDRA_FULL_ERROR": "0"}
-    return subprocess.run([sys.executable, "-m", "jaxassoc", *overrides], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "jaxassoc", *overrides], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+    )
 
 
 def test_cli_sweep_over_revisions_records_the_resolved_commits(tmp_path, hub_cache):
-    proc = cli(tmp_path, hub_cache[0], "-m", "metric=unstereo", "dataset=winogender", "dataset.sample=8",
-               "model.name=tiny", f"model.source={REPO_ID}", f"model.revision={OLD},main", "hydra.sweep.dir=sweep",
-               "cache_dir=null")
+    proc = cli(
+        tmp_path,
+        hub_cache[0],
+        "-m",
+        "metric=unstereo",
+        "dataset=winogender",
+        "dataset.sample=8",
+        "model.name=tiny",
+        f"model.source={REPO_ID}",
+        f"model.revision={OLD},main",
+        "hydra.sweep.dir=sweep",
+        "cache_dir=null",
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = [json.loads(p.read_text()) for p in (tmp_path / "sweep").glob("*/results.json")]
     revisions = {r["provenance"]["config"]["model"]["revision"]: r["provenance"]["model_revision"] for r in records}
@@ -152,8 +169,15 @@ def test_cli_sweep_over_revisions_records_the_resolved_commits(tmp_path, hub_cac
 
 
 def test_cli_with_a_revision_the_cache_lacks_fails_on_one_line(tmp_path, hub_cache):
-    proc = cli(tmp_path, hub_cache[0], "metric=unstereo", "dataset=winogender", "dataset.sample=8",
-               f"model.source={REPO_ID}", "model.revision=v2")
+    proc = cli(
+        tmp_path,
+        hub_cache[0],
+        "metric=unstereo",
+        "dataset=winogender",
+        "dataset.sample=8",
+        f"model.source={REPO_ID}",
+        "model.revision=v2",
+    )
     assert proc.returncode != 0
     (line,) = [line for line in proc.stderr.splitlines() if line.startswith("jaxassoc: error:")]
     assert f"hub model {REPO_ID!r} has no revision 'v2'" in line and "Traceback" not in proc.stderr

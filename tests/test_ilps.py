@@ -5,10 +5,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
+from models_helpers import tiny_model, tiny_tokenizer
 
 from jaxassoc.errors import ConfigError, InputError
 from jaxassoc.metrics.ilps import base_ilps, chain_rule_logprob, ilps_star, word_initial_mask
-from models_helpers import tiny_model, tiny_tokenizer
 
 TEMPLATE = "The <group> is <mask>."
 WORDS = ["music", "engineer", "pleasantly", "associated"]
@@ -74,14 +74,25 @@ def test_ilps_star_and_base_ilps_match_the_original_procedure(family, marker):
             refs[g].append(_reference_logprob(model, tok, family, ids, t))
     tokens = np.array([t + [0] * (S - len(t)) for t in traits])
     valid = np.array([[i < len(t) for i in range(S)] for t in traits])
-    ours = ilps_star(jnp.asarray(np.stack(logits["doctor"])), jnp.asarray(np.stack(logits["person"])),
-                     jnp.asarray(tokens), jnp.asarray(valid), jnp.asarray(mask))
-    np.testing.assert_allclose(np.asarray(ours), np.array(refs["doctor"]) - np.array(refs["person"]), rtol=1e-4, atol=1e-5)
+    ours = ilps_star(
+        jnp.asarray(np.stack(logits["doctor"])),
+        jnp.asarray(np.stack(logits["person"])),
+        jnp.asarray(tokens),
+        jnp.asarray(valid),
+        jnp.asarray(mask),
+    )
+    np.testing.assert_allclose(
+        np.asarray(ours), np.array(refs["doctor"]) - np.array(refs["person"]), rtol=1e-4, atol=1e-5
+    )
     # base ILPS: the first subword's plain softmax probability at the first mask
-    first = base_ilps(jnp.asarray(np.stack(logits["doctor"])[:, 0]), jnp.asarray(np.stack(logits["person"])[:, 0]),
-                      jnp.asarray(tokens[:, 0]))
+    first = base_ilps(
+        jnp.asarray(np.stack(logits["doctor"])[:, 0]),
+        jnp.asarray(np.stack(logits["person"])[:, 0]),
+        jnp.asarray(tokens[:, 0]),
+    )
     ref_first = [
-        np.log(torch.softmax(torch.tensor(a[0]), -1)[t[0]].item()) - np.log(torch.softmax(torch.tensor(b[0]), -1)[t[0]].item())
+        np.log(torch.softmax(torch.tensor(a[0]), -1)[t[0]].item())
+        - np.log(torch.softmax(torch.tensor(b[0]), -1)[t[0]].item())
         for a, b, t in zip(logits["doctor"], logits["person"], traits)
     ]
     np.testing.assert_allclose(np.asarray(first), ref_first, rtol=1e-4, atol=1e-5)
@@ -113,7 +124,11 @@ def test_chain_rule_without_renormalisation_is_the_plain_sum_and_logits_equal_lo
     valid = np.array([[1, 1], [1, 0], [1, 1]], bool)
     mask = rng.random(11) < 0.5
     logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
-    plain = np.asarray(chain_rule_logprob(jnp.asarray(logits), jnp.asarray(tokens), jnp.asarray(valid), jnp.asarray(mask), renormalize=False))
+    plain = np.asarray(
+        chain_rule_logprob(
+            jnp.asarray(logits), jnp.asarray(tokens), jnp.asarray(valid), jnp.asarray(mask), renormalize=False
+        )
+    )
     ref = [sum(logp[n, i, tokens[n, i]] for i in range(2) if valid[n, i]) for n in range(3)]
     np.testing.assert_allclose(plain, ref, rtol=1e-5)
     a = chain_rule_logprob(jnp.asarray(logits), jnp.asarray(tokens), jnp.asarray(valid), jnp.asarray(mask))

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.stats
+from models_helpers import save_tiny_checkpoint
 
 from jaxassoc.app.tasks.intersectional import (
     GROUP_LEXICON,
@@ -22,7 +23,6 @@ from jaxassoc.app.tasks.intersectional import (
 )
 from jaxassoc.data import load_abc
 from jaxassoc.errors import ConfigError
-from models_helpers import save_tiny_checkpoint
 
 ABC = load_abc()
 
@@ -34,13 +34,27 @@ def test_every_abc_group_has_a_domain_and_the_paper_examples_are_paired():
     cap = set(paired_groups(ABC, "<cpgroup>")["paired"])
     # §5.2's examples, both orders where both groups have a modifier
     assert {"Catholic teenager", "teenage Catholic person", "Black woman", "female Black person"} <= sing
-    assert {"Hispanic unemployed people", "Democrat teenagers", "male doctors", "trans Democrats",
-            "Asian teenagers", "teenage Asian people", "cis men"} <= plur
+    assert {
+        "Hispanic unemployed people",
+        "Democrat teenagers",
+        "male doctors",
+        "trans Democrats",
+        "Asian teenagers",
+        "teenage Asian people",
+        "cis men",
+    } <= plur
     assert {"Teenage Catholic people", "Male doctors"} <= cap
     # omitted: not logically existing (same domain), awkward (no modifier), redundant
-    for absent in ("cis non-binary person", "teenage elderly person", "doctor elderly person",
-                   "immigrant blind person", "male gay man", "American Native American", "non-binary man",
-                   "female non-binary person"):
+    for absent in (
+        "cis non-binary person",
+        "teenage elderly person",
+        "doctor elderly person",
+        "immigrant blind person",
+        "male gay man",
+        "American Native American",
+        "non-binary man",
+        "female non-binary person",
+    ):
         assert absent not in sing
     assert not any(p.startswith(("doctor ", "immigrant ", "mechanic ")) for p in sing)
 
@@ -48,8 +62,16 @@ def test_every_abc_group_has_a_domain_and_the_paper_examples_are_paired():
 def test_pairs_of_a_subset_both_orders_and_unknown_groups():
     pairs = paired_groups(ABC, "<pgroup>", ["Black person", "woman", "doctor", "man"])
     assert sorted(pairs["paired"]) == sorted(
-        ["Black women", "female Black people", "Black doctors", "female doctors", "Black men", "male Black people",
-         "male doctors"])
+        [
+            "Black women",
+            "female Black people",
+            "Black doctors",
+            "female doctors",
+            "Black men",
+            "male Black people",
+            "male doctors",
+        ]
+    )
     assert set(pairs.loc[pairs["paired"] == "female doctors", ["first", "second"]].iloc[0]) == {"woman", "doctor"}
     with pytest.raises(ConfigError, match="Martian"):
         paired_groups(ABC, "<sgroup>", ["Martian", "woman"])
@@ -72,7 +94,9 @@ def test_emergent_and_order_differences_match_a_pandas_reference():
     ref = pairs.merge(long.rename(columns={"group": "paired"}), on="paired")
     ref = ref.merge(long.rename(columns={"group": "first", "S": "S1"}), on=["first", "trait"])
     ref = ref.merge(long.rename(columns={"group": "second", "S": "S2"}), on=["second", "trait"])
-    rev = pairs.rename(columns={"paired": "reversed", "first": "second", "second": "first"})[["reversed", "first", "second"]]
+    rev = pairs.rename(columns={"paired": "reversed", "first": "second", "second": "first"})[
+        ["reversed", "first", "second"]
+    ]
     ref = ref.merge(rev, on=["first", "second"], how="left")
     ref = ref.merge(long.rename(columns={"group": "reversed", "S": "S_rev"}), on=["reversed", "trait"], how="left")
     ref["above_max"] = ref["S"] - ref[["S1", "S2"]].max(axis=1)
@@ -81,8 +105,14 @@ def test_emergent_and_order_differences_match_a_pandas_reference():
     got = table.set_index(["paired", "trait"]).sort_index()
     ref = ref.set_index(["paired", "trait"]).sort_index()
     assert len(got) == len(ref) == len(pairs) * scores.shape[1]
-    for ours, theirs in (("score", "S"), ("first_score", "S1"), ("second_score", "S2"), ("above_max", "above_max"),
-                         ("below_min", "below_min"), ("order_difference", "order_difference")):
+    for ours, theirs in (
+        ("score", "S"),
+        ("first_score", "S1"),
+        ("second_score", "S2"),
+        ("above_max", "above_max"),
+        ("below_min", "below_min"),
+        ("order_difference", "order_difference"),
+    ):
         np.testing.assert_allclose(got[ours], ref[theirs], rtol=1e-6, atol=1e-6)
     assert got["order_difference"].isna().sum() == ref["S_rev"].isna().sum() > 0  # doctor has one order only
 
@@ -116,20 +146,25 @@ def test_correlations_order_summary_and_dominant_domains_match_scipy_and_pandas(
     # reference: for each unordered domain pair, the mean τ with the component from each domain
     rows = []
     for r in corr.itertuples():
-        rows += [(frozenset({r.first_domain, r.second_domain}), r.first_domain, r.tau_first),
-                 (frozenset({r.first_domain, r.second_domain}), r.second_domain, r.tau_second)]
+        rows += [
+            (frozenset({r.first_domain, r.second_domain}), r.first_domain, r.tau_first),
+            (frozenset({r.first_domain, r.second_domain}), r.second_domain, r.tau_second),
+        ]
     ref = pd.DataFrame(rows, columns=["key", "domain", "tau"]).groupby(["key", "domain"])["tau"].mean()
     for row in domains.itertuples():
         key = frozenset({row.domain_1, row.domain_2})
-        np.testing.assert_allclose([row.tau_domain_1, row.tau_domain_2],
-                                   [ref[(key, row.domain_1)], ref[(key, row.domain_2)]], atol=1e-6)
+        np.testing.assert_allclose(
+            [row.tau_domain_1, row.tau_domain_2], [ref[(key, row.domain_1)], ref[(key, row.domain_2)]], atol=1e-6
+        )
         diff = ref[(key, row.domain_1)] - ref[(key, row.domain_2)]
         assert row.dominant == (row.domain_1 if diff >= 0.1 else row.domain_2 if diff <= -0.1 else "")
     for row in counts.itertuples():
         mine = domains[(domains.domain_1 == row.domain) | (domains.domain_2 == row.domain)]
         assert row.dominates == (mine.dominant == row.domain).sum()
         assert row.dominated_by == ((mine.dominant != row.domain) & (mine.dominant != "")).sum()
-    assert len(domains) == corr.assign(k=corr[["first_domain", "second_domain"]].apply(frozenset, axis=1))["k"].nunique()
+    assert (
+        len(domains) == corr.assign(k=corr[["first_domain", "second_domain"]].apply(frozenset, axis=1))["k"].nunique()
+    )
 
 
 def test_trait_matrix_medians_and_pairs():
@@ -153,10 +188,26 @@ def test_intersectional_cli_on_a_tiny_llama(tmp_path):
     folder = save_tiny_checkpoint(tmp_path, "llama", max_position_embeddings=128)
     env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
     proc = subprocess.run(
-        [sys.executable, "-m", "jaxassoc", "metric=intersectional", "dataset=abc", "model.name=tiny",
-         f"model.source={folder}", "metric.groups=[Black person,woman,teenager,doctor]",
-         "metric.traits=[warm,cold,powerful,powerless]", "metric.top_k=5", "hydra.run.dir=run", "cache_dir=null"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "jaxassoc",
+            "metric=intersectional",
+            "dataset=abc",
+            "model.name=tiny",
+            f"model.source={folder}",
+            "metric.groups=[Black person,woman,teenager,doctor]",
+            "metric.traits=[warm,cold,powerful,powerless]",
+            "metric.top_k=5",
+            "hydra.run.dir=run",
+            "cache_dir=null",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = tmp_path / "run"
     items = pd.read_parquet(run / "items.parquet")
@@ -167,28 +218,49 @@ def test_intersectional_cli_on_a_tiny_llama(tmp_path):
     assert len(top) == 5 and np.allclose(top["above_max"], items["above_max"].nlargest(5))
     assert set(agg["table"]) == {"top_5_above_max", "top_5_below_min", "identity_order", "domain_pairs"}
     scores = pd.read_parquet(run / "trait_scores.parquet").set_index("group")
-    np.testing.assert_allclose(items["above_max"], items["score"] - items[["first_score", "second_score"]].max(axis=1),
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        items["above_max"], items["score"] - items[["first_score", "second_score"]].max(axis=1), atol=1e-6
+    )
     row = items[(items.paired == "Black women") & (items.trait == "warm")].iloc[0]
     assert (row.first_score, row.second_score, row.score) == (
-        scores.loc["Black person", "warm"], scores.loc["woman", "warm"], scores.loc["Black women", "warm"])
+        scores.loc["Black person", "warm"],
+        scores.loc["woman", "warm"],
+        scores.loc["Black women", "warm"],
+    )
     text = (run / "intersectional.md").read_text()
     assert "Top 5 emergent associations" in text and top.iloc[0]["paired"] in text
 
 
 @pytest.mark.slow
 def test_intersectional_cli_on_a_tiny_roberta_uses_the_masked_path(tmp_path):
-    from jaxassoc.readouts.stereotypes_mlm import score_masked
     from jaxassoc.models.loading import load_model
+    from jaxassoc.readouts.stereotypes_mlm import score_masked
 
     folder = save_tiny_checkpoint(tmp_path, "roberta")
     template = "<cpgroup> are more <mask> than others."  # the trait is not at the end: masked LMs only
     proc = subprocess.run(
-        [sys.executable, "-m", "jaxassoc", "metric=intersectional", "dataset=abc", "model=roberta-base",
-         "model.name=tiny", f"model.source={folder}", f"metric.template='{template}'",
-         "metric.groups=[Black person,woman]", "metric.traits=[warm,cold]", "metric.top_k=3",
-         "hydra.run.dir=run", "cache_dir=null"],
-        cwd=tmp_path, env={**os.environ, "HYDRA_FULL_ERROR": "0"}, capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "jaxassoc",
+            "metric=intersectional",
+            "dataset=abc",
+            "model=roberta-base",
+            "model.name=tiny",
+            f"model.source={folder}",
+            f"metric.template='{template}'",
+            "metric.groups=[Black person,woman]",
+            "metric.traits=[warm,cold]",
+            "metric.top_k=3",
+            "hydra.run.dir=run",
+            "cache_dir=null",
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "HYDRA_FULL_ERROR": "0"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     scores = pd.read_parquet(tmp_path / "run" / "trait_scores.parquet").set_index("group")
     pairs = paired_groups(ABC, "<cpgroup>", ["Black person", "woman"])

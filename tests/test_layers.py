@@ -21,8 +21,12 @@ def _imports(path: Path) -> set[str]:
 
 
 def _offenders(layer: str, forbidden: str) -> list[str]:
-    return [f"{path.relative_to(PACKAGE)} imports {name}" for path in sorted((PACKAGE / layer).rglob("*.py"))
-            for name in sorted(_imports(path)) if name == forbidden or name.startswith(forbidden + ".")]
+    return [
+        f"{path.relative_to(PACKAGE)} imports {name}"
+        for path in sorted((PACKAGE / layer).rglob("*.py"))
+        for name in sorted(_imports(path))
+        if name == forbidden or name.startswith(forbidden + ".")
+    ]
 
 
 def test_metrics_and_models_do_not_import_each_other():
@@ -41,5 +45,6 @@ def test_the_app_has_one_task_module_per_metric_and_no_jobs_or_pipelines():
     app = PACKAGE / "app"
     assert not (app / "jobs").exists() and not (app / "pipelines").exists()
     modules = {spec.run.__module__ for spec in load_metrics().values() if spec.run.__module__.startswith("jaxassoc.")}
-    assert modules == {f"jaxassoc.app.tasks.{m}" for m in
-                       ("weat", "rpam", "stereotypes", "unstereo", "ceat", "intersectional")}
+    assert modules == {
+        f"jaxassoc.app.tasks.{m}" for m in ("weat", "rpam", "stereotypes", "unstereo", "ceat", "intersectional")
+    }

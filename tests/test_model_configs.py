@@ -8,9 +8,9 @@ import re
 from pathlib import Path
 
 import pytest
+from app_compose import app_config
 from omegaconf import OmegaConf
 
-from app_compose import app_config
 from jaxassoc.app.config import ModelConfig
 from jaxassoc.models.family import registry
 from jaxassoc.resources import EMBEDDED
@@ -25,15 +25,31 @@ RUNNABLE = re.compile(r"yes \(model=([\w.-]+)\)")
 
 SEED_MODELS = {  # the config of every model each seed paper evaluates
     "rpam": ["gpt2", "gpt2-large", "gpt-neo-125m", "mistral-7b-v0.1", "mistral-7b-instruct-v0.2", "t5-v1.1-small"],
-    "zca_weat": ["glove-6b-100d", "word2vec-googlenews", "bert-base-cased", "roberta-base", "gpt2",
-                 "unsup-simcse-bert-base-uncased", "unsup-simcse-roberta-base"],
+    "zca_weat": [
+        "glove-6b-100d",
+        "word2vec-googlenews",
+        "bert-base-cased",
+        "roberta-base",
+        "gpt2",
+        "unsup-simcse-bert-base-uncased",
+        "unsup-simcse-roberta-base",
+    ],
     "set_cao2022": ["bert-large-cased", "roberta-large"],
     "unstereo_eval": [m.group(1) for r in ROWS if (m := RUNNABLE.fullmatch(r["runnable_in_jaxassoc"]))],
 }
 CURRENT_MODELS = {  # one current model per family: config -> the HF model_type of its checkpoint
-    "llama-3.2-1b": "llama", "qwen2.5-0.5b": "qwen2", "qwen3-0.6b": "qwen3", "gemma-2-2b": "gemma2",
-    "gemma-3-1b-pt": "gemma3_text", "phi-3-mini-4k-instruct": "phi3", "mixtral-8x7b-v0.1": "mixtral",
-    "olmo-1b-hf": "olmo", "pythia-70m": "gpt_neox", "opt-125m": "opt", "gpt-j-6b": "gptj", "gpt-neo-125m": "gpt_neo",
+    "llama-3.2-1b": "llama",
+    "qwen2.5-0.5b": "qwen2",
+    "qwen3-0.6b": "qwen3",
+    "gemma-2-2b": "gemma2",
+    "gemma-3-1b-pt": "gemma3_text",
+    "phi-3-mini-4k-instruct": "phi3",
+    "mixtral-8x7b-v0.1": "mixtral",
+    "olmo-1b-hf": "olmo",
+    "pythia-70m": "gpt_neox",
+    "opt-125m": "opt",
+    "gpt-j-6b": "gptj",
+    "gpt-neo-125m": "gpt_neo",
     "mpt-7b": "mpt",
 }
 

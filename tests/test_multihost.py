@@ -11,10 +11,10 @@ import sys
 import textwrap
 
 import pytest
+from models_helpers import save_tiny_checkpoint
 
 from jaxassoc.errors import ConfigError
 from jaxassoc.models.sharding import process_rows
-from models_helpers import save_tiny_checkpoint
 
 
 @pytest.mark.parametrize("n_processes,devices_each,per_device", [(1, 8, 2), (2, 4, 1), (4, 2, 3), (3, 1, 5)])
@@ -70,8 +70,9 @@ SINGLE_HOST = textwrap.dedent(
 def test_single_host_rpam_on_8_simulated_devices_equals_one_device(tmp_path):
     folder = save_tiny_checkpoint(tmp_path, "gpt2")
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
-    proc = subprocess.run([sys.executable, "-c", SINGLE_HOST, str(folder)], env=env, capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", SINGLE_HOST, str(folder)], env=env, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert float(proc.stdout.strip().splitlines()[-1]) <= 1e-5
 
@@ -113,8 +114,16 @@ def test_two_processes_each_feed_their_rows_and_get_all_outputs(tmp_path):
     folder = save_tiny_checkpoint(tmp_path, "gpt2")
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
     port = _free_port()
-    procs = [subprocess.Popen([sys.executable, "-c", TWO_PROCESSES, str(port), str(pid), str(folder)], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for pid in (0, 1)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", TWO_PROCESSES, str(port), str(pid), str(folder)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for pid in (0, 1)
+    ]
     outputs = []
     try:
         for proc in procs:

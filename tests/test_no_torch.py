@@ -36,8 +36,7 @@ transformers.logging.get_logger("transformers").warning("another transformers no
 
 
 def test_cli_without_torch_prints_no_torch_not_found_banner(tmp_path):
-    proc = subprocess.run([sys.executable, "-c", CLI_SCRIPT], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run([sys.executable, "-c", CLI_SCRIPT], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "metric:" in proc.stdout  # the CLI ran (it printed the job's config)
     assert "PyTorch was not found" not in proc.stderr

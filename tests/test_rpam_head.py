@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from models_helpers import save_tiny_checkpoint
 
 from jaxassoc.app import model_loading
 from jaxassoc.app.config import DatasetConfig, ModelConfig, StatsConfig, TemplateConfig, WhiteningConfig
@@ -13,7 +14,6 @@ from jaxassoc.app.tasks import rpam as rpam_task
 from jaxassoc.metrics.rpam import rpam_effect_size
 from jaxassoc.models import load_model
 from jaxassoc.readouts import rpam_head
-from models_helpers import save_tiny_checkpoint
 
 
 @pytest.fixture(scope="module")
@@ -25,11 +25,18 @@ def folder(tmp_path_factory):
 
 @pytest.mark.parametrize("swap", [True, pytest.param(False, marks=pytest.mark.slow)])
 def test_app_rpam_effect_sizes_equal_the_head_readout(folder, tmp_path, swap):
-    job = Job(model=ModelConfig(name="tiny", source=str(folder), batch_size=8),
-              metric=rpam_task.RpamMetricConfig(name="rpam", swap_gender_roles=swap),
-              dataset=DatasetConfig(name="weat_ws"), template=TemplateConfig(name="tp1", text=rpam_head.TP1.text),
-              whitening=WhiteningConfig(), stats=StatsConfig(n_permutations=100, n_bootstrap=20),
-              seed=0, output_dir=tmp_path, quiet=True, cache_dir=None)
+    job = Job(
+        model=ModelConfig(name="tiny", source=str(folder), batch_size=8),
+        metric=rpam_task.RpamMetricConfig(name="rpam", swap_gender_roles=swap),
+        dataset=DatasetConfig(name="weat_ws"),
+        template=TemplateConfig(name="tp1", text=rpam_head.TP1.text),
+        whitening=WhiteningConfig(),
+        stats=StatsConfig(n_permutations=100, n_bootstrap=20),
+        seed=0,
+        output_dir=tmp_path,
+        quiet=True,
+        cache_dir=None,
+    )
     try:
         app = rpam_task.run(job).aggregates.set_index("test")["effect_size"]
     finally:
@@ -55,9 +62,14 @@ def test_a_soft_capped_head_gives_the_capped_logits_and_keeps_its_cap():
     W, b = jnp.asarray(rng.normal(size=(11, 4)) * 3), jnp.asarray(rng.normal(size=11))
     capped = Head(W=W, b=b, softcap=2.0)
     states = rpam_head.HeadStates(
-        first_hidden=jnp.asarray(rng.normal(size=(3, 4))), first_ids=jnp.array([1, 5]),
-        cont_hidden=jnp.asarray(rng.normal(size=(1, 2, 4))), cont_ids=jnp.array([[7, 2]]),
-        cont_valid=jnp.array([[True, True]]), cont_target=jnp.array([0]), cont_attribute=jnp.array([1]))
+        first_hidden=jnp.asarray(rng.normal(size=(3, 4))),
+        first_ids=jnp.array([1, 5]),
+        cont_hidden=jnp.asarray(rng.normal(size=(1, 2, 4))),
+        cont_ids=jnp.array([[7, 2]]),
+        cont_valid=jnp.array([[True, True]]),
+        cont_target=jnp.array([0]),
+        cont_attribute=jnp.array([1]),
+    )
     first, cont = rpam_head.head_rpam_inputs(capped, states)
     np.testing.assert_allclose(first, head_logits(capped, states.first_hidden)[:, [1, 5]], rtol=1e-6)
     logp = jnp.log(jax.nn.softmax(head_logits(capped, states.cont_hidden[0]), -1))

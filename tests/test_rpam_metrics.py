@@ -93,15 +93,15 @@ def test_unequal_attribute_and_target_sizes():
     logits, cont, _ = _data(4)
     for n_a in (1, 2, 6):
         p = _p_ref(logits, cont)
-        np.testing.assert_allclose(rpam.association_scores(jnp.asarray(p), n_a=n_a), _s_ref(p, n_a), rtol=1e-5,
-                                   atol=1e-9)
+        np.testing.assert_allclose(
+            rpam.association_scores(jnp.asarray(p), n_a=n_a), _s_ref(p, n_a), rtol=1e-5, atol=1e-9
+        )
 
 
 def test_valence_is_s_with_pleasant_first():
     logits, cont, _ = _data(5)
     p = _p_ref(logits, cont)
-    np.testing.assert_allclose(rpam.rpam_valence(jnp.asarray(p), n_pleasant=N_A), _s_ref(p, N_A), rtol=1e-5,
-                               atol=1e-9)
+    np.testing.assert_allclose(rpam.rpam_valence(jnp.asarray(p), n_pleasant=N_A), _s_ref(p, N_A), rtol=1e-5, atol=1e-9)
 
 
 def test_rpam_test_exact_p_by_enumeration():
@@ -137,8 +137,9 @@ def test_grad_wrt_first_token_logits(normalise):
 
     with jax.enable_x64():
         grad = jax.grad(
-            lambda z: rpam.rpam_effect_size(z, jnp.asarray(cont), jnp.asarray(lse), n_x=T_X, n_a=N_A,
-                                            normalise=normalise)
+            lambda z: rpam.rpam_effect_size(
+                z, jnp.asarray(cont), jnp.asarray(lse), n_x=T_X, n_a=N_A, normalise=normalise
+            )
         )(jnp.asarray(logits))
     np.testing.assert_allclose(grad, _finite_difference(d_numpy, logits), rtol=1e-5, atol=1e-7)
 

@@ -5,23 +5,22 @@ takes the softmax over the attributes' first-token logits at the prompt's last p
 by the mean full-vocabulary probability of subwords 2..k read left to right (Hodel et al. 2026, App. E).
 """
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
+from models_helpers import load_torch, save_tiny_checkpoint
 
-import jax.numpy as jnp
-
-from jaxassoc.readouts import rpam as pipeline
-from jaxassoc.readouts import rpam_downstream
-from jaxassoc.readouts.rpam_prompts import PromptTemplate, rpam_inputs, tokenize_attributes
 from jaxassoc.errors import ConfigError, InputError
 from jaxassoc.metrics import rpam
 from jaxassoc.metrics.weat import check_distinct_words
 from jaxassoc.models import load_model
-from models_helpers import load_torch, save_tiny_checkpoint
+from jaxassoc.readouts import rpam as pipeline
+from jaxassoc.readouts import rpam_downstream
+from jaxassoc.readouts.rpam_prompts import PromptTemplate, rpam_inputs, tokenize_attributes
 
 TP1 = PromptTemplate("tp1", "These words are associated: {target} and")
-TP2 = PromptTemplate("tp2", 'This sentence and this word are associated: {quote}This is {target}{quote} and {quote}')
+TP2 = PromptTemplate("tp2", "This sentence and this word are associated: {quote}This is {target}{quote} and {quote}")
 # targets of different lengths (padding in one batch); attributes mixing single- and multi-token words
 TARGETS = ["doctor", "nurse", "a test of words", "music"]
 ATTRIBUTES = ["he", "music", "math", "a", "xylophone", "his", "word"]
@@ -75,8 +74,11 @@ def test_probabilities_match_torch(models, template, normalise):
 
 def test_single_token_attributes_run_prompts_only(models):
     model, torch_model = models
-    single = [w for w, ids in zip(ATTRIBUTES, tokenize_attributes(model.tokenizer, ATTRIBUTES, TP1).token_ids)
-              if len(ids) == 1]
+    single = [
+        w
+        for w, ids in zip(ATTRIBUTES, tokenize_attributes(model.tokenizer, ATTRIBUTES, TP1).token_ids)
+        if len(ids) == 1
+    ]
     p, inputs = pipeline.probabilities(model, TARGETS, single, TP1, batch_size=3)
     np.testing.assert_allclose(p, _torch_p(torch_model, model.tokenizer, TARGETS, single, TP1), rtol=1e-4)
     assert inputs.n_multi_token == 0 and inputs.n_sequences == len(TARGETS)
@@ -112,8 +114,13 @@ def test_pairwise_task_computes_only_the_partners_continuations(models, monkeypa
     from jaxassoc.readouts import rpam_prompts
 
     model, _ = models
-    pairs = pd.DataFrame({"word1": ["math", "science", "art", "music"], "word2": ["science", "art", "xylophone", "math"],
-                          "score": [7.0, 5.0, 2.0, 6.0]})
+    pairs = pd.DataFrame(
+        {
+            "word1": ["math", "science", "art", "music"],
+            "word2": ["science", "art", "xylophone", "math"],
+            "score": [7.0, 5.0, 2.0, 6.0],
+        }
+    )
     monkeypatch.setattr(data, "load_wordsim353", lambda: pairs)
     seen = []
     real = rpam_prompts.rpam_inputs
@@ -121,7 +128,9 @@ def test_pairwise_task_computes_only_the_partners_continuations(models, monkeypa
     items, _ = pipeline.wordsim353(model, TP2, batch_size=2)
     words = sorted(set(pairs["word1"]) | set(pairs["word2"]))
     multi = set(tokenize_attributes(model.tokenizer, words, TP2).multi_token)
-    ordered = {(a, b) for a, b in zip(pairs["word1"], pairs["word2"])} | {(b, a) for a, b in zip(pairs["word1"], pairs["word2"])}
+    ordered = {(a, b) for a, b in zip(pairs["word1"], pairs["word2"])} | {
+        (b, a) for a, b in zip(pairs["word1"], pairs["word2"])
+    }
     n_needed = sum(words.index(b) in multi for _, b in ordered)
     all_pairs = len(words) * len(multi)
     assert 0 < n_needed < all_pairs
@@ -186,8 +195,12 @@ def test_unequal_attribute_sets_are_allowed(models):
 
 @pytest.mark.parametrize(
     "text, match",
-    [("These words are associated: and", "no {target} slot"), ("{target} and {other}", "unknown slots"),
-     ("These words are associated: {target and", "malformed"), ("{target} and }", "malformed")],
+    [
+        ("These words are associated: and", "no {target} slot"),
+        ("{target} and {other}", "unknown slots"),
+        ("These words are associated: {target and", "malformed"),
+        ("{target} and }", "malformed"),
+    ],
 )
 def test_bad_templates(text, match):
     with pytest.raises(ConfigError, match=match):
@@ -244,8 +257,18 @@ def test_greedy_generation_matches_torch(models):
 
 
 @pytest.mark.parametrize(
-    "answer, rating", [(" 4", 4), ("5.", 5), ("The rating is 2", 2), ("7", None), ("none", None), ("0", None),
-                       ("10", None), ("3.5 out of 5", None), ("4/5", 4)]
+    "answer, rating",
+    [
+        (" 4", 4),
+        ("5.", 5),
+        ("The rating is 2", 2),
+        ("7", None),
+        ("none", None),
+        ("0", None),
+        ("10", None),
+        ("3.5 out of 5", None),
+        ("4/5", 4),
+    ],
 )
 def test_parse_rating(answer, rating):
     assert rpam_downstream.parse_rating(answer) == rating
@@ -255,16 +278,17 @@ def test_rating_prompt_and_chat_template(models):
     model, _ = models
     text = rpam_downstream.RATING_PROMPT.format(word="sunshine")
     assert text.endswith('The rating of the word "sunshine" is:') and "rate it as 5" in text
-    assert rpam_downstream.rating_prompts(model, ["sunshine"], chat_template=False)[0] == model.tokenizer(
-        text, add_special_tokens=False)["input_ids"]
+    assert (
+        rpam_downstream.rating_prompts(model, ["sunshine"], chat_template=False)[0]
+        == model.tokenizer(text, add_special_tokens=False)["input_ids"]
+    )
     with pytest.raises(ConfigError, match="no chat template.*chat_template=false"):
         rpam_downstream.rating_prompts(model, ["sunshine"], chat_template=True)
 
 
 def test_bellezza_reports_both_normalisations_from_one_run(models):
-    from scipy import stats as sps
-
     import jax
+    from scipy import stats as sps
 
     model, _ = models
     key = jax.random.key(3)
@@ -291,8 +315,9 @@ def test_smollm2_probabilities_match_transformers():
     torch_model = transformers.LlamaForCausalLM(
         transformers.LlamaConfig(**{k: v for k, v in hf_config.items() if k != "model_type"})
     )
-    missing, unexpected = torch_model.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in tensors.items()},
-                                                      strict=False)
+    missing, unexpected = torch_model.load_state_dict(
+        {k: torch.from_numpy(np.array(v)) for k, v in tensors.items()}, strict=False
+    )
     assert not unexpected and set(missing) <= {"lm_head.weight"}
     if missing:
         torch_model.lm_head.weight = torch_model.model.embed_tokens.weight

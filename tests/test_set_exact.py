@@ -6,10 +6,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.optimize
+from reference_set_numpy import set_distance
 
 from jaxassoc.errors import InputError
 from jaxassoc.metrics.set_exact import project_logits, projection_delta, set_exact, set_from_logits, set_update
-from reference_set_numpy import set_distance
 
 
 def _problem(seed, V, D, N, bias=True, scale=1.0):
@@ -41,7 +41,11 @@ def _slsqp_distance(W, b, x, gold, margin=1.0):
         for i in others
     ]
     res = scipy.optimize.minimize(
-        lambda f: f @ f, np.zeros(V * Dt), jac=lambda f: 2 * f, constraints=cons, method="SLSQP",
+        lambda f: f @ f,
+        np.zeros(V * Dt),
+        jac=lambda f: 2 * f,
+        constraints=cons,
+        method="SLSQP",
         options={"ftol": 1e-12, "maxiter": 500},
     )
     assert res.success, res.message
@@ -52,7 +56,12 @@ def _slsqp_distance(W, b, x, gold, margin=1.0):
 def test_matches_generic_qp_solver_on_the_full_matrix(seed, bias):
     W, b, X, gold = _problem(seed, V=7, D=3, N=4, bias=bias, scale=2.0)
     ours = np.asarray(set_exact(W.astype(np.float64), None if b is None else b.astype(np.float64), X, gold).distance)
-    ref = [_slsqp_distance(W.astype(np.float64), None if b is None else b.astype(np.float64), X[i].astype(np.float64), gold[i]) for i in range(4)]
+    ref = [
+        _slsqp_distance(
+            W.astype(np.float64), None if b is None else b.astype(np.float64), X[i].astype(np.float64), gold[i]
+        )
+        for i in range(4)
+    ]
     np.testing.assert_allclose(ours, ref, rtol=2e-4, atol=1e-6)
 
 
@@ -60,7 +69,12 @@ def test_matches_generic_qp_solver_on_the_full_matrix(seed, bias):
 def test_matches_the_original_per_problem_algorithm(seed, V, D, bias):
     W, b, X, gold = _problem(seed, V, D, N=24, bias=bias)
     ours = set_exact(W, b, X, gold, chunk=5)
-    ref = [set_distance(W.astype(np.float64), None if b is None else b.astype(np.float64), X[i].astype(np.float64), int(gold[i])) for i in range(24)]
+    ref = [
+        set_distance(
+            W.astype(np.float64), None if b is None else b.astype(np.float64), X[i].astype(np.float64), int(gold[i])
+        )
+        for i in range(24)
+    ]
     np.testing.assert_allclose(np.asarray(ours.distance), ref, rtol=1e-4)
     assert bool(ours.converged.all()) and bool(ours.feasible.all())
     assert int(ours.pool_size.min()) >= 1  # random gold tokens never win by the margin already
@@ -124,12 +138,24 @@ def test_gradient_matches_finite_differences_of_the_reference():
     W, b, X, gold = _problem(7, V=60, D=5, N=1)
     W64, b64, x64 = W.astype(np.float64), b.astype(np.float64), X[0].astype(np.float64)
     with jax.enable_x64(True):
-        f = lambda x: set_exact(jnp.asarray(W64), jnp.asarray(b64), x[None], jnp.asarray(gold)).distance[0]
-        g = np.asarray(jax.grad(lambda x: set_from_logits(
-            (jnp.asarray(W64) @ x + jnp.asarray(b64))[None], (x @ x + 1.0)[None], jnp.asarray(gold)).distance[0])(jnp.asarray(x64)))
+
+        def f(x):
+            return set_exact(jnp.asarray(W64), jnp.asarray(b64), x[None], jnp.asarray(gold)).distance[0]
+
+        g = np.asarray(
+            jax.grad(
+                lambda x: set_from_logits(
+                    (jnp.asarray(W64) @ x + jnp.asarray(b64))[None], (x @ x + 1.0)[None], jnp.asarray(gold)
+                ).distance[0]
+            )(jnp.asarray(x64))
+        )
         assert float(f(jnp.asarray(x64))) == pytest.approx(set_distance(W64, b64, x64, int(gold[0])), rel=1e-10)
     eps = 1e-6
-    fd = [(set_distance(W64, b64, x64 + eps * e, int(gold[0])) - set_distance(W64, b64, x64 - eps * e, int(gold[0]))) / (2 * eps) for e in np.eye(5)]
+    fd = [
+        (set_distance(W64, b64, x64 + eps * e, int(gold[0])) - set_distance(W64, b64, x64 - eps * e, int(gold[0])))
+        / (2 * eps)
+        for e in np.eye(5)
+    ]
     np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-8)
 
 
@@ -159,13 +185,14 @@ def test_bad_inputs_raise_input_errors_naming_the_input():
 
 
 # --- score transforms (jaxassoc.metrics.set_score) -------------------------------------------------
+from reference_set_numpy import original_score, original_word_score  # noqa: E402
+
 from jaxassoc.metrics.set_score import (  # noqa: E402
     median_over_synonyms,
     min_over_subwords,
     set_word_scores,
     transform_distance,
 )
-from reference_set_numpy import original_score, original_word_score  # noqa: E402
 
 
 def test_log1m_transform_is_the_originals_including_nan_past_one():
@@ -189,7 +216,7 @@ def test_python_min_nan_quirk_matches_builtin_min_on_ragged_rows():
     valid = np.zeros((len(rows), S), bool)
     for i, r in enumerate(rows):
         scores[i, : len(r)], valid[i, : len(r)] = r, True
-        scores[i, len(r):] = -99.0  # padding must never win
+        scores[i, len(r) :] = -99.0  # padding must never win
     py = np.asarray(min_over_subwords(jnp.asarray(scores), jnp.asarray(valid), nan_policy="python"))
     ref = np.array([original_word_score(list(r)) for r in rows])
     np.testing.assert_array_equal(np.isnan(py), np.isnan(ref))

@@ -54,10 +54,23 @@ def _slsqp_shared(W, b, X, golds, margin=1.0):
             if i != j:
                 g = np.zeros((V, Dt))
                 g[j], g[i] = xt, -xt
-                cons.append({"type": "ineq", "fun": lambda f, g=g, xt=xt, i=i, j=j: ((A + f.reshape(V, Dt)) @ xt)[j] - ((A + f.reshape(V, Dt)) @ xt)[i] - margin,
-                             "jac": lambda f, g=g: g.ravel()})
-    res = scipy.optimize.minimize(lambda f: f @ f, np.zeros(V * Dt), jac=lambda f: 2 * f, constraints=cons,
-                                  method="SLSQP", options={"ftol": 1e-12, "maxiter": 500})
+                cons.append(
+                    {
+                        "type": "ineq",
+                        "fun": lambda f, g=g, xt=xt, i=i, j=j: (
+                            ((A + f.reshape(V, Dt)) @ xt)[j] - ((A + f.reshape(V, Dt)) @ xt)[i] - margin
+                        ),
+                        "jac": lambda f, g=g: g.ravel(),
+                    }
+                )
+    res = scipy.optimize.minimize(
+        lambda f: f @ f,
+        np.zeros(V * Dt),
+        jac=lambda f: 2 * f,
+        constraints=cons,
+        method="SLSQP",
+        options={"ftol": 1e-12, "maxiter": 500},
+    )
     assert res.success, res.message
     return np.sqrt(res.fun)
 
@@ -101,8 +114,16 @@ def test_sharded_over_a_device_mesh_gives_the_same_results():
     gold = np.array([[1, 2, 1]])
     valid = np.ones((1, 3), bool)
     mesh = Mesh(np.array(jax.devices()[:1]), ("batch",))
-    sharded = set_optax_sharded(mesh, "batch", jnp.asarray(W), jnp.asarray(b), jnp.asarray(X), jnp.asarray(gold),
-                                jnp.asarray(valid), candidates=None)
+    sharded = set_optax_sharded(
+        mesh,
+        "batch",
+        jnp.asarray(W),
+        jnp.asarray(b),
+        jnp.asarray(X),
+        jnp.asarray(gold),
+        jnp.asarray(valid),
+        candidates=None,
+    )
     plain = set_optax(W, b, X, gold, candidates=None)
     np.testing.assert_allclose(np.asarray(sharded.distance), np.asarray(plain.distance), rtol=1e-5)
 
@@ -144,4 +165,3 @@ def test_a_moved_but_all_loose_solution_is_solved_again_with_more_iterations(mon
     out = set_optax(W, None, x, np.zeros((3, 1), int), candidates=None)
     assert [c[0].n_outer for c in calls] == [20, 40]
     np.testing.assert_allclose(np.asarray(out.distance), [0.2, 0.0, 0.2])  # rows 0 and 2 redone, row 1 kept
-

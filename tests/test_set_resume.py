@@ -8,12 +8,12 @@ import re
 
 import pandas as pd
 import pytest
-
 from app_helpers import run_metric, start_hydra
+from models_helpers import save_tiny_checkpoint
+
 from jaxassoc import data
 from jaxassoc.readouts import stereotypes as causal
 from jaxassoc.readouts import stereotypes_mlm as masked
-from models_helpers import save_tiny_checkpoint
 
 TEMPLATES = ["Most <pgroup> are <mask>.", "The <sgroup> is <mask>."]
 
@@ -27,23 +27,34 @@ PATHS = {"causal": ("llama", causal, "_packed_hidden"), "masked": ("roberta", ma
 @pytest.fixture(scope="module", params=sorted(PATHS))
 def checkpoint(request, tmp_path_factory):
     family = PATHS[request.param][0]
-    return request.param, save_tiny_checkpoint(tmp_path_factory.mktemp("set_resume"), family, seed=3,
-                                               max_position_embeddings=128)
+    return request.param, save_tiny_checkpoint(
+        tmp_path_factory.mktemp("set_resume"), family, seed=3, max_position_embeddings=128
+    )
 
 
 def overrides(checkpoint, cache):
     kind, folder = checkpoint
-    return ["metric=set", "dataset=abc", f"model.source={folder}", "model.name=tiny", f"model.kind={kind}",
-            "model.batch_size=16", "metric.templates=[" + ",".join(f"'{t}'" for t in TEMPLATES) + "]",
-            f"cache_dir={cache}"]
+    return [
+        "metric=set",
+        "dataset=abc",
+        f"model.source={folder}",
+        "model.name=tiny",
+        f"model.kind={kind}",
+        "model.batch_size=16",
+        "metric.templates=[" + ",".join(f"'{t}'" for t in TEMPLATES) + "]",
+        f"cache_dir={cache}",
+    ]
 
 
 @pytest.fixture
 def pole_words_only(monkeypatch):
     """Each trait pole scored by its own word only (32 words instead of 117): a quarter of the prompts."""
     abc = data.load_abc()
-    monkeypatch.setattr(data, "load_abc", lambda: dataclasses.replace(
-        abc, traits={pole: synonyms[:1] for pole, synonyms in abc.traits.items()}))
+    monkeypatch.setattr(
+        data,
+        "load_abc",
+        lambda: dataclasses.replace(abc, traits={pole: synonyms[:1] for pole, synonyms in abc.traits.items()}),
+    )
 
 
 class Interrupt(Exception):
@@ -67,12 +78,18 @@ def counting(monkeypatch, kind: str, fail_at: int | None = None) -> list[int]:
 
 def chunks_logged(caplog, template: int) -> list[str]:
     """The chunk stage lines of template ``template`` (1-based) of 2."""
-    return [m for r in caplog.records if r.name == "jaxassoc"
-            for m in [r.getMessage()] if re.match(rf"set: [\d,]+ prompts scored \(template {template}/2, chunk ", m)]
+    return [
+        m
+        for r in caplog.records
+        if r.name == "jaxassoc"
+        for m in [r.getMessage()]
+        if re.match(rf"set: [\d,]+ prompts scored \(template {template}/2, chunk ", m)
+    ]
 
 
 def test_interrupted_all_templates_job_resumes_at_its_chunk_and_matches_a_clean_run(
-        tmp_path, checkpoint, hydra_context, pole_words_only, monkeypatch, caplog):
+    tmp_path, checkpoint, hydra_context, pole_words_only, monkeypatch, caplog
+):
     kind = checkpoint[0]
     monkeypatch.setattr(masked, "CHUNK_PROBLEMS", 128)  # a masked template's 640-odd problems in 5+ chunks
     caplog.set_level(logging.INFO, logger="jaxassoc")

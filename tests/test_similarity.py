@@ -40,9 +40,9 @@ def test_compare_whitening_against_a_numpy_paired_bootstrap():
     assert int(res.n_pairs) == 80
     # an independent NumPy paired bootstrap of the same difference: the CIs agree to MC error
     idx = rng.integers(0, 80, size=(4000, 80))
-    diffs = np.array([
-        scipy.stats.spearmanr(cos_w[i], human[i])[0] - scipy.stats.spearmanr(cos_r[i], human[i])[0] for i in idx
-    ])
+    diffs = np.array(
+        [scipy.stats.spearmanr(cos_w[i], human[i])[0] - scipy.stats.spearmanr(cos_r[i], human[i])[0] for i in idx]
+    )
     lo, hi = np.percentile(diffs, [2.5, 97.5])
     assert float(res.ci_low) == pytest.approx(lo, abs=0.03)
     assert float(res.ci_high) == pytest.approx(hi, abs=0.03)
@@ -137,9 +137,7 @@ def test_contextual_reference_token_and_sentence_levels(minilm, torch_minilm):
 
     texts = SENTENCES[:2]
     enc, offsets, hidden = torch_minilm(texts)
-    tokens = [
-        hidden[-1][row, t] for row in range(2) for t, (a, b) in enumerate(offsets[row].tolist()) if b > a
-    ]
+    tokens = [hidden[-1][row, t] for row in range(2) for t, (a, b) in enumerate(offsets[row].tolist()) if b > a]
     ref = contextual_reference(minilm, texts, level="token")
     np.testing.assert_allclose(ref.vectors, np.stack(tokens), atol=2e-5)
     assert ref.words[:3] == ["A", "man", "is"] and "token-level" in ref.description

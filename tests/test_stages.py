@@ -57,13 +57,26 @@ def test_cli_stage_lines_and_bars_then_quiet_mode_silences_them(tmp_path):
     from models_helpers import save_tiny_checkpoint
 
     folder = save_tiny_checkpoint(tmp_path, "gpt2")
-    common = ["metric=rpam", "dataset=wordsim353", "dataset.sample=6", "template=tp1", "model.name=tiny",
-              f"model.source={folder}", "cache_dir=null"]
+    common = [
+        "metric=rpam",
+        "dataset=wordsim353",
+        "dataset.sample=6",
+        "template=tp1",
+        "model.name=tiny",
+        f"model.source={folder}",
+        "cache_dir=null",
+    ]
     env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
 
     def run(*overrides):
-        proc = subprocess.run([sys.executable, "-m", "jaxassoc", *common, *overrides], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [sys.executable, "-m", "jaxassoc", *common, *overrides],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         return proc
 
@@ -76,27 +89,41 @@ def test_cli_stage_lines_and_bars_then_quiet_mode_silences_them(tmp_path):
     assert "batches" not in quiet.stderr
     assert (tmp_path / "quiet" / "results.json").is_file()
     # errors still reach the user in quiet mode
-    bad = subprocess.run([sys.executable, "-m", "jaxassoc", *common, "dataset=abc", "quiet=true"], cwd=tmp_path,
-                         env=env, capture_output=True, text=True, timeout=300)
+    bad = subprocess.run(
+        [sys.executable, "-m", "jaxassoc", *common, "dataset=abc", "quiet=true"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert bad.returncode != 0 and "jaxassoc: error:" in bad.stderr and "dataset=abc" in bad.stderr
 
 
 def test_job_bars_and_stage_lines_off_in_quiet_mode(tmp_path, capsys, caplog):
     """In process: the RPAM job shows its batch bar and stage line; with quiet it shows neither."""
+    from models_helpers import save_tiny_checkpoint
+
     from jaxassoc.app import model_loading
     from jaxassoc.app.config import DatasetConfig, ModelConfig, StatsConfig, TemplateConfig, WhiteningConfig
-    from jaxassoc.app.tasks import rpam as rpam_job
     from jaxassoc.app.registry import Job
-    from models_helpers import save_tiny_checkpoint
+    from jaxassoc.app.tasks import rpam as rpam_job
 
     folder = save_tiny_checkpoint(tmp_path, "gpt2")
     capsys.readouterr()
 
     def job(quiet):
-        return Job(model=ModelConfig(name="tiny", source=str(folder)),
-                   metric=rpam_job.RpamMetricConfig(name="rpam"), dataset=DatasetConfig(name="wordsim353", sample=6),
-                   template=TemplateConfig(name="tp1", text="These words are associated: {target} and"),
-                   whitening=WhiteningConfig(), stats=StatsConfig(), seed=0, output_dir=tmp_path, quiet=quiet)
+        return Job(
+            model=ModelConfig(name="tiny", source=str(folder)),
+            metric=rpam_job.RpamMetricConfig(name="rpam"),
+            dataset=DatasetConfig(name="wordsim353", sample=6),
+            template=TemplateConfig(name="tp1", text="These words are associated: {target} and"),
+            whitening=WhiteningConfig(),
+            stats=StatsConfig(),
+            seed=0,
+            output_dir=tmp_path,
+            quiet=quiet,
+        )
 
     caplog.set_level(logging.INFO, logger="jaxassoc")
     rpam_job.run(job(quiet=False))

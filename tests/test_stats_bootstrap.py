@@ -56,8 +56,14 @@ def test_paired_rows_spearman_ci_matches_scipy():
     y = (x + rng.normal(size=40)).astype(np.float32)
     ours = bootstrap_ci(KEY, spearman, (x, y), n_resamples=3000, confidence=0.9)
     ref = st.bootstrap(
-        (x, y), spearman_along, paired=True, vectorized=True,
-        method="percentile", n_resamples=3000, confidence_level=0.9, rng=np.random.default_rng(3),
+        (x, y),
+        spearman_along,
+        paired=True,
+        vectorized=True,
+        method="percentile",
+        n_resamples=3000,
+        confidence_level=0.9,
+        rng=np.random.default_rng(3),
     )
     assert float(ours.estimate) == pytest.approx(st.spearmanr(x, y).statistic, abs=1e-6)
     assert spearman_along(x, y) == pytest.approx(st.spearmanr(x, y).statistic, abs=1e-12)
@@ -79,8 +85,12 @@ def test_stratified_groups_match_scipy_independent_samples():
     ours = bootstrap_ci_groups(KEY, mean_difference, (s_x, s_y), n_resamples=4000)
     # scipy resamples each of several unpaired samples within itself: the same stratified scheme
     ref = st.bootstrap(
-        (s_x, s_y), lambda a, b, axis: np.mean(a, axis=axis) - np.mean(b, axis=axis), paired=False,
-        method="percentile", n_resamples=4000, rng=np.random.default_rng(5),
+        (s_x, s_y),
+        lambda a, b, axis: np.mean(a, axis=axis) - np.mean(b, axis=axis),
+        paired=False,
+        method="percentile",
+        n_resamples=4000,
+        rng=np.random.default_rng(5),
     )
     assert float(ours.estimate) == pytest.approx(s_x.mean() - s_y.mean(), abs=1e-6)
     assert_ci_close(ours, ref)
@@ -132,8 +142,13 @@ def test_paired_bootstrap_difference_ci_and_p_against_scipy_distribution():
     n = 4000
     ours = paired_bootstrap(KEY, _spearman_first, _spearman_second, data, n_resamples=n)
     ref = st.bootstrap(
-        data, lambda a, b, c, axis: spearman_along(a, c, axis) - spearman_along(b, c, axis), paired=True,
-        vectorized=True, method="percentile", n_resamples=n, rng=np.random.default_rng(8),
+        data,
+        lambda a, b, c, axis: spearman_along(a, c, axis) - spearman_along(b, c, axis),
+        paired=True,
+        vectorized=True,
+        method="percentile",
+        n_resamples=n,
+        rng=np.random.default_rng(8),
     )
     d = st.spearmanr(x1, y).statistic - st.spearmanr(x2, y).statistic
     assert float(ours.difference) == pytest.approx(d, abs=1e-5)

@@ -11,30 +11,29 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import yaml
-
 from app_helpers import (
     FLOWERS,
     INSECTS,
     PLEASANT,
     UNPLEASANT,
     compose_config,
-    no_model,  # noqa: F401 (fixture)
     run_metric,
     start_hydra,
     use_tiny_suite,
     write_tiny_glove,
 )
+
 from jaxassoc.app.config import StatsConfig, TemplateConfig
 from jaxassoc.app.main import CONF_DIR, audit_parts, make_job, run_job
-from jaxassoc.readouts.weat import change_class
 from jaxassoc.app.registry import get_metric
+from jaxassoc.app.validation import field_default
 from jaxassoc.errors import ConfigError, InputError
 from jaxassoc.metrics import rpam
 from jaxassoc.metrics.ceat import random_effects, weat_draw
 from jaxassoc.metrics.weat import check_distinct_words, weat
+from jaxassoc.readouts.weat import change_class
 from jaxassoc.stats import permutation_test
 from jaxassoc.stats.permutation import _random_partition, difference_of_sums
-from jaxassoc.app.validation import field_default
 
 KEY = jax.random.key(0)
 
@@ -56,8 +55,16 @@ def _sets(seed, sizes=(5, 5, 4, 4), dim=8, shift=0.3):
 
 
 def _static(glove, *extra):
-    return ["metric=weat", "model=glove-6b-50d", f"model.source={glove}", "model.name=tiny", "stats.exact_bound=0",
-            "stats.n_permutations=400", "stats.n_bootstrap=200", *extra]
+    return [
+        "metric=weat",
+        "model=glove-6b-50d",
+        f"model.source={glove}",
+        "model.name=tiny",
+        "stats.exact_bound=0",
+        "stats.n_permutations=400",
+        "stats.n_bootstrap=200",
+        *extra,
+    ]
 
 
 # --- point 1: stats.alternative --------------------------------------------------------------------------
@@ -65,16 +72,20 @@ def _static(glove, *extra):
 
 def test_alternative_reaches_weat_rpam_and_ceat_p_values():
     x, y, a, b = _sets(1)
-    p = {alt: float(weat(KEY, x, y, a, b, n_bootstrap=50, alternative=alt).p_value)
-         for alt in ("greater", "less", "two-sided")}
+    p = {
+        alt: float(weat(KEY, x, y, a, b, n_bootstrap=50, alternative=alt).p_value)
+        for alt in ("greater", "less", "two-sided")
+    }
     assert p["greater"] < 0.5 < p["less"]  # X shifted towards A
     assert p["greater"] + p["less"] <= 1.0 + 1e-6  # strict ties: the observed partition is in neither
     assert p["two-sided"] == pytest.approx(min(1.0, 2 * min(p["greater"], p["less"])), abs=1e-6)
 
     probs = jax.nn.softmax(jax.random.normal(jax.random.key(3), (8, 6)), axis=-1)
-    g, l = (float(rpam.rpam_test(KEY, probs, n_x=4, n_a=3, n_bootstrap=50, alternative=alt).p_value)
-            for alt in ("greater", "less"))
-    assert g != l and g + l <= 1.0 + 1e-6
+    greater, less = (
+        float(rpam.rpam_test(KEY, probs, n_x=4, n_a=3, n_bootstrap=50, alternative=alt).p_value)
+        for alt in ("greater", "less")
+    )
+    assert greater != less and greater + less <= 1.0 + 1e-6
 
     es, v = jnp.array([0.3, 0.5, 0.4]), jnp.array([0.2, 0.3, 0.25])
     ce = {alt: float(random_effects(es, v, alternative=alt).p_value) for alt in ("greater", "less", "two-sided")}
@@ -100,45 +111,77 @@ def test_alternative_and_confidence_change_the_weat_job(glove, monkeypatch, tmp_
 # --- point 9 (and 1, 2): every number range-checked, every unused option refused, before any model loads ----
 
 
-@pytest.mark.parametrize("override, match", [
-    ("stats.alternative=bogus", r"stats.alternative='bogus' is not supported: use one of greater, less, two-sided"),
-    ("stats.confidence=1.5", r"stats.confidence=1.5 is out of range"),
-    ("stats.ddof=5", r"stats.ddof=5 is not supported: use one of 1, 0"),
-    ("stats.alpha=2", r"stats.alpha=2.0 is out of range"),
-    ("stats.n_permutations=3000000000", r"stats.n_permutations=3000000000 is out of range.*10,000,000"),
-    ("stats.n_permutations=1000000000", r"stats.n_permutations=1000000000 is out of range"),
-    ("stats.n_bootstrap=0", r"stats.n_bootstrap=0 is out of range"),
-    ("stats.exact_bound=-1", r"stats.exact_bound=-1 is out of range"),
-    ("stats.ties=loose", r"stats.ties='loose' is not supported"),
-    ("dataset.sample=5", r"dataset.sample=5 has no effect with metric=weat"),
-    ("dataset.sample=0", r"dataset.sample=0 is out of range"),
-    ("stats.alpha=0.01", r"stats.alpha=0.01 has no effect with metric=weat.*whitening=zca"),
-    ("whitening.eps=0", r"whitening.eps=0.0 is out of range"),
-    ("template=tp1", r"template.name='tp1' has no effect with metric=weat"),
-    ("metric.layer=0", r"metric.layer=0 has no effect.*contextual word vectors only"),
-    ("metric.similarity=false", r"metric.similarity=False has no effect.*whitening=zca"),
-])
+@pytest.mark.parametrize(
+    "override, match",
+    [
+        ("stats.alternative=bogus", r"stats.alternative='bogus' is not supported: use one of greater, less, two-sided"),
+        ("stats.confidence=1.5", r"stats.confidence=1.5 is out of range"),
+        ("stats.ddof=5", r"stats.ddof=5 is not supported: use one of 1, 0"),
+        ("stats.alpha=2", r"stats.alpha=2.0 is out of range"),
+        ("stats.n_permutations=3000000000", r"stats.n_permutations=3000000000 is out of range.*10,000,000"),
+        ("stats.n_permutations=1000000000", r"stats.n_permutations=1000000000 is out of range"),
+        ("stats.n_bootstrap=0", r"stats.n_bootstrap=0 is out of range"),
+        ("stats.exact_bound=-1", r"stats.exact_bound=-1 is out of range"),
+        ("stats.ties=loose", r"stats.ties='loose' is not supported"),
+        ("dataset.sample=5", r"dataset.sample=5 has no effect with metric=weat"),
+        ("dataset.sample=0", r"dataset.sample=0 is out of range"),
+        ("stats.alpha=0.01", r"stats.alpha=0.01 has no effect with metric=weat.*whitening=zca"),
+        ("whitening.eps=0", r"whitening.eps=0.0 is out of range"),
+        ("template=tp1", r"template.name='tp1' has no effect with metric=weat"),
+        ("metric.layer=0", r"metric.layer=0 has no effect.*contextual word vectors only"),
+        ("metric.similarity=false", r"metric.similarity=False has no effect.*whitening=zca"),
+    ],
+)
 def test_bad_or_unused_weat_options_are_refused_by_name(glove, no_model, tmp_path, override, match):
     with pytest.raises(ConfigError, match=match):
         run_job(compose_config(_static(glove, override)), tmp_path)
 
 
-@pytest.mark.parametrize("overrides, match", [
-    (["metric=rpam", "template=tp1", "dataset=bellezza", "metric.group_size=0"], r"metric.group_size=0 is out of range"),
-    (["metric=rpam", "template=tp1", "dataset=weat_ws", "metric.group_size=5"], r"metric.group_size=5 has no effect.*Bellezza"),
-    (["metric=rpam", "template=tp1", "dataset=bellezza", "stats.n_permutations=1000"],
-     r"stats.n_permutations=1000 has no effect with metric=rpam dataset=bellezza"),
-    (["metric=rpam", "template=tp1", "dataset=weat_ws", "stats.alpha=0.01"], r"stats.alpha=0.01 has no effect with metric=rpam"),
-    (["metric=rpam", "template=tp1", "dataset=weat_ws", "dataset.sample=5"], r"dataset.sample=5 has no effect"),
-    (["metric=rpam", "template=tp1", "dataset=bellezza", "metric.max_new_tokens=4"], r"metric.max_new_tokens=4 has no effect.*downstream"),
-    (["metric=set", "dataset=abc", "stats.ddof=0"], r"stats.ddof=0 has no effect with metric=set"),
-    (["metric=ilps", "dataset=abc", "metric.set_transform=log1m"], r"metric.set_transform='log1m' has no effect.*SeT"),
-    (["metric=unstereo", "dataset=use5", "stats.n_bootstrap=10"], r"stats.n_bootstrap=10 has no effect with metric=unstereo"),
-    (["metric=ceat", "model=minilm-l6", "stats.ddof=0"], r"stats.ddof=0 has no effect with metric=ceat.*stats.alternative"),
-    (["metric=ceat", "model=minilm-l6", "metric.n_draws=1"], r"metric.n_draws=1 is out of range"),
-    (["metric=intersectional", "dataset=abc", "metric.groups=[woman,woman]"], r"metric.groups repeats \['woman'\]"),
-    (["metric=unstereo", "dataset=use5", "metric.tokens_per_batch=0"], r"metric.tokens_per_batch=0 is out of range"),
-])
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        (
+            ["metric=rpam", "template=tp1", "dataset=bellezza", "metric.group_size=0"],
+            r"metric.group_size=0 is out of range",
+        ),
+        (
+            ["metric=rpam", "template=tp1", "dataset=weat_ws", "metric.group_size=5"],
+            r"metric.group_size=5 has no effect.*Bellezza",
+        ),
+        (
+            ["metric=rpam", "template=tp1", "dataset=bellezza", "stats.n_permutations=1000"],
+            r"stats.n_permutations=1000 has no effect with metric=rpam dataset=bellezza",
+        ),
+        (
+            ["metric=rpam", "template=tp1", "dataset=weat_ws", "stats.alpha=0.01"],
+            r"stats.alpha=0.01 has no effect with metric=rpam",
+        ),
+        (["metric=rpam", "template=tp1", "dataset=weat_ws", "dataset.sample=5"], r"dataset.sample=5 has no effect"),
+        (
+            ["metric=rpam", "template=tp1", "dataset=bellezza", "metric.max_new_tokens=4"],
+            r"metric.max_new_tokens=4 has no effect.*downstream",
+        ),
+        (["metric=set", "dataset=abc", "stats.ddof=0"], r"stats.ddof=0 has no effect with metric=set"),
+        (
+            ["metric=ilps", "dataset=abc", "metric.set_transform=log1m"],
+            r"metric.set_transform='log1m' has no effect.*SeT",
+        ),
+        (
+            ["metric=unstereo", "dataset=use5", "stats.n_bootstrap=10"],
+            r"stats.n_bootstrap=10 has no effect with metric=unstereo",
+        ),
+        (
+            ["metric=ceat", "model=minilm-l6", "stats.ddof=0"],
+            r"stats.ddof=0 has no effect with metric=ceat.*stats.alternative",
+        ),
+        (["metric=ceat", "model=minilm-l6", "metric.n_draws=1"], r"metric.n_draws=1 is out of range"),
+        (["metric=intersectional", "dataset=abc", "metric.groups=[woman,woman]"], r"metric.groups repeats \['woman'\]"),
+        (
+            ["metric=unstereo", "dataset=use5", "metric.tokens_per_batch=0"],
+            r"metric.tokens_per_batch=0 is out of range",
+        ),
+    ],
+)
 def test_bad_or_unused_options_of_other_metrics_are_refused_by_name(no_model, tmp_path, overrides, match):
     with pytest.raises(ConfigError, match=match):
         run_job(compose_config(overrides), tmp_path)
@@ -208,8 +251,16 @@ def test_degenerate_test_in_the_weat_job_is_undefined_with_a_reason(monkeypatch,
     """A and B of W1 have pairwise identical vectors: s = 0 for every target, raw and whitened."""
     use_tiny_suite(monkeypatch)
     glove = write_tiny_glove(tmp_path / "same.txt", same_as=dict(zip(UNPLEASANT, PLEASANT)))
-    table = run_metric([*_static(glove), "whitening=zca", "whitening.reference=vocabulary_uniform",
-                        "metric.similarity=false", "metric.anisotropy=false"], tmp_path).aggregates.set_index("test")
+    table = run_metric(
+        [
+            *_static(glove),
+            "whitening=zca",
+            "whitening.reference=vocabulary_uniform",
+            "metric.similarity=false",
+            "metric.anisotropy=false",
+        ],
+        tmp_path,
+    ).aggregates.set_index("test")
     w1 = table.loc["W1"]
     assert np.isnan([w1.d_raw, w1.p_raw, w1.ci_low_raw, w1.ci_high_raw, w1.p_whitened]).all()
     assert "the same for every target" in w1.undefined_reason_raw
@@ -230,10 +281,14 @@ BAD_SETS = {
 
 
 @pytest.mark.parametrize("case", list(BAD_SETS))
-@pytest.mark.parametrize("metric", [
-    ["metric=weat", "model=glove-6b-50d"], ["metric=rpam", "template=tp1", "dataset=weat_ws"],
-    ["metric=ceat", "model=minilm-l6"],
-])
+@pytest.mark.parametrize(
+    "metric",
+    [
+        ["metric=weat", "model=glove-6b-50d"],
+        ["metric=rpam", "template=tp1", "dataset=weat_ws"],
+        ["metric=ceat", "model=minilm-l6"],
+    ],
+)
 def test_every_metric_with_word_sets_refuses_repeated_and_shared_words(monkeypatch, no_model, tmp_path, metric, case):
     sets, match = BAD_SETS[case]
     use_tiny_suite(monkeypatch, **sets)
@@ -256,22 +311,28 @@ def test_weat_api_applies_the_word_rule_to_words_and_bare_vectors():
 
 def test_weat_given_words_instead_of_vectors_names_the_set():
     _, y, a, b = _sets(4)
-    with pytest.raises(InputError, match=r"word set 'Flowers': expected numeric vectors.*words instead of their vectors"):
+    with pytest.raises(
+        InputError, match=r"word set 'Flowers': expected numeric vectors.*words instead of their vectors"
+    ):
         weat(KEY, np.array(["rose", "tulip"]), y, a, b, names=("Flowers", "Y", "A", "B"))
     with pytest.raises(InputError, match=r"word set 'Y': rows of different lengths"):
         weat(KEY, y, [[1.0, 2.0], [1.0]], a, b)
 
 
-@pytest.mark.parametrize("text, match", [
-    ("These words are associated: {target and", r"template 'mine': text .* is malformed"),
-    ("These words are associated: {target} and }", "is malformed"),
-    ("These words are associated: and", r"no \{target\} slot"),
-    ("{target} and {other}", r"unknown slots \['other'\]"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("These words are associated: {target and", r"template 'mine': text .* is malformed"),
+        ("These words are associated: {target} and }", "is malformed"),
+        ("These words are associated: and", r"no \{target\} slot"),
+        ("{target} and {other}", r"unknown slots \['other'\]"),
+    ],
+)
 def test_malformed_template_is_refused_at_config_time(no_model, tmp_path, text, match):
     with pytest.raises(ConfigError, match=match):
         TemplateConfig("mine", text)
-    cfg = compose_config(["metric=rpam", "dataset=weat_ws", "template=tp1", "template.name=mine",
-                          f"template.text='{text}'"])
+    cfg = compose_config(
+        ["metric=rpam", "dataset=weat_ws", "template=tp1", "template.name=mine", f"template.text='{text}'"]
+    )
     with pytest.raises(ConfigError, match=match):
         make_job(cfg, Path(tmp_path))

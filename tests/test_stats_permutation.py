@@ -68,7 +68,10 @@ def test_exact_inclusive_matches_scipy_permutation_test():
         ref = st.permutation_test(
             (values[:6].astype(np.float64), values[6:].astype(np.float64)),
             lambda a, b, axis: np.sum(a, axis=axis) - np.sum(b, axis=axis),
-            permutation_type="independent", alternative=alternative, n_resamples=np.inf, vectorized=True,
+            permutation_type="independent",
+            alternative=alternative,
+            n_resamples=np.inf,
+            vectorized=True,
         )
         res = permutation_test(KEY, values, 6, alternative=alternative, ties="inclusive")
         assert float(res.statistic) == pytest.approx(ref.statistic, rel=1e-5)

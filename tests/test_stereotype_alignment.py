@@ -3,10 +3,9 @@ human ratings of Cao et al. (2022); the human-group mapping is checked for compl
 
 import json
 
-import pandas as pd
-
 import jax.numpy as jnp
 import numpy as np
+import pandas as pd
 import pytest
 import scipy.stats
 
@@ -52,7 +51,9 @@ def test_tau_and_p_at_3_match_scipy_and_a_python_loop_on_the_human_ratings():
         assert float(res.p_at_3_bottom[g]) == pytest.approx(bottom)
     overall = scipy.stats.kendalltau(model.astype(np.float32).ravel(), human.astype(np.float32).ravel()).statistic
     assert float(res.tau_overall) == pytest.approx(overall, abs=1e-5)
-    assert float(res.p_at_3_overall) == pytest.approx(np.mean([_p_at_3_reference(m, h)[0] for m, h in zip(model.astype(np.float32), human)]))
+    assert float(res.p_at_3_overall) == pytest.approx(
+        np.mean([_p_at_3_reference(m, h)[0] for m, h in zip(model.astype(np.float32), human)])
+    )
     perfect = alignment(human - 50, human)  # the human ratings themselves: τ = 1, the best P@3 possible
     np.testing.assert_allclose(np.asarray(perfect.tau_per_group), 1.0, atol=1e-6)
     best_top = np.minimum((human > 50).sum(axis=1), 3) / 3  # a group with < 3 right-pole pairs caps it
@@ -67,7 +68,12 @@ def test_pair_scores_are_differences_of_ragged_medians():
     lv = np.broadcast_to(np.arange(4) < n_left[:, None], (5, 16, 4))
     rv = np.broadcast_to(np.arange(4) < n_right[:, None], (5, 16, 4))
     ours = np.asarray(pair_scores(jnp.asarray(left), jnp.asarray(lv), jnp.asarray(right), jnp.asarray(rv)))
-    ref = np.array([[np.median(right[g, t, : n_right[t]]) - np.median(left[g, t, : n_left[t]]) for t in range(16)] for g in range(5)])
+    ref = np.array(
+        [
+            [np.median(right[g, t, : n_right[t]]) - np.median(left[g, t, : n_left[t]]) for t in range(16)]
+            for g in range(5)
+        ]
+    )
     np.testing.assert_allclose(ours, ref, rtol=1e-5, atol=1e-6)
 
 
@@ -107,7 +113,11 @@ def test_alignment_refuses_bad_shapes_and_nan_scores():
 
 # --- the causal-LM pipeline (jaxassoc.readouts.stereotypes) on a tiny Llama vs torch ----------
 import torch  # noqa: E402
+from models_helpers import load_torch, save_tiny_checkpoint  # noqa: E402
+from reference_set_numpy import set_distance  # noqa: E402
 
+from jaxassoc.errors import ConfigError  # noqa: E402
+from jaxassoc.models import load_model  # noqa: E402
 from jaxassoc.readouts.stereotypes import (  # noqa: E402
     causal_prefix,
     human_alignment,
@@ -115,10 +125,6 @@ from jaxassoc.readouts.stereotypes import (  # noqa: E402
     pair_matrix,
     score_causal,
 )
-from jaxassoc.errors import ConfigError  # noqa: E402
-from jaxassoc.models import load_model  # noqa: E402
-from models_helpers import load_torch, save_tiny_checkpoint  # noqa: E402
-from reference_set_numpy import set_distance  # noqa: E402
 
 
 def _torch_terms(model, tok, prefix, word, bos_id):

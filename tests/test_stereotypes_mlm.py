@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 import torch
 import transformers
+from models_helpers import load_torch, save_tiny_checkpoint
+from reference_set_numpy import set_distance
 
 from jaxassoc.app.tasks.stereotypes import usable_templates
-from jaxassoc.readouts.stereotypes_mlm import build_masked_problems, score_masked
 from jaxassoc.data import load_abc
 from jaxassoc.errors import ConfigError, DataError, InputError
 from jaxassoc.models import load_model
-from models_helpers import load_torch, save_tiny_checkpoint
-from reference_set_numpy import set_distance
+from jaxassoc.readouts.stereotypes_mlm import build_masked_problems, score_masked
 
 ABC = load_abc()
 
@@ -73,8 +73,11 @@ def _log1m(d):
 
 
 TEMPLATES = ["The <sgroup> is <mask>.", "The <mask> people are <pgroup>.", "<cpgroup> are more <mask> than others."]
-GROUPS = {"<sgroup>": ["doctor", "Asian person"], "<pgroup>": ["doctors", "immigrants"],
-          "<cpgroup>": ["Doctors", "Asian people"]}
+GROUPS = {
+    "<sgroup>": ["doctor", "Asian person"],
+    "<pgroup>": ["doctors", "immigrants"],
+    "<cpgroup>": ["Doctors", "Asian people"],
+}
 
 
 @pytest.mark.parametrize("family", ["roberta", "bert"])
@@ -86,8 +89,16 @@ def test_masked_pipeline_matches_the_original_procedure_in_torch(tiny, family):
     for template in TEMPLATES:
         slot = ABC.slot_of(template)
         default = score_masked(ours, ABC, template, groups=GROUPS[slot], words=words, batch_size=4)
-        parity = score_masked(ours, ABC, template, groups=GROUPS[slot], words=words, batch_size=4,
-                              set_transform="log1m", set_nan_policy="python")
+        parity = score_masked(
+            ours,
+            ABC,
+            template,
+            groups=GROUPS[slot],
+            words=words,
+            batch_size=4,
+            set_transform="log1m",
+            set_nan_policy="python",
+        )
         terms = {}
         for filler in [*GROUPS[slot], ABC.priors[slot]]:
             before, after = template.replace(slot, filler).split("<mask>")
@@ -132,8 +143,9 @@ def test_each_write_in_step_is_one_batched_call(tiny, monkeypatch):
 def test_prompt_ids_equal_the_tokenised_sentence(tiny):
     for family in ("roberta", "bert"):
         tok = tiny[family][0].tokenizer
-        problems = build_masked_problems(tok, ABC, "The <mask> people are <pgroup>.", ["doctors"], ["warm"],
-                                         mask_id=tok.mask_token_id)
+        problems = build_masked_problems(
+            tok, ABC, "The <mask> people are <pgroup>.", ["doctors"], ["warm"], mask_id=tok.mask_token_id
+        )
         ids, start = list(problems.prompts[0]), problems.mask_starts[0]
         trait = problems.trait_tokens[0]
         ids[start : start + len(trait)] = trait

@@ -10,13 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 import transformers
+from models_helpers import CORPUS, save_tiny_checkpoint, tiny_model
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
-from jaxassoc.readouts.stereotypes import default_words, human_alignment, pair_matrix
-from jaxassoc.readouts.stereotypes_mlm import score_masked
 from jaxassoc.data import load_abc
 from jaxassoc.models import load_model
-from models_helpers import CORPUS, save_tiny_checkpoint, tiny_model
+from jaxassoc.readouts.stereotypes import default_words, human_alignment, pair_matrix
+from jaxassoc.readouts.stereotypes_mlm import score_masked
 
 ABC = load_abc()
 TEMPLATES = ["Most <pgroup> are <mask>.", "The <mask> people are <pgroup>."]  # the second has no causal form
@@ -34,8 +34,14 @@ def covering_bert(folder):
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", special_tokens=[(s, tok.token_to_id(s)) for s in ("[CLS]", "[SEP]")]
     )
-    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
-                                                cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+    fast = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+    )
     tiny_model("bert", seed=5, vocab_size=len(fast), max_position_embeddings=128).save_pretrained(folder)
     fast.save_pretrained(folder)
     return folder
@@ -53,8 +59,9 @@ def folders(tmp_path_factory):
 
 def jaxassoc(cwd, *overrides, ok=True):
     env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
-    proc = subprocess.run([sys.executable, "-m", "jaxassoc", *overrides], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "jaxassoc", *overrides], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+    )
     assert (proc.returncode == 0) == ok, proc.stderr[-3000:]
     return proc
 
@@ -63,9 +70,15 @@ def jaxassoc(cwd, *overrides, ok=True):
 @pytest.mark.parametrize("family", ["roberta", "bert"])
 def test_masked_job_matches_the_api_and_shares_passes_through_the_cache(tmp_path, folders, family):
     cache = tmp_path / "cache"
-    common = ["dataset=abc", f"model.source={folders[family]}", "model.kind=masked", "model.name=tiny",
-              "model.batch_size=128", "metric.templates=[" + ",".join(f"'{t}'" for t in TEMPLATES) + "]",
-              f"cache_dir={cache}"]
+    common = [
+        "dataset=abc",
+        f"model.source={folders[family]}",
+        "model.kind=masked",
+        "model.name=tiny",
+        "model.batch_size=128",
+        "metric.templates=[" + ",".join(f"'{t}'" for t in TEMPLATES) + "]",
+        f"cache_dir={cache}",
+    ]
     for score in ("set", "ilps_star"):
         proc = jaxassoc(tmp_path, f"metric={score}", *common, f"hydra.run.dir={score}")
         hits = (proc.stderr + proc.stdout).count("cache hit: stereotype_scores")
@@ -79,26 +92,59 @@ def test_masked_job_matches_the_api_and_shares_passes_through_the_cache(tmp_path
         groups = [to_slot[s] for s in dict.fromkeys(ABC.human_groups.values()) if s in to_slot]  # the job's
         api = score_masked(model, ABC, template, groups=groups, batch_size=128)
         # the cache entry is bit-identical to a fresh computation through the API
-        same = [e for e in stored if all(e[c].tobytes() == api[c].to_numpy().tobytes()
-                                         for c in ("ilps", "ilps_star", "set", "set_distance_max"))]
+        same = [
+            e
+            for e in stored
+            if all(
+                e[c].tobytes() == api[c].to_numpy().tobytes() for c in ("ilps", "ilps_star", "set", "set_distance_max")
+            )
+        ]
         assert len(same) == 1
         for score in ("set", "ilps_star"):
             items = pd.read_parquet(tmp_path / score / "items.parquet")
             assert (items["prov_prompt"] == "masked write-in").all()
             result, present = human_alignment(pair_matrix(api, ABC, score), ABC, slot)
             assert len(present) == 25 and present == list(items[items.template == template].group)
-            np.testing.assert_array_equal(items[items.template == template].kendall_tau,
-                                          np.asarray(result.tau_per_group))
+            np.testing.assert_array_equal(
+                items[items.template == template].kendall_tau, np.asarray(result.tau_per_group)
+            )
 
 
 def test_masked_job_refuses_unknown_traits_and_a_wrong_model_kind(tmp_path, folders):
-    unk = jaxassoc(tmp_path, "metric=ilps", "dataset=abc", f"model.source={folders['bert-unk']}", "model.kind=masked",
-                   "model.name=tiny", "hydra.run.dir=unk", "cache_dir=null", ok=False)
+    unk = jaxassoc(
+        tmp_path,
+        "metric=ilps",
+        "dataset=abc",
+        f"model.source={folders['bert-unk']}",
+        "model.kind=masked",
+        "model.name=tiny",
+        "hydra.run.dir=unk",
+        "cache_dir=null",
+        ok=False,
+    )
     assert "unknown token" in unk.stderr and "Traceback" not in unk.stderr
-    kind = jaxassoc(tmp_path, "metric=ilps", "dataset=abc", f"model.source={folders['roberta']}", "model.kind=causal",
-                    "model.name=tiny", "hydra.run.dir=kind", "cache_dir=null", ok=False)
+    kind = jaxassoc(
+        tmp_path,
+        "metric=ilps",
+        "dataset=abc",
+        f"model.source={folders['roberta']}",
+        "model.kind=causal",
+        "model.name=tiny",
+        "hydra.run.dir=kind",
+        "cache_dir=null",
+        ok=False,
+    )
     assert "set model.kind=masked" in kind.stderr
-    template = jaxassoc(tmp_path, "metric=ilps", "dataset=abc", f"model.source={folders['roberta']}",
-                        "model.kind=masked", "model.name=tiny", "metric.templates=['The <sgroup> is nice.']",
-                        "hydra.run.dir=template", "cache_dir=null", ok=False)
+    template = jaxassoc(
+        tmp_path,
+        "metric=ilps",
+        "dataset=abc",
+        f"model.source={folders['roberta']}",
+        "model.kind=masked",
+        "model.name=tiny",
+        "metric.templates=['The <sgroup> is nice.']",
+        "hydra.run.dir=template",
+        "cache_dir=null",
+        ok=False,
+    )
     assert "The <sgroup> is nice." in template.stderr and "35 ABC templates" in template.stderr

@@ -19,8 +19,15 @@ def test_plain_names_are_kept():
 
 
 def test_unsafe_characters_are_replaced_and_a_hash_keeps_names_apart():
-    names = ["model.source=/tmp/x/y", "model.source=_tmp_x_y-0", "model.source=/tmp/x/y ", "model.source=C:\\m",
-             "metric.groups=[woman,Black person]", "template.text='{target} is'", "model.source=~/m$HOME"]
+    names = [
+        "model.source=/tmp/x/y",
+        "model.source=_tmp_x_y-0",
+        "model.source=/tmp/x/y ",
+        "model.source=C:\\m",
+        "metric.groups=[woman,Black person]",
+        "template.text='{target} is'",
+        "model.source=~/m$HOME",
+    ]
     safe = [safe_dirname(n) for n in names]
     assert all("/" not in s and "\\" not in s and " " not in s and "'" not in s and "$" not in s for s in safe)
     assert safe[0].startswith("model.source=_tmp_x_y-") and len(set(safe)) == len(safe)
@@ -36,8 +43,9 @@ def test_long_names_are_cut_and_stay_distinct():
 def write_vectors(path: Path, seed: int) -> None:
     """A small GloVe-format file: random 8-d vectors for every word of the Caliskan et al. suite."""
     suite = data.load_weat_suite("weat_caliskan2017")
-    words = sorted({w.lower() for t in suite.tests
-                    for s in (t.targets_x, t.targets_y, t.attributes_a, t.attributes_b) for w in s})
+    words = sorted(
+        {w.lower() for t in suite.tests for s in (t.targets_x, t.targets_y, t.attributes_a, t.attributes_b) for w in s}
+    )
     rows = np.random.default_rng(seed).normal(size=(len(words), 8))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(f"{w} {' '.join(f'{v:.6f}' for v in row)}\n" for w, row in zip(words, rows)))
@@ -48,9 +56,20 @@ def test_sweep_over_path_valued_overrides_makes_one_flat_folder_per_job_and_resu
     sources = [tmp_path / "vectors" / f"set {seed}" / "glove.txt" for seed in (0, 1)]  # nested, with a space
     for seed, source in enumerate(sources):
         write_vectors(source, seed)
-    command = [sys.executable, "-m", "jaxassoc", "-m", "metric=weat", "model=glove-6b-50d", "model.name=tiny",
-               f"model.source={','.join(map(str, sources))}", "stats.n_permutations=100", "stats.n_bootstrap=10",
-               "hydra.sweep.dir=sweep", "cache_dir=null"]
+    command = [
+        sys.executable,
+        "-m",
+        "jaxassoc",
+        "-m",
+        "metric=weat",
+        "model=glove-6b-50d",
+        "model.name=tiny",
+        f"model.source={','.join(map(str, sources))}",
+        "stats.n_permutations=100",
+        "stats.n_bootstrap=10",
+        "hydra.sweep.dir=sweep",
+        "cache_dir=null",
+    ]
     first = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert first.returncode == 0, first.stderr[-3000:]
     jobs = sorted(p for p in (tmp_path / "sweep").iterdir() if p.is_dir())

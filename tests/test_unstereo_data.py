@@ -126,7 +126,13 @@ def test_fill_template_options_and_errors():
 
 def test_pmi_words_tokeniser():
     assert u.pmi_words("{pronoun} couldn't find {pronoun2}self, so {pronoun}'ll go-ahead.") == [
-        "could", "'nt", "find", "so", "'ll", "go", "ahead"
+        "could",
+        "'nt",
+        "find",
+        "so",
+        "'ll",
+        "go",
+        "ahead",
     ]
     assert u.pmi_words("'Her 10,000 cafés? Gonna") == ["her", "10,000", "cafés", "gon", "na"]
 

@@ -167,8 +167,8 @@ def test_run_unstereo_and_summary(tiny):
 
 
 def test_scoring_errors(tiny):
-    from jaxassoc.readouts.unstereo import score_sentences
     from jaxassoc.errors import InputError
+    from jaxassoc.readouts.unstereo import score_sentences
 
     model, _ = tiny
     with pytest.raises(InputError, match="sentence 1"):
@@ -186,9 +186,9 @@ def test_smollm2_scores_match_transformers_on_the_same_weights():
     import torch
     import transformers
 
-    from jaxassoc.readouts.unstereo import score_sentences
     from jaxassoc.models.gguf import read_gguf
     from jaxassoc.models.loading import load_model
+    from jaxassoc.readouts.unstereo import score_sentences
     from jaxassoc.resources import smollm2_gguf
 
     model = load_model("smollm2-135m")
@@ -196,8 +196,9 @@ def test_smollm2_scores_match_transformers_on_the_same_weights():
     torch_model = transformers.LlamaForCausalLM(
         transformers.LlamaConfig(**{k: v for k, v in hf_config.items() if k != "model_type"})
     )
-    missing, unexpected = torch_model.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in tensors.items()},
-                                                      strict=False)
+    missing, unexpected = torch_model.load_state_dict(
+        {k: torch.from_numpy(np.array(v)) for k, v in tensors.items()}, strict=False
+    )
     assert not unexpected and set(missing) <= {"lm_head.weight"}
     if missing:
         torch_model.lm_head.weight = torch_model.model.embed_tokens.weight

@@ -242,11 +242,11 @@ def test_change_classes():
 
 def test_weat_experiment_on_glove_with_whitening_and_figures(tmp_path, glove_tests):
     from jaxassoc.app.tasks.weat import plot_cosine_heatmaps, plot_effect_size_heatmap, plot_raw_vs_whitened
-    from jaxassoc.readouts.weat import run_anisotropy, run_weat_experiment
-    from jaxassoc.stats import StatsOptions
     from jaxassoc.data import load_weat_suite
     from jaxassoc.embeddings.static import load_embedded_glove
     from jaxassoc.embeddings.whitening import fit_zca, reference_sample
+    from jaxassoc.readouts.weat import run_anisotropy, run_weat_experiment
+    from jaxassoc.stats import StatsOptions
 
     emb = load_embedded_glove()
     ref = reference_sample(emb, max_items=3000, seed=0)

@@ -48,7 +48,9 @@ def test_whitened_sample_has_near_identity_covariance():
     stats = fit_zca(x, eps=1e-3)
     z = np.asarray(apply_zca(stats, x), dtype=np.float64)
     lam = np.asarray(stats.eigenvalues, dtype=np.float64)
-    np.testing.assert_allclose(np.sort(np.linalg.eigvalsh(np.cov(z, rowvar=False)))[::-1], lam / (lam + 1e-3), rtol=5e-3)
+    np.testing.assert_allclose(
+        np.sort(np.linalg.eigvalsh(np.cov(z, rowvar=False)))[::-1], lam / (lam + 1e-3), rtol=5e-3
+    )
 
 
 def test_apply_accepts_a_single_vector_and_checks_dimension():
@@ -130,19 +132,28 @@ def test_truncated_zca_file_is_a_data_error_naming_it(tmp_path, cut):
     path = save_zca(fit_zca(_anisotropic()), tmp_path / "zca.npz", metadata={"model": "toy"})
     data = path.read_bytes()
     path.write_bytes(data[: int(cut * len(data)) if isinstance(cut, float) else cut])
-    with pytest.raises(DataError, match=r"zca\.npz is not a ZCA statistics file written by save_zca: it is "
-                                        r"truncated or corrupt.*fit and save the statistics again"):
+    with pytest.raises(
+        DataError,
+        match=r"zca\.npz is not a ZCA statistics file written by save_zca: it is "
+        r"truncated or corrupt.*fit and save the statistics again",
+    ):
         load_zca(path)
 
 
 def test_zca_file_with_inconsistent_shapes_or_nan_is_refused(tmp_path):
     stats = fit_zca(_anisotropic())
     D = stats.mean.shape[0]
-    np.savez(tmp_path / "shapes.npz", mean=np.zeros(D), W=np.zeros((D, D + 1)), eigenvalues=np.ones(D),
-             metadata=np.array("{}"))
+    np.savez(
+        tmp_path / "shapes.npz",
+        mean=np.zeros(D),
+        W=np.zeros((D, D + 1)),
+        eigenvalues=np.ones(D),
+        metadata=np.array("{}"),
+    )
     with pytest.raises(DataError, match=rf"shapes\.npz .*W \({D}, {D + 1}\), eigenvalues \({D},\) \(expected"):
         load_zca(tmp_path / "shapes.npz")
-    np.savez(tmp_path / "nan.npz", mean=np.full(D, np.nan), W=np.eye(D), eigenvalues=np.ones(D),
-             metadata=np.array("{}"))
+    np.savez(
+        tmp_path / "nan.npz", mean=np.full(D, np.nan), W=np.eye(D), eigenvalues=np.ones(D), metadata=np.array("{}")
+    )
     with pytest.raises(DataError, match=r"nan\.npz: the ZCA statistics hold NaN"):
         load_zca(tmp_path / "nan.npz")

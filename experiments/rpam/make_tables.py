@@ -28,13 +28,20 @@ def load_jobs(folders: list[Path]) -> list[dict]:
             cfg = prov["config"]
             if prov.get("metric") != "rpam":
                 continue
-            jobs.append({
-                "model": prov["model"], "dataset": prov["dataset"], "template": prov["template"],
-                "normalise": cfg["metric"]["normalise"], "group_size": cfg["metric"]["group_size"],
-                "downstream": cfg["metric"].get("downstream", False), "sample": cfg["dataset"].get("sample"),
-                "seconds": record["summary"].get("seconds"), "aggregates": pd.DataFrame(record["aggregates"]),
-                "folder": str(path.parent),
-            })
+            jobs.append(
+                {
+                    "model": prov["model"],
+                    "dataset": prov["dataset"],
+                    "template": prov["template"],
+                    "normalise": cfg["metric"]["normalise"],
+                    "group_size": cfg["metric"]["group_size"],
+                    "downstream": cfg["metric"].get("downstream", False),
+                    "sample": cfg["dataset"].get("sample"),
+                    "seconds": record["summary"].get("seconds"),
+                    "aggregates": pd.DataFrame(record["aggregates"]),
+                    "folder": str(path.parent),
+                }
+            )
     return jobs
 
 
@@ -69,8 +76,11 @@ def validation_table(jobs: list[dict]) -> pd.DataFrame:
         elif job["dataset"] == "bellezza" and job["downstream"]:
             r = agg.iloc[0]
             chat = "chat template" if r["chat_template"] else "plain prompt"
-            add(f"Downstream ratings ({tp}; {chat}, {int(r['max_new_tokens'])} tokens) Spearman rho", r["correlation"],
-                f"{note} parsed {int(r['n'])}/{int(r['n']) + int(r['n_unparsable'])} ({r['parse_rate']:.0%})".strip())
+            add(
+                f"Downstream ratings ({tp}; {chat}, {int(r['max_new_tokens'])} tokens) Spearman rho",
+                r["correlation"],
+                f"{note} parsed {int(r['n'])}/{int(r['n']) + int(r['n_unparsable'])} ({r['parse_rate']:.0%})".strip(),
+            )
         elif job["dataset"] == "bellezza" and job["group_size"] > 1:
             add(f"Bellezza-{job['group_size']}X ({tp}) Spearman rho", agg["correlation"].iloc[0])
         elif job["dataset"] == "bellezza":
@@ -86,12 +96,21 @@ def validation_table(jobs: list[dict]) -> pd.DataFrame:
 
 
 def runtime_table(jobs: list[dict]) -> pd.DataFrame:
-    return pd.DataFrame([
-        {"model": j["model"], "dataset": j["dataset"], "template": j["template"], "normalise": j["normalise"],
-         "group_size": j["group_size"], "downstream": j["downstream"], "sample": j["sample"],
-         "seconds": j["seconds"]}
-        for j in jobs
-    ]).sort_values(["model", "dataset", "template"])
+    return pd.DataFrame(
+        [
+            {
+                "model": j["model"],
+                "dataset": j["dataset"],
+                "template": j["template"],
+                "normalise": j["normalise"],
+                "group_size": j["group_size"],
+                "downstream": j["downstream"],
+                "sample": j["sample"],
+                "seconds": j["seconds"],
+            }
+            for j in jobs
+        ]
+    ).sort_values(["model", "dataset", "template"])
 
 
 def figure2(table2: pd.DataFrame, path: Path) -> None:
@@ -121,9 +140,11 @@ def main(folders: list[str]) -> None:
     out = roots[0]
     t2, t3, rt = weat_table(jobs), validation_table(jobs), runtime_table(jobs)
     parts = []
-    for name, table, title in (("table2_weat_ws", t2, "Table 2: WEAT-WS (RPAM Test)"),
-                               ("table3_validation", t3, "Tables 3/5/6: validation tasks"),
-                               ("runtimes", rt, "Run time per job")):
+    for name, table, title in (
+        ("table2_weat_ws", t2, "Table 2: WEAT-WS (RPAM Test)"),
+        ("table3_validation", t3, "Tables 3/5/6: validation tasks"),
+        ("runtimes", rt, "Run time per job"),
+    ):
         if not table.empty:
             table.to_csv(out / f"{name}.csv")
             text = table.to_string(float_format=lambda v: f"{v:.3f}")

@@ -35,12 +35,12 @@ import jax
 import numpy as np
 import pandas as pd
 
-from jaxassoc.readouts.stereotypes import build_problems, default_words, is_causal_template
 from jaxassoc.data import load_abc
 from jaxassoc.metrics.set_exact import set_exact
 from jaxassoc.metrics.set_optax import set_optax
 from jaxassoc.models import load_model, model_limits, run_batched
 from jaxassoc.models.batching import FINE_BUCKETS
+from jaxassoc.readouts.stereotypes import build_problems, default_words, is_causal_template
 
 DEFAULT_TEMPLATE = "Most <pgroup> are <mask>."
 REL_TOLERANCE = 1e-3  # issue #6: optax matches exact to a relative 1e-3 on ‖ΔA‖_F
@@ -73,8 +73,14 @@ def suite_problems(model, templates: list[str], *, bos: bool = True, max_problem
     words = default_words(abc)
     sequences, starts, lengths, tpl, fil, wrd = [], [], [], [], [], []
     for template in templates:
-        problems = build_problems(model.tokenizer, abc, template, abc.groups[abc.slot_of(template)], words,
-                                  bos_id=model.vocab.bos_id if bos else None)
+        problems = build_problems(
+            model.tokenizer,
+            abc,
+            template,
+            abc.groups[abc.slot_of(template)],
+            words,
+            bos_id=model.vocab.bos_id if bos else None,
+        )
         sequences += problems.sequences
         starts += problems.trait_starts
         lengths += [len(t) for t in problems.trait_tokens]
@@ -91,8 +97,16 @@ def suite_problems(model, templates: list[str], *, bos: bool = True, max_problem
     subword = np.concatenate([np.arange(n) for n in lengths])
     position = starts[prompt] - 1 + subword
     gold = np.array([sequences[p][q + 1] for p, q in zip(prompt, position)], np.int32)
-    return Suite(sequences, [tpl[i] for i in keep], [fil[i] for i in keep], [wrd[i] for i in keep],
-                 prompt, position, subword, gold)
+    return Suite(
+        sequences,
+        [tpl[i] for i in keep],
+        [fil[i] for i in keep],
+        [wrd[i] for i in keep],
+        prompt,
+        position,
+        subword,
+        gold,
+    )
 
 
 def head_inputs(model, suite: Suite, *, batch_size: int = 64, prompts_per_call: int = 8192) -> np.ndarray:
@@ -101,8 +115,14 @@ def head_inputs(model, suite: Suite, *, batch_size: int = 64, prompts_per_call: 
     limits = model_limits(model)
     x = np.zeros((len(suite.gold), model.head.W.shape[1]), np.float32)
     for start in range(0, len(suite.sequences), prompts_per_call):
-        hidden = run_batched(forward, model.params, suite.sequences[start : start + prompts_per_call],
-                             batch_size=batch_size, buckets=FINE_BUCKETS, **limits)
+        hidden = run_batched(
+            forward,
+            model.params,
+            suite.sequences[start : start + prompts_per_call],
+            batch_size=batch_size,
+            buckets=FINE_BUCKETS,
+            **limits,
+        )
         rows = np.flatnonzero((suite.problem_prompt >= start) & (suite.problem_prompt < start + prompts_per_call))
         for n in rows:
             x[n] = hidden[suite.problem_prompt[n] - start][suite.problem_position[n]]
@@ -169,9 +189,11 @@ def main() -> None:
     templates = templates_for(args.templates)
     suite = suite_problems(model, templates, bos=args.bos, max_problems=args.max_problems)
     W, b = model.head.W, model.head.b
-    print(f"model: {model.name} (loaded in {t_load:.1f} s), head V={W.shape[0]}, D={W.shape[1]}, "
-          f"{'no bias' if b is None else 'with bias'}; jax {jax.__version__} on {jax.devices()[0].platform}, "
-          f"bos={args.bos}")
+    print(
+        f"model: {model.name} (loaded in {t_load:.1f} s), head V={W.shape[0]}, D={W.shape[1]}, "
+        f"{'no bias' if b is None else 'with bias'}; jax {jax.__version__} on {jax.devices()[0].platform}, "
+        f"bos={args.bos}"
+    )
     scope = "" if args.max_problems is None else f" (--max-problems {args.max_problems}: evenly spaced prompts)"
     print(f"suite: {len(templates)} template(s), {len(suite.sequences)} prompts, {len(suite.gold)} SeT problems{scope}")
 
@@ -181,29 +203,47 @@ def main() -> None:
 
     stats = agreement(d_exact, d_optax, violation)
     print(f"problems: {stats['problems']}; already satisfied (exact ΔA = 0): {stats['already_satisfied']}")
-    print(f"optax vs exact ‖ΔA‖_F where exact > 0: max rel. diff {stats['max_rel_diff']:.2e}, "
-          f"median {stats['median_rel_diff']:.2e}; max optax ‖ΔA‖_F where exact = 0: "
-          f"{stats['max_optax_where_exact_0']:.1e}")
+    print(
+        f"optax vs exact ‖ΔA‖_F where exact > 0: max rel. diff {stats['max_rel_diff']:.2e}, "
+        f"median {stats['median_rel_diff']:.2e}; max optax ‖ΔA‖_F where exact = 0: "
+        f"{stats['max_optax_where_exact_0']:.1e}"
+    )
     if stats["worst"] is not None:
         w, p = stats["worst"], suite.problem_prompt[stats["worst"]]
-        print(f"problems beyond rel. {REL_TOLERANCE:g}: {stats['beyond_tolerance']}; worst: problem {w} "
-              f"({suite.prompt_filler[p]!r}, {suite.prompt_word[p]!r}, subword {suite.problem_subword[w]}): "
-              f"exact {d_exact[w]:.5f}, optax {d_optax[w]:.5f}, optax violation {violation[w]:.2e}")
-    print(f"optax constraints (γ = 1, whole vocabulary): max violation γ − (z'_gold − max other z') = "
-          f"{stats['max_violation']:.2e} logits; working sets verified: {bool(ws_ok.all())}")
-    print(f"exact ‖ΔA‖_F: median {np.median(d_exact):.4f}, max {d_exact.max():.4f}; pool size mean "
-          f"{pool.mean():.1f}, max {pool.max()}")
-    print(f"time (compilation included): forward passes {t_forward:.1f} s, exact {t_exact:.1f} s, "
-          f"optax {t_optax:.1f} s")
+        print(
+            f"problems beyond rel. {REL_TOLERANCE:g}: {stats['beyond_tolerance']}; worst: problem {w} "
+            f"({suite.prompt_filler[p]!r}, {suite.prompt_word[p]!r}, subword {suite.problem_subword[w]}): "
+            f"exact {d_exact[w]:.5f}, optax {d_optax[w]:.5f}, optax violation {violation[w]:.2e}"
+        )
+    print(
+        f"optax constraints (γ = 1, whole vocabulary): max violation γ − (z'_gold − max other z') = "
+        f"{stats['max_violation']:.2e} logits; working sets verified: {bool(ws_ok.all())}"
+    )
+    print(
+        f"exact ‖ΔA‖_F: median {np.median(d_exact):.4f}, max {d_exact.max():.4f}; pool size mean "
+        f"{pool.mean():.1f}, max {pool.max()}"
+    )
+    print(
+        f"time (compilation included): forward passes {t_forward:.1f} s, exact {t_exact:.1f} s, optax {t_optax:.1f} s"
+    )
 
     tokens = model.tokenizer.convert_ids_to_tokens(suite.gold.tolist())
     p = suite.problem_prompt
-    table = pd.DataFrame({
-        "template": np.asarray(suite.prompt_template)[p], "filler": np.asarray(suite.prompt_filler)[p],
-        "word": np.asarray(suite.prompt_word)[p], "subword": suite.problem_subword, "token_id": suite.gold,
-        "token": tokens, "exact_distance": d_exact, "exact_pool_size": pool, "optax_distance": d_optax,
-        "optax_max_violation": violation, "optax_working_set_ok": ws_ok,
-    })
+    table = pd.DataFrame(
+        {
+            "template": np.asarray(suite.prompt_template)[p],
+            "filler": np.asarray(suite.prompt_filler)[p],
+            "word": np.asarray(suite.prompt_word)[p],
+            "subword": suite.problem_subword,
+            "token_id": suite.gold,
+            "token": tokens,
+            "exact_distance": d_exact,
+            "exact_pool_size": pool,
+            "optax_distance": d_optax,
+            "optax_max_violation": violation,
+            "optax_working_set_ok": ws_ok,
+        }
+    )
     args.csv.parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(args.csv, index=False)
     print(f"wrote {args.csv} ({len(table)} rows)")

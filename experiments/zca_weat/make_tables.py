@@ -9,17 +9,21 @@ from pathlib import Path
 
 import pandas as pd
 
-from jaxassoc.app.tasks.weat import plot_effect_size_heatmap, plot_raw_vs_whitened
 from jaxassoc.app.report import gather, write_report
 from jaxassoc.app.tables import markdown
+from jaxassoc.app.tasks.weat import plot_effect_size_heatmap, plot_raw_vs_whitened
 
 
 def main(sweep: Path) -> None:
     table = gather(sweep)
     tests = table[table["test"].astype(str).str.match(r"W\d+$") & table["d_whitened"].notna()]
-    per_model = {model: rows.sort_values("test", key=lambda t: t.str[1:].astype(int))
-                 for model, rows in tests.groupby("model", sort=False)}
-    a1 = pd.concat(per_model.values())[["model", "test", "d_raw", "p_raw", "d_whitened", "p_whitened", "change", "paper_class"]]
+    per_model = {
+        model: rows.sort_values("test", key=lambda t: t.str[1:].astype(int))
+        for model, rows in tests.groupby("model", sort=False)
+    }
+    a1 = pd.concat(per_model.values())[
+        ["model", "test", "d_raw", "p_raw", "d_whitened", "p_whitened", "change", "paper_class"]
+    ]
     out = sweep / "report"
     write_report(sweep)
     (out / "table_a1.md").write_text("# Table A1: WEAT raw vs ZCA-whitened\n\n" + markdown(a1) + "\n")

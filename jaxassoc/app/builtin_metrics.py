@@ -18,26 +18,63 @@ def register_all() -> None:
     """Register every built-in metric."""
     from jaxassoc.app.tasks import ceat, intersectional, rpam, stereotypes, unstereo, weat
 
-    register_metric("weat", run=weat.run, config=weat.WeatMetricConfig, model_kinds=("static", *LANGUAGE_MODELS),
-                    description="WEAT / ZCA-whitened WEAT on static or contextual vectors",
-                    uses={"stats", "whitening"}, ignores=weat.ignored_options, views=weat.views)
-    register_metric("rpam", run=rpam.run, config=rpam.RpamMetricConfig, model_kinds=("causal", "seq2seq"),
-                    description="RPAM Test / Valence / similarity on a causal LM or an encoder-decoder (T5)",
-                    uses={*(f"stats.{f}" for f in rpam.STATS_USED), "dataset.sample", "template"},
-                    ignores=rpam.ignored_options, views=rpam.views)
+    register_metric(
+        "weat",
+        run=weat.run,
+        config=weat.WeatMetricConfig,
+        model_kinds=("static", *LANGUAGE_MODELS),
+        description="WEAT / ZCA-whitened WEAT on static or contextual vectors",
+        uses={"stats", "whitening"},
+        ignores=weat.ignored_options,
+        views=weat.views,
+    )
+    register_metric(
+        "rpam",
+        run=rpam.run,
+        config=rpam.RpamMetricConfig,
+        model_kinds=("causal", "seq2seq"),
+        description="RPAM Test / Valence / similarity on a causal LM or an encoder-decoder (T5)",
+        uses={*(f"stats.{f}" for f in rpam.STATS_USED), "dataset.sample", "template"},
+        ignores=rpam.ignored_options,
+        views=rpam.views,
+    )
     for name in stereotypes.SCORES:
-        register_metric(name, run=stereotypes.run, config=stereotypes.StereotypeMetricConfig,
-                        model_kinds=("causal", "masked"),
-                        description=f"{name} stereotype scores aligned with human ratings (Cao et al. 2022)",
-                        uses=frozenset(), ignores=stereotypes.ignored_options, views=stereotypes.views)
-    register_metric("unstereo", run=unstereo.run, config=unstereo.UnstereoMetricConfig, model_kinds=("causal",),
-                    description="UnStereoEval US score and preference disparity on a causal LM",
-                    uses={"dataset.sample"}, views=unstereo.views)
-    register_metric("ceat", run=ceat.run, config=ceat.CeatMetricConfig, model_kinds=LANGUAGE_MODELS,
-                    description="CEAT (random-effects WEAT over contextual embeddings) on a WEAT suite",
-                    uses={"stats.alternative"}, ignores=ceat.ignored_options, views=ceat.views)
-    register_metric("intersectional", run=intersectional.run, config=intersectional.IntersectionalMetricConfig,
-                    model_kinds=("causal", "masked"),
-                    description="paired ABC groups: identity order, dominant domains, emergent associations",
-                    uses=frozenset(), ignores=intersectional.ignored_options,
-                    views=intersectional.views)
+        register_metric(
+            name,
+            run=stereotypes.run,
+            config=stereotypes.StereotypeMetricConfig,
+            model_kinds=("causal", "masked"),
+            description=f"{name} stereotype scores aligned with human ratings (Cao et al. 2022)",
+            uses=frozenset(),
+            ignores=stereotypes.ignored_options,
+            views=stereotypes.views,
+        )
+    register_metric(
+        "unstereo",
+        run=unstereo.run,
+        config=unstereo.UnstereoMetricConfig,
+        model_kinds=("causal",),
+        description="UnStereoEval US score and preference disparity on a causal LM",
+        uses={"dataset.sample"},
+        views=unstereo.views,
+    )
+    register_metric(
+        "ceat",
+        run=ceat.run,
+        config=ceat.CeatMetricConfig,
+        model_kinds=LANGUAGE_MODELS,
+        description="CEAT (random-effects WEAT over contextual embeddings) on a WEAT suite",
+        uses={"stats.alternative"},
+        ignores=ceat.ignored_options,
+        views=ceat.views,
+    )
+    register_metric(
+        "intersectional",
+        run=intersectional.run,
+        config=intersectional.IntersectionalMetricConfig,
+        model_kinds=("causal", "masked"),
+        description="paired ABC groups: identity order, dominant domains, emergent associations",
+        uses=frozenset(),
+        ignores=intersectional.ignored_options,
+        views=intersectional.views,
+    )

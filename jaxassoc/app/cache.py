@@ -73,8 +73,12 @@ def usable_cache_dir(cache_dir: Path | None) -> Path | None:
         writable, reason = False, f"{type(e).__name__}: {e}"
     if all_processes(writable):
         return Path(cache_dir)
-    log.warning("cache_dir=%s is not writable%s: running without the cache (set cache_dir to a writable "
-                "folder, or cache_dir=null)", cache_dir, f" ({reason})" if reason else " on every host")
+    log.warning(
+        "cache_dir=%s is not writable%s: running without the cache (set cache_dir to a writable "
+        "folder, or cache_dir=null)",
+        cache_dir,
+        f" ({reason})" if reason else " on every host",
+    )
     return None
 
 
@@ -130,11 +134,20 @@ def evict(cache_dir: Path | None, max_bytes: int | None, *, keep_since: float) -
         total -= entry.size
         removed.append(entry)
     if removed:
-        log.info("cache: removed %d least recently used entries (%s) to keep %s under cache_max_gb=%g",
-                 len(removed), format_size(sum(e.size for e in removed)), cache_dir, max_bytes / GB)
+        log.info(
+            "cache: removed %d least recently used entries (%s) to keep %s under cache_max_gb=%g",
+            len(removed),
+            format_size(sum(e.size for e in removed)),
+            cache_dir,
+            max_bytes / GB,
+        )
     if total > max_bytes:
-        log.info("cache: %s holds %s, over cache_max_gb=%g, in entries this job used", cache_dir,
-                 format_size(total), max_bytes / GB)
+        log.info(
+            "cache: %s holds %s, over cache_max_gb=%g, in entries this job used",
+            cache_dir,
+            format_size(total),
+            max_bytes / GB,
+        )
     return removed
 
 

@@ -42,21 +42,33 @@ def listing(cache_dir: Path, found: list[Entry], now: float) -> str:
     if found:
         width = max(len("namespace"), *(len(e.namespace) for e in found))
         lines.append(f"{'namespace':<{width}}  {'key':<12}  {'size':>9}  last used")
-        lines += [f"{e.namespace:<{width}}  {e.path.stem[:12]:<12}  {format_size(e.size):>9}  "
-                  f"{format_age(now - e.last_used)} ago" for e in found]
+        lines += [
+            f"{e.namespace:<{width}}  {e.path.stem[:12]:<12}  {format_size(e.size):>9}  "
+            f"{format_age(now - e.last_used)} ago"
+            for e in found
+        ]
     lines.append(f"total: {len(found)} entries, {format_size(sum(e.size for e in found))}")
     return "\n".join(lines)
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="jaxassoc-cache", description="List or clear jaxassoc's cache of model outputs.")
-    p.add_argument("--cache-dir", type=Path, default=None,
-                   help="the cache folder (default: $JAXASSOC_CACHE, else the user cache folder)")
+    p.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        help="the cache folder (default: $JAXASSOC_CACHE, else the user cache folder)",
+    )
     commands = p.add_subparsers(dest="command", required=True)
     commands.add_parser("list", help="one line per entry (namespace, key, size, last use) and the total")
     clear_cmd = commands.add_parser("clear", help="remove entries (all, or those not used for --older-than)")
-    clear_cmd.add_argument("--older-than", type=duration, default=None, metavar="AGE",
-                           help="only entries not used for AGE (30m, 12h, 7d; a bare number is days)")
+    clear_cmd.add_argument(
+        "--older-than",
+        type=duration,
+        default=None,
+        metavar="AGE",
+        help="only entries not used for AGE (30m, 12h, 7d; a bare number is days)",
+    )
     return p
 
 

@@ -14,7 +14,6 @@ changing a result or being refused.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +33,6 @@ NO_EFFECT = {"affects_results": False}
 """Field metadata of an option that changes speed or memory only, never a result."""
 
 
-
 def check_choice(key: str, value: Any, choices: Iterable[Any], hint: str = "") -> None:
     """ConfigError naming ``key`` unless ``value`` is one of ``choices``."""
     choices = tuple(choices)
@@ -45,8 +43,14 @@ def check_choice(key: str, value: Any, choices: Iterable[Any], hint: str = "") -
 
 
 def check_range(
-    key: str, value: float, low: float | None = None, high: float | None = None, *, open_low: bool = False,
-    open_high: bool = False, hint: str = "",
+    key: str,
+    value: float,
+    low: float | None = None,
+    high: float | None = None,
+    *,
+    open_low: bool = False,
+    open_high: bool = False,
+    hint: str = "",
 ) -> None:
     """ConfigError naming ``key`` unless ``value`` is finite and lies in [low, high] (open ends as asked)."""
     bad = not math.isfinite(value)
@@ -107,8 +111,10 @@ class MeshConfig:
         for axis in ("data", "fsdp", "tp"):
             size = getattr(self, axis)
             if size == 0 or size < -1:
-                raise ConfigError(f"mesh.{axis}={size}: a mesh size is a positive integer, or -1 for all devices "
-                                  "the other sizes leave")
+                raise ConfigError(
+                    f"mesh.{axis}={size}: a mesh size is a positive integer, or -1 for all devices "
+                    "the other sizes leave"
+                )
 
 
 @dataclass
@@ -138,17 +144,23 @@ class CustomWeatConfig(DatasetConfig):
         super().__post_init__()
         inline = [s for s in ("X", "Y", "A", "B") if getattr(self, s) is not None]
         if self.path is None and not inline:
-            raise ConfigError("dataset=custom_weat needs dataset.path=<file.yaml|json|csv> or the four word lists "
-                              "'dataset.X=[...]' 'dataset.Y=[...]' 'dataset.A=[...]' 'dataset.B=[...]'")
+            raise ConfigError(
+                "dataset=custom_weat needs dataset.path=<file.yaml|json|csv> or the four word lists "
+                "'dataset.X=[...]' 'dataset.Y=[...]' 'dataset.A=[...]' 'dataset.B=[...]'"
+            )
         if self.path is not None and inline:
-            raise ConfigError(f"dataset.path and dataset.{inline[0]} are both set: give the tests in a file or the "
-                              "four word lists on the command line, not both")
+            raise ConfigError(
+                f"dataset.path and dataset.{inline[0]} are both set: give the tests in a file or the "
+                "four word lists on the command line, not both"
+            )
         if self.path is not None and self.test != "T1":
             raise ConfigError("dataset.test names the command-line test only; a file names its own tests")
         missing = [s for s in ("X", "Y", "A", "B") if s not in inline]
         if inline and missing:
-            raise ConfigError(f"dataset.{missing[0]} is missing: a command-line WEAT test needs all four word lists "
-                              "dataset.X, dataset.Y, dataset.A and dataset.B")
+            raise ConfigError(
+                f"dataset.{missing[0]} is missing: a command-line WEAT test needs all four word lists "
+                "dataset.X, dataset.Y, dataset.A and dataset.B"
+            )
         if self.path is not None:
             from jaxassoc.data.custom_weat import weat_file_format
 
@@ -165,8 +177,9 @@ class CustomSentencesConfig(DatasetConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.path is None:
-            raise ConfigError("dataset=custom_sentences needs dataset.path=<file.txt|csv> (one template a line, "
-                              "with {pronoun})")
+            raise ConfigError(
+                "dataset=custom_sentences needs dataset.path=<file.txt|csv> (one template a line, with {pronoun})"
+            )
         from jaxassoc.data.custom_sentences import sentences_file_format
 
         self.path = data_file("dataset.path", self.path, sentences_file_format)
@@ -183,8 +196,9 @@ def data_file(key: str, path: str, file_format) -> str:
         raise ConfigError(f"{key}={path!r}: {e}") from None
     absolute = Path(to_absolute_path(str(Path(path).expanduser())))
     if not absolute.is_file():
-        raise ConfigError(f"{key}={path!r}: no such file ({absolute}); paths are relative to the folder jaxassoc "
-                          "runs in")
+        raise ConfigError(
+            f"{key}={path!r}: no such file ({absolute}); paths are relative to the folder jaxassoc runs in"
+        )
     return str(absolute)
 
 
@@ -222,8 +236,13 @@ class StatsConfig(StatsOptions):
     def __post_init__(self) -> None:
         check_choice("stats.ddof", self.ddof, (1, 0), "1: sample std, Caliskan et al.; 0: population std, WEFE")
         check_range("stats.exact_bound", self.exact_bound, 0, MAX_PARTITIONS)
-        check_range("stats.n_permutations", self.n_permutations, 1, MAX_PARTITIONS,
-                    hint="p resolves to 1 / n_permutations; 10^7 gives 1e-7")
+        check_range(
+            "stats.n_permutations",
+            self.n_permutations,
+            1,
+            MAX_PARTITIONS,
+            hint="p resolves to 1 / n_permutations; 10^7 gives 1e-7",
+        )
         check_range("stats.n_bootstrap", self.n_bootstrap, 1, MAX_RESAMPLES)
         check_range("stats.confidence", self.confidence, 0, 1, open_low=True, open_high=True, hint="e.g. 0.95")
         check_choice("stats.alternative", self.alternative, ALTERNATIVES)

@@ -161,8 +161,13 @@ def start_distributed(env: Mapping[str, str]) -> None:
             f"distributed=true: jax.distributed.initialize failed ({e}); run under SLURM / Open MPI / a TPU "
             "slice, or set JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID on every host"
         ) from e
-    log.info("distributed: process %d of %d, %d global devices (%d local)",
-             jax.process_index(), jax.process_count(), jax.device_count(), jax.local_device_count())
+    log.info(
+        "distributed: process %d of %d, %d global devices (%d local)",
+        jax.process_index(),
+        jax.process_count(),
+        jax.device_count(),
+        jax.local_device_count(),
+    )
 
 
 def is_writer() -> bool:
@@ -180,8 +185,12 @@ def make_job(cfg: DictConfig, output_dir: Path) -> Job:
         raise ConfigError(
             f"metric {spec.name!r} cannot score model {cfg.model.name!r} of kind {cfg.model.kind!r}; "
             f"it needs a model of kind {' or '.join(spec.model_kinds)}"
-            + (f" ({cfg.model.name!r} is an encoder-decoder model, neither a causal LM nor a masked LM nor a "
-               f"sentence encoder; metrics that read one: {seq2seq_metrics()})" if cfg.model.kind == "seq2seq" else "")
+            + (
+                f" ({cfg.model.name!r} is an encoder-decoder model, neither a causal LM nor a masked LM nor a "
+                f"sentence encoder; metrics that read one: {seq2seq_metrics()})"
+                if cfg.model.kind == "seq2seq"
+                else ""
+            )
         )
     job = _job_objects(cfg, output_dir)
     validation.check_options(spec, job)
@@ -213,8 +222,13 @@ def cache_max_bytes(cfg: DictConfig) -> int | None:
     """``cache_max_gb`` in bytes (None: no limit), range-checked."""
     if cfg.get("cache_max_gb") is None:
         return None
-    check_range("cache_max_gb", cfg.cache_max_gb, 0, open_low=True,
-                hint="a size in GB (e.g. 20; 0.5 for 500 MB), or null for no limit")
+    check_range(
+        "cache_max_gb",
+        cfg.cache_max_gb,
+        0,
+        open_low=True,
+        hint="a size in GB (e.g. 20; 0.5 for 500 MB), or null for no limit",
+    )
     return int(cfg.cache_max_gb * cache.GB)
 
 
@@ -323,8 +337,15 @@ def run_job(cfg: DictConfig, output_dir: Path) -> JobResult | None:
     for stem, figure in result.figures.items():
         store.atomic_write(output_dir / f"{stem}.png", lambda p, f=figure: f.savefig(p, format="png", dpi=120))
     summary = {"seconds": round(seconds, 3)}
-    store.write_results(output_dir, result.items, result.aggregates, provenance, summary, inputs=inputs,
-                        extra_files=tuple(f"{stem}.png" for stem in result.figures))
+    store.write_results(
+        output_dir,
+        result.items,
+        result.aggregates,
+        provenance,
+        summary,
+        inputs=inputs,
+        extra_files=tuple(f"{stem}.png" for stem in result.figures),
+    )
     return result
 
 
@@ -338,8 +359,9 @@ def audit_parts(cfg: DictConfig, overrides: list[str]) -> list[tuple[Any, DictCo
     the others (logged). A command-line override of a part's own groups (model, dataset, ...) is refused."""
     if not cfg.audit.parts:
         raise ConfigError("metric=audit needs audit.parts; pick an audit with audit=<name>")
-    stray = [o for o in overrides if o.lstrip("+~").split("=")[0].split(".")[0] in AUDIT_JOB_KEYS
-             and o != "metric=audit"]
+    stray = [
+        o for o in overrides if o.lstrip("+~").split("=")[0].split(".")[0] in AUDIT_JOB_KEYS and o != "metric=audit"
+    ]
     if stray:
         raise ConfigError(
             f"{stray[0]} reaches no part of the audit: each part sets its own model, metric, dataset, template "
@@ -420,4 +442,3 @@ def console_tables(metric: str, result: JobResult) -> str:
 
 if __name__ == "__main__":
     main()
-

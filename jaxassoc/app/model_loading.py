@@ -19,13 +19,13 @@ from jax.sharding import Mesh
 
 from jaxassoc.app.config import MeshConfig, ModelConfig
 from jaxassoc.app.provenance import file_sha256, files_fingerprint
-from jaxassoc.progress import stage
 from jaxassoc.embeddings.static import StaticEmbeddings, load_embedded_glove, load_glove_text, load_word2vec_binary
 from jaxassoc.errors import ConfigError, ModelError
 from jaxassoc.memory import release_freed_memory
 from jaxassoc.models.base import LanguageModel
 from jaxassoc.models.loading import load_model
 from jaxassoc.models.partitioning import make_mesh
+from jaxassoc.progress import stage
 from jaxassoc.resources import EMBEDDED, glove_files
 
 KINDS = ("causal", "masked", "encoder", "seq2seq", "static")
@@ -36,8 +36,9 @@ def device_mesh(cfg: MeshConfig, shard: bool = False) -> Mesh | None:
     ``mesh=data``. ConfigError when the sizes do not multiply to the device count, or when
     ``model.shard=true`` is combined with another mesh."""
     if shard and cfg.name not in ("single", "data"):
-        raise ConfigError(f"model.shard=true is an alias of mesh=data and conflicts with mesh={cfg.name}: drop "
-                          "model.shard")
+        raise ConfigError(
+            f"model.shard=true is an alias of mesh=data and conflicts with mesh={cfg.name}: drop model.shard"
+        )
     if shard:
         cfg = MeshConfig(name="data", data=-1)
     return make_mesh(cfg.data, cfg.fsdp, cfg.tp)
@@ -52,15 +53,18 @@ def language_model(cfg: ModelConfig, mesh: Mesh | None = None) -> LanguageModel:
     if (model.objective == "seq2seq") != (cfg.kind == "seq2seq"):
         raise ConfigError(
             f"model {cfg.name!r} is an encoder-decoder ({model.family}) model but model.kind={cfg.kind}: set "
-            "model.kind=seq2seq (only metric=rpam reads an encoder-decoder model)" if model.objective == "seq2seq"
+            "model.kind=seq2seq (only metric=rpam reads an encoder-decoder model)"
+            if model.objective == "seq2seq"
             else f"model {cfg.name!r} is a {model.objective} model ({model.family}) but model.kind=seq2seq: set "
-            f"model.kind={model.objective}")
+            f"model.kind={model.objective}"
+        )
     return model
 
 
 @functools.lru_cache(maxsize=2)
-def _load_language_model(source: str, revision: str | None, dtype: str, name: str, files_key: str,
-                         mesh: Mesh | None) -> LanguageModel:
+def _load_language_model(
+    source: str, revision: str | None, dtype: str, name: str, files_key: str, mesh: Mesh | None
+) -> LanguageModel:
     with stage("model", f"{name} loaded") as loaded:
         progress = logging.getLogger("jaxassoc").isEnabledFor(logging.INFO)  # off with quiet=true
         model = load_model(source, revision=revision, dtype=dtype, name=name, progress=progress, mesh=mesh)
@@ -146,8 +150,10 @@ def model_provenance(cfg: ModelConfig, model: LanguageModel | StaticEmbeddings) 
             "model_dtype": cfg.dtype,
         }
     files = glove_files() if cfg.source == "glove-6b-50d" else (Path(cfg.source).expanduser(),)
-    return {"model_weights_sha256": _hash_files(tuple(str(f) for f in files), _files_key(cfg)),
-            "tokenizer_sha256": None}
+    return {
+        "model_weights_sha256": _hash_files(tuple(str(f) for f in files), _files_key(cfg)),
+        "tokenizer_sha256": None,
+    }
 
 
 def _files_key(cfg: ModelConfig) -> str:
@@ -161,4 +167,3 @@ def _files_key(cfg: ModelConfig) -> str:
 @functools.lru_cache(maxsize=8)
 def _hash_files(paths: tuple[str, ...], files_key: str) -> str:
     return file_sha256(*map(Path, paths))
-

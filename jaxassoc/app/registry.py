@@ -104,8 +104,16 @@ def register_metric(
             f"metric {name!r} is already registered by {_origin(previous.run)[0]}; {_origin(run)[0]} cannot "
             f"replace it: register your metric under another name"
         )
-    spec = MetricSpec(name=name, run=run, config=config, model_kinds=tuple(model_kinds), description=description,
-                      uses=None if uses is None else frozenset(uses), ignores=ignores, views=views)
+    spec = MetricSpec(
+        name=name,
+        run=run,
+        config=config,
+        model_kinds=tuple(model_kinds),
+        description=description,
+        uses=None if uses is None else frozenset(uses),
+        ignores=ignores,
+        views=views,
+    )
     METRICS[name] = spec
     return spec
 

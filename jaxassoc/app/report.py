@@ -34,14 +34,30 @@ from jaxassoc.app.registry import get_metric  # noqa: E402
 from jaxassoc.errors import ConfigError  # noqa: E402
 
 NON_PROVENANCE = ("prov_model", "prov_metric", "prov_dataset", "prov_template", "prov_whitening", "prov_seed")
-TITLES = {"weat": "WEAT", "rpam": "RPAM", "set": "SeT", "ilps": "ILPS", "ilps_star": "ILPS*", "ceat": "CEAT",
-          "unstereo": "UnStereoEval", "intersectional": "Intersectional groups"}
-SHORT = {"model.name": "model", "dataset.name": "dataset", "template.name": "template",
-         "whitening.name": "whitening", "metric.name": "metric", "dataset.sample": "sample"}
+TITLES = {
+    "weat": "WEAT",
+    "rpam": "RPAM",
+    "set": "SeT",
+    "ilps": "ILPS",
+    "ilps_star": "ILPS*",
+    "ceat": "CEAT",
+    "unstereo": "UnStereoEval",
+    "intersectional": "Intersectional groups",
+}
+SHORT = {
+    "model.name": "model",
+    "dataset.name": "dataset",
+    "template.name": "template",
+    "whitening.name": "whitening",
+    "metric.name": "metric",
+    "dataset.sample": "sample",
+}
 # (series, effect, CI low, CI high, p): the effect sizes a test row can carry
-SERIES = (("raw", "d_raw", "ci_low_raw", "ci_high_raw", "p_raw"),
-          ("whitened", "d_whitened", "ci_low_whitened", "ci_high_whitened", "p_whitened"),
-          ("", "effect_size", "ci_low", "ci_high", "p_value"))
+SERIES = (
+    ("raw", "d_raw", "ci_low_raw", "ci_high_raw", "p_raw"),
+    ("whitened", "d_whitened", "ci_low_whitened", "ci_high_whitened", "p_whitened"),
+    ("", "effect_size", "ci_low", "ci_high", "p_value"),
+)
 Z_95 = 1.959963984540054  # a CEAT CI: CES ± z·SE (normal, 95 %)
 
 
@@ -52,8 +68,9 @@ def gather(sweep_dir: Path) -> pd.DataFrame:
     for results in sorted(Path(sweep_dir).rglob(store.RESULTS_JSON)):
         table = pd.read_parquet(results.parent / "aggregates.parquet")
         table = table[[c for c in table.columns if not c.startswith("prov_") or c in NON_PROVENANCE]]
-        table = table.rename(columns={c: c.removeprefix("prov_") for c in NON_PROVENANCE
-                                      if c.removeprefix("prov_") not in table.columns})
+        table = table.rename(
+            columns={c: c.removeprefix("prov_") for c in NON_PROVENANCE if c.removeprefix("prov_") not in table.columns}
+        )
         tables_.append(table.assign(job=str(results.parent.relative_to(sweep_dir))))
     if not tables_:
         raise SystemExit(f"jaxassoc-report: error: no finished job (no {store.RESULTS_JSON}) under {sweep_dir}")
@@ -117,8 +134,9 @@ def labels(settings: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         return ", ".join(f"{SHORT.get(k, k)}={_short(row[k])}" for k in names)
 
     out = pd.DataFrame(index=settings.index)
-    out["model"] = [" ".join([row["model.name"], *(_short(row[k]) for k in model_keys)])
-                    for _, row in settings.iterrows()]
+    out["model"] = [
+        " ".join([row["model.name"], *(_short(row[k]) for k in model_keys)]) for _, row in settings.iterrows()
+    ]
     out["setting"] = [join(row, other) for _, row in settings.iterrows()]
     twins = out.duplicated(["model", "setting"], keep=False)  # same config in two folders: kept apart
     out.loc[twins, "model"] += " [" + out.index[twins] + "]"
@@ -143,10 +161,19 @@ def effects(rows: pd.DataFrame) -> pd.DataFrame:
         hi = picked[high] if high in picked else pd.Series(np.nan, index=picked.index)
         if series == "" and "ces_se" in picked and low not in picked:
             lo, hi = picked[effect] - Z_95 * picked["ces_se"], picked[effect] + Z_95 * picked["ces_se"]
-        parts.append(pd.DataFrame({
-            "job": picked["job"], "test": picked["test"].astype(str), "series": series,
-            "effect": picked[effect].astype(float), "lo": lo.astype(float), "hi": hi.astype(float),
-            "p": picked[p].astype(float) if p in picked else np.nan}))
+        parts.append(
+            pd.DataFrame(
+                {
+                    "job": picked["job"],
+                    "test": picked["test"].astype(str),
+                    "series": series,
+                    "effect": picked[effect].astype(float),
+                    "lo": lo.astype(float),
+                    "hi": hi.astype(float),
+                    "p": picked[p].astype(float) if p in picked else np.nan,
+                }
+            )
+        )
     columns = ["job", "test", "series", "effect", "lo", "hi", "p"]
     return pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
 
@@ -169,8 +196,16 @@ def forest_plot(table: pd.DataFrame, title: str):
     fig, ax = plt.subplots(figsize=(7.0, 1.2 + 0.24 * len(table)))
     y = np.arange(len(table))[::-1]
     for yi, (_, r) in zip(y, table.iterrows()):
-        ax.errorbar(r["effect"], yi, xerr=[[r["effect"] - r["lo"]], [r["hi"] - r["effect"]]], fmt="o", ms=4,
-                    color=colors[r["row"]], capsize=2, lw=1)
+        ax.errorbar(
+            r["effect"],
+            yi,
+            xerr=[[r["effect"] - r["lo"]], [r["hi"] - r["effect"]]],
+            fmt="o",
+            ms=4,
+            color=colors[r["row"]],
+            capsize=2,
+            lw=1,
+        )
         if np.isfinite(r["p"]) and tables.stars(r["p"]):
             ax.annotate(tables.stars(r["p"]), (r["hi"], yi), xytext=(4, -3), textcoords="offset points", fontsize=7)
     ax.set_yticks(y, [f"{t}  {r}" for t, r in zip(table["test"], table["row"])], fontsize=7)
@@ -198,8 +233,15 @@ def effect_size_heatmap(table: pd.DataFrame, title: str):
         if np.isfinite(value):
             p = marks.iloc[i, j]
             mark = tables.stars(p) if np.isfinite(p) else ""
-            ax.text(j, i, f"{value:.2f}{chr(10) + mark if mark else ''}", ha="center", va="center", fontsize=7,
-                    color="white" if abs(value) > 0.6 * limit else "black")
+            ax.text(
+                j,
+                i,
+                f"{value:.2f}{chr(10) + mark if mark else ''}",
+                ha="center",
+                va="center",
+                fontsize=7,
+                color="white" if abs(value) > 0.6 * limit else "black",
+            )
     fig.colorbar(image, ax=ax, label="effect size")
     ax.set_title(f"{title}: effect sizes (* p<.05, ** p<.01, *** p<.001)", fontsize=9)
     fig.tight_layout()
@@ -255,8 +297,12 @@ def rank_models(effects_: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     keys = ["metric", "series", "setting"]
     ranked = effects_[effects_["effect"].notna()].assign(abs_effect=lambda f: f["effect"].abs())
     ranked["rank"] = ranked.groupby([*keys, "test"])["abs_effect"].rank(method="average", ascending=True)
-    overall = (ranked.groupby([*keys, "model"], sort=False)["rank"].agg(mean_rank="mean", tests="size")
-               .reset_index().sort_values([*keys, "mean_rank", "model"], kind="stable", ignore_index=True))
+    overall = (
+        ranked.groupby([*keys, "model"], sort=False)["rank"]
+        .agg(mean_rank="mean", tests="size")
+        .reset_index()
+        .sort_values([*keys, "mean_rank", "model"], kind="stable", ignore_index=True)
+    )
     return ranked.reset_index(drop=True), overall
 
 
@@ -265,8 +311,13 @@ def ranking_tables(ranked: pd.DataFrame, overall: pd.DataFrame) -> list[tuple[st
     out = []
     for (metric, series, setting), rows in ranked.groupby(["metric", "series", "setting"], sort=False):
         title = " ".join(filter(None, [TITLES.get(metric, metric), series, f"({setting})" if setting else ""]))
-        cell = rows.apply(lambda r: f"{r['rank']:g}: {r['effect']:.3f}" + (
-            f" [{r['lo']:.3f}, {r['hi']:.3f}]" if np.isfinite(r["lo"]) and np.isfinite(r["hi"]) else ""), axis=1)
+        cell = rows.apply(
+            lambda r: (
+                f"{r['rank']:g}: {r['effect']:.3f}"
+                + (f" [{r['lo']:.3f}, {r['hi']:.3f}]" if np.isfinite(r["lo"]) and np.isfinite(r["hi"]) else "")
+            ),
+            axis=1,
+        )
         wide = rows.assign(cell=cell).pivot(index="test", columns="model", values="cell").fillna("undefined")
         wide = wide.loc[sorted(wide.index, key=_natural)].reset_index()
         wide.columns.name = None
@@ -331,8 +382,11 @@ def _metric_plots(metric: str, rows: pd.DataFrame, settings: pd.DataFrame, keys:
     if {"effect_size_raw", "effect_size_whitened"} <= set(rows.columns) and rows["effect_size_whitened"].notna().any():
         plots.append(_save(out, f"raw_vs_whitened_{metric}.png", raw_vs_whitened_scatter(rows)))
     if {"benchmark", "correlation"} <= set(rows.columns) and rows["correlation"].notna().any():
-        fixed = [f"{SHORT[k]}={_short(settings[k].iloc[0]).replace('null', 'all')}"
-                 for k in ("template.name", "dataset.sample") if k in settings and k not in keys]
+        fixed = [
+            f"{SHORT[k]}={_short(settings[k].iloc[0]).replace('null', 'all')}"
+            for k in ("template.name", "dataset.sample")
+            if k in settings and k not in keys
+        ]
         plots.append(_save(out, f"correlations_{metric}.png", correlation_bars(rows, ", ".join(fixed))))
     return plots
 
@@ -357,10 +411,17 @@ def write_report(sweep_dir: Path, rank: bool = False) -> Path:
     out = sweep_dir / "report"
     store.write_table(out, "table", table)
     keys = varying(settings)
-    lines = [f"# jaxassoc report: {sweep_dir.resolve().name}", "", _settings_line(settings, keys) + " · metrics: "
-             + ", ".join(f"{TITLES.get(m, m)}" for m in dict.fromkeys(settings["metric.name"])), "",
-             f"Legend: {tables.LEGEND}. Every table row is one job's; the first columns name the settings that "
-             "vary between the jobs of that metric.", ""]
+    lines = [
+        f"# jaxassoc report: {sweep_dir.resolve().name}",
+        "",
+        _settings_line(settings, keys)
+        + " · metrics: "
+        + ", ".join(f"{TITLES.get(m, m)}" for m in dict.fromkeys(settings["metric.name"])),
+        "",
+        f"Legend: {tables.LEGEND}. Every table row is one job's; the first columns name the settings that "
+        "vary between the jobs of that metric.",
+        "",
+    ]
     for metric, metric_settings in settings.groupby("metric.name", sort=False):
         rows = table[table["job"].isin(metric_settings.index)]
         lines += metric_section(metric, rows, metric_settings, sweep_dir, out)
@@ -379,10 +440,14 @@ def ranking_lines(table: pd.DataFrame, settings: pd.DataFrame, out: Path) -> lis
         print("ranking: no test with an effect size in this sweep")
         return ["## Ranking of models", "", "No test with an effect size in this sweep.", ""]
     store.write_table(out, "ranking", ranked.drop(columns=["label"]))
-    lines = ["## Ranking of models", "",
-             "Per test, models ranked by |effect size| ascending (1 = least biased, as WEFE ranks absolute "
-             "values); ties share their mean rank; cells: `rank: effect [CI]`. Mean rank over the tests "
-             "with a defined effect (`tests`).", ""]
+    lines = [
+        "## Ranking of models",
+        "",
+        "Per test, models ranked by |effect size| ascending (1 = least biased, as WEFE ranks absolute "
+        "values); ties share their mean rank; cells: `rank: effect [CI]`. Mean rank over the tests "
+        "with a defined effect (`tests`).",
+        "",
+    ]
     for title, shown in ranking_tables(ranked, overall):
         print(f"\n-- {title}\n{tables.text(shown, max_rows=200)}")
         lines += [f"### {title}", "", tables.markdown(shown), ""]
@@ -392,8 +457,11 @@ def ranking_lines(table: pd.DataFrame, settings: pd.DataFrame, out: Path) -> lis
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="jaxassoc-report", description=__doc__.splitlines()[0])
     parser.add_argument("sweep_dir", type=Path, help="a Hydra sweep folder (or any folder of finished jobs)")
-    parser.add_argument("--rank", action="store_true",
-                        help="rank the models per test by |effect size| (WEFE-style) and add it to the report")
+    parser.add_argument(
+        "--rank",
+        action="store_true",
+        help="rank the models per test by |effect size| (WEFE-style) and add it to the report",
+    )
     args = parser.parse_args(argv)
     if not args.sweep_dir.is_dir():
         sys.exit(f"jaxassoc-report: error: {args.sweep_dir} is not a folder")

@@ -28,15 +28,19 @@ NO_RESULTS = f"no {RESULTS_JSON}"
 RESULT_FILES = ("items.parquet", "items.csv", "aggregates.parquet", "aggregates.csv")
 # Files a tokenizer is read from: the loader's sets, and the special-token files beside them.
 TOKENIZER_FILES = frozenset(f for files in loading.TOKENIZER_FILES for f in files) | {
-    "special_tokens_map.json", "added_tokens.json"}
+    "special_tokens_map.json",
+    "added_tokens.json",
+}
 
 
 def with_provenance(table: pd.DataFrame, provenance: dict[str, Any]) -> pd.DataFrame:
     """The table with one ``prov_*`` column per provenance field (scalars only; nested values as JSON)."""
     out = table.copy()
     for key, value in provenance.items():
-        out[f"prov_{key}"] = value if isinstance(value, (str, int, float, bool, type(None))) else json.dumps(
-            value, sort_keys=True, default=str
+        out[f"prov_{key}"] = (
+            value
+            if isinstance(value, (str, int, float, bool, type(None)))
+            else json.dumps(value, sort_keys=True, default=str)
         )
     return out
 
@@ -67,8 +71,13 @@ def write_results(
     write_table(folder, "items", with_provenance(items, provenance))
     write_table(folder, "aggregates", with_provenance(aggregates, provenance))
     files = {name: (folder / name).stat().st_size for name in (*RESULT_FILES, *extra_files)}
-    record = {"provenance": provenance, "summary": summary, "aggregates": aggregates.to_dict(orient="records"),
-              "inputs": inputs, "files": files}
+    record = {
+        "provenance": provenance,
+        "summary": summary,
+        "aggregates": aggregates.to_dict(orient="records"),
+        "inputs": inputs,
+        "files": files,
+    }
     text = json_text(record)
     atomic_write(folder / RESULTS_JSON, lambda p: p.write_text(text))
 

@@ -20,10 +20,12 @@ import pandas as pd
 
 View = tuple[str, pd.DataFrame]
 STARS = ((0.001, "***"), (0.01, "**"), (0.05, "*"))
-LEGEND = ("\\* p < .05, \\*\\* p < .01, \\*\\*\\* p < .001 (p as each test reports it: one-sided by default, "
-          "`stats.alternative`); [lo, hi]: the bootstrap confidence interval at `stats.confidence` (default "
-          "95 %; in CEAT's forest plot CES ± 1.96 SE); undefined: the statistic has no value, for the reason in "
-          "`undefined_reason`")
+LEGEND = (
+    "\\* p < .05, \\*\\* p < .01, \\*\\*\\* p < .001 (p as each test reports it: one-sided by default, "
+    "`stats.alternative`); [lo, hi]: the bootstrap confidence interval at `stats.confidence` (default "
+    "95 %; in CEAT's forest plot CES ± 1.96 SE); undefined: the statistic has no value, for the reason in "
+    "`undefined_reason`"
+)
 P_COLUMN = re.compile(r"p(_value)?(_raw|_whitened)?")
 COUNT_COLUMN = re.compile(r"n|n_.+|.+_total|words_.+|rank|seed|.+_count")
 CI_LOW = re.compile(r"ci_low(.*)")
@@ -68,7 +70,8 @@ def present(table: pd.DataFrame) -> pd.DataFrame:
             numeric.add(f"ci{low.group(1)}")
             out[f"ci{low.group(1)}"] = [
                 "" if high is None or _missing(lo) or _missing(hi) else f"[{lo:.3f}, {hi:.3f}]"
-                for lo, hi in zip(table[column], table[column] if high is None else high)]
+                for lo, hi in zip(table[column], table[column] if high is None else high)
+            ]
             continue
         out[column] = [_cell(column, v) for v in table[column]]
         if pd.api.types.is_float_dtype(table[column]):

@@ -64,7 +64,11 @@ def _declared(spec: MetricSpec, key: str) -> bool:
 
 
 def _reads(spec: MetricSpec) -> str:
-    return ", ".join(sorted(spec.uses)) if spec.uses else "none of the stats, dataset.sample, template or whitening options"
+    return (
+        ", ".join(sorted(spec.uses))
+        if spec.uses
+        else "none of the stats, dataset.sample, template or whitening options"
+    )
 
 
 def unused_options(spec: MetricSpec, job: Job) -> dict[str, str]:

@@ -104,8 +104,7 @@ def read_csv(
     source = path if relative.endswith(".gz") else io.StringIO(read_text(relative))
     try:
         frame = pd.read_csv(source, **options)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError, EOFError,
-            zlib.error) as e:
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError, EOFError, zlib.error) as e:
         raise malformed_error(relative, " ".join(str(e).split()) or type(e).__name__) from None
     if "index_col" not in options and not isinstance(frame.index, pd.RangeIndex):
         # pandas silently turns the first column into an index when the first rows have one field too many

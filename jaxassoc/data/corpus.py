@@ -62,9 +62,7 @@ def detokenize_wikitext(text: str) -> str:
     return text
 
 
-def wikitext2_sentences(
-    split: str = "test", *, detokenize: bool = False, drop_unk: bool = False
-) -> list[str]:
+def wikitext2_sentences(split: str = "test", *, detokenize: bool = False, drop_unk: bool = False) -> list[str]:
     """The split's sentences, cut after each ``.``/``!``/``?`` token (see the module docstring)."""
     sentences = []
     for paragraph in load_wikitext2(split):

@@ -28,8 +28,10 @@ def sentences_file_format(path: str | Path) -> str:
     """``txt`` or ``csv`` from the suffix; DataError naming the file otherwise."""
     suffix = Path(path).suffix.lower()
     if suffix not in FORMATS:
-        raise DataError(f"{path}: unknown format {suffix or '(no suffix)'!r} for sentence templates; use a .txt file "
-                        f"(one template a line) or a .csv file with a 'template' column (docs/datasets.md)")
+        raise DataError(
+            f"{path}: unknown format {suffix or '(no suffix)'!r} for sentence templates; use a .txt file "
+            f"(one template a line) or a .csv file with a 'template' column (docs/datasets.md)"
+        )
     return suffix[1:]
 
 
@@ -79,8 +81,9 @@ def _csv_rows(text: str, source: str) -> list[tuple[int, str, float | None]]:
         raise DataError(f"{source}: the file is empty; its first row must name the column 'template'")
     header = [h.strip() for h in header]
     if "template" not in header:
-        raise DataError(f"{source}, line 1: no column 'template' (the header has {header}); optional column: "
-                        f"max_gender_pmi")
+        raise DataError(
+            f"{source}, line 1: no column 'template' (the header has {header}); optional column: max_gender_pmi"
+        )
     at, pmi_at = header.index("template"), header.index("max_gender_pmi") if "max_gender_pmi" in header else None
     rows = []
     for row in reader:

@@ -80,8 +80,9 @@ def load_weat_file(path: str | Path) -> WeatSuite:
     return _suite(path.stem, tests, str(path))
 
 
-def weat_suite_from_sets(sets: Mapping[str, Sequence[str]], *, test_id: str = "T1",
-                         source: str = "the command line") -> WeatSuite:
+def weat_suite_from_sets(
+    sets: Mapping[str, Sequence[str]], *, test_id: str = "T1", source: str = "the command line"
+) -> WeatSuite:
     """One WEAT test from four word lists ``{"X": [...], "Y": [...], "A": [...], "B": [...]}``, checked."""
     missing = [s for s in SETS if sets.get(s) is None]
     if missing:
@@ -110,8 +111,9 @@ def _suite(name: str, tests: list[_Test], source: str) -> WeatSuite:
 
 def _check_set(test: _Test, s: str, source: str) -> None:
     if s not in test.sets:
-        raise DataError(f"{_where(source, test.line)}: test {test.id!r} has no set {s}; give all four sets X, Y, A "
-                        f"and B")
+        raise DataError(
+            f"{_where(source, test.line)}: test {test.id!r} has no set {s}; give all four sets X, Y, A and B"
+        )
     found = test.sets[s]
     for word, line in zip(found.words, found.lines):
         if not word.strip():
@@ -177,8 +179,10 @@ def _mapping_tests(text: str, source: str, kind: str) -> list[_Test]:
     if root is None:
         raise DataError(f"{source}: the file is empty; give a mapping of test ids to tests (docs/datasets.md)")
     if not isinstance(root, yaml.MappingNode):
-        raise DataError(f"{_where(source, _line(root))}: expected a mapping of test ids to tests "
-                        f"(e.g. T1: {{X: [...], Y: [...], A: [...], B: [...]}})")
+        raise DataError(
+            f"{_where(source, _line(root))}: expected a mapping of test ids to tests "
+            f"(e.g. T1: {{X: [...], Y: [...], A: [...], B: [...]}})"
+        )
     tests = [_mapping_test(key, value, source) for key, value in root.value]
     _check_unique([(t.id, t.line) for t in tests], source, "test id")
     return tests
@@ -208,22 +212,27 @@ def _mapping_test(key: yaml.Node, value: yaml.Node, source: str) -> _Test:
     for k, v in value.value:
         name = _scalar(k, source, f"a key of test {test_id!r}")
         if name not in TEST_KEYS:
-            raise DataError(f"{_where(source, _line(k))}: test {test_id!r} has an unknown key {name!r}; the keys "
-                            f"are {', '.join(TEST_KEYS)}")
+            raise DataError(
+                f"{_where(source, _line(k))}: test {test_id!r} has an unknown key {name!r}; the keys "
+                f"are {', '.join(TEST_KEYS)}"
+            )
         fields[name] = v
     labels = _labels(fields.get("labels"), test_id, source)
     sets = {}
     for s in SETS:
         if s not in fields:
-            raise DataError(f"{_where(source, _line(key))}: test {test_id!r} has no set {s}; give all four sets X, Y, "
-                            f"A and B")
+            raise DataError(
+                f"{_where(source, _line(key))}: test {test_id!r} has no set {s}; give all four sets X, Y, A and B"
+            )
         node = fields[s]
         if isinstance(node, yaml.ScalarNode) and str(node.value).lower().endswith(TEXT_FILE):
             sets[s] = _file_set(node, source, test_id, s, labels.get(s, s))
             continue
         if not isinstance(node, yaml.SequenceNode):
-            raise DataError(f"{_where(source, _line(node))}: test {test_id!r}, set {s} must be a list of words or "
-                            f"the name of a {TEXT_FILE} file with one word or target a line")
+            raise DataError(
+                f"{_where(source, _line(node))}: test {test_id!r}, set {s} must be a list of words or "
+                f"the name of a {TEXT_FILE} file with one word or target a line"
+            )
         words = tuple(_scalar(w, source, f"a word of test {test_id!r}, set {s}") for w in node.value)
         sets[s] = _Set(words, tuple(_line(w) for w in node.value), labels.get(s, s), _line(node))
     name = _scalar(fields["name"], source, f"the name of test {test_id!r}") if "name" in fields else test_id
@@ -239,20 +248,25 @@ def _file_set(node: yaml.ScalarNode, source: str, test_id: str, s: str, label: s
     path = Path(node.value).expanduser()
     path = path if path.is_absolute() else folder / path
     if not path.is_file():
-        raise DataError(f"{_where(source, _line(node))}: test {test_id!r}, set {s} names the file {node.value!r}, "
-                        f"but {path} is no file; give a text file with one word or target a line, relative to "
-                        f"the folder of {source}")
+        raise DataError(
+            f"{_where(source, _line(node))}: test {test_id!r}, set {s} names the file {node.value!r}, "
+            f"but {path} is no file; give a text file with one word or target a line, relative to "
+            f"the folder of {source}"
+        )
     words: dict[str, int] = {}
     for number, line in enumerate(read_utf8(path, str(path)).splitlines(), 1):
         word = line.strip()
         if word in words:
-            raise DataError(f"{path}, line {number}: test {test_id!r}, set {s}: {word!r} is already on line "
-                            f"{words[word]}; give each target once")
+            raise DataError(
+                f"{path}, line {number}: test {test_id!r}, set {s}: {word!r} is already on line "
+                f"{words[word]}; give each target once"
+            )
         if word:
             words[word] = number
     if not words:
-        raise DataError(f"{path}: test {test_id!r}, set {s}: the file holds no word or target (only blank lines); "
-                        f"write one a line")
+        raise DataError(
+            f"{path}: test {test_id!r}, set {s}: the file holds no word or target (only blank lines); write one a line"
+        )
     return _Set(tuple(words), (_line(node),) * len(words), label, _line(node))
 
 
@@ -265,8 +279,9 @@ def _labels(node: yaml.Node | None, test_id: str, source: str) -> dict[str, str]
     for k, v in node.value:
         s = _scalar(k, source, "a label's set")
         if s not in SETS:
-            raise DataError(f"{_where(source, _line(k))}: test {test_id!r} labels an unknown set {s!r}; the sets are "
-                            f"X, Y, A, B")
+            raise DataError(
+                f"{_where(source, _line(k))}: test {test_id!r} labels an unknown set {s!r}; the sets are X, Y, A, B"
+            )
         labels[s] = _scalar(v, source, f"the label of set {s}")
     return labels
 
@@ -279,8 +294,10 @@ def _csv_tests(text: str, source: str) -> list[_Test]:
     header = [h.strip() for h in header]
     missing = [c for c in CSV_COLUMNS if c not in header]
     if missing:
-        raise DataError(f"{source}, line 1: no column {missing[0]!r} (the header has {header}); the columns are "
-                        f"{', '.join(CSV_COLUMNS)}, optionally name and label")
+        raise DataError(
+            f"{source}, line 1: no column {missing[0]!r} (the header has {header}); the columns are "
+            f"{', '.join(CSV_COLUMNS)}, optionally name and label"
+        )
     col = {c: header.index(c) for c in (*CSV_COLUMNS, "name", "label") if c in header}
     rows: dict[str, dict] = {}
     for row in reader:
@@ -299,5 +316,6 @@ def _csv_tests(text: str, source: str) -> list[_Test]:
         if "label" in col and row[col["label"]].strip():
             label = row[col["label"]].strip()
         entry["sets"][s] = (words + (word,), lines + (line,), label, first)
-    return [_Test(test_id, e["name"], {s: _Set(*v) for s, v in e["sets"].items()}, e["line"])
-            for test_id, e in rows.items()]
+    return [
+        _Test(test_id, e["name"], {s: _Set(*v) for s, v in e["sets"].items()}, e["line"]) for test_id, e in rows.items()
+    ]

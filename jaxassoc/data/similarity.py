@@ -28,8 +28,9 @@ def load_wordsim353(subset: str = "combined") -> pd.DataFrame:
     """WordSim-353 as ``word1, word2, score`` (the mean human rating), in file order."""
     if subset not in WORDSIM353_SUBSETS:
         raise DataError(f"unknown WordSim-353 subset {subset!r}; choose one of {list(WORDSIM353_SUBSETS)}")
-    raw = read_csv(WORDSIM353_SUBSETS[subset], columns=_WORDSIM353_COLUMNS, numeric=["Human (mean)"],
-                   keep_default_na=False)
+    raw = read_csv(
+        WORDSIM353_SUBSETS[subset], columns=_WORDSIM353_COLUMNS, numeric=["Human (mean)"], keep_default_na=False
+    )
     frame = raw.rename(columns={"Word 1": "word1", "Word 2": "word2", "Human (mean)": "score"})
     return frame[["word1", "word2", "score"]].astype({"score": "float64"})
 
@@ -37,6 +38,11 @@ def load_wordsim353(subset: str = "combined") -> pd.DataFrame:
 def load_simlex999() -> pd.DataFrame:
     """SimLex-999 as ``word1, word2, pos, score`` (the SimLex999 column) plus the original extra columns
     (``conc(w1)``, ``conc(w2)``, ``concQ``, ``Assoc(USF)``, ``SimAssoc333``, ``SD(SimLex)``)."""
-    raw = read_csv(SIMLEX999_FILE, columns=["word1", "word2", "POS", *_SIMLEX999_NUMBERS],
-                   numeric=_SIMLEX999_NUMBERS, sep="\t", keep_default_na=False)
+    raw = read_csv(
+        SIMLEX999_FILE,
+        columns=["word1", "word2", "POS", *_SIMLEX999_NUMBERS],
+        numeric=_SIMLEX999_NUMBERS,
+        sep="\t",
+        keep_default_na=False,
+    )
     return raw.rename(columns={"POS": "pos", "SimLex999": "score"})

@@ -12,9 +12,7 @@ BOM = "\ufeff"
 RESAVE = "re-save it as UTF-8"
 
 
-def _not_utf8(
-    source: str, raw: bytes, error: UnicodeDecodeError, first_line: int = 1, fix: str = RESAVE
-) -> DataError:
+def _not_utf8(source: str, raw: bytes, error: UnicodeDecodeError, first_line: int = 1, fix: str = RESAVE) -> DataError:
     line = first_line + raw.count(b"\n", 0, error.start)
     column = error.start - (raw.rfind(b"\n", 0, error.start) + 1) + 1
     return DataError(

@@ -88,8 +88,11 @@ def load_raw(name: str) -> pd.DataFrame:
 
 
 def _load_preprocessed(part: str) -> pd.DataFrame:
-    return _read_csv(f"data/datasets/preprocessed/{part}-no-maxpmi-constraint.csv.gz",
-                     columns=["template", "max_gender_pmi"], numeric=["max_gender_pmi"])
+    return _read_csv(
+        f"data/datasets/preprocessed/{part}-no-maxpmi-constraint.csv.gz",
+        columns=["template", "max_gender_pmi"],
+        numeric=["max_gender_pmi"],
+    )
 
 
 def load_use(n: int) -> pd.DataFrame:
@@ -136,13 +139,20 @@ def natural_rows(raw: pd.DataFrame) -> pd.DataFrame:
 def load_pmi_table() -> pd.DataFrame:
     """``pmi_file_w_counts.csv``: ``word``, ``pmi_diff`` = δ(w) = PMI(w, she) − PMI(w, he), ``counts``,
     ``freq``. Words are read verbatim (``nan``, ``null`` are words, not missing values)."""
-    return _read_csv("data/pmi_file_w_counts.csv", columns=["word", "pmi_diff"], numeric=["pmi_diff"],
-                     nullable=["pmi_diff"], index_col=0,
-                     keep_default_na=False, na_values={"pmi_diff": [""]})
+    return _read_csv(
+        "data/pmi_file_w_counts.csv",
+        columns=["word", "pmi_diff"],
+        numeric=["pmi_diff"],
+        nullable=["pmi_diff"],
+        index_col=0,
+        keep_default_na=False,
+        na_values={"pmi_diff": [""]},
+    )
 
 
-def fill_template(template: str, gender: Literal["male", "female"], *, parity_preprocessing: bool = True,
-                  row: object = None) -> str:
+def fill_template(
+    template: str, gender: Literal["male", "female"], *, parity_preprocessing: bool = True, row: object = None
+) -> str:
     """Replace ``{pronoun}``/``{pronoun1}``/``{pronoun2}`` by the gender's he/his/him or she/her/her.
 
     ``parity_preprocessing`` (default, as the original scoring code): then remove ``"``, strip, and apply
@@ -152,23 +162,31 @@ def fill_template(template: str, gender: Literal["male", "female"], *, parity_pr
     where = "" if row is None else f" (row {row!r})"
     names = _PLACEHOLDER.findall(template)
     if not names:
-        raise InputError(f"template{where} has no pronoun placeholder: {template!r}; use {{pronoun}}, "
-                         "{pronoun1} or {pronoun2}")
+        raise InputError(
+            f"template{where} has no pronoun placeholder: {template!r}; use {{pronoun}}, {{pronoun1}} or {{pronoun2}}"
+        )
     unknown = sorted(set(names) - set(INFILLS[gender]))
     if unknown:
-        raise InputError(f"template{where} has unknown placeholder(s) {unknown}: {template!r}; only "
-                         "{pronoun}, {pronoun1}, {pronoun2} (and {pronoun2}self) are defined")
+        raise InputError(
+            f"template{where} has unknown placeholder(s) {unknown}: {template!r}; only "
+            "{pronoun}, {pronoun1}, {pronoun2} (and {pronoun2}self) are defined"
+        )
     filled = _PLACEHOLDER.sub(lambda m: INFILLS[gender][m.group(1)], template)
     return filled.replace('"', "").strip().capitalize() if parity_preprocessing else filled
 
 
-def fill_templates(templates: Sequence[str], *, parity_preprocessing: bool = True,
-                   rows: Sequence[object] | None = None) -> tuple[list[str], list[str]]:
+def fill_templates(
+    templates: Sequence[str], *, parity_preprocessing: bool = True, rows: Sequence[object] | None = None
+) -> tuple[list[str], list[str]]:
     """(male sentences, female sentences) of each template; ``rows`` names them in errors (default index)."""
     rows = range(len(templates)) if rows is None else rows
-    pairs = [(fill_template(t, "male", parity_preprocessing=parity_preprocessing, row=r),
-              fill_template(t, "female", parity_preprocessing=parity_preprocessing, row=r))
-             for t, r in zip(templates, rows, strict=True)]
+    pairs = [
+        (
+            fill_template(t, "male", parity_preprocessing=parity_preprocessing, row=r),
+            fill_template(t, "female", parity_preprocessing=parity_preprocessing, row=r),
+        )
+        for t, r in zip(templates, rows, strict=True)
+    ]
     return [m for m, _ in pairs], [f for _, f in pairs]
 
 

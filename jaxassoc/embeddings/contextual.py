@@ -107,7 +107,11 @@ class ContextualWordVectors:
         if self.fallback == "drop":
             return [], [], "no context: dropped"
         contexts = [word] if self.fallback == "word" else [t.format(word) for t in BLEACHED_TEMPLATES]
-        return contexts, [(c.index(word), c.index(word) + len(word)) for c in contexts], f"no context: fallback {self.fallback}"
+        return (
+            contexts,
+            [(c.index(word), c.index(word) + len(word)) for c in contexts],
+            f"no context: fallback {self.fallback}",
+        )
 
     def prefetch(self, words: Sequence[str]) -> None:
         """Compute the vectors of every new word in one batched run over all their contexts."""

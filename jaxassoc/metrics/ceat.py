@@ -232,7 +232,9 @@ def pad_contexts(per_word: list[ArrayLike]) -> ContextualSet:
     arrays = [np.asarray(v, np.float32) for v in per_word]
     dims = {a.shape[1] if a.ndim == 2 else None for a in arrays}
     if len(dims) != 1 or None in dims:
-        raise InputError(f"CEAT: every word needs a (contexts, dim) matrix of the same dim; got shapes {[a.shape for a in arrays]}")
+        raise InputError(
+            f"CEAT: every word needs a (contexts, dim) matrix of the same dim; got shapes {[a.shape for a in arrays]}"
+        )
     longest = max(a.shape[0] for a in arrays)
     out = np.zeros((len(arrays), max(longest, 1), dims.pop()), np.float32)
     for i, a in enumerate(arrays):

@@ -79,7 +79,9 @@ def rpam_effect_size(
     normalise: bool = True,
 ) -> Float[Array, ""]:
     """Eq. 1 from logits alone (rows: X then Y targets): a scalar to differentiate."""
-    s = association_scores(relative_probabilities(first_logits, continuation, log_partition, normalise=normalise), n_a=n_a)
+    s = association_scores(
+        relative_probabilities(first_logits, continuation, log_partition, normalise=normalise), n_a=n_a
+    )
     return effect_size(s[:n_x], s[n_x:], ddof=ddof)
 
 
@@ -106,8 +108,16 @@ def rpam_test(
     """
     s = association_scores(p, n_a=n_a)
     test = association_test(
-        key, s, n_x, ddof=ddof, exact_bound=exact_bound, n_permutations=n_permutations, ties=ties,
-        n_bootstrap=n_bootstrap, confidence=confidence, alternative=alternative,
+        key,
+        s,
+        n_x,
+        ddof=ddof,
+        exact_bound=exact_bound,
+        n_permutations=n_permutations,
+        ties=ties,
+        n_bootstrap=n_bootstrap,
+        confidence=confidence,
+        alternative=alternative,
         scale=jnp.maximum(p[:, :n_a].mean(axis=1), p[:, n_a:].mean(axis=1)).max(),
     )
     d = jnp.where(test.defined, effect_size(s[:n_x], s[n_x:], ddof=ddof), jnp.nan)

@@ -95,9 +95,7 @@ def project_logits(z: Float[Array, " V"], gold: Int[Array, ""], margin: float = 
     count = jnp.sum(pooled)
     mu_diff = (z_gold + jnp.sum(jnp.where(pooled, c, 0.0))) / (count + 1)
     sq = (mu_diff - z_gold) ** 2 + jnp.sum(jnp.where(pooled, (mu_diff - c) ** 2, 0.0))
-    return LogitProjection(
-        pool_mean=mu_diff, pool_size=count, shift_norm=_safe_sqrt(sq), converged=~(mu > prev)
-    )
+    return LogitProjection(pool_mean=mu_diff, pool_size=count, shift_norm=_safe_sqrt(sq), converged=~(mu > prev))
 
 
 def _safe_sqrt(sq: Float[Array, "*s"]) -> Float[Array, "*s"]:
@@ -208,7 +206,10 @@ def set_exact(
 
 
 def set_update(
-    W: Float[Array, "V D"], b: Float[Array, " V"] | None, x: Float[Array, " D"], gold: Int[Array, ""],
+    W: Float[Array, "V D"],
+    b: Float[Array, " V"] | None,
+    x: Float[Array, " D"],
+    gold: Int[Array, ""],
     margin: float = MARGIN,
 ) -> tuple[Float[Array, "V D"], Float[Array, " V"] | None]:
     """The optimal change (ΔW, Δb) of the head for one context: ΔA = δ x̃ᵀ / ‖x̃‖² (V × (D+1) floats)."""

@@ -206,8 +206,15 @@ def set_optax(
             part = idx[start : start + size]
             padded = np.concatenate([part, np.repeat(part[:1], size - len(part))])
             res = set_optax_kernel(
-                W, b, x[padded], gold[padded], valid[padded], margin=float(margin),
-                candidates=None if cand is None or cand >= V else cand, settings=sett, chunk=min(chunk, size),
+                W,
+                b,
+                x[padded],
+                gold[padded],
+                valid[padded],
+                margin=float(margin),
+                candidates=None if cand is None or cand >= V else cand,
+                settings=sett,
+                chunk=min(chunk, size),
             )
             parts.append([np.asarray(a)[: len(part)] for a in res])
         return [np.concatenate(field) for field in zip(*parts)]

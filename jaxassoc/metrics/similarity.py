@@ -34,9 +34,7 @@ def pair_cosines(u: Float[Array, "n D"], v: Float[Array, "n D"]) -> Float[Array,
     return jnp.sum(u * v, axis=1) / (jnp.linalg.norm(u, axis=1) * jnp.linalg.norm(v, axis=1))
 
 
-def cosine_spearman(
-    u: Float[Array, "n D"], v: Float[Array, "n D"], human: Float[Array, " n"]
-) -> Float[Array, ""]:
+def cosine_spearman(u: Float[Array, "n D"], v: Float[Array, "n D"], human: Float[Array, " n"]) -> Float[Array, ""]:
     """Spearman rho of pair cosines against human similarity scores."""
     return stats.spearman(pair_cosines(u, v), jnp.asarray(human))
 

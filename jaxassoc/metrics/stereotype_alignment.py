@@ -54,7 +54,10 @@ class EmergentScores(NamedTuple):
 
 @jax.jit
 def pair_scores(
-    left: Float[Array, "*g K"], left_valid: Bool[Array, "*g K"], right: Float[Array, "*g K"], right_valid: Bool[Array, "*g K"]
+    left: Float[Array, "*g K"],
+    left_valid: Bool[Array, "*g K"],
+    right: Float[Array, "*g K"],
+    right_valid: Bool[Array, "*g K"],
 ) -> Float[Array, "*g"]:
     """Median over the right pole's synonyms minus the median over the left pole's."""
     return median_over_synonyms(right, right_valid) - median_over_synonyms(left, left_valid)
@@ -105,9 +108,7 @@ def emergent_scores(
     paired: Float[Array, "*s"], first: Float[Array, "*s"], second: Float[Array, "*s"]
 ) -> EmergentScores:
     """How far a paired group's score exceeds (falls below) the max (min) of its components'."""
-    return EmergentScores(
-        above_max=paired - jnp.maximum(first, second), below_min=paired - jnp.minimum(first, second)
-    )
+    return EmergentScores(above_max=paired - jnp.maximum(first, second), below_min=paired - jnp.minimum(first, second))
 
 
 def human_group_indices(

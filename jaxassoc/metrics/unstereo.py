@@ -191,14 +191,10 @@ def unstereo_eval(
         fm = fm_log_ratio(jnp.asarray(male, dtype), jnp.asarray(female, dtype))
         eps = jnp.asarray(epsilons, dtype)
         kernel = functools.partial(unstereo_metrics, threshold=threshold)
-        results = {
-            "unconstrained": kernel(fm, jnp.ones(fm.shape, bool), eps, aufc_log10_units=aufc_units != "ln")
-        }
+        results = {"unconstrained": kernel(fm, jnp.ones(fm.shape, bool), eps, aufc_log10_units=aufc_units != "ln")}
         if etas:
             masks = jax.vmap(maxpmi_mask, in_axes=(None, 0))(jnp.asarray(pmi, dtype), jnp.asarray(etas, dtype))
-            batched = jax.vmap(
-                lambda m: kernel(fm, m, eps, aufc_log10_units=aufc_units == "log10")
-            )(masks)
+            batched = jax.vmap(lambda m: kernel(fm, m, eps, aufc_log10_units=aufc_units == "log10"))(masks)
             for i, eta in enumerate(etas):
                 results[str(eta)] = jax.tree_util.tree_map(lambda x, i=i: x[i], batched)
     return results

@@ -75,9 +75,7 @@ def cosine_similarities(u: Float[Array, "n D"], v: Float[Array, "m D"]) -> Float
 
 
 @jax.jit
-def associations(
-    w: Float[Array, "n D"], a: Float[Array, "na D"], b: Float[Array, "nb D"]
-) -> Float[Array, " n"]:
+def associations(w: Float[Array, "n D"], a: Float[Array, "na D"], b: Float[Array, "nb D"]) -> Float[Array, " n"]:
     """Eq. 1: s(w, A, B) = mean_a cos(w, a) - mean_b cos(w, b), for each row w."""
     return cosine_similarities(w, a).mean(axis=1) - cosine_similarities(w, b).mean(axis=1)
 
@@ -85,7 +83,9 @@ def associations(
 @jax.jit
 def association_scale(w: Float[Array, "n D"], a: Float[Array, "na D"], b: Float[Array, "nb D"]) -> Float[Array, ""]:
     """The magnitude of the two means s(w, A, B) is the difference of: max over w of |mean_a cos|, |mean_b cos|."""
-    return jnp.maximum(jnp.abs(cosine_similarities(w, a).mean(axis=1)), jnp.abs(cosine_similarities(w, b).mean(axis=1))).max()
+    return jnp.maximum(
+        jnp.abs(cosine_similarities(w, a).mean(axis=1)), jnp.abs(cosine_similarities(w, b).mean(axis=1))
+    ).max()
 
 
 def is_constant(s: Float[Array, " n"], scale: Float[ArrayLike, ""] | None = None) -> Bool[Array, ""]:
@@ -96,9 +96,7 @@ def is_constant(s: Float[Array, " n"], scale: Float[ArrayLike, ""] | None = None
     return jnp.std(s) <= _CONSTANT_EPS * jnp.finfo(s.dtype).eps * scale
 
 
-def effect_size(
-    s_x: Float[Array, " nx"], s_y: Float[Array, " ny"], *, ddof: int = 1
-) -> Float[Array, ""]:
+def effect_size(s_x: Float[Array, " nx"], s_y: Float[Array, " ny"], *, ddof: int = 1) -> Float[Array, ""]:
     """Eq. 3: (mean_X s - mean_Y s) / std_{X ∪ Y} s; ddof 1 = Caliskan et al., 0 = WEFE."""
     return (s_x.mean() - s_y.mean()) / jnp.std(jnp.concatenate([s_x, s_y]), ddof=ddof)
 
@@ -192,14 +190,23 @@ def sc_weat(
         _check_distinct_rows((w, a, b), names)
     cosines = cosine_similarities(w, jnp.concatenate([jnp.asarray(a), jnp.asarray(b)]))
     perm = stats.permutation_test_batch(
-        key, cosines, a.shape[0], statistic=stats.difference_of_means, exact_bound=exact_bound,
-        n_permutations=n_permutations, alternative=alternative, ties=ties,
+        key,
+        cosines,
+        a.shape[0],
+        statistic=stats.difference_of_means,
+        exact_bound=exact_bound,
+        n_permutations=n_permutations,
+        alternative=alternative,
+        ties=ties,
     )
     defined = ~jax.vmap(is_constant)(cosines)
     d = sc_weat_effect_size(w, a, b, ddof=ddof)
     return ScWeatResult(
-        d=jnp.where(defined, d, jnp.nan), p_value=jnp.where(defined, perm.p_value, jnp.nan),
-        exact=perm.exact[0], n_resamples=perm.n_resamples[0], defined=defined,
+        d=jnp.where(defined, d, jnp.nan),
+        p_value=jnp.where(defined, perm.p_value, jnp.nan),
+        exact=perm.exact[0],
+        n_resamples=perm.n_resamples[0],
+        defined=defined,
     )
 
 
@@ -244,9 +251,7 @@ def check_word_set(
         raise InputError(f"word set {name!r}: NaN or infinite vectors for {label(bad)}")
     zero = np.flatnonzero(np.linalg.norm(arr, axis=1) == 0)
     if zero.size:
-        raise InputError(
-            f"word set {name!r}: zero vectors (cosine undefined) for {label(zero)}; drop these words"
-        )
+        raise InputError(f"word set {name!r}: zero vectors (cosine undefined) for {label(zero)}; drop these words")
     return arr
 
 
@@ -342,8 +347,16 @@ def weat(
         _check_distinct_rows((x, y, a, b), names)
     st = weat_statistics(x, y, a, b, ddof=ddof)
     test = association_test(
-        key, st.associations, x.shape[0], ddof=ddof, exact_bound=exact_bound, n_permutations=n_permutations,
-        ties=ties, n_bootstrap=n_bootstrap, confidence=confidence, alternative=alternative,
+        key,
+        st.associations,
+        x.shape[0],
+        ddof=ddof,
+        exact_bound=exact_bound,
+        n_permutations=n_permutations,
+        ties=ties,
+        n_bootstrap=n_bootstrap,
+        confidence=confidence,
+        alternative=alternative,
         scale=association_scale(jnp.concatenate([jnp.asarray(x), jnp.asarray(y)]), a, b),
     )
     return WeatResult(d=jnp.where(test.defined, st.d, jnp.nan), S=st.S, **test._asdict())

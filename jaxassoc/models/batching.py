@@ -51,9 +51,7 @@ def model_limits(model: LanguageModel) -> dict[str, int]:
     return {"pad_id": int(pad), "max_length": model.max_positions, "vocab_size": int(model.config.vocab_size)}
 
 
-def check_sequences(
-    sequences: Sequence[Sequence[int]], max_length: int | None, vocab_size: int | None = None
-) -> None:
+def check_sequences(sequences: Sequence[Sequence[int]], max_length: int | None, vocab_size: int | None = None) -> None:
     """InputError for an empty sequence, one longer than ``max_length`` or a token id outside
     ``[0, vocab_size)``, naming the sequence's index."""
     if len(sequences) == 0:
@@ -63,8 +61,7 @@ def check_sequences(
             raise InputError(f"sequence {i} is empty: every input needs at least one token")
         if max_length is not None and len(seq) > max_length:
             raise InputError(
-                f"sequence {i} has {len(seq)} tokens, more than the model's context of {max_length}: "
-                "shorten or drop it"
+                f"sequence {i} has {len(seq)} tokens, more than the model's context of {max_length}: shorten or drop it"
             )
         if vocab_size is not None and (min(seq) < 0 or max(seq) >= vocab_size):
             bad = [t for t in seq if not 0 <= t < vocab_size]

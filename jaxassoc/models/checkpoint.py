@@ -100,8 +100,9 @@ def read_safetensors(path: Path) -> dict[str, np.ndarray]:
 
 
 def _corrupt(path: Path, what: str) -> ModelError:
-    return ModelError(f"{path} is not a valid checkpoint file: {what}; the file is corrupt or truncated, "
-                      "download or save it again")
+    return ModelError(
+        f"{path} is not a valid checkpoint file: {what}; the file is corrupt or truncated, download or save it again"
+    )
 
 
 def read_pytorch_bin(path: Path) -> dict[str, np.ndarray]:
@@ -176,8 +177,7 @@ def _shard_names(index: Path) -> list[str]:
         raise ModelError(f"{index} is not valid JSON ({e}); download or save the checkpoint again") from None
     except (KeyError, TypeError, AttributeError, ValueError, UnicodeDecodeError) as e:
         what = "it has no 'weight_map'" if isinstance(e, KeyError) else str(e)
-        raise ModelError(f"{index} is not a valid shard index: {what}; download or save the checkpoint "
-                         "again") from None
+        raise ModelError(f"{index} is not a valid shard index: {what}; download or save the checkpoint again") from None
     return names
 
 
@@ -281,21 +281,23 @@ class TensorTaker:
 
     def module(self, name: str, shapes: Mapping[str, tuple[int, ...]]) -> dict:
         """A LayerNorm / Dense module's leaves (:data:`MODULE_LEAVES`) from ``name.weight`` / ``name.bias``."""
-        return {leaf: self.take(f"{name}.{MODULE_LEAVES[leaf][0]}", s, MODULE_LEAVES[leaf][1]) for leaf, s in shapes.items()}
+        return {
+            leaf: self.take(f"{name}.{MODULE_LEAVES[leaf][0]}", s, MODULE_LEAVES[leaf][1]) for leaf, s in shapes.items()
+        }
 
     def stacked(self, pattern: str, n: int, shapes: Mapping[str, tuple[int, ...]] | tuple[int, ...]):
         """:meth:`module` of ``pattern.format(i)`` for i < n, stacked on a leading layer axis (``shapes`` include
         it); a bare shape is a bias-free projection ``pattern.weight``, transposed to ``(in, out)``."""
         if not isinstance(shapes, Mapping):
             return self.stack(f"{pattern}.weight", n, shapes[1:], transpose=True)
-        return {leaf: self.stack(f"{pattern}.{MODULE_LEAVES[leaf][0]}", n, s[1:], MODULE_LEAVES[leaf][1])
-                for leaf, s in shapes.items()}
+        return {
+            leaf: self.stack(f"{pattern}.{MODULE_LEAVES[leaf][0]}", n, s[1:], MODULE_LEAVES[leaf][1])
+            for leaf, s in shapes.items()
+        }
 
     def finish(self, what: str) -> None:
         """Raise ModelError if any tensor was missing, mis-shaped, or left over."""
-        extra = sorted(
-            self.full_name(k) for k in self.tensors if k not in self.taken and not k.startswith(self.ignore)
-        )
+        extra = sorted(self.full_name(k) for k in self.tensors if k not in self.taken and not k.startswith(self.ignore))
         problems = []
         if self.missing:
             problems.append(f"missing tensors {_some(self.missing)}")
@@ -305,7 +307,8 @@ class TensorTaker:
             problems.append(f"unexpected tensors {_some(extra)}")
         if problems:
             raise ModelError(
-                f"the checkpoint does not match its {what} config: " + "; ".join(problems)
+                f"the checkpoint does not match its {what} config: "
+                + "; ".join(problems)
                 + ". Check that config.json belongs to these weights."
             )
 

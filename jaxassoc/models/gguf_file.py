@@ -26,9 +26,13 @@ _STRING, _ARRAY = 8, 9
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 """GGUF value type -> struct format (little-endian)."""
 _PLAIN_TENSORS = {
-    GGMLQuantizationType.F32: np.float32, GGMLQuantizationType.F16: np.float16,
-    GGMLQuantizationType.F64: np.float64, GGMLQuantizationType.I8: np.int8, GGMLQuantizationType.I16: np.int16,
-    GGMLQuantizationType.I32: np.int32, GGMLQuantizationType.I64: np.int64,
+    GGMLQuantizationType.F32: np.float32,
+    GGMLQuantizationType.F16: np.float16,
+    GGMLQuantizationType.F64: np.float64,
+    GGMLQuantizationType.I8: np.int8,
+    GGMLQuantizationType.I16: np.int16,
+    GGMLQuantizationType.I32: np.int32,
+    GGMLQuantizationType.I64: np.int64,
 }
 """Tensor types stored as plain NumPy items; every other type is blocks of bytes."""
 

@@ -76,9 +76,15 @@ def tokenizer_from_metadata(metadata: dict[str, Any], *, source: str = "GGUF fil
     types = list(metadata.get("tokenizer.ggml.token_type", [1] * len(tokens)))
     tok, vocab, specials_ok = builders[kind](metadata, tokens, source)
     tok.add_special_tokens(
-        [AddedToken(t, special=True, normalized=False) for t, ty in zip(tokens, types) if ty == CONTROL and specials_ok(t)]
+        [
+            AddedToken(t, special=True, normalized=False)
+            for t, ty in zip(tokens, types)
+            if ty == CONTROL and specials_ok(t)
+        ]
     )
-    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t, ty in zip(tokens, types) if ty == USER_DEFINED])
+    tok.add_tokens(
+        [AddedToken(t, special=False, normalized=False) for t, ty in zip(tokens, types) if ty == USER_DEFINED]
+    )
 
     def special(name: str) -> str | None:
         index = metadata.get(f"tokenizer.ggml.{name}_token_id")
@@ -117,9 +123,7 @@ def _byte_level_bpe(metadata: dict[str, Any], tokens: list[str], source: str):
     """GPT-2 style byte-level BPE with the pre-tokenizer llama.cpp uses for ``tokenizer.ggml.pre``."""
     pre = metadata.get("tokenizer.ggml.pre", "default")
     if pre not in PRE_TOKENIZER_SPLITS:
-        raise ModelError(
-            f"{source}: pre-tokenizer {pre!r} is not supported; known: {sorted(PRE_TOKENIZER_SPLITS)}"
-        )
+        raise ModelError(f"{source}: pre-tokenizer {pre!r} is not supported; known: {sorted(PRE_TOKENIZER_SPLITS)}")
     spelling = bytes_to_unicode()
     alphabet = set(spelling.values())
     # A byte-level vocabulary spells every token in GPT-2's byte alphabet; respell any that is not.
@@ -154,11 +158,18 @@ def _sentencepiece_bpe(metadata: dict[str, Any], tokens: list[str], source: str)
         merges = merges_from_scores(vocab, dict(zip(tokens, scores)))
     unk = metadata.get("tokenizer.ggml.unknown_token_id")
     tok = Tokenizer(
-        models.BPE(vocab=vocab, merges=merges, fuse_unk=True, byte_fallback=True,
-                   unk_token=tokens[unk] if unk is not None else None)
+        models.BPE(
+            vocab=vocab,
+            merges=merges,
+            fuse_unk=True,
+            byte_fallback=True,
+            unk_token=tokens[unk] if unk is not None else None,
+        )
     )
     prefix = bool(metadata.get("tokenizer.ggml.add_space_prefix", True))
-    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first" if prefix else "never", split=False)
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(
+        replacement="▁", prepend_scheme="first" if prefix else "never", split=False
+    )
     steps = [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()]
     tok.decoder = decoders.Sequence(steps + ([decoders.Strip(content=" ", left=1)] if prefix else []))
     return tok, vocab, lambda t: True
@@ -172,7 +183,9 @@ def merges_from_scores(vocab: dict[str, int], scores: dict[str, float]) -> list[
     """
     merges = []
     for piece, score in scores.items():
-        local = [(piece[:i], piece[i:], score) for i in range(1, len(piece)) if piece[:i] in vocab and piece[i:] in vocab]
+        local = [
+            (piece[:i], piece[i:], score) for i in range(1, len(piece)) if piece[:i] in vocab and piece[i:] in vocab
+        ]
         merges += sorted(local, key=lambda m: (vocab[m[0]], vocab[m[1]]))
     merges.sort(key=lambda m: (m[2], len(m[0]), len(m[1])), reverse=True)
     return [(left, right) for left, right, _ in merges]

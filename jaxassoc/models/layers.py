@@ -201,8 +201,10 @@ def rope_frequencies(head_dim: int, theta: float, scaling: RopeScaling | None = 
         high_wavelen = s.original_max_position_embeddings / s.high_freq_factor
         wavelen = (np.float32(2 * math.pi) / inv_freq).astype(np.float32)
         scaled = np.where(wavelen > low_wavelen, inv_freq / factor, inv_freq).astype(np.float32)
-        smooth = ((s.original_max_position_embeddings / wavelen - s.low_freq_factor)
-                  / (s.high_freq_factor - s.low_freq_factor)).astype(np.float32)
+        smooth = (
+            (s.original_max_position_embeddings / wavelen - s.low_freq_factor)
+            / (s.high_freq_factor - s.low_freq_factor)
+        ).astype(np.float32)
         smoothed = (1 - smooth) * scaled / factor + smooth * scaled
         medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
         return np.where(medium, smoothed, scaled).astype(np.float32)
@@ -357,7 +359,9 @@ class CausalBlock(nnx.Module):
         """Queries, keys and values; ``positions`` is what the body's ``layer_positions`` gives."""
         raise NotImplementedError
 
-    def attend(self, h: Float[Array, "B t D"], q, k, v, allowed: Bool[Array, "B 1 t T"], bias=None) -> Float[Array, "B t D"]:
+    def attend(
+        self, h: Float[Array, "B t D"], q, k, v, allowed: Bool[Array, "B 1 t T"], bias=None
+    ) -> Float[Array, "B t D"]:
         """The block output; ``bias``: the body's ``attention_bias`` (None for most families)."""
         raise NotImplementedError
 
@@ -470,7 +474,9 @@ class CausalBody(nnx.Module):
             positions = jax.lax.dynamic_slice_in_dim(mask_positions, start, t, axis=1)
         if allowed is None:
             allowed = jax.lax.dynamic_slice_in_dim(causal_allowed(attention_mask), start, t, axis=2)
-        keys = jax.lax.dynamic_update_slice_in_dim(mask_positions, positions.astype(mask_positions.dtype), start, axis=1)
+        keys = jax.lax.dynamic_update_slice_in_dim(
+            mask_positions, positions.astype(mask_positions.dtype), start, axis=1
+        )
         allowed, local, flags = self._layer_masks(allowed, positions, keys)
         bias = self.attention_bias(positions, keys)
         x = self.embed_inputs(input_ids, positions)

@@ -17,7 +17,8 @@ from typing import Any, Mapping
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from jaxassoc.errors import ConfigError, ModelError
 from jaxassoc.models.checkpoint import drop_pages
@@ -68,20 +69,25 @@ def make_mesh(data: int = 1, fsdp: int = 1, tp: int = 1) -> Mesh | None:
     shown = ", ".join(f"mesh.{k}={v}" for k, v in sizes.items())
     bad = [k for k, v in sizes.items() if v == 0 or v < -1]
     if bad or list(sizes.values()).count(-1) > 1:
-        raise ConfigError(f"mesh sizes {shown}: each must be a positive integer (at most one may be -1, "
-                          "meaning all devices the others leave)")
+        raise ConfigError(
+            f"mesh sizes {shown}: each must be a positive integer (at most one may be -1, "
+            "meaning all devices the others leave)"
+        )
     known = int(np.prod([v for v in sizes.values() if v != -1]))
     if -1 in sizes.values():
         if n % known:
-            raise ConfigError(f"mesh sizes {shown}: {known} does not divide the {n} devices; choose sizes "
-                              f"whose product divides {n}")
+            raise ConfigError(
+                f"mesh sizes {shown}: {known} does not divide the {n} devices; choose sizes whose product divides {n}"
+            )
         sizes = {k: (n // known if v == -1 else v) for k, v in sizes.items()}
         known = n
     if known == 1 and n >= 1 and all(v == 1 for v in sizes.values()):
         return None
     if known != n:
-        raise ConfigError(f"mesh sizes {shown} multiply to {known} devices but there are {n} devices; choose "
-                          f"sizes whose product is {n} (e.g. mesh.fsdp=1 mesh.tp={n}), or mesh=single")
+        raise ConfigError(
+            f"mesh sizes {shown} multiply to {known} devices but there are {n} devices; choose "
+            f"sizes whose product is {n} (e.g. mesh.fsdp=1 mesh.tp={n}), or mesh=single"
+        )
     return Mesh(np.array(devices).reshape(tuple(sizes.values())), MESH_AXES)
 
 
@@ -122,8 +128,10 @@ def param_specs(params: Any, family: str, mesh: Mesh, units: Mapping[str, int] =
             raise ModelError(f"{family} parameter {name!r} has no partition annotation in its sharding.AXES")
         axes = table[name]
         if len(axes) != np.ndim(leaf):
-            raise ModelError(f"{family} parameter {name!r} has shape {np.shape(leaf)} but its partition "
-                             f"annotation {axes} names {len(axes)} axes")
+            raise ModelError(
+                f"{family} parameter {name!r} has shape {np.shape(leaf)} but its partition "
+                f"annotation {axes} names {len(axes)} axes"
+            )
         out = []
         for logical, dim in zip(axes, np.shape(leaf)):
             axis = RULES.get(logical) if logical else None
@@ -184,9 +192,26 @@ def device_params(params: Any, dtype=None) -> Any:
 
 def is_placed_on(params: Any, mesh: Mesh) -> bool:
     """True when every leaf is a global array with a sharding over ``mesh``."""
-    return all(isinstance(x, jax.Array) and isinstance(x.sharding, NamedSharding) and x.sharding.mesh == mesh
-               for x in jax.tree.leaves(params))
+    return all(
+        isinstance(x, jax.Array) and isinstance(x.sharding, NamedSharding) and x.sharding.mesh == mesh
+        for x in jax.tree.leaves(params)
+    )
 
 
-__all__ = ["NORM", "STACKED_NORM", "RULES", "family_axes", "MESH_AXES", "BATCH_AXES", "make_mesh", "param_specs", "place_params",
-           "batch_spec", "batch_size_multiple", "head_units", "is_placed_on", "device_params", "host_cast"]
+__all__ = [
+    "NORM",
+    "STACKED_NORM",
+    "RULES",
+    "family_axes",
+    "MESH_AXES",
+    "BATCH_AXES",
+    "make_mesh",
+    "param_specs",
+    "place_params",
+    "batch_spec",
+    "batch_size_multiple",
+    "head_units",
+    "is_placed_on",
+    "device_params",
+    "host_cast",
+]

@@ -27,8 +27,9 @@ class MeshShape(NamedTuple):
     shape: dict[str, int]
 
 
-def bytes_per_device(shapes: Any, family: str, sizes: Mapping[str, int], units: Mapping[str, int],
-                     itemsize: int) -> int:
+def bytes_per_device(
+    shapes: Any, family: str, sizes: Mapping[str, int], units: Mapping[str, int], itemsize: int
+) -> int:
     """Bytes of the parameter tree ``shapes`` (leaves with ``.shape``) one device holds on a mesh of axis
     ``sizes`` (``{"data", "fsdp", "tp"}``), at ``itemsize`` bytes per value."""
     mesh = MeshShape({axis: int(sizes.get(axis, 1)) for axis in MESH_AXES})
@@ -47,9 +48,17 @@ def total_bytes(shapes: Any, itemsize: int) -> int:
 
 
 def _llama(hidden: int, mlp: int, layers: int, heads: int, kv_heads: int, vocab: int, context: int) -> dict:
-    return {"model_type": "llama", "hidden_size": hidden, "intermediate_size": mlp, "num_hidden_layers": layers,
-            "num_attention_heads": heads, "num_key_value_heads": kv_heads, "vocab_size": vocab,
-            "rms_norm_eps": 1e-5, "max_position_embeddings": context}
+    return {
+        "model_type": "llama",
+        "hidden_size": hidden,
+        "intermediate_size": mlp,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads,
+        "vocab_size": vocab,
+        "rms_norm_eps": 1e-5,
+        "max_position_embeddings": context,
+    }
 
 
 MODELS: dict[str, dict] = {  # the HF config.json fields that decide the weights' shapes
@@ -81,12 +90,16 @@ def abstract_params(hf_config: dict) -> tuple[str, Any, dict]:
     from flax import nnx
 
     from jaxassoc.models.family import family_for
+
     family = family_for(hf_config["model_type"])
     name = family.model_types[hf_config["model_type"]]
     config = family.config_from_hf(hf_config)
     body = nnx.state(family.abstract_body(config)).to_pure_dict()
-    embedding = next(path.removeprefix("body/") for path, axes in family.axes.items()
-                     if path.startswith("body/") and axes == ("vocab", "embed"))
+    embedding = next(
+        path.removeprefix("body/")
+        for path, axes in family.axes.items()
+        if path.startswith("body/") and axes == ("vocab", "embed")
+    )
     head = {"W": body[embedding]}
     return name, config, {"body": body, "head": head}
 
@@ -102,8 +115,7 @@ def sizing_rows() -> list[dict]:
         for hardware, spec in HARDWARE.items():
             for sizes in spec.meshes:
                 full = {"data": 1, "fsdp": 1, "tp": 1, **sizes}
-                row = {"model": model, "params_b": total_bytes(shapes, 1) / 1e9, "hardware": hardware,
-                       "mesh": full}
+                row = {"model": model, "params_b": total_bytes(shapes, 1) / 1e9, "hardware": hardware, "mesh": full}
                 for dtype, itemsize in DTYPE_BYTES.items():
                     gib = bytes_per_device(shapes, family, full, units, itemsize) / 2**30
                     row[dtype] = gib
@@ -124,8 +136,10 @@ def markdown_table() -> str:
     for r in sizing_rows():
         cells = [f"{r[d]:.2f}{'' if r[f'{d}_fits'] else ' ✗'}" for d in DTYPE_BYTES]
         memory = HARDWARE[r["hardware"]].memory_gib
-        lines.append(f"| {r['model']} ({r['params_b']:.2f} B) | {r['hardware']} ({memory:g} GiB) | "
-                     f"`{_mesh_args(r['mesh'])}` | {cells[0]} | {cells[1]} |")
+        lines.append(
+            f"| {r['model']} ({r['params_b']:.2f} B) | {r['hardware']} ({memory:g} GiB) | "
+            f"`{_mesh_args(r['mesh'])}` | {cells[0]} | {cells[1]} |"
+        )
     return "\n".join(lines)
 
 

@@ -44,8 +44,10 @@ from jaxassoc.metrics.weat import check_distinct_words
 from jaxassoc.models.base import LanguageModel
 
 FALLBACKS = ("word", "templates", "drop")
-UNDEFINED_DRAWS = ("in a draw the association s(w, A, B) is the same for every target of X ∪ Y up to float "
-                   "rounding (its effect size is 0/0): CES, its variance and p are undefined")
+UNDEFINED_DRAWS = (
+    "in a draw the association s(w, A, B) is the same for every target of X ∪ Y up to float "
+    "rounding (its effect size is 0/0): CES, its variance and p are undefined"
+)
 DRAW_QUANTILES = (0.025, 0.5, 0.975)
 
 
@@ -63,24 +65,34 @@ class ContextPools(NamedTuple):
         return self.vectors[start : start + int(self.counts[i])]
 
     def to_arrays(self) -> dict[str, np.ndarray]:
-        return {"words": np.asarray(self.words), "vectors": self.vectors, "counts": self.counts,
-                "how": np.asarray(self.how)}
+        return {
+            "words": np.asarray(self.words),
+            "vectors": self.vectors,
+            "counts": self.counts,
+            "how": np.asarray(self.how),
+        }
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray]) -> "ContextPools":
-        return cls([str(w) for w in arrays["words"]], arrays["vectors"], arrays["counts"],
-                   [str(h) for h in arrays["how"]])
+        return cls(
+            [str(w) for w in arrays["words"]], arrays["vectors"], arrays["counts"], [str(h) for h in arrays["how"]]
+        )
 
 
 def corpus_sentences(corpus: str) -> tuple[list[str], str]:
     """Reference-corpus sentences (WikiText-2 test + valid, or the non-empty lines of a text file) and a
     description with the sha256 of their text (part of the cache key)."""
     if corpus == "wikitext2":
-        sentences, name = data.wikitext2_sentences("test") + data.wikitext2_sentences("valid"), "WikiText-2 (test+valid)"
+        sentences, name = (
+            data.wikitext2_sentences("test") + data.wikitext2_sentences("valid"),
+            "WikiText-2 (test+valid)",
+        )
     else:
         path = Path(corpus).expanduser()
         if not path.is_file():
-            raise ConfigError(f"metric.corpus={corpus!r}: no such file; use wikitext2 or a text file, one sentence a line")
+            raise ConfigError(
+                f"metric.corpus={corpus!r}: no such file; use wikitext2 or a text file, one sentence a line"
+            )
         sentences = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
         name = str(path)
     digest = hashlib.sha256("\n".join(sentences).encode()).hexdigest()
@@ -104,7 +116,9 @@ def _plan(index: ContextIndex, word: str, max_contexts: int, seed: int, fallback
         return contexts, f"{len(contexts)} corpus contexts"
     if fallback == "drop":
         return [], "no context: dropped"
-    return ([word] if fallback == "word" else [t.format(word) for t in BLEACHED_TEMPLATES]), f"no context: fallback {fallback}"
+    return (
+        [word] if fallback == "word" else [t.format(word) for t in BLEACHED_TEMPLATES]
+    ), f"no context: fallback {fallback}"
 
 
 def context_pools(
@@ -135,19 +149,27 @@ def context_pools(
     for text, state, offset, (lo, hi) in zip(texts, states, offsets, spans):
         tokens = [t for t, (a, b) in enumerate(offset) if b > a and a < hi and b > lo]
         if not tokens:
-            raise InputError(f"CEAT: no token of {text[:80]!r} covers characters {lo}..{hi} (truncated by the "
-                             f"model's context?); lower metric.max_contexts or use a corpus of shorter sentences")
+            raise InputError(
+                f"CEAT: no token of {text[:80]!r} covers characters {lo}..{hi} (truncated by the "
+                f"model's context?); lower metric.max_contexts or use a corpus of shorter sentences"
+            )
         rows.append(state[tokens].mean(axis=0))
-    return ContextPools(words, np.stack(rows).astype(np.float32),
-                        np.array([len(c) for c, _ in plans], np.int32), [how for _, how in plans])
+    return ContextPools(
+        words,
+        np.stack(rows).astype(np.float32),
+        np.array([len(c) for c, _ in plans], np.int32),
+        [how for _, how in plans],
+    )
 
 
 def _set_of(pools: ContextPools, words: Sequence[str], label: str, max_oov_share: float):
     kept = [w for w in words if pools.counts[pools.words.index(w)] > 0]
     lost = [w for w in words if w not in kept]
     if len(lost) > max_oov_share * len(words):
-        raise InputError(f"CEAT {label}: {len(lost)} of {len(words)} words have no context and were dropped "
-                         f"({lost}), more than max_oov_share={max_oov_share}; use fallback word or templates")
+        raise InputError(
+            f"CEAT {label}: {len(lost)} of {len(words)} words have no context and were dropped "
+            f"({lost}), more than max_oov_share={max_oov_share}; use fallback word or templates"
+        )
     return pad_contexts([pools.of(w) for w in kept]), kept, lost
 
 
@@ -170,24 +192,39 @@ def run_ceat_suite(
         names = (test.x_name, test.y_name, test.a_name, test.b_name)
         check_distinct_words(f"test {test.id}", sets, names)
         built = [_set_of(pools, words, f"{test.id} {name}", max_oov_share) for words, name in zip(sets, names)]
-        res = ceat(jax.random.fold_in(key, position), *(b[0] for b in built), n_draws=n_draws, chunk=chunk,
-                   alternative=alternative)
+        res = ceat(
+            jax.random.fold_in(key, position),
+            *(b[0] for b in built),
+            n_draws=n_draws,
+            chunk=chunk,
+            alternative=alternative,
+        )
         es, var = np.asarray(res.effect_sizes), np.asarray(res.variances)
         counts = np.concatenate([np.asarray(b[0].counts) for b in built])
-        rows.append({
-            "test": test.id, "name": test.name,
-            **{f"n_{s}": len(b[1]) for s, b in zip("xyab", built)},
-            "lost_words": " ".join(w for b in built for w in b[2]),
-            "effect_size": float(res.combined.ces), "ces": float(res.combined.ces),
-            "ces_variance": float(res.combined.variance), "ces_se": float(np.sqrt(res.combined.variance)),
-            "tau_squared": float(res.combined.tau_squared), "p_value": float(res.combined.p_value),
-            "alternative": alternative,
-            "undefined_reason": "" if np.isfinite(float(res.combined.ces)) else UNDEFINED_DRAWS,
-            "n_draws": n_draws, "draw_es_mean": float(es.mean()), "draw_es_sd": float(es.std(ddof=1)),
-            **{f"draw_es_q{q * 100:g}": float(v) for q, v in zip(DRAW_QUANTILES, np.quantile(es, DRAW_QUANTILES))},
-            "draw_variance_mean": float(var.mean()), "draw_share_positive": float((es > 0).mean()),
-            "contexts_per_word_min": int(counts.min()), "contexts_per_word_mean": float(counts.mean()),
-        })
+        rows.append(
+            {
+                "test": test.id,
+                "name": test.name,
+                **{f"n_{s}": len(b[1]) for s, b in zip("xyab", built)},
+                "lost_words": " ".join(w for b in built for w in b[2]),
+                "effect_size": float(res.combined.ces),
+                "ces": float(res.combined.ces),
+                "ces_variance": float(res.combined.variance),
+                "ces_se": float(np.sqrt(res.combined.variance)),
+                "tau_squared": float(res.combined.tau_squared),
+                "p_value": float(res.combined.p_value),
+                "alternative": alternative,
+                "undefined_reason": "" if np.isfinite(float(res.combined.ces)) else UNDEFINED_DRAWS,
+                "n_draws": n_draws,
+                "draw_es_mean": float(es.mean()),
+                "draw_es_sd": float(es.std(ddof=1)),
+                **{f"draw_es_q{q * 100:g}": float(v) for q, v in zip(DRAW_QUANTILES, np.quantile(es, DRAW_QUANTILES))},
+                "draw_variance_mean": float(var.mean()),
+                "draw_share_positive": float((es > 0).mean()),
+                "contexts_per_word_min": int(counts.min()),
+                "contexts_per_word_mean": float(counts.mean()),
+            }
+        )
         draws.append(pd.DataFrame({"test": test.id, "draw": np.arange(n_draws), "effect_size": es, "variance": var}))
     return pd.DataFrame(rows), pd.concat(draws, ignore_index=True)
 
@@ -199,6 +236,7 @@ def word_table(pools: ContextPools, tests: Sequence[data.WeatTest]) -> pd.DataFr
         for role, words in zip("XYAB", (test.targets_x, test.targets_y, test.attributes_a, test.attributes_b)):
             for w in words:
                 i = pools.words.index(w)
-                rows.append({"test": test.id, "set": role, "word": w, "n_contexts": int(pools.counts[i]),
-                             "how": pools.how[i]})
+                rows.append(
+                    {"test": test.id, "set": role, "word": w, "n_contexts": int(pools.counts[i]), "how": pools.how[i]}
+                )
     return pd.DataFrame(rows)

@@ -29,13 +29,13 @@ import numpy as np
 import pandas as pd
 
 from jaxassoc import data, stats
-from jaxassoc.errors import InputError
-from jaxassoc.readouts.rpam_prompts import PromptTemplate, RpamInputs, cached_rpam_inputs, tokenize_attributes
-from jaxassoc.readouts.weat import check_suite_words
 from jaxassoc.data.weat import WeatSuite
+from jaxassoc.errors import InputError
 from jaxassoc.metrics import rpam
 from jaxassoc.metrics.weat import UNDEFINED_CONSTANT_S
 from jaxassoc.models.base import LanguageModel
+from jaxassoc.readouts.rpam_prompts import PromptTemplate, RpamInputs, cached_rpam_inputs, tokenize_attributes
+from jaxassoc.readouts.weat import check_suite_words
 from jaxassoc.stats import StatsOptions
 
 GENDER_ROLE_TESTS = ("C7", "C8")
@@ -89,10 +89,14 @@ def task_probabilities(
         needed[np.ix_(r, c)] = True
     _, inputs = probabilities(model, targets, attributes, template, needed=needed, **run_options)
     ps = [
-        np.asarray(rpam.relative_probabilities(
-            jnp.asarray(inputs.first_logits[np.ix_(r, c)]), jnp.asarray(inputs.continuation[np.ix_(r, c)]),
-            jnp.asarray(inputs.log_partition[r]), normalise=normalise,
-        ))
+        np.asarray(
+            rpam.relative_probabilities(
+                jnp.asarray(inputs.first_logits[np.ix_(r, c)]),
+                jnp.asarray(inputs.continuation[np.ix_(r, c)]),
+                jnp.asarray(inputs.log_partition[r]),
+                normalise=normalise,
+            )
+        )
         for r, c in zip(rows, cols)
     ]
     return ps, inputs
@@ -116,13 +120,17 @@ def weat_ws(
     check_suite_words(tests)
     swapped = [swap_gender_roles and test.id in GENDER_ROLE_TESTS for test in tests]
     tests = [test.with_roles_swapped() if swap else test for test, swap in zip(tests, swapped)]
-    ps, _ = task_probabilities(model, [(t.targets_x + t.targets_y, t.attributes_a + t.attributes_b) for t in tests],
-                               template, normalise=normalise, **run_options)
+    ps, _ = task_probabilities(
+        model,
+        [(t.targets_x + t.targets_y, t.attributes_a + t.attributes_b) for t in tests],
+        template,
+        normalise=normalise,
+        **run_options,
+    )
     for test, test_key, swapped, p in zip(tests, jax.random.split(key, len(tests)), swapped, ps):
         x, y, a, b = test.targets_x, test.targets_y, test.attributes_a, test.attributes_b
         n_multi = len(tokenize_attributes(model.tokenizer, a + b, template).multi_token)
-        result = rpam.rpam_test(
-            test_key, jnp.asarray(p), n_x=len(x), n_a=len(a), **options.as_kwargs())
+        result = rpam.rpam_test(test_key, jnp.asarray(p), n_x=len(x), n_a=len(a), **options.as_kwargs())
         rows.append(
             {
                 "test": test.id,
@@ -147,9 +155,12 @@ def weat_ws(
         ]
     aggregates = pd.DataFrame(rows)
     defined = aggregates["effect_size"].dropna()
-    summary = {"test": "all", "name": "share of tests with d > 0 (WEAT-WS F1)",
-               "share_positive": float((defined > 0).mean()) if len(defined) else float("nan"),
-               "n_undefined": len(aggregates) - len(defined)}
+    summary = {
+        "test": "all",
+        "name": "share of tests with d > 0 (WEAT-WS F1)",
+        "share_positive": float((defined > 0).mean()) if len(defined) else float("nan"),
+        "n_undefined": len(aggregates) - len(defined),
+    }
     return pd.DataFrame(items), pd.concat([aggregates, pd.DataFrame([summary])], ignore_index=True)
 
 
@@ -166,8 +177,13 @@ def subsample(frame: pd.DataFrame, sample: int | None, key: jax.Array | None) ->
 
 
 def wordsim353(
-    model: LanguageModel, template: PromptTemplate, *, normalise: bool = True, sample: int | None = None,
-    key: jax.Array | None = None, **run_options,
+    model: LanguageModel,
+    template: PromptTemplate,
+    *,
+    normalise: bool = True,
+    sample: int | None = None,
+    key: jax.Array | None = None,
+    **run_options,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """WS-353: C = all words; pair score = mean(p(w2 | w1), p(w1 | w2)); Spearman with the human scores."""
     pairs = subsample(data.load_wordsim353(), sample, key)
@@ -181,8 +197,16 @@ def wordsim353(
     items = pairs.assign(score=scores)
     rho = stats.spearman_test(jnp.asarray(scores), jnp.asarray(pairs["score"].to_numpy(float)))
     aggregates = pd.DataFrame(
-        [{"benchmark": "WS-353", "statistic": "spearman", "correlation": float(rho.statistic),
-          "p_value": float(rho.p_value), "n": len(pairs), "n_multi_token_attributes": inputs.n_multi_token}]
+        [
+            {
+                "benchmark": "WS-353",
+                "statistic": "spearman",
+                "correlation": float(rho.statistic),
+                "p_value": float(rho.p_value),
+                "n": len(pairs),
+                "n_multi_token_attributes": inputs.n_multi_token,
+            }
+        ]
     )
     return items, aggregates
 
@@ -197,7 +221,9 @@ def _valence_both(model, targets, template, *, normalise, **run_options) -> tupl
     pleasant, unpleasant = data.valence_attributes()
     p, inputs = probabilities(model, targets, pleasant + unpleasant, template, normalise=normalise, **run_options)
     other = rpam.relative_probabilities(
-        jnp.asarray(inputs.first_logits), jnp.asarray(inputs.continuation), jnp.asarray(inputs.log_partition),
+        jnp.asarray(inputs.first_logits),
+        jnp.asarray(inputs.continuation),
+        jnp.asarray(inputs.log_partition),
         normalise=not normalise,
     )
     valence = [np.asarray(rpam.rpam_valence(jnp.asarray(q), n_pleasant=len(pleasant))) for q in (p, other)]
@@ -205,8 +231,13 @@ def _valence_both(model, targets, template, *, normalise, **run_options) -> tupl
 
 
 def bellezza(
-    model: LanguageModel, template: PromptTemplate, *, normalise: bool = True, sample: int | None = None,
-    key: jax.Array | None = None, **run_options,
+    model: LanguageModel,
+    template: PromptTemplate,
+    *,
+    normalise: bool = True,
+    sample: int | None = None,
+    key: jax.Array | None = None,
+    **run_options,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """RPAM Valence of the 399 Bellezza words vs the human ratings.
 
@@ -220,14 +251,27 @@ def bellezza(
     for norm, scores in ((normalise, valence), (not normalise, other)):
         for name, test in (("spearman", stats.spearman_test), ("pearson", stats.pearson_test)):
             r = test(jnp.asarray(scores), human)
-            rows.append({"benchmark": "Bellezza", "statistic": name, "correlation": float(r.statistic),
-                         "p_value": float(r.p_value), "n": len(words), "normalised": norm,
-                         "n_multi_token_attributes": n_multi})
+            rows.append(
+                {
+                    "benchmark": "Bellezza",
+                    "statistic": name,
+                    "correlation": float(r.statistic),
+                    "p_value": float(r.p_value),
+                    "n": len(words),
+                    "normalised": norm,
+                    "n_multi_token_attributes": n_multi,
+                }
+            )
     return words[["word", "valence"]].assign(score=valence), pd.DataFrame(rows)
 
 
 def bellezza_groups(
-    model: LanguageModel, template: PromptTemplate, key: jax.Array, *, k: int = 5, normalise: bool = True,
+    model: LanguageModel,
+    template: PromptTemplate,
+    key: jax.Array,
+    *,
+    k: int = 5,
+    normalise: bool = True,
     **run_options,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Bellezza-kX (App. F): N/k seeded random groups of k words, "w1 and ... and wk" as one target."""
@@ -238,15 +282,29 @@ def bellezza_groups(
     human = np.array([words["valence"].iloc[g].mean() for g in groups])
     valence, n_multi = _valence(model, targets, template, normalise=normalise, **run_options)
     r = stats.spearman_test(jnp.asarray(valence), jnp.asarray(human))
-    aggregates = pd.DataFrame([{"benchmark": f"Bellezza-{k}X", "statistic": "spearman",
-                                "correlation": float(r.statistic), "p_value": float(r.p_value),
-                                "n": len(groups), "n_multi_token_attributes": n_multi}])
+    aggregates = pd.DataFrame(
+        [
+            {
+                "benchmark": f"Bellezza-{k}X",
+                "statistic": "spearman",
+                "correlation": float(r.statistic),
+                "p_value": float(r.p_value),
+                "n": len(groups),
+                "n_multi_token_attributes": n_multi,
+            }
+        ]
+    )
     return pd.DataFrame({"target": targets, "human": human, "score": valence}), aggregates
 
 
 def sst2(
-    model: LanguageModel, template: PromptTemplate, key: jax.Array, *, normalise: bool = True,
-    sample: int | None = None, **run_options,
+    model: LanguageModel,
+    template: PromptTemplate,
+    key: jax.Array,
+    *,
+    normalise: bool = True,
+    sample: int | None = None,
+    **run_options,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """SST-2 validation, balanced by dropping 16 seeded random positives; valence > median = positive."""
     frame = data.load_sst2()
@@ -257,7 +315,16 @@ def sst2(
     valence, n_multi = _valence(model, list(frame["sentence"]), template, normalise=normalise, **run_options)
     predicted = (valence > np.median(valence)).astype(int)
     f1 = stats.f1_score(jnp.asarray(frame["label"].to_numpy()), jnp.asarray(predicted))
-    aggregates = pd.DataFrame([{"benchmark": "SST-2", "statistic": "f1", "correlation": float(f1),
-                                "n": len(frame), "n_dropped_positives": n_drop,
-                                "n_multi_token_attributes": n_multi}])
+    aggregates = pd.DataFrame(
+        [
+            {
+                "benchmark": "SST-2",
+                "statistic": "f1",
+                "correlation": float(f1),
+                "n": len(frame),
+                "n_dropped_positives": n_drop,
+                "n_multi_token_attributes": n_multi,
+            }
+        ]
+    )
     return frame.assign(score=valence, predicted=predicted), aggregates

@@ -18,12 +18,12 @@ import numpy as np
 import pandas as pd
 
 from jaxassoc import stats
-from jaxassoc.readouts.cache import cached_arrays, model_key
-from jaxassoc.readouts.rpam import bellezza
-from jaxassoc.readouts.rpam_prompts import PromptTemplate, encode_prompts
 from jaxassoc.errors import ConfigError
 from jaxassoc.models.base import LanguageModel
 from jaxassoc.models.decoding import greedy_generate
+from jaxassoc.readouts.cache import cached_arrays, model_key
+from jaxassoc.readouts.rpam import bellezza
+from jaxassoc.readouts.rpam_prompts import PromptTemplate, encode_prompts
 
 RATING_PROMPT = (
     "The purpose is to determine whether one has positive or negative feelings about different words. "
@@ -34,7 +34,7 @@ RATING_PROMPT = (
     "- If the word has no pleasant or unpleasant meaning, rate it as 3.\n"
     "- If the word has a somewhat unpleasant meaning, rate it as 2.\n"
     "- If the word has a very unpleasant meaning, rate it as 1.\n"
-    "Try to use all 5 points on the rating scale. The rating of the word \"{word}\" is:"
+    'Try to use all 5 points on the rating scale. The rating of the word "{word}" is:'
 )
 """App. F, "Our adapted prompt" (the PDF's typeset quotes around WORD as ASCII ``"``)."""
 
@@ -52,7 +52,9 @@ def rating_prompts(model: LanguageModel, words: Sequence[str], *, chat_template:
             f"model {model.name!r} has no chat template: set metric.chat_template=false to use the plain prompt"
         )
     chats = [
-        model.tokenizer.apply_chat_template([{"role": "user", "content": t}], add_generation_prompt=True, tokenize=False)
+        model.tokenizer.apply_chat_template(
+            [{"role": "user", "content": t}], add_generation_prompt=True, tokenize=False
+        )
         for t in texts
     ]
     return encode_prompts(model, chats, add_bos=False)  # the template writes its own special tokens
@@ -74,22 +76,41 @@ def parse_rating(answer: str) -> int | None:
 
 
 def model_ratings(
-    model: LanguageModel, words: Sequence[str], *, chat_template: bool = True, max_new_tokens: int = 4,
-    batch_size: int = 32, progress: bool = False,
+    model: LanguageModel,
+    words: Sequence[str],
+    *,
+    chat_template: bool = True,
+    max_new_tokens: int = 4,
+    batch_size: int = 32,
+    progress: bool = False,
 ) -> pd.DataFrame:
     """The model's 1-5 rating of each word: columns word, answer (decoded), rating (NaN if unparsable)."""
     prompts = rating_prompts(model, words, chat_template=chat_template)
-    new = greedy_generate(model, prompts, max_new_tokens=max_new_tokens, stop=stop_tokens(model.tokenizer),
-                          batch_size=batch_size, progress=progress)
+    new = greedy_generate(
+        model,
+        prompts,
+        max_new_tokens=max_new_tokens,
+        stop=stop_tokens(model.tokenizer),
+        batch_size=batch_size,
+        progress=progress,
+    )
     answers = [model.tokenizer.decode(ids) for ids in new]
     ratings = [parse_rating(a) for a in answers]
-    return pd.DataFrame({"word": list(words), "answer": answers,
-                         "rating": pd.array(ratings, dtype="Int64").astype(float)})
+    return pd.DataFrame(
+        {"word": list(words), "answer": answers, "rating": pd.array(ratings, dtype="Int64").astype(float)}
+    )
 
 
 def bellezza_downstream(
-    model: LanguageModel, template: PromptTemplate, *, chat_template: bool = True, max_new_tokens: int = 4,
-    normalise: bool = True, sample: int | None = None, key: jax.Array | None = None, **run_options,
+    model: LanguageModel,
+    template: PromptTemplate,
+    *,
+    chat_template: bool = True,
+    max_new_tokens: int = 4,
+    normalise: bool = True,
+    sample: int | None = None,
+    key: jax.Array | None = None,
+    **run_options,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Spearman of RPAM Valence (the paper uses TP1) vs the model's own ratings of the 399 Bellezza words.
 
@@ -97,22 +118,51 @@ def bellezza_downstream(
     generated answers are cached too."""
     items, _ = bellezza(model, template, normalise=normalise, sample=sample, key=key, **run_options)
     words, batch_size = list(items["word"]), run_options.get("batch_size", 32)
-    parts = {**model_key(model), "words": words, "chat_template": chat_template, "max_new_tokens": max_new_tokens,
-             "batch_size": batch_size, "decoder": "kv_cache"}  # answers of the earlier full re-run decoder miss
-    rated = cached_arrays(run_options.get("cache_dir"), "rpam_ratings", parts, lambda: {
-        column: values.to_numpy() for column, values in model_ratings(
-            model, words, chat_template=chat_template, max_new_tokens=max_new_tokens, batch_size=batch_size,
-            progress=run_options.get("progress", False)).items()})
+    parts = {
+        **model_key(model),
+        "words": words,
+        "chat_template": chat_template,
+        "max_new_tokens": max_new_tokens,
+        "batch_size": batch_size,
+        "decoder": "kv_cache",
+    }  # answers of the earlier full re-run decoder miss
+    rated = cached_arrays(
+        run_options.get("cache_dir"),
+        "rpam_ratings",
+        parts,
+        lambda: {
+            column: values.to_numpy()
+            for column, values in model_ratings(
+                model,
+                words,
+                chat_template=chat_template,
+                max_new_tokens=max_new_tokens,
+                batch_size=batch_size,
+                progress=run_options.get("progress", False),
+            ).items()
+        },
+    )
     items = items.assign(answer=rated["answer"], rating=rated["rating"])
     kept = items.dropna(subset=["rating"])
-    row = {"benchmark": "Bellezza downstream", "statistic": "spearman", "n": len(kept),
-           "n_unparsable": len(items) - len(kept), "parse_rate": len(kept) / len(items),
-           "chat_template": chat_template, "max_new_tokens": max_new_tokens}
+    row = {
+        "benchmark": "Bellezza downstream",
+        "statistic": "spearman",
+        "n": len(kept),
+        "n_unparsable": len(items) - len(kept),
+        "parse_rate": len(kept) / len(items),
+        "chat_template": chat_template,
+        "max_new_tokens": max_new_tokens,
+    }
     if len(kept) >= 3 and kept["rating"].nunique() > 1:
         r = stats.spearman_test(jnp.asarray(kept["score"].to_numpy(float)), jnp.asarray(kept["rating"].to_numpy(float)))
-        human = stats.spearman_test(jnp.asarray(kept["valence"].to_numpy(float)), jnp.asarray(kept["rating"].to_numpy(float)))
-        row |= {"correlation": float(r.statistic), "p_value": float(r.p_value),
-                "ratings_vs_human_spearman": float(human.statistic)}
+        human = stats.spearman_test(
+            jnp.asarray(kept["valence"].to_numpy(float)), jnp.asarray(kept["rating"].to_numpy(float))
+        )
+        row |= {
+            "correlation": float(r.statistic),
+            "p_value": float(r.p_value),
+            "ratings_vs_human_spearman": float(human.statistic),
+        }
     else:  # too few parsed or constant ratings: Spearman is undefined
         row |= {"correlation": float("nan"), "p_value": float("nan"), "ratings_vs_human_spearman": float("nan")}
     return items, pd.DataFrame([row])

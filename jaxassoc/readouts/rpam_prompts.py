@@ -57,8 +57,7 @@ def template_slots(name: str, text: str) -> set[str]:
     unknown = slots - TEMPLATE_SLOTS
     if unknown:
         raise ConfigError(
-            f"template {name!r} has unknown slots {sorted(unknown)} in {text!r}; the slots are {{target}} and "
-            f"{{quote}}"
+            f"template {name!r} has unknown slots {sorted(unknown)} in {text!r}; the slots are {{target}} and {{quote}}"
         )
     return slots
 
@@ -159,8 +158,9 @@ def _prompt_scores(params, prompt_ids, prompt_mask, inputs, targets, segments, *
     """At each prompt's last token: the logits of the rows ``params["rows"]`` (the attributes' first
     tokens) and the log-partition; and log P_V of the subwords packed after the prompt
     (:func:`jaxassoc.models.continuations.prefix_and_continuations`, the head at those positions only)."""
-    last, continuation = prefix_and_continuations(params, prompt_ids, prompt_mask, inputs, targets, segments,
-                                                  decoder=decoder)
+    last, continuation = prefix_and_continuations(
+        params, prompt_ids, prompt_mask, inputs, targets, segments, decoder=decoder
+    )
     logits = head_logits(params["head"], last).astype(jnp.float32)
     return logits[:, params["rows"]], jax.nn.logsumexp(logits, axis=-1), continuation
 
@@ -181,8 +181,16 @@ def _work_rows(prompts: list[tuple[int, ...]], continuations: list[list[tuple[in
     return rows
 
 
-def _run_rows(model: LanguageModel, params: dict, rows, *, batch_size: int, shard: bool | Mesh, progress: bool,
-              buckets: Sequence[int]) -> list:
+def _run_rows(
+    model: LanguageModel,
+    params: dict,
+    rows,
+    *,
+    batch_size: int,
+    shard: bool | Mesh,
+    progress: bool,
+    buckets: Sequence[int],
+) -> list:
     """:func:`_prompt_scores` over the work rows in batches of one fixed size, sorted by packed then prompt
     length, prompts left-padded to a length bucket, packed continuations to a continuation bucket (0 when
     none in the batch); one output tuple per row, in order."""
@@ -245,8 +253,9 @@ def rpam_inputs(
     """
     seq2seq = model.objective == "seq2seq"
     if model.decoder is None and not seq2seq:
-        raise InputError(f"{model.name!r} is a {model.objective} model: RPAM needs a causal LM or an "
-                         "encoder-decoder model")
+        raise InputError(
+            f"{model.name!r} is a {model.objective} model: RPAM needs a causal LM or an encoder-decoder model"
+        )
     encode = encode_encoder_prompts if seq2seq else encode_prompts
     prompts = encode(model, [template.fill(t) for t in targets], add_bos=add_bos)
     longest = 0 if seq2seq else max(len(a) for a in attributes.token_ids)  # T5: attributes go to the decoder
@@ -271,21 +280,41 @@ def rpam_inputs(
     params = {**model.params, "rows": jnp.asarray(first_ids)}
     if seq2seq:
         first_logits, log_partition, factor, n_rows = seq2seq_factors(
-            model, params, unique, [list(w) for w in wanted], C, batch_size=batch_size, shard=shard,
-            progress=progress, buckets=buckets)
+            model,
+            params,
+            unique,
+            [list(w) for w in wanted],
+            C,
+            batch_size=batch_size,
+            shard=shard,
+            progress=progress,
+            buckets=buckets,
+        )
     else:
         first_logits, log_partition, factor, n_rows = _causal_factors(
-            model, params, unique, wanted, C, batch_size=batch_size, shard=shard, progress=progress, buckets=buckets)
+            model, params, unique, wanted, C, batch_size=batch_size, shard=shard, progress=progress, buckets=buckets
+        )
     continuation = np.ones((T, C), dtype=np.float64)
     for c in multi:
         tokens = attributes.token_ids[c]
         continuation[:, c] = [factor.get((where[t], tokens), np.nan) for t in range(T)]
-    return RpamInputs(first_logits[where], continuation.astype(np.float32), log_partition[where], len(multi),
-                      n_rows, len(factor))
+    return RpamInputs(
+        first_logits[where], continuation.astype(np.float32), log_partition[where], len(multi), n_rows, len(factor)
+    )
 
 
-def _causal_factors(model: LanguageModel, params: dict, unique: dict, wanted: list, C: int, *, batch_size: int,
-                    shard: bool | Mesh, progress: bool, buckets: Sequence[int]):
+def _causal_factors(
+    model: LanguageModel,
+    params: dict,
+    unique: dict,
+    wanted: list,
+    C: int,
+    *,
+    batch_size: int,
+    shard: bool | Mesh,
+    progress: bool,
+    buckets: Sequence[int],
+):
     """First-token logits ``(U, C)``, log-partitions ``(U,)`` and ``{(prompt, attribute ids): mean subword
     probability}`` of the distinct prompts, each run once with its continuations packed after it."""
     rows = _work_rows(list(unique), [list(w) for w in wanted], CONTINUATION_BUCKETS[-1])
@@ -340,10 +369,26 @@ def cached_rpam_inputs(
     }
 
     def compute() -> dict[str, np.ndarray]:
-        inputs = rpam_inputs(model, targets, attributes, template, needed=needed, add_bos=add_bos,
-                             batch_size=batch_size, shard=shard, progress=progress, buckets=buckets)
+        inputs = rpam_inputs(
+            model,
+            targets,
+            attributes,
+            template,
+            needed=needed,
+            add_bos=add_bos,
+            batch_size=batch_size,
+            shard=shard,
+            progress=progress,
+            buckets=buckets,
+        )
         return {f.name: np.asarray(getattr(inputs, f.name)) for f in dataclasses.fields(RpamInputs)}
 
     arrays = cached_arrays(cache_dir, "rpam_inputs", parts, compute)
-    return RpamInputs(arrays["first_logits"], arrays["continuation"], arrays["log_partition"],
-                      int(arrays["n_multi_token"]), int(arrays["n_sequences"]), int(arrays["n_continuations"]))
+    return RpamInputs(
+        arrays["first_logits"],
+        arrays["continuation"],
+        arrays["log_partition"],
+        int(arrays["n_multi_token"]),
+        int(arrays["n_sequences"]),
+        int(arrays["n_continuations"]),
+    )

@@ -34,8 +34,10 @@ DECODER_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 def encode_encoder_prompts(model: LanguageModel, prompts: Sequence[str], *, add_bos: bool | None) -> list[list[int]]:
     """Each prompt's encoder ids: its tokens, then EOS (what T5's tokenizer gives by default)."""
     if add_bos:
-        raise InputError(f"model.add_bos=true but {model.name!r} is an encoder-decoder model: its encoder input "
-                         "gets no BOS (it ends with EOS); drop model.add_bos")
+        raise InputError(
+            f"model.add_bos=true but {model.name!r} is an encoder-decoder model: its encoder input "
+            "gets no BOS (it ends with EOS); drop model.add_bos"
+        )
     if model.vocab.eos_id is None:
         raise InputError(f"encoder-decoder model {model.name!r} has no EOS token to end its encoder input")
     return [model.tokenizer(p, add_special_tokens=False)["input_ids"] + [model.vocab.eos_id] for p in prompts]
@@ -53,8 +55,16 @@ def _scores(params, enc_ids, enc_mask, dec_ids, dec_mask, *, family, config):
     return first[:, params["rows"]], jax.nn.logsumexp(first, axis=-1), steps
 
 
-def run_rows(model: LanguageModel, params: dict, rows: list[tuple[tuple[int, ...], tuple[int, ...]]], *,
-             batch_size: int, shard: bool | Mesh, progress: bool, buckets: Sequence[int]) -> list:
+def run_rows(
+    model: LanguageModel,
+    params: dict,
+    rows: list[tuple[tuple[int, ...], tuple[int, ...]]],
+    *,
+    batch_size: int,
+    shard: bool | Mesh,
+    progress: bool,
+    buckets: Sequence[int],
+) -> list:
     """:func:`_scores` over ``(encoder ids, decoder ids)`` rows; one ``(scores, lse, steps)`` per row, in order."""
     limits = model_limits(model)
     check_sequences([list(p) for p, _ in rows], limits["max_length"], limits["vocab_size"])
@@ -86,8 +96,18 @@ def run_rows(model: LanguageModel, params: dict, rows: list[tuple[tuple[int, ...
     return results
 
 
-def seq2seq_factors(model: LanguageModel, params: dict, unique: dict, wanted: list, C: int, *, batch_size: int,
-                    shard: bool | Mesh, progress: bool, buckets: Sequence[int]):
+def seq2seq_factors(
+    model: LanguageModel,
+    params: dict,
+    unique: dict,
+    wanted: list,
+    C: int,
+    *,
+    batch_size: int,
+    shard: bool | Mesh,
+    progress: bool,
+    buckets: Sequence[int],
+):
     """(first-step logits ``(U, C)``, log-partitions ``(U,)``, ``{(prompt index, attribute ids): mean
     subword probability}``) for the distinct encoder prompts ``unique`` and each one's ``wanted``
     multi-token attributes."""

@@ -27,8 +27,6 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from jaxassoc.readouts.cache import cached_arrays, model_key
-from jaxassoc.progress import stage
 from jaxassoc.data import AbcData, load_human_ratings
 from jaxassoc.data.stereotypes import MASK
 from jaxassoc.errors import ConfigError, InputError
@@ -42,6 +40,8 @@ from jaxassoc.models.heads import head_logits
 from jaxassoc.models.packing import pack_rows, packed_row
 from jaxassoc.models.partitioning import batch_size_multiple
 from jaxassoc.models.sharding import shard_batch, to_host
+from jaxassoc.progress import stage
+from jaxassoc.readouts.cache import cached_arrays, model_key
 
 _TRAILING = " .?!"
 ROW_LENGTH = 64  # tokens of a packed row of prompts (as jaxassoc.models.packing's default)
@@ -121,8 +121,13 @@ def _hidden(params, ids, segments, *, forward):
     return forward(params["body"], ids, segments).hidden
 
 
-def _packed_hidden(model: LanguageModel, sequences: Sequence[Sequence[int]], rows: Sequence[Sequence[int]],
-                   batch_rows: int, row_length: int) -> list[np.ndarray]:
+def _packed_hidden(
+    model: LanguageModel,
+    sequences: Sequence[Sequence[int]],
+    rows: Sequence[Sequence[int]],
+    batch_rows: int,
+    row_length: int,
+) -> list[np.ndarray]:
     """The last hidden states (T, D) of ``sequences`` packed as ``rows`` (lists of sequence indices), in
     batches of exactly ``batch_rows`` rows of ``row_length`` tokens (empty rows pad the last), so the
     model compiles once for every chunk of every template."""
@@ -160,8 +165,9 @@ def _trait_inputs(hidden, problems: TraitProblems, members: Sequence[int], steps
     return x, tokens, valid
 
 
-def chunk_rows(problems: TraitProblems, batch_rows: int, row_length: int,
-               batches_per_chunk: int = BATCHES_PER_CHUNK) -> list[list[list[int]]]:
+def chunk_rows(
+    problems: TraitProblems, batch_rows: int, row_length: int, batches_per_chunk: int = BATCHES_PER_CHUNK
+) -> list[list[list[int]]]:
     """The template's sequences packed into rows of ``row_length`` tokens, cut into chunks of
     ``batches_per_chunk`` batches of ``batch_rows`` rows: the unit of work that is cached and logged."""
     size = batch_rows * batches_per_chunk
@@ -203,16 +209,23 @@ def causal_terms(
             x, tokens, valid = _trait_inputs(hidden, problems, members, steps)
             return head_terms(model, x, tokens, valid)
 
-        key = {"model": model_key(model), "rows": [[problems.sequences[m] for m in row] for row in rows],
-               "trait_starts": [problems.trait_starts[m] for m in members], "steps": steps,
-               "batch_rows": batch_rows, "row_length": row_length}
+        key = {
+            "model": model_key(model),
+            "rows": [[problems.sequences[m] for m in row] for row in rows],
+            "trait_starts": [problems.trait_starts[m] for m in members],
+            "steps": steps,
+            "batch_rows": batch_rows,
+            "row_length": row_length,
+        }
         with chunk_stage(log_as, c, len(chunks), len(members)):
             terms = cached_arrays(cache_dir, "stereotype_terms", key, compute)
         first[members], chain[members], distance[members] = terms["first"], terms["chain"], terms["distance"]
     return {"first": first, "chain": chain, "distance": distance}
 
 
-def chunk_stage(log_as: tuple[str, str] | None, chunk: int, chunks: int, prompts: int) -> contextlib.AbstractContextManager:
+def chunk_stage(
+    log_as: tuple[str, str] | None, chunk: int, chunks: int, prompts: int
+) -> contextlib.AbstractContextManager:
     """The stage line of one chunk, ``set: 512 prompts scored (template 3/33, chunk 2/6) in 60.1 s``, or
     nothing when ``log_as`` is None."""
     if log_as is None:
@@ -254,10 +267,13 @@ def _flat_head_terms(head, x, tokens, first_step, word_initial, chunk: int = HEA
     head = jax.tree.map(jnp.asarray, head)  # on the device once, not per chunk
     n = len(x)
     pad = -n % chunk
-    x, tokens, first_step = (np.concatenate([a, np.zeros((pad, *a.shape[1:]), a.dtype)])
-                             for a in (x, tokens, first_step))
-    parts = [_head_chunk(head, *(jnp.asarray(a[at : at + chunk]) for a in (x, tokens, first_step)), word_initial)
-             for at in range(0, n + pad, chunk)]
+    x, tokens, first_step = (
+        np.concatenate([a, np.zeros((pad, *a.shape[1:]), a.dtype)]) for a in (x, tokens, first_step)
+    )
+    parts = [
+        _head_chunk(head, *(jnp.asarray(a[at : at + chunk]) for a in (x, tokens, first_step)), word_initial)
+        for at in range(0, n + pad, chunk)
+    ]
     return [np.concatenate([np.asarray(p[i]) for p in parts])[:n] for i in range(3)]
 
 
@@ -298,16 +314,25 @@ def scores_from_terms(
     """The score table from :func:`head_terms`' arrays (row-major over (filler, word), the prior noun the
     last filler): each group minus the prior noun."""
     distance = terms["distance"]
-    set_word = np.asarray(set_word_scores(jnp.asarray(distance), jnp.asarray(valid),
-                                          transform=set_transform, nan_policy=set_nan_policy))
+    set_word = np.asarray(
+        set_word_scores(jnp.asarray(distance), jnp.asarray(valid), transform=set_transform, nan_policy=set_nan_policy)
+    )
     shape = (len(fillers), len(words))
     first, chain, set_word = (np.asarray(a).reshape(shape) for a in (terms["first"], terms["chain"], set_word))
     max_distance = np.where(valid, distance, 0.0).max(axis=1).reshape(shape)
     rows = []
     for g, group in enumerate(fillers[:-1]):
         for w, word in enumerate(words):
-            rows.append((group, word, first[g, w] - first[-1, w], chain[g, w] - chain[-1, w],
-                         set_word[g, w] - set_word[-1, w], max_distance[g, w]))
+            rows.append(
+                (
+                    group,
+                    word,
+                    first[g, w] - first[-1, w],
+                    chain[g, w] - chain[-1, w],
+                    set_word[g, w] - set_word[-1, w],
+                    max_distance[g, w],
+                )
+            )
     return pd.DataFrame(rows, columns=["group", "word", "ilps", "ilps_star", "set", "set_distance_max"])
 
 
@@ -339,12 +364,12 @@ def score_causal(
     slot = abc.slot_of(template)
     groups = list(abc.groups[slot] if groups is None else groups)
     words = default_words(abc) if words is None else list(words)
-    problems = build_problems(model.tokenizer, abc, template, groups, words,
-                              bos_id=model.vocab.bos_id if bos else None)
+    problems = build_problems(model.tokenizer, abc, template, groups, words, bos_id=model.vocab.bos_id if bos else None)
     terms = causal_terms(model, problems, batch_size=batch_size, cache_dir=cache_dir, log_as=log_as)
     valid = np.arange(terms["distance"].shape[1]) < np.array([len(t) for t in problems.trait_tokens])[:, None]
-    return scores_from_terms(problems.fillers, words, terms, valid,
-                             set_transform=set_transform, set_nan_policy=set_nan_policy)
+    return scores_from_terms(
+        problems.fillers, words, terms, valid, set_transform=set_transform, set_nan_policy=set_nan_policy
+    )
 
 
 def pair_matrix(scores: pd.DataFrame, abc: AbcData, metric: str) -> pd.DataFrame:

@@ -40,8 +40,10 @@ def sentence_token_ids(model: LanguageModel, sentences: Sequence[str]) -> list[l
         if not ids:
             raise InputError(f"sentence {i} ({sentences[i]!r}) has no tokens: every sentence needs text")
         if len(ids) + 1 > model.max_positions:
-            raise InputError(f"sentence {i} ({sentences[i][:60]!r}...) has {len(ids)} tokens + BOS, more than "
-                             f"the {model.max_positions}-token context of {model.name!r}: shorten or drop it")
+            raise InputError(
+                f"sentence {i} ({sentences[i][:60]!r}...) has {len(ids)} tokens + BOS, more than "
+                f"the {model.max_positions}-token context of {model.name!r}: shorten or drop it"
+            )
     return [[bos, *ids] for ids in encoded]
 
 
@@ -126,8 +128,14 @@ def summarize(
 ) -> pd.DataFrame:
     """One row per subset (``unconstrained`` and each η) of :func:`run_unstereo` output, with every field
     of :class:`~jaxassoc.metrics.unstereo.UnstereoResult` and the settings used."""
-    results = unstereo_eval(scores["M_logprob"], scores["F_logprob"], scores.get("max_gender_pmi"),
-                            etas=etas, aufc_units=aufc_units, threshold=threshold)
+    results = unstereo_eval(
+        scores["M_logprob"],
+        scores["F_logprob"],
+        scores.get("max_gender_pmi"),
+        etas=etas,
+        aufc_units=aufc_units,
+        threshold=threshold,
+    )
     rows = [{"subset": key, **{f: r.item() for f, r in zip(res._fields, res)}} for key, res in results.items()]
     summary = pd.DataFrame(rows)
     summary["aufc_units"] = aufc_units

@@ -26,8 +26,6 @@ import jax
 import numpy as np
 import pandas as pd
 
-from jaxassoc.readouts.cache import cached_arrays, model_key
-from jaxassoc.progress import progress
 from jaxassoc.embeddings.contextual import ContextualWordVectors, contextual_reference
 from jaxassoc.embeddings.static import Lookup, StaticEmbeddings
 from jaxassoc.embeddings.whitening import (
@@ -43,6 +41,8 @@ from jaxassoc.metrics.anisotropy import (
 )
 from jaxassoc.metrics.similarity import compare_whitening
 from jaxassoc.metrics.weat import UNDEFINED_CONSTANT_S, check_distinct_words, sc_weat, weat
+from jaxassoc.progress import progress
+from jaxassoc.readouts.cache import cached_arrays, model_key
 from jaxassoc.stats import StatsOptions
 
 VectorsFn = Callable[[Sequence[str], str], Lookup]
@@ -80,7 +80,8 @@ def check_suite_words(tests) -> None:
     listed: run it before any model is loaded."""
     for test in tests:
         check_distinct_words(
-            f"test {test.id}", (test.targets_x, test.targets_y, test.attributes_a, test.attributes_b),
+            f"test {test.id}",
+            (test.targets_x, test.targets_y, test.attributes_a, test.attributes_b),
             (test.x_name, test.y_name, test.a_name, test.b_name),
         )
 
@@ -138,8 +139,9 @@ def run_weat_experiment(
             row.update(_result_columns("whitened", weat(test_key, *white, **settings)))
             row["change"] = change_class(row["p_raw"], row["p_whitened"], alpha)
             row["paper_class"] = "Stable" if row["change"] == "Not significant" else row["change"]
-        row.update(alpha=alpha, **options.as_kwargs(),
-                   whitening=whitening_description if whitening is not None else "none")
+        row.update(
+            alpha=alpha, **options.as_kwargs(), whitening=whitening_description if whitening is not None else "none"
+        )
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -163,27 +165,38 @@ def run_sc_weat_experiment(
         words = (*found[0].kept_words, *found[1].kept_words)
         targets = np.concatenate([found[0].vectors, found[1].vectors])
         res = sc_weat(
-            test_key, targets, found[2].vectors, found[3].vectors,
-            words=(words, found[2].kept_words, found[3].kept_words), names=(f"{names[0]} ∪ {names[1]}", *names[2:]),
+            test_key,
+            targets,
+            found[2].vectors,
+            found[3].vectors,
+            words=(words, found[2].kept_words, found[3].kept_words),
+            names=(f"{names[0]} ∪ {names[1]}", *names[2:]),
             **options.permutation_kwargs(),
         )
         n_x = len(found[0].kept_words)
         for i, word in enumerate(words):
-            rows.append({
-                "suite": suite.name, "test": test.id, "name": test.name, "set": names[0] if i < n_x else names[1],
-                "word": word, "n_a": len(found[2].kept_words), "n_b": len(found[3].kept_words),
-                "d": float(res.d[i]), "p": float(res.p_value[i]), "p_exact": bool(res.exact),
-                "p_resamples": int(res.n_resamples),
-                "undefined_reason": "" if bool(res.defined[i]) else "cos(w, ·) is the same for every attribute",
-                "lost_words": " ".join(w for f in found for w in f.lost_words),
-                **options.permutation_kwargs(),
-            })
+            rows.append(
+                {
+                    "suite": suite.name,
+                    "test": test.id,
+                    "name": test.name,
+                    "set": names[0] if i < n_x else names[1],
+                    "word": word,
+                    "n_a": len(found[2].kept_words),
+                    "n_b": len(found[3].kept_words),
+                    "d": float(res.d[i]),
+                    "p": float(res.p_value[i]),
+                    "p_exact": bool(res.exact),
+                    "p_resamples": int(res.n_resamples),
+                    "undefined_reason": "" if bool(res.defined[i]) else "cos(w, ·) is the same for every attribute",
+                    "lost_words": " ".join(w for f in found for w in f.lost_words),
+                    **options.permutation_kwargs(),
+                }
+            )
     return pd.DataFrame(rows)
 
 
-def run_anisotropy(
-    key: jax.Array, reference: np.ndarray, whitening: ZcaStats, *, n_samples: int = 2000
-) -> dict:
+def run_anisotropy(key: jax.Array, reference: np.ndarray, whitening: ZcaStats, *, n_samples: int = 2000) -> dict:
     """Experiment 1 on ``n_samples`` random rows of the reference vectors (the same rows raw and
     whitened): mean ± SD pairwise cosine and the explained-variance ratio spectrum."""
     sample = np.asarray(sample_rows(key, reference, n_samples))
@@ -196,9 +209,7 @@ def run_anisotropy(
         "mean_whitened": float(white_stats.mean),
         "sd_whitened": float(white_stats.sd),
         "explained_variance_raw": np.asarray(explained_variance_ratio(reference)),
-        "explained_variance_whitened": np.asarray(
-            explained_variance_ratio(apply_zca(whitening, reference))
-        ),
+        "explained_variance_whitened": np.asarray(explained_variance_ratio(apply_zca(whitening, reference))),
     }
 
 
@@ -268,13 +279,20 @@ def prefetch_word_vectors(
     were new. (MiniLM, the 359 words of weat_caliskan2017: chunks of 64 took 109 s, one run 91 s, one
     run per word set 117 s on a shared 2-core CPU; 128 keeps a few bar steps at near one-run speed.)"""
     new = [w for w in dict.fromkeys(words) if w not in vectors.cache]
-    base = {**model_key(vectors.model), "corpus": text_sha256(vectors.index.sentences), "layer": vectors.layer,
-            "max_contexts": vectors.max_contexts, "seed": vectors.seed, "fallback": vectors.fallback,
-            "batch_size": vectors.batch_size}
+    base = {
+        **model_key(vectors.model),
+        "corpus": text_sha256(vectors.index.sentences),
+        "layer": vectors.layer,
+        "max_contexts": vectors.max_contexts,
+        "seed": vectors.seed,
+        "fallback": vectors.fallback,
+        "batch_size": vectors.batch_size,
+    }
     chunks = [new[i : i + chunk_words] for i in range(0, len(new), chunk_words)]
     for chunk in progress(chunks, "word vectors", quiet=quiet, unit="chunk"):
-        arrays = cached_arrays(cache_dir, "contextual_word_vectors", {**base, "words": chunk},
-                               lambda chunk=chunk: _extract(vectors, chunk))
+        arrays = cached_arrays(
+            cache_dir, "contextual_word_vectors", {**base, "words": chunk}, lambda chunk=chunk: _extract(vectors, chunk)
+        )
         for word, has, vector, how in zip(chunk, arrays["has_vector"], arrays["vectors"], arrays["how"]):
             vectors.cache[word] = (vector if has else None, str(how))
     return len(new)
@@ -293,17 +311,40 @@ def _extract(vectors: ContextualWordVectors, words: list[str]) -> dict[str, np.n
 
 
 def cached_reference(
-    model, sentences: Sequence[str], *, cache_dir: Path | None, level: str = "token", layer: int = -1,
-    max_items: int = 100_000, seed: int = 0, batch_size: int = 32, progress: bool = False,
+    model,
+    sentences: Sequence[str],
+    *,
+    cache_dir: Path | None,
+    level: str = "token",
+    layer: int = -1,
+    max_items: int = 100_000,
+    seed: int = 0,
+    batch_size: int = 32,
+    progress: bool = False,
 ) -> ReferenceSample:
     """:func:`~jaxassoc.embeddings.contextual.contextual_reference` through the on-disk cache (key: model,
     sentences' hash and every argument but ``progress``)."""
-    parts = {**model_key(model), "sentences": text_sha256(sentences), "level": level, "layer": layer,
-             "max_items": max_items, "seed": seed, "batch_size": batch_size}
+    parts = {
+        **model_key(model),
+        "sentences": text_sha256(sentences),
+        "level": level,
+        "layer": layer,
+        "max_items": max_items,
+        "seed": seed,
+        "batch_size": batch_size,
+    }
 
     def compute() -> dict[str, np.ndarray]:
-        ref = contextual_reference(model, sentences, level=level, layer=layer, max_items=max_items, seed=seed,
-                                   batch_size=batch_size, progress=progress)
+        ref = contextual_reference(
+            model,
+            sentences,
+            level=level,
+            layer=layer,
+            max_items=max_items,
+            seed=seed,
+            batch_size=batch_size,
+            progress=progress,
+        )
         return {"vectors": ref.vectors, "words": np.array(ref.words), "description": np.array(ref.description)}
 
     arrays = cached_arrays(cache_dir, "contextual_reference", parts, compute)

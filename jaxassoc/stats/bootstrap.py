@@ -70,7 +70,11 @@ def _as_group(what: str, group: Any, label: str) -> tuple[Array, ...]:
 
 
 def _check_settings(what: str, n_resamples, confidence) -> None:
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or not 1 <= n_resamples <= MAX_RESAMPLES:
+    if (
+        isinstance(n_resamples, bool)
+        or not isinstance(n_resamples, (int, np.integer))
+        or not 1 <= n_resamples <= MAX_RESAMPLES
+    ):
         raise ConfigError(f"{what}: n_resamples must be an integer in 1..{MAX_RESAMPLES:,}; got {n_resamples!r}.")
     if isinstance(confidence, bool) or not isinstance(confidence, (int, float, np.floating)) or not 0 < confidence < 1:
         raise ConfigError(f"{what}: confidence must be strictly between 0 and 1 (e.g. 0.95); got {confidence!r}.")

@@ -20,14 +20,18 @@ from jaxassoc.errors import InputError
 def _check_labels(y_true, y_pred, what: str) -> tuple[Array, Array]:
     """Equal shapes; labels in {0, 1} where values are concrete. Returns boolean arrays (positive = 1)."""
     if np.shape(y_true) != np.shape(y_pred):
-        raise InputError(f"{what}: y_true and y_pred must have the same shape; got {np.shape(y_true)} and {np.shape(y_pred)}.")
+        raise InputError(
+            f"{what}: y_true and y_pred must have the same shape; got {np.shape(y_true)} and {np.shape(y_pred)}."
+        )
     if np.size(y_true) == 0:
         raise InputError(f"{what}: no labels to score (empty arrays).")
     for name, y in (("y_true", y_true), ("y_pred", y_pred)):
         if not isinstance(y, jax.core.Tracer):
             bad = np.setdiff1d(np.unique(np.asarray(y)), [0, 1])
             if bad.size:
-                raise InputError(f"{what}: {name} must hold binary labels 0/1 (positive = 1); found {bad[:5].tolist()}.")
+                raise InputError(
+                    f"{what}: {name} must hold binary labels 0/1 (positive = 1); found {bad[:5].tolist()}."
+                )
     return jnp.asarray(y_true) == 1, jnp.asarray(y_pred) == 1
 
 

@@ -99,8 +99,12 @@ def _random_partition(key: PRNGKeyArray, n: int, n_x: int) -> Bool[Array, " n"]:
 
 
 def _exceedances(
-    statistic: Callable, values: Float[Array, " n"], masks: Bool[Array, "k n"], valid: Bool[Array, " k"],
-    observed: Float[Array, ""], ties: str,
+    statistic: Callable,
+    values: Float[Array, " n"],
+    masks: Bool[Array, "k n"],
+    valid: Bool[Array, " k"],
+    observed: Float[Array, ""],
+    ties: str,
 ) -> Int[Array, "2"]:
     """(#{S_i beyond S upwards}, #{S_i beyond S downwards}) among the valid masks, with the tie rule."""
     s = jax.vmap(statistic, in_axes=(None, 0))(values, masks)

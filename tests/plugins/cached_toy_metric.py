@@ -17,8 +17,12 @@ class CachedToyConfig(MetricConfig):
 
 def run_cached_toy(job) -> JobResult:
     n = job.metric.n_items
-    scores = cached_arrays(job.cache_dir, "cached_toy", {"n_items": n, "seed": job.seed},
-                           lambda: {"scores": np.random.default_rng(job.seed).normal(size=n)})["scores"]
+    scores = cached_arrays(
+        job.cache_dir,
+        "cached_toy",
+        {"n_items": n, "seed": job.seed},
+        lambda: {"scores": np.random.default_rng(job.seed).normal(size=n)},
+    )["scores"]
     items = pd.DataFrame({"item": np.arange(n), "score": scores})
     return JobResult(items=items, aggregates=pd.DataFrame({"test": ["cached_toy"], "mean": [float(scores.mean())]}))
 

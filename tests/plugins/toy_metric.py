@@ -23,9 +23,7 @@ class ToyConfig(MetricConfig):
 def run_toy(job) -> JobResult:
     values = job.metric.scale * np.asarray(jax.random.normal(jax.random.key(job.seed), (job.metric.n_items,)))
     items = pd.DataFrame({"item": np.arange(job.metric.n_items), "score": values})
-    aggregates = pd.DataFrame(
-        {"test": ["toy"], "effect_size": [float(values.mean())], "n_items": [job.metric.n_items]}
-    )
+    aggregates = pd.DataFrame({"test": ["toy"], "effect_size": [float(values.mean())], "n_items": [job.metric.n_items]})
     return JobResult(items=items, aggregates=aggregates, provenance={"toy_version": "1"})
 
 

@@ -19,6 +19,11 @@ import pandas as pd
 from jaxassoc.app import datasets, model_loading, store, tables
 from jaxassoc.app.cache import cached_arrays
 from jaxassoc.app.config import NO_EFFECT, MetricConfig, check_choice, check_corpus, check_range, check_unique
+from jaxassoc.app.registry import Job, JobResult
+from jaxassoc.embeddings.contextual import ContextIndex
+from jaxassoc.errors import ConfigError
+from jaxassoc.metrics.ceat import N_DRAWS
+from jaxassoc.progress import stage
 from jaxassoc.readouts.ceat import (
     FALLBACKS,
     ContextPools,
@@ -28,12 +33,6 @@ from jaxassoc.readouts.ceat import (
     word_table,
 )
 from jaxassoc.readouts.weat import check_suite_words
-from jaxassoc.app.registry import Job, JobResult
-from jaxassoc.progress import stage
-from jaxassoc.embeddings.contextual import ContextIndex
-from jaxassoc.errors import ConfigError
-from jaxassoc.metrics.ceat import N_DRAWS
-
 
 MAX_DRAWS = 10**6
 """Most CEAT draws: the per-draw table and draw indices stay within a few hundred MB."""
@@ -86,31 +85,73 @@ def run(job: Job) -> JobResult:
     words = sorted({w for t in tests for w in (*t.targets_x, *t.targets_y, *t.attributes_a, *t.attributes_b)})
     model = model_loading.language_model(job.model, job.mesh)
     sentences, corpus = corpus_sentences(cfg.corpus)
-    key = {"weights": model.provenance.weights_sha256, "tokenizer": model.provenance.tokenizer_sha256,
-           "dtype": job.model.dtype, "corpus": corpus, "layer": cfg.layer, "max_contexts": cfg.max_contexts,
-           "context_seed": cfg.context_seed, "fallback": cfg.fallback, "words": words}
+    key = {
+        "weights": model.provenance.weights_sha256,
+        "tokenizer": model.provenance.tokenizer_sha256,
+        "dtype": job.model.dtype,
+        "corpus": corpus,
+        "layer": cfg.layer,
+        "max_contexts": cfg.max_contexts,
+        "context_seed": cfg.context_seed,
+        "fallback": cfg.fallback,
+        "words": words,
+    }
 
     def compute():
-        return context_pools(model, ContextIndex.build(sentences), words, layer=cfg.layer,
-                             max_contexts=cfg.max_contexts, seed=cfg.context_seed, fallback=cfg.fallback,
-                             batch_size=job.model.batch_size).to_arrays()
+        return context_pools(
+            model,
+            ContextIndex.build(sentences),
+            words,
+            layer=cfg.layer,
+            max_contexts=cfg.max_contexts,
+            seed=cfg.context_seed,
+            fallback=cfg.fallback,
+            batch_size=job.model.batch_size,
+        ).to_arrays()
 
     with stage("ceat", "words' context pools built or read from the cache", len(words)) as st:
         pools = ContextPools.from_arrays(cached_arrays(job.cache_dir, "ceat_contexts", key, compute))
         st.what = f"words' context pools ({int(pools.counts.sum()):,} embeddings) built or read from the cache"
     with stage("ceat", f"tests x {cfg.n_draws:,} draws combined", len(tests)):
-        aggregates, draws = run_ceat_suite(pools, tests, positions, key=jax.random.key(job.seed),
-                                           n_draws=cfg.n_draws, chunk=cfg.chunk, max_oov_share=cfg.max_oov_share,
-                                           alternative=job.stats.alternative)
-    aggregates = aggregates.assign(suite=job.dataset.name, corpus=corpus, layer=cfg.layer,
-                                   max_contexts=cfg.max_contexts, fallback=cfg.fallback)
+        aggregates, draws = run_ceat_suite(
+            pools,
+            tests,
+            positions,
+            key=jax.random.key(job.seed),
+            n_draws=cfg.n_draws,
+            chunk=cfg.chunk,
+            max_oov_share=cfg.max_oov_share,
+            alternative=job.stats.alternative,
+        )
+    aggregates = aggregates.assign(
+        suite=job.dataset.name, corpus=corpus, layer=cfg.layer, max_contexts=cfg.max_contexts, fallback=cfg.fallback
+    )
     store.write_table(job.output_dir, "draws", draws)
-    provenance = {**model_loading.model_provenance(job.model, model),
-                  "dataset_version": datasets.dataset_version(job.dataset, suite), "corpus": corpus}
+    provenance = {
+        **model_loading.model_provenance(job.model, model),
+        "dataset_version": datasets.dataset_version(job.dataset, suite),
+        "corpus": corpus,
+    }
     return JobResult(items=word_table(pools, tests), aggregates=aggregates, provenance=provenance)
 
 
 def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """One row per test: the combined effect size, its SE, tau², p, draws and contexts per word."""
-    return [("tests", tables.block(aggregates, ["test", "ces", "ces_se", "tau_squared", "p_value", "n_draws",
-                                                "contexts_per_word_mean", "undefined_reason"]))]
+    return [
+        (
+            "tests",
+            tables.block(
+                aggregates,
+                [
+                    "test",
+                    "ces",
+                    "ces_se",
+                    "tau_squared",
+                    "p_value",
+                    "n_draws",
+                    "contexts_per_word_mean",
+                    "undefined_reason",
+                ],
+            ),
+        )
+    ]

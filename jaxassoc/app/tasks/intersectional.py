@@ -106,15 +106,34 @@ GROUP_LEXICON: dict[str, tuple[str, str | None]] = {
     "doctor": ("occupation", None),
     "mechanic": ("occupation", None),
     "veteran": ("occupation", None),
-    **{f"{n} person": ("nationality", n) for n in (
-        "Mexican", "Chinese", "Russian", "Indian", "Irish", "Cuban", "Italian", "Japanese", "German", "French",
-        "British", "Jamaican", "American", "Filipino")},
+    **{
+        f"{n} person": ("nationality", n)
+        for n in (
+            "Mexican",
+            "Chinese",
+            "Russian",
+            "Indian",
+            "Irish",
+            "Cuban",
+            "Italian",
+            "Japanese",
+            "German",
+            "French",
+            "British",
+            "Jamaican",
+            "American",
+            "Filipino",
+        )
+    },
 }
 EXCLUDED_DOMAINS: frozenset[frozenset[str]] = frozenset({frozenset({"gender", "sexuality"})})
-EXCLUDED_PAIRS: frozenset[frozenset[str]] = frozenset({
-    frozenset({"non-binary person", "man"}), frozenset({"non-binary person", "woman"}),
-    frozenset({"Native American", "American person"}),
-})
+EXCLUDED_PAIRS: frozenset[frozenset[str]] = frozenset(
+    {
+        frozenset({"non-binary person", "man"}),
+        frozenset({"non-binary person", "woman"}),
+        frozenset({"Native American", "American person"}),
+    }
+)
 PAIR_COLUMNS = ["paired", "first", "second", "first_domain", "second_domain", "pair"]
 
 
@@ -132,16 +151,23 @@ def paired_groups(abc: AbcData, slot: str, groups: Sequence[str] | None = None) 
     unknown = [g for g in groups if g not in GROUP_LEXICON or g not in singular]
     if unknown:
         raise ConfigError(f"intersectional groups {unknown} are not singular ABC groups; use names from {singular}")
-    heads = {"<sgroup>": abc.groups["<sgroup>"], "<pgroup>": abc.groups["<pgroup>"],
-             "<cpgroup>": abc.groups["<pgroup>"]}[slot]
+    heads = {
+        "<sgroup>": abc.groups["<sgroup>"],
+        "<pgroup>": abc.groups["<pgroup>"],
+        "<cpgroup>": abc.groups["<pgroup>"],
+    }[slot]
     head_of = dict(zip(singular, heads))
     rows = []
     for g1 in groups:
         d1, modifier = GROUP_LEXICON[g1]
         for g2 in groups:
             d2 = GROUP_LEXICON[g2][0]
-            if (modifier is None or d1 == d2 or frozenset({d1, d2}) in EXCLUDED_DOMAINS
-                    or frozenset({g1, g2}) in EXCLUDED_PAIRS):
+            if (
+                modifier is None
+                or d1 == d2
+                or frozenset({d1, d2}) in EXCLUDED_DOMAINS
+                or frozenset({g1, g2}) in EXCLUDED_PAIRS
+            ):
                 continue
             rows.append((_phrase(modifier, head_of[g2], slot), g1, g2, d1, d2, " + ".join(sorted((g1, g2)))))
     return pd.DataFrame(rows, columns=PAIR_COLUMNS)
@@ -177,14 +203,21 @@ def emergent_table(traits: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
     result = emergent_scores(jnp.asarray(paired), jnp.asarray(first), jnp.asarray(second))
     reverse = dict(zip(zip(pairs["first"], pairs["second"]), pairs["paired"]))
     rev_rows = [reverse.get((b, a)) for a, b in zip(pairs["first"], pairs["second"])]
-    reversed_scores = np.stack([traits.loc[r].to_numpy() if r is not None else np.full(traits.shape[1], np.nan)
-                                for r in rev_rows]) if len(rev_rows) else paired
+    reversed_scores = (
+        np.stack([traits.loc[r].to_numpy() if r is not None else np.full(traits.shape[1], np.nan) for r in rev_rows])
+        if len(rev_rows)
+        else paired
+    )
     n, t = paired.shape
     meta = pairs.loc[pairs.index.repeat(t)].reset_index(drop=True)
     return meta.assign(
-        trait=np.tile(traits.columns.to_numpy(), n), score=paired.ravel(), first_score=first.ravel(),
-        second_score=second.ravel(), above_max=np.asarray(result.above_max).ravel(),
-        below_min=np.asarray(result.below_min).ravel(), order_difference=(paired - reversed_scores).ravel(),
+        trait=np.tile(traits.columns.to_numpy(), n),
+        score=paired.ravel(),
+        first_score=first.ravel(),
+        second_score=second.ravel(),
+        above_max=np.asarray(result.above_max).ravel(),
+        below_min=np.asarray(result.below_min).ravel(),
+        order_difference=(paired - reversed_scores).ravel(),
     )
 
 
@@ -208,8 +241,13 @@ def component_correlations(traits: pd.DataFrame, pairs: pd.DataFrame) -> pd.Data
     for paired, g1, g2 in zip(pairs["paired"], pairs["first"], pairs["second"]):
         s = traits.loc[paired].to_numpy()
         rev = by_order.get((g2, g1))
-        rows.append((_tau(s, traits.loc[g1].to_numpy()), _tau(s, traits.loc[g2].to_numpy()),
-                     _tau(s, traits.loc[rev].to_numpy()) if rev is not None else np.nan))
+        rows.append(
+            (
+                _tau(s, traits.loc[g1].to_numpy()),
+                _tau(s, traits.loc[g2].to_numpy()),
+                _tau(s, traits.loc[rev].to_numpy()) if rev is not None else np.nan,
+            )
+        )
     return pairs.assign(**dict(zip(("tau_first", "tau_second", "tau_reversed"), np.array(rows, float).T)))
 
 
@@ -218,7 +256,8 @@ def order_summary(correlations: pd.DataFrame, emergent: pd.DataFrame) -> dict:
     order (each unordered pair once), and the mean |score difference| between the two orders."""
     both = correlations.dropna(subset=["tau_reversed"]).drop_duplicates("pair")
     return {
-        "n_paired_groups": len(correlations), "n_pairs_both_orders": len(both),
+        "n_paired_groups": len(correlations),
+        "n_pairs_both_orders": len(both),
         "tau_first_mean": float(correlations["tau_first"].mean()),
         "tau_second_mean": float(correlations["tau_second"].mean()),
         "tau_best_component_mean": float(correlations[["tau_first", "tau_second"]].max(axis=1).mean()),
@@ -233,33 +272,65 @@ def domain_dominance(correlations: pd.DataFrame, threshold: float = 0.1) -> tupl
     dominated by."""
     rows = []
     tau_of = correlations.assign(
-        tau_d1=np.where(correlations["first_domain"] <= correlations["second_domain"],
-                        correlations["tau_first"], correlations["tau_second"]),
-        tau_d2=np.where(correlations["first_domain"] <= correlations["second_domain"],
-                        correlations["tau_second"], correlations["tau_first"]),
+        tau_d1=np.where(
+            correlations["first_domain"] <= correlations["second_domain"],
+            correlations["tau_first"],
+            correlations["tau_second"],
+        ),
+        tau_d2=np.where(
+            correlations["first_domain"] <= correlations["second_domain"],
+            correlations["tau_second"],
+            correlations["tau_first"],
+        ),
         d1=correlations[["first_domain", "second_domain"]].min(axis=1),
         d2=correlations[["first_domain", "second_domain"]].max(axis=1),
     )
     for (d1, d2), group in tau_of.groupby(["d1", "d2"], sort=True):
         m1, m2 = float(group["tau_d1"].mean()), float(group["tau_d2"].mean())
         winner = d1 if m1 - m2 >= threshold else d2 if m2 - m1 >= threshold else ""
-        rows.append({"domain_1": d1, "domain_2": d2, "n_paired_groups": len(group), "tau_domain_1": m1,
-                     "tau_domain_2": m2, "difference": m1 - m2, "dominant": winner})
-    pairs = pd.DataFrame(rows, columns=["domain_1", "domain_2", "n_paired_groups", "tau_domain_1", "tau_domain_2",
-                                        "difference", "dominant"])
+        rows.append(
+            {
+                "domain_1": d1,
+                "domain_2": d2,
+                "n_paired_groups": len(group),
+                "tau_domain_1": m1,
+                "tau_domain_2": m2,
+                "difference": m1 - m2,
+                "dominant": winner,
+            }
+        )
+    pairs = pd.DataFrame(
+        rows,
+        columns=["domain_1", "domain_2", "n_paired_groups", "tau_domain_1", "tau_domain_2", "difference", "dominant"],
+    )
     domains = sorted(set(pairs["domain_1"]) | set(pairs["domain_2"]))
     counts = []
     for d in domains:
         mine = pairs[(pairs["domain_1"] == d) | (pairs["domain_2"] == d)]
-        counts.append({"domain": d, "dominates": int((mine["dominant"] == d).sum()),
-                       "dominated_by": int(((mine["dominant"] != d) & (mine["dominant"] != "")).sum())})
+        counts.append(
+            {
+                "domain": d,
+                "dominates": int((mine["dominant"] == d).sum()),
+                "dominated_by": int(((mine["dominant"] != d) & (mine["dominant"] != "")).sum()),
+            }
+        )
     return pairs, pd.DataFrame(counts, columns=["domain", "dominates", "dominated_by"])
 
 
 SCORES = ("set", "ilps", "ilps_star")
 SETTINGS = ("measure", "abc_template", "trait_level")  # columns every aggregate row repeats
-TOP_COLUMNS = ["rank", "paired", "first", "second", "trait", "above_max", "below_min", "score", "first_score",
-               "second_score"]
+TOP_COLUMNS = [
+    "rank",
+    "paired",
+    "first",
+    "second",
+    "trait",
+    "above_max",
+    "below_min",
+    "score",
+    "first_score",
+    "second_score",
+]
 
 
 @dataclass
@@ -281,7 +352,9 @@ class IntersectionalMetricConfig(MetricConfig):
         check_unique("metric.traits", self.traits)
         check_choice("metric.trait_level", self.trait_level, ("pole", "pair"))
         check_range("metric.top_k", self.top_k, 1)
-        check_range("metric.dominance_threshold", self.dominance_threshold, 0, 2, hint="a difference of mean Kendall taus")
+        check_range(
+            "metric.dominance_threshold", self.dominance_threshold, 0, 2, hint="a difference of mean Kendall taus"
+        )
         check_choice("metric.set_transform", self.set_transform, TRANSFORMS)
         check_choice("metric.set_nan_policy", self.set_nan_policy, NAN_POLICIES)
 
@@ -298,8 +371,9 @@ def _check(job: Job, abc) -> list[str]:
     if cfg.template not in abc.all_templates:
         raise ConfigError(f"metric.template {cfg.template!r} is not an ABC template: use one of {abc.all_templates}")
     if job.model.kind == "causal" and not is_causal_template(cfg.template):
-        raise ConfigError(f"metric.template {cfg.template!r}: a causal LM needs an ABC template whose trait ends "
-                          "the prompt")
+        raise ConfigError(
+            f"metric.template {cfg.template!r}: a causal LM needs an ABC template whose trait ends the prompt"
+        )
     poles = list(cfg.traits) or list(abc.traits)
     unknown = [p for p in poles if p not in abc.traits]
     if unknown:
@@ -315,20 +389,35 @@ def run(job: Job) -> JobResult:
     singles = list(cfg.groups) or list(abc.groups["<sgroup>"])
     pairs = paired_groups(abc, slot, singles)
     if pairs.empty:
-        raise ConfigError(f"metric.groups {singles} form no paired group (same domain or no modifier; see "
-                          "the pairing rule in jaxassoc.app.tasks.intersectional)")
+        raise ConfigError(
+            f"metric.groups {singles} form no paired group (same domain or no modifier; see "
+            "the pairing rule in jaxassoc.app.tasks.intersectional)"
+        )
     in_slot = dict(zip(abc.groups["<sgroup>"], abc.groups[slot]))
     fillers = [in_slot[g] for g in singles] + list(pairs["paired"])
     words = list(dict.fromkeys(w for p in poles for w in abc.traits[p]))
     model = model_loading.language_model(job.model, job.mesh)
     if cfg.score == "set":
         check_set_head(model)
-    key = {"weights": model.provenance.weights_sha256, "tokenizer": model.provenance.tokenizer_sha256,
-           "template": cfg.template, "groups": fillers, "words": words, "bos": cfg.bos,
-           "transform": cfg.set_transform, "nan_policy": cfg.set_nan_policy, "dtype": job.model.dtype}
+    key = {
+        "weights": model.provenance.weights_sha256,
+        "tokenizer": model.provenance.tokenizer_sha256,
+        "template": cfg.template,
+        "groups": fillers,
+        "words": words,
+        "bos": cfg.bos,
+        "transform": cfg.set_transform,
+        "nan_policy": cfg.set_nan_policy,
+        "dtype": job.model.dtype,
+    }
 
-    options = {"groups": fillers, "words": words, "set_transform": cfg.set_transform,
-               "set_nan_policy": cfg.set_nan_policy, "batch_size": job.model.batch_size}
+    options = {
+        "groups": fillers,
+        "words": words,
+        "set_transform": cfg.set_transform,
+        "set_nan_policy": cfg.set_nan_policy,
+        "batch_size": job.model.batch_size,
+    }
     if model.objective == "masked":
         key = {**key, "bos": None, "prompt": "masked write-in"}
 
@@ -339,8 +428,9 @@ def run(job: Job) -> JobResult:
             frame = score_causal(model, abc, cfg.template, bos=cfg.bos, **options)
         return {c: frame[c].to_numpy() for c in frame.columns}
 
-    with stage("intersectional", "(group, trait word) prompts scored or read from the cache",
-               (len(fillers) + 1) * len(words)):
+    with stage(
+        "intersectional", "(group, trait word) prompts scored or read from the cache", (len(fillers) + 1) * len(words)
+    ):
         scores = pd.DataFrame(cached_arrays(job.cache_dir, "stereotype_scores_intersectional", key, compute))
     traits = trait_matrix(scores, abc, cfg.score, poles, cfg.trait_level)
     traits = traits.rename(index={in_slot[g]: g for g in singles})
@@ -350,17 +440,32 @@ def run(job: Job) -> JobResult:
     top = top_emergent(emergent, cfg.top_k)[TOP_COLUMNS]
     bottom = top_emergent(emergent, cfg.top_k, column="below_min", largest=False)[TOP_COLUMNS]
     order = pd.DataFrame([order_summary(correlations, emergent)])
-    for stem, table in (("correlations", correlations), ("domains", domains), ("domain_counts", domain_counts),
-                        ("top_emergent", top), ("trait_scores", traits.reset_index(names="group"))):
+    for stem, table in (
+        ("correlations", correlations),
+        ("domains", domains),
+        ("domain_counts", domain_counts),
+        ("top_emergent", top),
+        ("trait_scores", traits.reset_index(names="group")),
+    ):
         store.write_table(job.output_dir, stem, table)
     settings = dict(zip(SETTINGS, (cfg.score, cfg.template, cfg.trait_level)))
     _write_markdown(job, top, bottom, order, domains, domain_counts, settings)
-    aggregates = pd.concat([top.assign(table=f"top_{cfg.top_k}_above_max"),
-                            bottom.assign(table=f"top_{cfg.top_k}_below_min"),
-                            order.assign(table="identity_order"), domains.assign(table="domain_pairs")],
-                           ignore_index=True).assign(**settings)
-    provenance = {**model_loading.model_provenance(job.model, model), "dataset_version": data.dataset_info("abc").version,
-                  "n_single_groups": len(singles), "n_paired_groups": len(pairs), "bos": cfg.bos}
+    aggregates = pd.concat(
+        [
+            top.assign(table=f"top_{cfg.top_k}_above_max"),
+            bottom.assign(table=f"top_{cfg.top_k}_below_min"),
+            order.assign(table="identity_order"),
+            domains.assign(table="domain_pairs"),
+        ],
+        ignore_index=True,
+    ).assign(**settings)
+    provenance = {
+        **model_loading.model_provenance(job.model, model),
+        "dataset_version": data.dataset_info("abc").version,
+        "n_single_groups": len(singles),
+        "n_paired_groups": len(pairs),
+        "bos": cfg.bos,
+    }
     return JobResult(items=emergent.assign(**settings), aggregates=aggregates, provenance=provenance)
 
 
@@ -381,13 +486,26 @@ def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 def _write_markdown(job, top, bottom, order, domains, domain_counts, settings) -> None:
     cfg = job.metric
     lines = [
-        f"# Intersectional groups: {job.model.name}, {cfg.score}, \"{cfg.template}\", traits by {cfg.trait_level}",
-        "", f"## Top {len(top)} emergent associations: S(g, t) − max(S(g1, t), S(g2, t))", "",
-        tables.markdown(top), "",
-        f"## Top {len(bottom)} below the minimum: S(g, t) − min(S(g1, t), S(g2, t))", "",
-        tables.markdown(bottom), "", "## Identity order (Kendall τ-b over traits)", "",
-        tables.markdown(order), "", f"## Dominant domains (difference ≥ {cfg.dominance_threshold})", "",
-        tables.markdown(domains), "", tables.markdown(domain_counts), "",
+        f'# Intersectional groups: {job.model.name}, {cfg.score}, "{cfg.template}", traits by {cfg.trait_level}',
+        "",
+        f"## Top {len(top)} emergent associations: S(g, t) − max(S(g1, t), S(g2, t))",
+        "",
+        tables.markdown(top),
+        "",
+        f"## Top {len(bottom)} below the minimum: S(g, t) − min(S(g1, t), S(g2, t))",
+        "",
+        tables.markdown(bottom),
+        "",
+        "## Identity order (Kendall τ-b over traits)",
+        "",
+        tables.markdown(order),
+        "",
+        f"## Dominant domains (difference ≥ {cfg.dominance_threshold})",
+        "",
+        tables.markdown(domains),
+        "",
+        tables.markdown(domain_counts),
+        "",
     ]
     text = "\n".join(lines)
     store.atomic_write(job.output_dir / "intersectional.md", lambda p: p.write_text(text))

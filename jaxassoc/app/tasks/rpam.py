@@ -17,16 +17,16 @@ from dataclasses import dataclass
 import jax
 import pandas as pd
 
-from jaxassoc.models.batching import model_shard
 from jaxassoc import data
 from jaxassoc.app import datasets, model_loading, tables
 from jaxassoc.app.config import MetricConfig, check_range
+from jaxassoc.app.registry import Job, JobResult
+from jaxassoc.errors import ConfigError
+from jaxassoc.models.batching import model_shard
+from jaxassoc.progress import stage
 from jaxassoc.readouts import rpam, rpam_downstream
 from jaxassoc.readouts.rpam_prompts import PromptTemplate
 from jaxassoc.readouts.weat import check_suite_words
-from jaxassoc.app.registry import Job, JobResult
-from jaxassoc.progress import stage
-from jaxassoc.errors import ConfigError
 from jaxassoc.stats import StatsOptions
 
 TASKS = ("weat_ws", "weat_caliskan2017", "custom_weat", "wordsim353", "bellezza", "sst2")
@@ -55,15 +55,20 @@ def ignored_options(job: Job) -> dict[str, str]:
     cfg, name = job.metric, job.dataset.name
     ignored = {}
     if name not in SUITE_TASKS:
-        ignored |= {f"stats.{f}": f"dataset={name} reports correlations or F1 with their own p-values; stats "
-                    f"options apply to the RPAM Test (dataset={' or '.join(SUITE_TASKS)})" for f in STATS_USED}
+        ignored |= {
+            f"stats.{f}": f"dataset={name} reports correlations or F1 with their own p-values; stats "
+            f"options apply to the RPAM Test (dataset={' or '.join(SUITE_TASKS)})"
+            for f in STATS_USED
+        }
     if name != "weat_ws":
         ignored["metric.swap_gender_roles"] = "it swaps the roles of WEAT-WS C7/C8 (dataset=weat_ws) only"
     if name != "bellezza":
         ignored |= {f"metric.{f}": "the Bellezza tasks only (dataset=bellezza)" for f in ("group_size", "downstream")}
     if not cfg.downstream:
-        ignored |= {f"metric.{f}": "the downstream rating task only (metric.downstream=true)"
-                    for f in ("chat_template", "max_new_tokens")}
+        ignored |= {
+            f"metric.{f}": "the downstream rating task only (metric.downstream=true)"
+            for f in ("chat_template", "max_new_tokens")
+        }
     elif cfg.group_size > 1:
         ignored["metric.group_size"] = "metric.downstream=true rates single words"
     if name not in SAMPLE_TASKS:
@@ -82,22 +87,31 @@ def run(job: Job) -> JobResult:
     if not job.template.text:
         raise ConfigError("metric=rpam needs a template: template=tp1 (words) or template=tp2 (n-grams, sentences)")
     if cfg.downstream and job.model.kind == "seq2seq":
-        raise ConfigError(f"metric.downstream=true: the ratings are generated greedily by a causal LM, and model "
-                          f"{job.model.name!r} is an encoder-decoder (model.kind=seq2seq); drop metric.downstream")
+        raise ConfigError(
+            f"metric.downstream=true: the ratings are generated greedily by a causal LM, and model "
+            f"{job.model.name!r} is an encoder-decoder (model.kind=seq2seq); drop metric.downstream"
+        )
     suite = datasets.weat_suite(job.dataset) if name in SUITE_TASKS else None
     if suite is not None:
         check_suite_words(suite.tests)  # before the model loads
     template = PromptTemplate(job.template.name, job.template.text, job.template.quote)
     model = model_loading.language_model(job.model, job.mesh)
-    options = dict(normalise=cfg.normalise, add_bos=job.model.add_bos, batch_size=job.model.batch_size,
-                   shard=model_shard(model), progress=not job.quiet, cache_dir=job.cache_dir)
+    options = dict(
+        normalise=cfg.normalise,
+        add_bos=job.model.add_bos,
+        batch_size=job.model.batch_size,
+        shard=model_shard(model),
+        progress=not job.quiet,
+        cache_dir=job.cache_dir,
+    )
     with stage("rpam", f"{name} items scored") as scored:
         items, aggregates = _task(job, model, template, options, suite)
         scored.count = len(items)
     provenance = {
         **model_loading.model_provenance(job.model, model),
-        "dataset_version": data.dataset_info(name).version if suite is None else datasets.dataset_version(
-            job.dataset, suite),
+        "dataset_version": data.dataset_info(name).version
+        if suite is None
+        else datasets.dataset_version(job.dataset, suite),
         "add_bos": model.vocab.add_bos if job.model.add_bos is None else job.model.add_bos,
     }
     return JobResult(items=items, aggregates=aggregates, provenance=provenance)
@@ -109,14 +123,48 @@ def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     test = aggregates["test"] if "test" in aggregates else pd.Series(None, index=aggregates.index, dtype=object)
     benchmark = aggregates["benchmark"].notna() if "benchmark" in aggregates else test.isna()
     return [
-        ("tests", tables.block(aggregates[test.notna() & (test != "all")], [
-            "test", "effect_size", "ci_low", "ci_high", "p_value", "n_targets", "n_attributes",
-            "n_multi_token_attributes", "undefined_reason"])),
-        ("share of tests with d > 0 (WEAT-WS F1)", tables.block(aggregates[test == "all"],
-                                                               ["share_positive", "n_undefined"])),
-        ("benchmarks", tables.block(aggregates[benchmark], [
-            c for c in aggregates.columns if c not in ("test", "name", "roles", "p_exact", "alternative",
-                                                       "confidence", "share_positive", "n_undefined")])),
+        (
+            "tests",
+            tables.block(
+                aggregates[test.notna() & (test != "all")],
+                [
+                    "test",
+                    "effect_size",
+                    "ci_low",
+                    "ci_high",
+                    "p_value",
+                    "n_targets",
+                    "n_attributes",
+                    "n_multi_token_attributes",
+                    "undefined_reason",
+                ],
+            ),
+        ),
+        (
+            "share of tests with d > 0 (WEAT-WS F1)",
+            tables.block(aggregates[test == "all"], ["share_positive", "n_undefined"]),
+        ),
+        (
+            "benchmarks",
+            tables.block(
+                aggregates[benchmark],
+                [
+                    c
+                    for c in aggregates.columns
+                    if c
+                    not in (
+                        "test",
+                        "name",
+                        "roles",
+                        "p_exact",
+                        "alternative",
+                        "confidence",
+                        "share_positive",
+                        "n_undefined",
+                    )
+                ],
+            ),
+        ),
     ]
 
 
@@ -127,15 +175,25 @@ def _task(job: Job, model, template: PromptTemplate, options: dict, suite) -> tu
     key = jax.random.key(job.seed)
     if suite is not None:
         return rpam.weat_ws(
-            model, template, key, suite=suite, swap_gender_roles=cfg.swap_gender_roles and name == "weat_ws",
-            options=job.stats, **options,
+            model,
+            template,
+            key,
+            suite=suite,
+            swap_gender_roles=cfg.swap_gender_roles and name == "weat_ws",
+            options=job.stats,
+            **options,
         )
     if name == "wordsim353":
         return rpam.wordsim353(model, template, sample=job.dataset.sample, key=key, **options)
     if name == "bellezza" and cfg.downstream:
         return rpam_downstream.bellezza_downstream(
-            model, template, chat_template=cfg.chat_template, max_new_tokens=cfg.max_new_tokens,
-            sample=job.dataset.sample, key=key, **options,
+            model,
+            template,
+            chat_template=cfg.chat_template,
+            max_new_tokens=cfg.max_new_tokens,
+            sample=job.dataset.sample,
+            key=key,
+            **options,
         )
     if name == "bellezza" and cfg.group_size > 1:
         return rpam.bellezza_groups(model, template, key, k=cfg.group_size, **options)

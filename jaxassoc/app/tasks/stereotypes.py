@@ -23,12 +23,12 @@ from jaxassoc import data
 from jaxassoc.app import model_loading, tables
 from jaxassoc.app.cache import cached_arrays
 from jaxassoc.app.config import MetricConfig, check_choice, check_unique
-from jaxassoc.readouts.stereotypes import check_set_head, human_alignment, is_causal_template, pair_matrix, score_causal
-from jaxassoc.readouts.stereotypes_mlm import score_masked
 from jaxassoc.app.registry import Job, JobResult
-from jaxassoc.progress import stage
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.set_score import NAN_POLICIES, TRANSFORMS
+from jaxassoc.progress import stage
+from jaxassoc.readouts.stereotypes import check_set_head, human_alignment, is_causal_template, pair_matrix, score_causal
+from jaxassoc.readouts.stereotypes_mlm import score_masked
 
 PILOT_GROUPS = ("Asian people", "Blacks/African Americans", "Hispanic people", "immigrants")
 SCORES = ("ilps", "ilps_star", "set")
@@ -53,7 +53,9 @@ def set_options_ignored(score: str, transform: str, kind: str) -> dict[str, str]
     """The SeT scoring options a stereotype score leaves unused, and ``bos`` for masked LMs."""
     ignored = {"metric.bos": "masked LMs get no BOS switch"} if kind == "masked" else {}
     if score != "set":
-        ignored |= {f"metric.{f}": "it shapes the SeT score only (score set)" for f in ("set_transform", "set_nan_policy")}
+        ignored |= {
+            f"metric.{f}": "it shapes the SeT score only (score set)" for f in ("set_transform", "set_nan_policy")
+        }
     elif transform != "log1m":
         ignored["metric.set_nan_policy"] = "it matters only where SeT scores are NaN, i.e. with set_transform=log1m"
     return ignored
@@ -78,12 +80,23 @@ def _scores(job: Job, model, abc, template: str, where: str) -> pd.DataFrame:
     slot = abc.slot_of(template)
     to_slot = dict(zip(abc.groups["<sgroup>"], abc.groups[slot]))
     groups = [to_slot[s] for s in dict.fromkeys(abc.human_groups.values()) if s in to_slot]
-    key = {"weights": model.provenance.weights_sha256, "tokenizer": model.provenance.tokenizer_sha256,
-           "template": template, "groups": groups, "bos": cfg.bos, "transform": cfg.set_transform,
-           "nan_policy": cfg.set_nan_policy, "dtype": job.model.dtype,
-           "batch_size": job.model.batch_size}  # the batches (causal: the packed rows) decide the bits
-    options = dict(groups=groups, set_transform=cfg.set_transform, set_nan_policy=cfg.set_nan_policy,
-                   batch_size=job.model.batch_size)
+    key = {
+        "weights": model.provenance.weights_sha256,
+        "tokenizer": model.provenance.tokenizer_sha256,
+        "template": template,
+        "groups": groups,
+        "bos": cfg.bos,
+        "transform": cfg.set_transform,
+        "nan_policy": cfg.set_nan_policy,
+        "dtype": job.model.dtype,
+        "batch_size": job.model.batch_size,
+    }  # the batches (causal: the packed rows) decide the bits
+    options = dict(
+        groups=groups,
+        set_transform=cfg.set_transform,
+        set_nan_policy=cfg.set_nan_policy,
+        batch_size=job.model.batch_size,
+    )
     if model.objective == "masked":
         key.update(bos=None, prompt="masked write-in")
 
@@ -110,14 +123,18 @@ def run(job: Job) -> JobResult:
     for template in templates:
         if template not in usable:
             kind = "ABC templates" if job.model.kind == "masked" else "ABC templates whose trait ends the prompt"
-            raise ConfigError(f"template {template!r} is not one of the {len(usable)} {kind} "
-                              f"(model.kind={job.model.kind}); metric.templates=[all] takes every one")
+            raise ConfigError(
+                f"template {template!r} is not one of the {len(usable)} {kind} "
+                f"(model.kind={job.model.kind}); metric.templates=[all] takes every one"
+            )
     model = model_loading.language_model(job.model, job.mesh)
     if score == "set":
         check_set_head(model)
     if model.objective != job.model.kind:
-        raise ConfigError(f"model {job.model.name!r} is a {model.objective} LM but model.kind={job.model.kind}: "
-                          f"set model.kind={model.objective}")
+        raise ConfigError(
+            f"model {job.model.name!r} is a {model.objective} LM but model.kind={job.model.kind}: "
+            f"set model.kind={model.objective}"
+        )
     items, rows = [], []
     for i, template in enumerate(templates, start=1):
         where = f"template {i}/{len(templates)}"
@@ -126,28 +143,45 @@ def run(job: Job) -> JobResult:
         result, present = human_alignment(pair_matrix(scores, abc, score), abc, abc.slot_of(template))
         taus, p3 = np.asarray(result.tau_per_group), np.asarray(result.p_at_3_per_group)
         pilot = np.array([g in PILOT_GROUPS for g in present])
-        rows.append({
-            "template": template, "score": score, "kendall_tau_overall": float(result.tau_overall),
-            "p_at_3_overall": float(result.p_at_3_overall),
-            "kendall_tau_pilot": float(np.nanmean(taus[pilot])), "kendall_tau_heldout": float(np.nanmean(taus[~pilot])),
-            "p_at_3_pilot": float(p3[pilot].mean()), "p_at_3_heldout": float(p3[~pilot].mean()),
-            "n_groups": len(present),
-        })
-        items.append(pd.DataFrame({"template": template, "group": present, "pilot": pilot,
-                                   "kendall_tau": taus, "p_at_3": p3}))
+        rows.append(
+            {
+                "template": template,
+                "score": score,
+                "kendall_tau_overall": float(result.tau_overall),
+                "p_at_3_overall": float(result.p_at_3_overall),
+                "kendall_tau_pilot": float(np.nanmean(taus[pilot])),
+                "kendall_tau_heldout": float(np.nanmean(taus[~pilot])),
+                "p_at_3_pilot": float(p3[pilot].mean()),
+                "p_at_3_heldout": float(p3[~pilot].mean()),
+                "n_groups": len(present),
+            }
+        )
+        items.append(
+            pd.DataFrame({"template": template, "group": present, "pilot": pilot, "kendall_tau": taus, "p_at_3": p3})
+        )
     aggregates = pd.DataFrame(rows)
     best = aggregates.loc[aggregates["kendall_tau_pilot"].idxmax()]
     summary_rows = [
-        {"template_selection": "best template on the pilot groups", "template": best["template"],
-         "kendall_tau_heldout": best["kendall_tau_heldout"], "p_at_3_heldout": best["p_at_3_heldout"]},
-        {"template_selection": f"mean over {len(templates)} template(s)", "template": "",
-         "kendall_tau_heldout": aggregates["kendall_tau_heldout"].mean(),
-         "p_at_3_heldout": aggregates["p_at_3_heldout"].mean()},
+        {
+            "template_selection": "best template on the pilot groups",
+            "template": best["template"],
+            "kendall_tau_heldout": best["kendall_tau_heldout"],
+            "p_at_3_heldout": best["p_at_3_heldout"],
+        },
+        {
+            "template_selection": f"mean over {len(templates)} template(s)",
+            "template": "",
+            "kendall_tau_heldout": aggregates["kendall_tau_heldout"].mean(),
+            "p_at_3_heldout": aggregates["p_at_3_heldout"].mean(),
+        },
     ]
     aggregates = pd.concat([aggregates, pd.DataFrame(summary_rows).assign(score=score)], ignore_index=True)
-    provenance = {**model_loading.model_provenance(job.model, model), "dataset_version": data.dataset_info("abc").version,
-                  "pilot_groups": list(PILOT_GROUPS),
-                  "prompt": "masked write-in" if model.objective == "masked" else f"causal, bos={cfg.bos}"}
+    provenance = {
+        **model_loading.model_provenance(job.model, model),
+        "dataset_version": data.dataset_info("abc").version,
+        "pilot_groups": list(PILOT_GROUPS),
+        "prompt": "masked write-in" if model.objective == "masked" else f"causal, bos={cfg.bos}",
+    }
     return JobResult(items=pd.concat(items, ignore_index=True), aggregates=aggregates, provenance=provenance)
 
 
@@ -156,9 +190,26 @@ def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     templates, both on the held-out groups."""
     chosen = aggregates["template_selection"].notna()
     return [
-        ("per template", tables.block(aggregates[~chosen], [
-            "template", "kendall_tau_overall", "p_at_3_overall", "kendall_tau_pilot", "kendall_tau_heldout",
-            "p_at_3_pilot", "p_at_3_heldout", "n_groups"])),
-        ("held-out groups", tables.block(aggregates[chosen], [
-            "template_selection", "template", "kendall_tau_heldout", "p_at_3_heldout"])),
+        (
+            "per template",
+            tables.block(
+                aggregates[~chosen],
+                [
+                    "template",
+                    "kendall_tau_overall",
+                    "p_at_3_overall",
+                    "kendall_tau_pilot",
+                    "kendall_tau_heldout",
+                    "p_at_3_pilot",
+                    "p_at_3_heldout",
+                    "n_groups",
+                ],
+            ),
+        ),
+        (
+            "held-out groups",
+            tables.block(
+                aggregates[chosen], ["template_selection", "template", "kendall_tau_heldout", "p_at_3_heldout"]
+            ),
+        ),
     ]

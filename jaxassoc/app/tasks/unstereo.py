@@ -11,18 +11,24 @@ import pandas as pd
 
 from jaxassoc import data
 from jaxassoc.app import model_loading, tables
-from jaxassoc.app.config import NO_EFFECT, MetricConfig, check_choice, check_range, check_unique
 from jaxassoc.app.cache import cached_arrays
-from jaxassoc.readouts.unstereo import run_unstereo, score_sentences, summarize
+from jaxassoc.app.config import NO_EFFECT, MetricConfig, check_choice, check_range, check_unique
 from jaxassoc.app.registry import Job, JobResult
-from jaxassoc.progress import stage
 from jaxassoc.data.custom_sentences import load_templates_file
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.unstereo import ETAS, LOG10_THRESHOLD
+from jaxassoc.progress import stage
+from jaxassoc.readouts.unstereo import run_unstereo, score_sentences, summarize
 
 CUSTOM = "custom_sentences"  # the user's templates (dataset.path)
-DATASETS = {"use5": "USE-5", "use10": "USE-10", "use20": "USE-20", "winobias": "Winobias", "winogender": "Winogender",
-            CUSTOM: "own templates"}
+DATASETS = {
+    "use5": "USE-5",
+    "use10": "USE-10",
+    "use20": "USE-20",
+    "winobias": "Winobias",
+    "winogender": "Winogender",
+    CUSTOM: "own templates",
+}
 
 
 @dataclass
@@ -31,7 +37,9 @@ class UnstereoMetricConfig(MetricConfig):
     aufc_units: str = "parity"  # parity (log10 unconstrained, ln under MaxPMI filters) | log10 | ln
     etas: list[float] = field(default_factory=lambda: list(ETAS))
     threshold_log10: float = LOG10_THRESHOLD  # neutral iff |FM| in log10 units <= log10(1.65)
-    tokens_per_batch: int = field(default=1024, metadata=NO_EFFECT)  # sentences packed into rows of 128 tokens; tokens per batch
+    tokens_per_batch: int = field(
+        default=1024, metadata=NO_EFFECT
+    )  # sentences packed into rows of 128 tokens; tokens per batch
 
     def __post_init__(self) -> None:
         check_choice("metric.aufc_units", self.aufc_units, ("parity", "log10", "ln"))
@@ -64,17 +72,29 @@ def run(job: Job) -> JobResult:
         frame = data.load_dataset(name) if custom is None else custom
         rng = np.random.default_rng(job.seed)
         rows = np.sort(rng.choice(len(frame), size=min(job.dataset.sample, len(frame)), replace=False))
+
     def scorer(sentences: list[str]) -> np.ndarray:
-        key = {"weights": model.provenance.weights_sha256, "tokenizer": model.provenance.tokenizer_sha256,
-               "dtype": job.model.dtype, "sentences": sentences,
-               "tokens_per_batch": cfg.tokens_per_batch}  # the packing decides the bits of a recomputation
-        compute = lambda: {"logprob": score_sentences(  # noqa: E731
-            model, sentences, tokens_per_batch=cfg.tokens_per_batch, progress=not job.quiet)}
+        key = {
+            "weights": model.provenance.weights_sha256,
+            "tokenizer": model.provenance.tokenizer_sha256,
+            "dtype": job.model.dtype,
+            "sentences": sentences,
+            "tokens_per_batch": cfg.tokens_per_batch,
+        }  # the packing decides the bits of a recomputation
+
+        def compute():
+            return {
+                "logprob": score_sentences(
+                    model, sentences, tokens_per_batch=cfg.tokens_per_batch, progress=not job.quiet
+                )
+            }
+
         return cached_arrays(job.cache_dir, "sentence_logprobs", key, compute)["logprob"]
 
     with stage("unstereo", f"{DATASETS[name]} sentence pairs scored") as scored:
-        scores = run_unstereo(model, DATASETS[name], parity_preprocessing=cfg.parity_preprocessing, rows=rows,
-                              scorer=scorer, frame=custom)
+        scores = run_unstereo(
+            model, DATASETS[name], parity_preprocessing=cfg.parity_preprocessing, rows=rows, scorer=scorer, frame=custom
+        )
         scored.count = len(scores)
     summary = summarize(scores, etas=tuple(cfg.etas), aufc_units=cfg.aufc_units, threshold=cfg.threshold_log10)
     provenance = {
@@ -87,5 +107,12 @@ def run(job: Job) -> JobResult:
 
 def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """One row per subset (all pairs, then each MaxPMI threshold): US score, disparity, AuFC."""
-    return [("subsets", tables.block(aggregates, ["subset", "n", "us_score", "us_std_error", "preference_disparity",
-                                                  "male_rel_ratio", "aufc"]))]
+    return [
+        (
+            "subsets",
+            tables.block(
+                aggregates,
+                ["subset", "n", "us_score", "us_std_error", "preference_disparity", "male_rel_ratio", "aufc"],
+            ),
+        )
+    ]

@@ -17,6 +17,14 @@ from jaxassoc import data
 from jaxassoc.app import datasets, model_loading, store, tables
 from jaxassoc.app.cache import cached_arrays, model_key
 from jaxassoc.app.config import MetricConfig, check_choice, check_corpus, check_range
+from jaxassoc.app.registry import Job, JobResult
+from jaxassoc.embeddings.contextual import ContextIndex, ContextualWordVectors
+from jaxassoc.embeddings.sentence import sentence_vectors
+from jaxassoc.embeddings.whitening import ZcaStats, apply_zca, corpus_word_types, fit_zca, reference_sample, save_zca
+from jaxassoc.io import atomic_write
+from jaxassoc.metrics.anisotropy import cosine_matrix, sample_rows
+from jaxassoc.metrics.similarity import compare_whitening
+from jaxassoc.progress import stage
 from jaxassoc.readouts.weat import (
     CHANGE_CLASSES,
     cached_reference,
@@ -29,14 +37,6 @@ from jaxassoc.readouts.weat import (
     suite_words,
     text_sha256,
 )
-from jaxassoc.app.registry import Job, JobResult
-from jaxassoc.progress import stage
-from jaxassoc.embeddings.contextual import ContextIndex, ContextualWordVectors
-from jaxassoc.embeddings.sentence import sentence_vectors
-from jaxassoc.embeddings.whitening import ZcaStats, apply_zca, corpus_word_types, fit_zca, reference_sample, save_zca
-from jaxassoc.io import atomic_write
-from jaxassoc.metrics.anisotropy import cosine_matrix, sample_rows
-from jaxassoc.metrics.similarity import compare_whitening
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -75,25 +75,34 @@ def ignored_options(job: Job) -> dict[str, str]:
     zca, static = job.whitening.name == "zca", job.model.kind == "static"
     ignored = {}
     if job.metric.single_category:
-        ignored["whitening.name"] = ("metric.single_category=true scores raw vectors (SC-WEAT has no whitened "
-                                     "variant here)")
-        ignored |= {f"stats.{f}": "SC-WEAT reports d and its permutation p, no bootstrap CI"
-                    for f in ("n_bootstrap", "confidence")}
+        ignored["whitening.name"] = (
+            "metric.single_category=true scores raw vectors (SC-WEAT has no whitened variant here)"
+        )
+        ignored |= {
+            f"stats.{f}": "SC-WEAT reports d and its permutation p, no bootstrap CI"
+            for f in ("n_bootstrap", "confidence")
+        }
     if not zca:
         ignored["stats.alpha"] = "it is the level of the raw vs whitened change class, which needs whitening=zca"
         ignored |= {f"whitening.{f}": "whitening=none fits no ZCA" for f in ("eps", "reference", "max_samples")}
         ignored |= {f"metric.{f}": "it is computed with whitening=zca only" for f in ("similarity", "anisotropy")}
     if static:
-        ignored |= {f"metric.{f}": "contextual word vectors only (a language model, not static vectors)"
-                    for f in CONTEXTUAL_ONLY}
+        ignored |= {
+            f"metric.{f}": "contextual word vectors only (a language model, not static vectors)"
+            for f in CONTEXTUAL_ONLY
+        }
         if not (zca and job.whitening.reference == "corpus_word_types"):
-            ignored["metric.corpus"] = ("static vectors read the corpus only for the ZCA reference "
-                                        "(whitening=zca whitening.reference=corpus_word_types)")
+            ignored["metric.corpus"] = (
+                "static vectors read the corpus only for the ZCA reference "
+                "(whitening=zca whitening.reference=corpus_word_types)"
+            )
     else:
         ignored["whitening.reference"] = "static vectors only; a contextual ZCA fits on corpus states"
         if not zca:
-            ignored |= {f"metric.{f}": "the contextual ZCA fit only (whitening=zca)"
-                        for f in ("reference_level", "reference_sentences")}
+            ignored |= {
+                f"metric.{f}": "the contextual ZCA fit only (whitening=zca)"
+                for f in ("reference_level", "reference_sentences")
+            }
         if not (zca and job.metric.similarity):
             ignored["metric.similarity_contexts"] = "the similarity benchmarks only (whitening=zca, metric.similarity)"
     return ignored
@@ -111,10 +120,22 @@ def _words(sentence: str) -> list[str]:
 
 
 def _similarity_row(name: str, key, raw, whitened, human, n_dropped: int, stats_cfg) -> dict:
-    r = compare_whitening(key, raw, whitened, np.asarray(human, np.float32),
-                          n_resamples=stats_cfg.n_bootstrap, confidence=stats_cfg.confidence)
-    return {"test": "similarity", "benchmark": name, "n_pairs": int(r.n_pairs), "n_dropped": n_dropped,
-            **{f: float(v) for f, v in r._asdict().items() if f != "n_pairs"}, "n_resamples": stats_cfg.n_bootstrap}
+    r = compare_whitening(
+        key,
+        raw,
+        whitened,
+        np.asarray(human, np.float32),
+        n_resamples=stats_cfg.n_bootstrap,
+        confidence=stats_cfg.confidence,
+    )
+    return {
+        "test": "similarity",
+        "benchmark": name,
+        "n_pairs": int(r.n_pairs),
+        "n_dropped": n_dropped,
+        **{f: float(v) for f, v in r._asdict().items() if f != "n_pairs"},
+        "n_resamples": stats_cfg.n_bootstrap,
+    }
 
 
 def _static_stsb(embeddings, zca, key, stats_cfg) -> dict:
@@ -138,17 +159,36 @@ def _static_stsb(embeddings, zca, key, stats_cfg) -> dict:
 
 def _sentence_vectors(model, sentences: list[str], layer: int, job: Job) -> np.ndarray:
     """Mean-pooled sentence vectors through the on-disk cache (model, sentences, layer, batch size)."""
-    parts = {**model_key(model), "sentences": text_sha256(sentences), "layer": layer,
-             "batch_size": job.model.batch_size}
-    return cached_arrays(job.cache_dir, "sentence_vectors", parts, lambda: {"vectors": sentence_vectors(
-        model, sentences, layer=layer, batch_size=job.model.batch_size, progress=not job.quiet)})["vectors"]
+    parts = {
+        **model_key(model),
+        "sentences": text_sha256(sentences),
+        "layer": layer,
+        "batch_size": job.model.batch_size,
+    }
+    return cached_arrays(
+        job.cache_dir,
+        "sentence_vectors",
+        parts,
+        lambda: {
+            "vectors": sentence_vectors(
+                model, sentences, layer=layer, batch_size=job.model.batch_size, progress=not job.quiet
+            )
+        },
+    )["vectors"]
 
 
 def _contextual_similarity(model, vectors, zca, key, cfg, job: Job) -> list[dict]:
     """WS-353 and SimLex-999 with contextual word vectors; STS-B with mean-pooled sentence vectors."""
     rows, stats_cfg, batch_size = [], job.stats, job.model.batch_size
-    words_fn = ContextualWordVectors(model, vectors.index, layer=cfg.layer, max_contexts=cfg.similarity_contexts,
-                                     seed=vectors.seed, fallback="word", batch_size=batch_size)
+    words_fn = ContextualWordVectors(
+        model,
+        vectors.index,
+        layer=cfg.layer,
+        max_contexts=cfg.similarity_contexts,
+        seed=vectors.seed,
+        fallback="word",
+        batch_size=batch_size,
+    )
     benchmarks = (("WS-353", data.load_wordsim353()), ("SimLex-999", data.load_simlex999()))
     with stage("weat", "similarity word vectors extracted") as extracted:
         words = [w for _, pairs in benchmarks for w in (*pairs.word1, *pairs.word2)]
@@ -159,8 +199,17 @@ def _contextual_similarity(model, vectors, zca, key, cfg, job: Job) -> list[dict
     stsb = data.load_stsb("dev")
     with stage("weat", "STS-B sentence vectors extracted", 2 * len(stsb)):
         u, v = (_sentence_vectors(model, list(stsb[c]), cfg.layer, job) for c in ("sentence1", "sentence2"))
-    rows.append(_similarity_row("STS-B", jax.random.fold_in(key, 2), (u, v), (apply_zca(zca, u), apply_zca(zca, v)),
-                                stsb.score, 0, stats_cfg))
+    rows.append(
+        _similarity_row(
+            "STS-B",
+            jax.random.fold_in(key, 2),
+            (u, v),
+            (apply_zca(zca, u), apply_zca(zca, v)),
+            stsb.score,
+            0,
+            stats_cfg,
+        )
+    )
     return rows
 
 
@@ -180,28 +229,45 @@ def run(job: Job) -> JobResult:
                 else None
             )
             reference = reference_sample(
-                embeddings, word_types=word_types, corpus_name="WikiText-2 (test+valid)" if cfg.corpus == "wikitext2" else cfg.corpus,
-                max_items=whitening.max_samples, seed=job.seed,
+                embeddings,
+                word_types=word_types,
+                corpus_name="WikiText-2 (test+valid)" if cfg.corpus == "wikitext2" else cfg.corpus,
+                max_items=whitening.max_samples,
+                seed=job.seed,
             )
         provenance.update(model_loading.model_provenance(job.model, embeddings))
     else:
         model = model_loading.language_model(job.model, job.mesh)
         sentences = _corpus_sentences(cfg.corpus)
         vectors = ContextualWordVectors(
-            model, ContextIndex.build(sentences), layer=cfg.layer, max_contexts=cfg.max_contexts,
-            seed=job.seed, fallback=cfg.fallback, batch_size=job.model.batch_size,
+            model,
+            ContextIndex.build(sentences),
+            layer=cfg.layer,
+            max_contexts=cfg.max_contexts,
+            seed=job.seed,
+            fallback=cfg.fallback,
+            batch_size=job.model.batch_size,
         )
         with stage("weat", "word vectors extracted") as extracted:
-            extracted.count = prefetch_word_vectors(vectors, suite_words(suite), cache_dir=job.cache_dir,
-                                                    quiet=job.quiet)
+            extracted.count = prefetch_word_vectors(
+                vectors, suite_words(suite), cache_dir=job.cache_dir, quiet=job.quiet
+            )
         if whitening.name == "zca":
             rng = np.random.default_rng(job.seed)
             if len(sentences) > cfg.reference_sentences:
-                sentences = [sentences[i] for i in sorted(rng.choice(len(sentences), cfg.reference_sentences, replace=False))]
+                sentences = [
+                    sentences[i] for i in sorted(rng.choice(len(sentences), cfg.reference_sentences, replace=False))
+                ]
             with stage("weat", "reference vectors extracted") as extracted:
                 reference = cached_reference(
-                    model, sentences, cache_dir=job.cache_dir, level=cfg.reference_level, layer=cfg.layer,
-                    max_items=whitening.max_samples, seed=job.seed, batch_size=job.model.batch_size,
+                    model,
+                    sentences,
+                    cache_dir=job.cache_dir,
+                    level=cfg.reference_level,
+                    layer=cfg.layer,
+                    max_items=whitening.max_samples,
+                    seed=job.seed,
+                    batch_size=job.model.batch_size,
                     progress=not job.quiet,
                 )
                 extracted.count = len(reference.vectors)
@@ -214,9 +280,14 @@ def run(job: Job) -> JobResult:
             zca = fit_zca(reference.vectors, eps=whitening.eps)
     with stage("weat", f"{job.dataset.name} tests scored", len(suite.tests)):
         table = run_weat_experiment(
-            vectors, suite, key=key_weat, whitening=zca,
+            vectors,
+            suite,
+            key=key_weat,
+            whitening=zca,
             whitening_description=reference.description if zca is not None else "",
-            options=job.stats, alpha=job.stats.alpha, max_oov_share=cfg.max_oov_share,
+            options=job.stats,
+            alpha=job.stats.alpha,
+            max_oov_share=cfg.max_oov_share,
         )
     table["effect_size"] = table["d_whitened"] if zca is not None else table["d_raw"]
     table["effect_size_raw"] = table["d_raw"]
@@ -228,23 +299,50 @@ def run(job: Job) -> JobResult:
         table["words_total"] = len(how)
     aggregates.append(table)
     if zca is not None:
-        save_zca(zca, job.output_dir / "zca.npz", metadata={  # reload with jaxassoc.embeddings.load_zca
-            "model": job.model.name, "reference": reference.description, "eps": whitening.eps})
+        save_zca(
+            zca,
+            job.output_dir / "zca.npz",
+            metadata={  # reload with jaxassoc.embeddings.load_zca
+                "model": job.model.name,
+                "reference": reference.description,
+                "eps": whitening.eps,
+            },
+        )
         if cfg.anisotropy:
             a = run_anisotropy(key_aniso, reference.vectors, zca)
-            spectrum = pd.DataFrame({"component": np.arange(1, len(a["explained_variance_raw"]) + 1),
-                                     "explained_variance_raw": a["explained_variance_raw"],
-                                     "explained_variance_whitened": a["explained_variance_whitened"]})
+            spectrum = pd.DataFrame(
+                {
+                    "component": np.arange(1, len(a["explained_variance_raw"]) + 1),
+                    "explained_variance_raw": a["explained_variance_raw"],
+                    "explained_variance_whitened": a["explained_variance_whitened"],
+                }
+            )
             store.write_table(job.output_dir, "explained_variance", spectrum)
-            aggregates.append(pd.DataFrame([{
-                "test": "anisotropy", "name": "mean ± SD pairwise cosine (2,000 reference vectors)",
-                "cosine_mean_raw": a["mean_raw"], "cosine_sd_raw": a["sd_raw"],
-                "cosine_mean_whitened": a["mean_whitened"], "cosine_sd_whitened": a["sd_whitened"],
-            }]))
+            aggregates.append(
+                pd.DataFrame(
+                    [
+                        {
+                            "test": "anisotropy",
+                            "name": "mean ± SD pairwise cosine (2,000 reference vectors)",
+                            "cosine_mean_raw": a["mean_raw"],
+                            "cosine_sd_raw": a["sd_raw"],
+                            "cosine_mean_whitened": a["mean_whitened"],
+                            "cosine_sd_whitened": a["sd_whitened"],
+                        }
+                    ]
+                )
+            )
         if cfg.similarity and job.model.kind == "static":
             for name, pairs in (("WS-353", data.load_wordsim353()), ("SimLex-999", data.load_simlex999())):
-                r = run_similarity_benchmark(embeddings, pairs, zca, key=key_sim, name=name,
-                                             n_resamples=job.stats.n_bootstrap, confidence=job.stats.confidence)
+                r = run_similarity_benchmark(
+                    embeddings,
+                    pairs,
+                    zca,
+                    key=key_sim,
+                    name=name,
+                    n_resamples=job.stats.n_bootstrap,
+                    confidence=job.stats.confidence,
+                )
                 aggregates.append(pd.DataFrame([{"test": "similarity", **r}]))
             aggregates.append(pd.DataFrame([_static_stsb(embeddings, zca, jax.random.fold_in(key_sim, 2), job.stats)]))
         elif cfg.similarity:
@@ -261,8 +359,9 @@ def run(job: Job) -> JobResult:
 def _single_category(job: Job, vectors, suite, key, provenance: dict) -> JobResult:
     """``metric.single_category=true``: SC-WEAT of every target word (one row per word)."""
     with stage("weat", f"{job.dataset.name} SC-WEAT words scored") as scored:
-        table = run_sc_weat_experiment(vectors, suite, key=key, options=job.stats,
-                                       max_oov_share=job.metric.max_oov_share)
+        table = run_sc_weat_experiment(
+            vectors, suite, key=key, options=job.stats, max_oov_share=job.metric.max_oov_share
+        )
         scored.count = len(table)
     provenance["dataset_version"] = datasets.dataset_version(job.dataset, suite)
     return JobResult(items=table, aggregates=table, provenance=provenance)
@@ -272,18 +371,49 @@ def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """The tests (d, CI and p raw and whitened, change class, coverage; undefined reasons when a test has
     one), then the anisotropy and the similarity rows, each with its own columns."""
     if "word" in aggregates:  # metric.single_category=true: one row per target word
-        return [("SC-WEAT: each target word against A and B", tables.block(aggregates, [
-            "test", "set", "word", "d", "p", "p_exact"]))]
+        return [
+            (
+                "SC-WEAT: each target word against A and B",
+                tables.block(aggregates, ["test", "set", "word", "d", "p", "p_exact"]),
+            )
+        ]
     kind = aggregates["test"].where(aggregates["test"].isin(["anisotropy", "similarity"]), "tests")
     return [
-        ("tests", tables.block(aggregates[kind == "tests"], [
-            "test", "d_raw", "ci_low_raw", "ci_high_raw", "p_raw", "d_whitened", "ci_low_whitened",
-            "ci_high_whitened", "p_whitened", "change", "coverage", "undefined_reason_raw",
-            "undefined_reason_whitened"])),
-        ("anisotropy: mean and SD of pairwise cosines", tables.block(aggregates[kind == "anisotropy"], [
-            "cosine_mean_raw", "cosine_sd_raw", "cosine_mean_whitened", "cosine_sd_whitened"])),
-        ("similarity benchmarks (Spearman rho)", tables.block(aggregates[kind == "similarity"], [
-            "benchmark", "n_pairs", "rho_raw", "rho_whitened", "difference", "ci_low", "ci_high", "p_value"])),
+        (
+            "tests",
+            tables.block(
+                aggregates[kind == "tests"],
+                [
+                    "test",
+                    "d_raw",
+                    "ci_low_raw",
+                    "ci_high_raw",
+                    "p_raw",
+                    "d_whitened",
+                    "ci_low_whitened",
+                    "ci_high_whitened",
+                    "p_whitened",
+                    "change",
+                    "coverage",
+                    "undefined_reason_raw",
+                    "undefined_reason_whitened",
+                ],
+            ),
+        ),
+        (
+            "anisotropy: mean and SD of pairwise cosines",
+            tables.block(
+                aggregates[kind == "anisotropy"],
+                ["cosine_mean_raw", "cosine_sd_raw", "cosine_mean_whitened", "cosine_sd_whitened"],
+            ),
+        ),
+        (
+            "similarity benchmarks (Spearman rho)",
+            tables.block(
+                aggregates[kind == "similarity"],
+                ["benchmark", "n_pairs", "rho_raw", "rho_whitened", "difference", "ci_low", "ci_high", "p_value"],
+            ),
+        ),
     ]
 
 

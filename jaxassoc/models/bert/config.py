@@ -40,8 +40,11 @@ def config_from_hf(hf_config: dict) -> BertConfig:
     model_type = hf_config.get("model_type")
     if model_type not in MODEL_TYPES:
         raise ModelError(f"bert port: model_type {model_type!r} is not one of {MODEL_TYPES}")
-    for field, supported in (("position_embedding_type", "absolute"), ("is_decoder", False),
-                             ("add_cross_attention", False)):
+    for field, supported in (
+        ("position_embedding_type", "absolute"),
+        ("is_decoder", False),
+        ("add_cross_attention", False),
+    ):
         if hf_config.get(field, supported) != supported:
             raise ModelError(
                 f"{model_type} config field {field}={hf_config[field]!r} is not supported (only {supported!r})"

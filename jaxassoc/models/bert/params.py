@@ -44,8 +44,10 @@ def params_from_hf(tensors: Mapping[str, np.ndarray], config: BertConfig) -> dic
 
     def module(hf: str, leaves: dict, stacked: bool = False) -> dict:  # nn.Linear weights are (out, in)
         if stacked:
-            return {leaf: t.stack(f"encoder.layer.{{}}.{hf}.{_LEAF[leaf]}", c.num_layers, shape[1:],
-                                  transpose=leaf == "w") for leaf, shape in leaves.items()}
+            return {
+                leaf: t.stack(f"encoder.layer.{{}}.{hf}.{_LEAF[leaf]}", c.num_layers, shape[1:], transpose=leaf == "w")
+                for leaf, shape in leaves.items()
+            }
         return {leaf: t.take(f"{hf}.{_LEAF[leaf]}", shape, transpose=leaf == "w") for leaf, shape in leaves.items()}
 
     body = {
@@ -73,8 +75,17 @@ def params_from_hf(tensors: Mapping[str, np.ndarray], config: BertConfig) -> dic
 
 def _mlm_names(model_type: str) -> dict[str, str]:
     if model_type == "roberta":
-        return {"head": "lm_head.", "dense": "lm_head.dense", "ln": "lm_head.layer_norm",
-                "decoder": "lm_head.decoder", "bias": "lm_head.bias"}
-    return {"head": "cls.predictions.", "dense": "cls.predictions.transform.dense",
-            "ln": "cls.predictions.transform.LayerNorm", "decoder": "cls.predictions.decoder",
-            "bias": "cls.predictions.bias"}
+        return {
+            "head": "lm_head.",
+            "dense": "lm_head.dense",
+            "ln": "lm_head.layer_norm",
+            "decoder": "lm_head.decoder",
+            "bias": "lm_head.bias",
+        }
+    return {
+        "head": "cls.predictions.",
+        "dense": "cls.predictions.transform.dense",
+        "ln": "cls.predictions.transform.LayerNorm",
+        "decoder": "cls.predictions.decoder",
+        "bias": "cls.predictions.bias",
+    }

@@ -41,8 +41,10 @@ class Gemma2Config:
 
 def refuse(model_type: str, field: str, value, supported: str) -> None:
     """ModelError naming a config field whose value the port does not implement."""
-    raise ModelError(f"{model_type} config: {field} = {value!r} is not supported by the {model_type} port "
-                     f"({supported}); use a checkpoint without it")
+    raise ModelError(
+        f"{model_type} config: {field} = {value!r} is not supported by the {model_type} port "
+        f"({supported}); use a checkpoint without it"
+    )
 
 
 def check_model_type(hf_config: dict, expected: str) -> str:
@@ -63,8 +65,11 @@ def rope_params(hf_config: dict, model_type: str) -> dict:
 def with_scaling(params: dict, scaling: dict | None, model_type: str) -> dict:
     """``params`` updated by a transformers 4 ``rope_scaling`` dict; partial rotary embeddings refused."""
     if scaling is not None:
-        params = {**params, **{k: v for k, v in scaling.items() if k != "type"},
-                  "rope_type": scaling.get("rope_type", scaling.get("type"))}
+        params = {
+            **params,
+            **{k: v for k, v in scaling.items() if k != "type"},
+            "rope_type": scaling.get("rope_type", scaling.get("type")),
+        }
     if params.get("partial_rotary_factor", 1.0) != 1.0:
         refuse(model_type, "partial_rotary_factor", params["partial_rotary_factor"], "only full rotary embeddings")
     return params
@@ -80,8 +85,10 @@ def layer_types(hf_config: dict, model_type: str, n_layers: int, pattern: int) -
     if unknown:
         refuse(model_type, "layer_types", unknown, f"only {list(LAYER_TYPES)}")
     if len(types) != n_layers:
-        raise ModelError(f"{model_type} config: layer_types has {len(types)} entries but num_hidden_layers = "
-                         f"{n_layers}; give one per layer")
+        raise ModelError(
+            f"{model_type} config: layer_types has {len(types)} entries but num_hidden_layers = "
+            f"{n_layers}; give one per layer"
+        )
     return tuple(t == "sliding_attention" for t in types)
 
 
@@ -123,8 +130,9 @@ def common_fields(hf_config: dict, model_type: str, pattern: int) -> dict:
             tie_word_embeddings=bool(hf_config.get("tie_word_embeddings", True)),
         )
     if heads % kv_heads:
-        raise ModelError(f"{model_type} config: num_attention_heads = {heads} is not a multiple of "
-                         f"num_key_value_heads = {kv_heads}")
+        raise ModelError(
+            f"{model_type} config: num_attention_heads = {heads} is not a multiple of num_key_value_heads = {kv_heads}"
+        )
     if fields["head_dim"] % 2:
         refuse(model_type, "head_dim", fields["head_dim"], "rotary embeddings need an even head_dim")
     return fields

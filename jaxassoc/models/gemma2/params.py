@@ -31,16 +31,26 @@ LAYER_LEAVES = {
 }
 
 
-def read_params(tensors: Mapping[str, np.ndarray], config: Any, leaves: Mapping[str, tuple[str, bool]],
-                body_of: Callable[[Any], nnx.Module], what: str) -> dict[str, Any]:
+def read_params(
+    tensors: Mapping[str, np.ndarray],
+    config: Any,
+    leaves: Mapping[str, tuple[str, bool]],
+    body_of: Callable[[Any], nnx.Module],
+    what: str,
+) -> dict[str, Any]:
     """``{"body", "head"}`` of a Gemma-layout checkpoint (``model.`` prefix, ``lm_head.weight`` or tied)."""
     shapes = param_shapes(nnx.eval_shape(lambda: body_of(config)))
     L = config.num_hidden_layers
     t = TensorTaker(tensors, prefixes=("model.",), outside=("lm_head.",))
-    layers = {leaf: t.stack(f"layers.{{}}.{name}", L, shapes["layers"][leaf][1:], transpose)
-              for leaf, (name, transpose) in leaves.items()}
-    body = {"embed": t.take("embed_tokens.weight", shapes["embed"]), "layers": layers,
-            "norm": t.take("norm.weight", shapes["norm"])}
+    layers = {
+        leaf: t.stack(f"layers.{{}}.{name}", L, shapes["layers"][leaf][1:], transpose)
+        for leaf, (name, transpose) in leaves.items()
+    }
+    body = {
+        "embed": t.take("embed_tokens.weight", shapes["embed"]),
+        "layers": layers,
+        "norm": t.take("norm.weight", shapes["norm"]),
+    }
     if t.has("lm_head.weight") or not config.tie_word_embeddings:
         W = t.take("lm_head.weight", shapes["embed"])
     else:

@@ -54,7 +54,7 @@ class Gemma3(Gemma2):
 
     def layer_positions(self, at, local):
         full, windowed = at
-        return jax.tree.map(lambda g, l: jnp.where(local, l, g), full, windowed)
+        return jax.tree.map(lambda glob, loc: jnp.where(local, loc, glob), full, windowed)
 
 
 def new_body(config: Gemma3Config, body: Mapping | None = None) -> Gemma3:

@@ -10,8 +10,11 @@ from jaxassoc.models.gemma2.params import LAYER_LEAVES, read_params
 from jaxassoc.models.gemma3.config import Gemma3Config
 from jaxassoc.models.gemma3.modeling import new_body
 
-GEMMA3_LEAVES = {**LAYER_LEAVES, "q_norm": ("self_attn.q_norm.weight", False),
-                 "k_norm": ("self_attn.k_norm.weight", False)}
+GEMMA3_LEAVES = {
+    **LAYER_LEAVES,
+    "q_norm": ("self_attn.q_norm.weight", False),
+    "k_norm": ("self_attn.k_norm.weight", False),
+}
 
 
 def params_from_hf(tensors: Mapping[str, np.ndarray], config: Gemma3Config) -> dict[str, Any]:

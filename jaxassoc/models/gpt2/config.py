@@ -38,9 +38,7 @@ def config_from_hf(hf_config: dict) -> GPT2Config:
     }
     for field, supported in refused.items():
         if hf_config.get(field, supported) != supported:
-            raise ModelError(
-                f"GPT-2 config field {field}={hf_config[field]!r} is not supported (only {supported!r})"
-            )
+            raise ModelError(f"GPT-2 config field {field}={hf_config[field]!r} is not supported (only {supported!r})")
     with required_fields("gpt2"):
         return _config(hf_config)
 

@@ -37,8 +37,10 @@ def params_from_hf(tensors: Mapping[str, np.ndarray], config: GPT2Config) -> dic
         "wte": t.take("wte.weight", shapes["wte"]),
         "wpe": t.take("wpe.weight", shapes["wpe"]),
         "blocks": {
-            module: {leaf: t.stack(f"h.{{}}.{hf}.{_LEAF[leaf]}", L, shape[1:])
-                     for leaf, shape in shapes["blocks"][module].items()}
+            module: {
+                leaf: t.stack(f"h.{{}}.{hf}.{_LEAF[leaf]}", L, shape[1:])
+                for leaf, shape in shapes["blocks"][module].items()
+            }
             for module, hf in _BLOCK.items()
         },
         "ln_f": {leaf: t.take(f"ln_f.{_LEAF[leaf]}", shape) for leaf, shape in shapes["ln_f"].items()},

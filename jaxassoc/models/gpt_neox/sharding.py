@@ -8,8 +8,11 @@ from jaxassoc.models.partitioning import NORM, STACKED_NORM
 L, E = "layers", "embed"
 AXES = {
     "body/embed_in": ("vocab", E),
-    **{f"body/layers/{n}/{k}": a for n in ("input_layernorm", "post_attention_layernorm")
-       for k, a in STACKED_NORM.items()},
+    **{
+        f"body/layers/{n}/{k}": a
+        for n in ("input_layernorm", "post_attention_layernorm")
+        for k, a in STACKED_NORM.items()
+    },
     "body/layers/query_key_value/w": (L, E, "heads"),
     "body/layers/query_key_value/b": (L, "heads"),
     "body/layers/dense/w": (L, "heads", E),

@@ -76,7 +76,9 @@ class GPTJBlock(CausalBlock):
         """``h + attn + mlp``, both of ``ln_1(h)``; scores in float32."""
         c = self.config
         scores_dtype = jnp.promote_types(q.dtype, jnp.float32)
-        attended = attention(q.astype(scores_dtype), k.astype(scores_dtype), v, allowed, head_scale(c.head_dim), bias=bias)
+        attended = attention(
+            q.astype(scores_dtype), k.astype(scores_dtype), v, allowed, head_scale(c.head_dim), bias=bias
+        )
         attn = merge_heads(attended) @ self.out_proj[...]
         mlp = self.fc_out(ACTIVATIONS[c.activation](self.fc_in(self.ln_1(h))))
         return attn + mlp + h

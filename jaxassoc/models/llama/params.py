@@ -42,10 +42,15 @@ def _layer_leaves(config: LlamaConfig) -> dict[str, tuple[str, bool]]:
 def _expected_shapes(config: LlamaConfig) -> dict[str, tuple[int, ...]]:
     """HF tensor name -> shape, from the abstract module's parameter shapes (``nnx.eval_shape``)."""
     shapes = param_shapes(nnx.eval_shape(lambda: new_body(config)))
-    layer = {name: shapes["layers"][leaf][1:][::-1] if transpose else shapes["layers"][leaf][1:]
-             for leaf, (name, transpose) in _layer_leaves(config).items()}
-    expected = {"model.embed_tokens.weight": shapes["embed"], "model.norm.weight": shapes["norm"],
-                "lm_head.weight": shapes["embed"]}
+    layer = {
+        name: shapes["layers"][leaf][1:][::-1] if transpose else shapes["layers"][leaf][1:]
+        for leaf, (name, transpose) in _layer_leaves(config).items()
+    }
+    expected = {
+        "model.embed_tokens.weight": shapes["embed"],
+        "model.norm.weight": shapes["norm"],
+        "lm_head.weight": shapes["embed"],
+    }
     for i in range(config.num_hidden_layers):
         expected.update({f"model.layers.{i}.{name}": shape for name, shape in layer.items()})
     return expected

@@ -97,6 +97,9 @@ def config_from_hf(hf_config: dict) -> MixtralConfig:
     if config.num_local_experts < 1:
         _refuse("num_local_experts", config.num_local_experts, "at least one expert")
     if not 1 <= config.num_experts_per_tok <= config.num_local_experts:
-        _refuse("num_experts_per_tok", config.num_experts_per_tok,
-                f"between 1 and num_local_experts = {config.num_local_experts}")
+        _refuse(
+            "num_experts_per_tok",
+            config.num_experts_per_tok,
+            f"between 1 and num_local_experts = {config.num_local_experts}",
+        )
     return config

@@ -45,8 +45,12 @@ def _per_expert(take: TensorTaker, i: int, config: MixtralConfig, shapes: dict) 
     moe = f"layers.{i}.block_sparse_moe"
     out = {"router": take.take(f"{moe}.gate.weight", shapes["router"], transpose=True)}
     for leaf, name in _EXPERT.items():
-        out[leaf] = LayerStack([take.take(f"{moe}.experts.{j}.{name}.weight", shapes[leaf][1:], transpose=True)
-                                for j in range(config.num_local_experts)])
+        out[leaf] = LayerStack(
+            [
+                take.take(f"{moe}.experts.{j}.{name}.weight", shapes[leaf][1:], transpose=True)
+                for j in range(config.num_local_experts)
+            ]
+        )
     return out
 
 
@@ -84,4 +88,3 @@ def params_from_hf(tensors: Mapping[str, np.ndarray], config: MixtralConfig) -> 
     take.finish(MODEL_TYPE)
     body = {"embed": embed, "layers": {leaf: layers[leaf] for leaf in shapes["layers"]}, "norm": norm}
     return {"body": body, "head": Head(W=head_W, b=None)}
-

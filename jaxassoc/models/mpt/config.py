@@ -70,7 +70,9 @@ def config_from_hf(hf_config: dict) -> MptConfig:
     ffn = hf_config.get("ffn_config") or {}
     for field, supported in _FFN_REFUSED.items():
         if ffn.get(field, supported) != supported:
-            raise ModelError(f"MPT config field ffn_config.{field}={ffn[field]!r} is not supported (only {supported!r})")
+            raise ModelError(
+                f"MPT config field ffn_config.{field}={ffn[field]!r} is not supported (only {supported!r})"
+            )
     for field, supported in _REFUSED.items():
         if hf_config.get(field, supported) != supported:
             raise ModelError(f"MPT config field {field}={hf_config[field]!r} is not supported (only {supported!r})")

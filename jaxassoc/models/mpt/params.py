@@ -31,8 +31,10 @@ def params_from_hf(tensors: Mapping[str, np.ndarray], config: MptConfig) -> dict
     t = TensorTaker(tensors, prefixes=("transformer.",), outside=("lm_head.",))
     body = {
         "wte": t.take("wte.weight", shapes["wte"]),
-        "blocks": {leaf: t.stack(f"blocks.{{}}.{hf}", config.n_layers, shapes["blocks"][leaf][1:], transpose)
-                   for leaf, (hf, transpose) in _BLOCK.items()},
+        "blocks": {
+            leaf: t.stack(f"blocks.{{}}.{hf}", config.n_layers, shapes["blocks"][leaf][1:], transpose)
+            for leaf, (hf, transpose) in _BLOCK.items()
+        },
         "norm_f": t.take("norm_f.weight", shapes["norm_f"]),
     }
     # The head is untied: its own lm_head if the checkpoint has one, else a copy of wte.

@@ -54,8 +54,11 @@ class OlmoBlock(CausalBlock):
         if c.clip_qkv is not None:
             q, k, v = (jnp.clip(a, -c.clip_qkv, c.clip_qkv) for a in (q, k, v))
         cos, sin = rope
-        return (apply_rope(q.reshape(B, T, H, d), cos, sin), apply_rope(k.reshape(B, T, KV, d), cos, sin),
-                v.reshape(B, T, KV, d))
+        return (
+            apply_rope(q.reshape(B, T, H, d), cos, sin),
+            apply_rope(k.reshape(B, T, KV, d), cos, sin),
+            v.reshape(B, T, KV, d),
+        )
 
     def attend(self, x, q, k, v, allowed, bias=None):
         """``x + Attn`` (queries of x's tokens over the given keys/values) then ``x + SwiGLU(LayerNorm(x))``."""

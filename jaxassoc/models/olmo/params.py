@@ -36,8 +36,9 @@ def params_from_hf(tensors: Mapping[str, np.ndarray], config: OlmoConfig) -> dic
     t = TensorTaker(tensors, prefixes=("model.",), ignore=buffers, outside=("lm_head.",))
     body = {
         "embed": t.take("embed_tokens.weight", shapes["embed"]),
-        "layers": {leaf: t.stack(f"layers.{{}}.{hf}", L, shapes["layers"][leaf][1:], True)
-                   for leaf, hf in _LAYER.items()},
+        "layers": {
+            leaf: t.stack(f"layers.{{}}.{hf}", L, shapes["layers"][leaf][1:], True) for leaf, hf in _LAYER.items()
+        },
     }
     # The head is untied: its own lm_head if the checkpoint has one, else a copy of the embeddings.
     if t.has("lm_head.weight") or not config.tie_word_embeddings:

@@ -58,7 +58,9 @@ def config_from_hf(hf_config: dict) -> LlamaConfig:
             sliding_window=int(window) if window is not None else None,
         )
     if heads % kv_heads:
-        raise ModelError(f"phi3 config: num_attention_heads = {heads} is not a multiple of num_key_value_heads = {kv_heads}")
+        raise ModelError(
+            f"phi3 config: num_attention_heads = {heads} is not a multiple of num_key_value_heads = {kv_heads}"
+        )
     if config.head_dim % 2:
         raise ModelError(f"phi3 config: head_dim = {config.head_dim} must be even for rotary embeddings")
     return config

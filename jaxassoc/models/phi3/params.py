@@ -18,8 +18,11 @@ def _splits(config: LlamaConfig) -> dict[str, tuple[tuple[str, int], ...]]:
     c = config
     q, kv, F = c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim, c.intermediate_size
     return {
-        "self_attn.qkv_proj.weight": (("self_attn.q_proj.weight", q), ("self_attn.k_proj.weight", kv),
-                                      ("self_attn.v_proj.weight", kv)),
+        "self_attn.qkv_proj.weight": (
+            ("self_attn.q_proj.weight", q),
+            ("self_attn.k_proj.weight", kv),
+            ("self_attn.v_proj.weight", kv),
+        ),
         "mlp.gate_up_proj.weight": (("mlp.gate_proj.weight", F), ("mlp.up_proj.weight", F)),
     }
 
@@ -41,11 +44,13 @@ def params_from_hf(tensors: Mapping[str, np.ndarray], config: LlamaConfig) -> di
                 continue
             x, start = np.asarray(out.pop(name)), 0
             for part, rows in parts:
-                out[f"model.layers.{i}.{part}"] = x[start:start + rows]
+                out[f"model.layers.{i}.{part}"] = x[start : start + rows]
                 start += rows
     if missing or extra:
-        raise ModelError(f"phi3 checkpoint does not match its config: missing {missing[:6]}"
-                         f"{' ...' if len(missing) > 6 else ''}, unexpected {extra[:6]}{' ...' if len(extra) > 6 else ''}")
+        raise ModelError(
+            f"phi3 checkpoint does not match its config: missing {missing[:6]}"
+            f"{' ...' if len(missing) > 6 else ''}, unexpected {extra[:6]}{' ...' if len(extra) > 6 else ''}"
+        )
     if bad:
         raise ModelError(f"phi3 checkpoint has tensors of the wrong shape: {bad[:6]}")
     return llama_params_from_hf(out, config)

@@ -22,15 +22,20 @@ def local_layers(hf_config: dict, n_layers: int) -> tuple[bool, ...]:
         return tuple(window is not None and i >= first for i in range(n_layers))
     unknown = sorted(set(layer_types) - set(LAYER_TYPES))
     if unknown:
-        raise ModelError(f"qwen2 config: layer_types has {unknown}, which the port does not implement "
-                         f"(only {list(LAYER_TYPES)})")
+        raise ModelError(
+            f"qwen2 config: layer_types has {unknown}, which the port does not implement (only {list(LAYER_TYPES)})"
+        )
     if len(layer_types) != n_layers:
-        raise ModelError(f"qwen2 config: layer_types names {len(layer_types)} layers but num_hidden_layers = {n_layers}")
+        raise ModelError(
+            f"qwen2 config: layer_types names {len(layer_types)} layers but num_hidden_layers = {n_layers}"
+        )
     flags = tuple(t == "sliding_attention" for t in layer_types)
     if any(flags) and window is None:
-        raise ModelError("qwen2 config: layer_types has sliding_attention layers but no window "
-                         f"(use_sliding_window = {hf_config.get('use_sliding_window')!r}, sliding_window = "
-                         f"{hf_config.get('sliding_window')!r}): set both or make every layer full_attention")
+        raise ModelError(
+            "qwen2 config: layer_types has sliding_attention layers but no window "
+            f"(use_sliding_window = {hf_config.get('use_sliding_window')!r}, sliding_window = "
+            f"{hf_config.get('sliding_window')!r}): set both or make every layer full_attention"
+        )
     return flags
 
 
@@ -73,7 +78,9 @@ def config_from_hf(hf_config: dict) -> LlamaConfig:
             local_layers=flags if any(flags) else None,
         )
     if heads % kv_heads:
-        raise ModelError(f"qwen2 config: num_attention_heads = {heads} is not a multiple of num_key_value_heads = {kv_heads}")
+        raise ModelError(
+            f"qwen2 config: num_attention_heads = {heads} is not a multiple of num_key_value_heads = {kv_heads}"
+        )
     if config.head_dim % 2:
         raise ModelError(f"qwen2 config: head_dim = {config.head_dim} must be even for rotary embeddings")
     return config

@@ -46,8 +46,10 @@ def _window(hf_config: dict, n_layers: int) -> tuple[int | None, tuple[bool, ...
     ``use_sliding_window``; ``layer_types``, or else the layers from ``max_window_layers`` on."""
     window = hf_config.get("sliding_window") if hf_config.get("use_sliding_window", False) else None
     types = hf_config.get("layer_types") or [
-        "sliding_attention" if window is not None and i >= int(hf_config.get("max_window_layers", 28))
-        else "full_attention" for i in range(n_layers)
+        "sliding_attention"
+        if window is not None and i >= int(hf_config.get("max_window_layers", 28))
+        else "full_attention"
+        for i in range(n_layers)
     ]
     unknown = sorted(set(types) - set(LAYER_TYPES))
     if unknown or len(types) != n_layers:

@@ -37,8 +37,10 @@ def feed_forward(value: str) -> tuple[str, bool]:
     gated = len(parts) == 2 and parts[0] == "gated"
     act = "gelu_new" if value == "gated-gelu" else parts[-1]
     if len(parts) > 2 or (len(parts) == 2 and not gated) or act not in ACTIVATIONS:
-        raise ModelError(f"t5 config field feed_forward_proj={value!r} is not supported; supported: 'ACT' or "
-                         f"'gated-ACT' with ACT one of {sorted(ACTIVATIONS)}")
+        raise ModelError(
+            f"t5 config field feed_forward_proj={value!r} is not supported; supported: 'ACT' or "
+            f"'gated-ACT' with ACT one of {sorted(ACTIVATIONS)}"
+        )
     return act, gated
 
 
@@ -48,8 +50,10 @@ def config_from_hf(hf_config: dict) -> T5Config:
         raise ModelError(f"t5 port: model_type {hf_config.get('model_type')!r} is not 't5'")
     for field, supported in (("is_encoder_decoder", True), ("is_decoder", False), ("add_cross_attention", False)):
         if hf_config.get(field, supported) != supported:
-            raise ModelError(f"t5 config field {field}={hf_config[field]!r} is not supported (only {supported!r}): "
-                             "the port runs T5ForConditionalGeneration checkpoints")
+            raise ModelError(
+                f"t5 config field {field}={hf_config[field]!r} is not supported (only {supported!r}): "
+                "the port runs T5ForConditionalGeneration checkpoints"
+            )
     with required_fields("t5"):
         activation, gated = feed_forward(hf_config.get("feed_forward_proj", "relu"))
         # transformers 5 saves tie_word_embeddings=true with the explicit scale_decoder_outputs it derived

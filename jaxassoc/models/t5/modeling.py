@@ -40,8 +40,11 @@ def relative_buckets(relative: Int[Array, "T S"], bidirectional: bool, num_bucke
     else:
         relative = -jnp.minimum(relative, 0)
     max_exact = num_buckets // 2
-    large = max_exact + (jnp.log(jnp.maximum(relative, 1).astype(jnp.float32) / max_exact)
-                         / math.log(max_distance / max_exact) * (num_buckets - max_exact)).astype(relative.dtype)
+    large = max_exact + (
+        jnp.log(jnp.maximum(relative, 1).astype(jnp.float32) / max_exact)
+        / math.log(max_distance / max_exact)
+        * (num_buckets - max_exact)
+    ).astype(relative.dtype)
     large = jnp.minimum(large, num_buckets - 1)
     return buckets + jnp.where(relative < max_exact, relative, large)
 
@@ -185,7 +188,7 @@ class T5(nnx.Module):
 
         h, _ = scan_layers(dec.blocks, step, x)
         hidden = rms_norm(h, dec.final_norm[...], c.layer_norm_epsilon)
-        return hidden * (c.d_model ** -0.5) if c.scale_decoder_outputs else hidden
+        return hidden * (c.d_model**-0.5) if c.scale_decoder_outputs else hidden
 
 
 def new_body(config: T5Config, body: Mapping | None = None) -> T5:

@@ -16,8 +16,11 @@ from jaxassoc.models.t5.config import T5Config
 from jaxassoc.models.t5.modeling import new_body
 
 # Copies of the shared embeddings, and the unused cross-attention bias table HF itself ignores on load.
-_IGNORED = ("encoder.embed_tokens.", "decoder.embed_tokens.",
-            "decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.")
+_IGNORED = (
+    "encoder.embed_tokens.",
+    "decoder.embed_tokens.",
+    "decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.",
+)
 _ATTENTION = ("q", "k", "v", "o")
 
 
@@ -26,8 +29,13 @@ def _ffn(n: int) -> dict[str, tuple[str, str]]:
 
 
 _ENCODER = {"attn_norm": ("layer.0.layer_norm", ""), "attn": ("layer.0.SelfAttention", "attn"), **_ffn(1)}
-_DECODER = {"self_norm": ("layer.0.layer_norm", ""), "self_attn": ("layer.0.SelfAttention", "attn"),
-            "cross_norm": ("layer.1.layer_norm", ""), "cross_attn": ("layer.1.EncDecAttention", "attn"), **_ffn(2)}
+_DECODER = {
+    "self_norm": ("layer.0.layer_norm", ""),
+    "self_attn": ("layer.0.SelfAttention", "attn"),
+    "cross_norm": ("layer.1.layer_norm", ""),
+    "cross_attn": ("layer.1.EncDecAttention", "attn"),
+    **_ffn(2),
+}
 
 
 def params_from_hf(tensors: Mapping[str, np.ndarray], config: T5Config) -> dict:
@@ -41,8 +49,9 @@ def params_from_hf(tensors: Mapping[str, np.ndarray], config: T5Config) -> dict:
         for leaf, (hf, kind) in names.items():
             pattern = f"{side}.block.{{}}.{hf}"
             if kind:  # a sub-module: each of its matrices transposed to (in, out)
-                out[leaf] = {w: t.stack(f"{pattern}.{w}.weight", n, s[1:], transpose=True)
-                             for w, s in shapes_[leaf].items()}
+                out[leaf] = {
+                    w: t.stack(f"{pattern}.{w}.weight", n, s[1:], transpose=True) for w, s in shapes_[leaf].items()
+                }
             else:
                 out[leaf] = t.stack(f"{pattern}.weight", n, shapes_[leaf][1:])
         return out
