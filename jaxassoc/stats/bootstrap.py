@@ -15,7 +15,6 @@ makes the interval NaN, as in scipy: check ``samples``.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -24,6 +23,7 @@ import numpy as np
 from jaxtyping import Array, Float, Int32, PRNGKeyArray, UInt32
 
 from jaxassoc.errors import ConfigError, InputError
+from jaxassoc.stats.compilation import by_work
 
 # Memory for the resampled copies of the data evaluated at once. The statistic's own temporaries are a
 # multiple of it (Spearman of 1,500 pairs: ~5x); 16 MB ran as fast as 64 MB with half the peak memory.
@@ -88,6 +88,11 @@ def _batch_size(groups: tuple[tuple[Array, ...], ...], n_resamples: int) -> int:
     return -(-n_resamples // steps)
 
 
+def _work(groups, n_resamples: int) -> int:
+    """Elements resampled in all: what the kernel's run time grows with (``compilation.by_work``)."""
+    return int(n_resamples) * sum(a.size for g in groups for a in g)
+
+
 def _row_indices(bits: UInt32[Array, " n"], n: int) -> Int32[Array, " n"]:
     """floor(bits * n / 2^32), uniform on 0..n-1 up to a relative bias below n / 2^32 (Lemire 2019).
 
@@ -111,7 +116,7 @@ def _resample(key: PRNGKeyArray, groups: tuple[tuple[Array, ...], ...]) -> tuple
     return tuple(tuple(a[idx] for a in group) for idx, group in zip(indices, groups))
 
 
-@partial(jax.jit, static_argnames=("fn", "n_resamples", "batch_size"))
+@by_work("fn", "n_resamples", "batch_size")
 def _bootstrap(key, groups, *, fn, n_resamples: int, batch_size: int) -> tuple[Array, Array]:
     """fn(groups) on the original data and on each resample, batch_size resamples per step.
 
@@ -190,7 +195,9 @@ def bootstrap_ci(
     group = _as_group("bootstrap_ci", data, "data")
     fn = _JointStatistic(statistic)
     batch = _batch_size((group,), int(n_resamples))
-    estimate, samples = _bootstrap(key, (group,), fn=fn, n_resamples=int(n_resamples), batch_size=batch)
+    estimate, samples = _bootstrap(
+        key, (group,), fn=fn, n_resamples=int(n_resamples), batch_size=batch, work=_work((group,), n_resamples)
+    )
     return BootstrapResult(estimate, *_percentile_ci(samples, float(confidence)), samples)
 
 
@@ -214,7 +221,9 @@ def bootstrap_ci_groups(
     structured = tuple(_as_group("bootstrap_ci_groups", g, f"group {i}") for i, g in enumerate(groups))
     fn = _GroupStatistic(statistic, tuple(isinstance(g, (tuple, list)) for g in groups))
     batch = _batch_size(structured, int(n_resamples))
-    estimate, samples = _bootstrap(key, structured, fn=fn, n_resamples=int(n_resamples), batch_size=batch)
+    estimate, samples = _bootstrap(
+        key, structured, fn=fn, n_resamples=int(n_resamples), batch_size=batch, work=_work(structured, n_resamples)
+    )
     return BootstrapResult(estimate, *_percentile_ci(samples, float(confidence)), samples)
 
 
@@ -241,6 +250,8 @@ def paired_bootstrap(
     group = _as_group("paired_bootstrap", data, "data")
     fn = _JointDifference(statistic_a, statistic_b)
     batch = _batch_size((group,), int(n_resamples))
-    difference, samples = _bootstrap(key, (group,), fn=fn, n_resamples=int(n_resamples), batch_size=batch)
+    difference, samples = _bootstrap(
+        key, (group,), fn=fn, n_resamples=int(n_resamples), batch_size=batch, work=_work((group,), n_resamples)
+    )
     low, high = _percentile_ci(samples, float(confidence))
     return PairedBootstrapResult(difference, low, high, _two_sided_p(difference, samples))

@@ -26,6 +26,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from jaxassoc.errors import ConfigError, InputError
+from jaxassoc.stats.compilation import by_work
 
 ALTERNATIVES = ("greater", "less", "two-sided")
 TIES = ("strict", "inclusive")
@@ -129,7 +130,7 @@ def _observed(statistic: Callable, values: Float[Array, " n"], n_x: int) -> Floa
     return statistic(values, jnp.arange(values.shape[0]) < n_x)
 
 
-@partial(jax.jit, static_argnames=("statistic", "n_x", "alternative", "ties"))
+@by_work("statistic", "n_x", "alternative", "ties")
 def _exact_test(combos, values, *, statistic, n_x, alternative, ties) -> PermutationResult:
     """Enumerate every partition: combos holds the X index sets (C, n_x)."""
     n, total = values.shape[0], combos.shape[0]
@@ -146,7 +147,7 @@ def _exact_test(combos, values, *, statistic, n_x, alternative, ties) -> Permuta
     return PermutationResult(observed, p.astype(jnp.float32), jnp.asarray(True), jnp.asarray(total, jnp.int32))
 
 
-@partial(jax.jit, static_argnames=("statistic", "n_x", "n_permutations", "alternative", "ties"))
+@by_work("statistic", "n_x", "n_permutations", "alternative", "ties")
 def _monte_carlo_test(key, values, *, statistic, n_x, n_permutations, alternative, ties) -> PermutationResult:
     """Draw n_permutations partitions, partition i from ``jax.random.fold_in(key, i)``, _CHUNK at a time
     (no array of all keys: memory does not grow with n_permutations)."""
@@ -201,9 +202,9 @@ def _run(key, values, n_x, statistic, exact_bound, n_permutations, alternative, 
     statics = dict(statistic=statistic, n_x=int(n_x), alternative=alternative, ties=ties)
     if math.comb(n, n_x) <= exact_bound:
         combos = jnp.asarray(_combinations(n, int(n_x)))
-        test = lambda _, v: _exact_test(combos, v, **statics)  # noqa: E731
+        test = lambda _, v: _exact_test(combos, v, work=combos.shape[0] * n, **statics)  # noqa: E731
     else:
-        test = partial(_monte_carlo_test, n_permutations=int(n_permutations), **statics)
+        test = partial(_monte_carlo_test, n_permutations=int(n_permutations), work=int(n_permutations) * n, **statics)
     if values.ndim == 2:
         return jax.vmap(test, in_axes=(None, 0))(key, values)
     return test(key, values)
