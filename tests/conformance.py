@@ -7,7 +7,8 @@ alone, with right and left padding; cached greedy decoding equal to transformers
 scoring equal to each sequence alone; continuations of 2 and 4 tokens scored from a shared prompt
 (:mod:`jaxassoc.models.continuations`, RPAM's path) equal to transformers on prompt + continuation.
 ``tests/test_models_conformance_mesh.py`` checks that a 2×4
-fsdp×tp mesh gives the single-device results (8 simulated CPU devices, one subprocess for all specs).
+fsdp×tp mesh gives the single-device results (the 8 simulated CPU devices ``tests/conftest.py`` starts JAX
+with, in process).
 """
 
 from __future__ import annotations

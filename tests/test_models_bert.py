@@ -1,4 +1,5 @@
-"""BERT / RoBERTa port vs transformers/torch (BertForMaskedLM, RobertaForMaskedLM, BertModel, MiniLM)."""
+"""BERT / RoBERTa port vs transformers/torch (BertForMaskedLM, RobertaForMaskedLM, BertModel, MiniLM); config
+refusals: ``tests/test_models_refusals.py``."""
 
 import json
 
@@ -10,6 +11,7 @@ import torch
 import transformers
 
 from jaxassoc.errors import ModelError
+from jaxassoc.models.base import Forward
 from jaxassoc.models.bert import FAMILY as bert
 from jaxassoc.models.bert.modeling import position_ids
 from jaxassoc.models.checkpoint import read_weights
@@ -42,7 +44,7 @@ def compare(folder, family, lengths=(11, 6, 2)):
         ref = family_specs.load_torch(family, folder)(
             input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask), output_hidden_states=True
         )
-    out = bert.forward(params["body"], jnp.asarray(ids), jnp.asarray(mask), config=config, all_layers=True)
+    out = Forward(bert, config)(params["body"], jnp.asarray(ids), jnp.asarray(mask), all_layers=True)
     real = mask.astype(bool)
     if params["head"] is None:
         main = np.abs(np.asarray(out.hidden) - ref.last_hidden_state.numpy())[real].max()
@@ -93,7 +95,7 @@ def test_minilm_encoder_matches_transformers_bert_model():
         ref = transformers.BertModel.from_pretrained(folder).eval()(
             input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask), output_hidden_states=True
         )
-    out = bert.forward(params["body"], jnp.asarray(ids), jnp.asarray(mask), config=config, all_layers=True)
+    out = Forward(bert, config)(params["body"], jnp.asarray(ids), jnp.asarray(mask), all_layers=True)
     real = mask.astype(bool)
     assert params["head"] is None
     assert np.abs(np.asarray(out.hidden) - ref.last_hidden_state.numpy())[real].max() <= 1e-3
@@ -108,28 +110,13 @@ def test_decoder_is_untied_from_word_embeddings(tiny_checkpoint, tmp_path):
     np.testing.assert_array_equal(params["head"].W, word)
     assert not np.shares_memory(params["head"].W, word)
     ids, mask = right_padded(config.vocab_size, [6], pad_id=0)
-    hidden = bert.forward(params["body"], jnp.asarray(ids), jnp.asarray(mask), config=config).hidden
+    hidden = Forward(bert, config)(params["body"], jnp.asarray(ids), jnp.asarray(mask)).hidden
     delta = np.asarray(
         head_logits(params["head"]._replace(W=jnp.asarray(params["head"].W).at[9].add(1.0)), hidden)
         - head_logits(params["head"], hidden)
     )
     assert np.abs(delta[..., 9]).min() > 0 and not delta[..., :9].any()
     np.testing.assert_array_equal(word, read_weights(folder).tensors["bert.embeddings.word_embeddings.weight"])
-
-
-@pytest.mark.parametrize(
-    "field, value",
-    [
-        ("position_embedding_type", "relative_key"),
-        ("is_decoder", True),
-        ("add_cross_attention", True),
-        ("hidden_act", "swish"),
-    ],
-)
-def test_unsupported_config_values_are_refused(field, value):
-    hf_config = json.loads((minilm_dir() / "config.json").read_text()) | {field: value}
-    with pytest.raises(ModelError, match=field):
-        bert.config_from_hf(hf_config)
 
 
 def test_missing_extra_and_misshapen_tensors_are_named(tiny_checkpoint, tmp_path):

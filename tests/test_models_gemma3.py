@@ -1,7 +1,7 @@
-"""Gemma 3 text port: config refusals by field, the multimodal wrapper refused naming gemma3_text, a missing
-tensor named, and the Gemma 3 pieces really exercised against transformers (the local layers' rotary base,
-the global layers' linear rotary scaling, the window, the final soft-cap). The shared checks are in
-test_models_conformance.py."""
+"""Gemma 3 text port: the multimodal wrapper refused naming gemma3_text, a missing tensor named, and the
+Gemma 3 pieces really exercised against transformers (the local layers' rotary base, the global layers'
+linear rotary scaling, the window, the final soft-cap). The shared checks are in test_models_conformance.py,
+the config refusals in test_models_refusals.py."""
 
 import dataclasses
 import json
@@ -11,11 +11,12 @@ import family_specs
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from family_specs.gemma3 import SPECS
+from family_specs.gemma3 import BASE, SPECS
 from safetensors.numpy import load_file
 
 from jaxassoc.errors import ModelError
 from jaxassoc.models import load_model
+from jaxassoc.models.base import Forward
 from jaxassoc.models.family import family_for
 from jaxassoc.models.gemma3 import FAMILY as gemma3
 from jaxassoc.models.heads import head_logits
@@ -31,47 +32,7 @@ def saved(tiny_checkpoint, tmp_path_factory):
 
 
 def _hf_config(**changes):
-    config = {
-        "model_type": "gemma3_text",
-        "vocab_size": 50,
-        "hidden_size": 32,
-        "intermediate_size": 64,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "head_dim": 16,
-        "rms_norm_eps": 1e-6,
-        "max_position_embeddings": 64,
-        "query_pre_attn_scalar": 16,
-        "sliding_window": 3,
-        "hidden_activation": "gelu_pytorch_tanh",
-    }
-    return {**config, **changes}
-
-
-@pytest.mark.parametrize(
-    "field, value",
-    [
-        ("attn_logit_softcapping", 50.0),
-        ("attention_bias", True),
-        ("use_bidirectional_attention", True),
-        ("hidden_activation", "swish"),
-        ("rope_scaling", {"rope_type": "yarn", "factor": 2.0}),
-        (
-            "rope_parameters.sliding_attention",
-            {
-                "sliding_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4},
-                "full_attention": {"rope_type": "default", "rope_theta": 1e6},
-            },
-        ),
-        ("layer_types", ["sliding_attention", "chunked_attention"]),
-        ("sliding_window", None),
-    ],
-)
-def test_unsupported_config_fields_are_refused_by_name(field, value):
-    key = "rope_parameters" if field.startswith("rope_parameters") else field
-    with pytest.raises(ModelError, match=field):
-        gemma3.config_from_hf(_hf_config(**{key: value}))
+    return {**BASE, **changes}
 
 
 def test_config_reads_transformers_4_and_5_rotary_fields_alike():
@@ -118,7 +79,7 @@ def test_a_missing_tensor_is_named(saved):
 
 def _worst(model, config, head, reference, seqs):
     ids, mask = conformance.padded_batch(seqs, "left")
-    hidden = gemma3.forward(model.params["body"], jnp.asarray(ids), jnp.asarray(mask), config=config).hidden
+    hidden = Forward(gemma3, config)(model.params["body"], jnp.asarray(ids), jnp.asarray(mask)).hidden
     logits = np.asarray(head_logits(head, hidden), np.float64)
     return max(
         float(np.abs(logits[i][mask[i] > 0] - conformance.torch_logits(reference, s)).max()) for i, s in enumerate(seqs)

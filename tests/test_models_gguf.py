@@ -7,6 +7,7 @@ pre-tokenizer regexes (re-implemented here with numpy and the ``regex`` module),
 
 from pathlib import Path
 
+import family_specs
 import gguf
 import jax.numpy as jnp
 import numpy as np
@@ -14,8 +15,10 @@ import pytest
 import regex
 import torch
 import transformers
+from family_specs.llama import GGUF
 
 from jaxassoc.errors import ModelError
+from jaxassoc.models.base import Forward
 from jaxassoc.models.gguf import _open, read_gguf, reverse_permute
 from jaxassoc.models.gguf_tokenizer import bytes_to_unicode, tokenizer_from_metadata
 from jaxassoc.models.heads import head_logits, last_positions
@@ -112,20 +115,9 @@ def _write_tiny_gguf(path, model, *, tied: bool, arch: str = "llama", pre: str =
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        vocab_size=len(TINY_TOKENS),
-        hidden_size=48,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=6,
-        num_key_value_heads=2,
-        max_position_embeddings=32,
-        rope_theta=1000.0,
-        rms_norm_eps=1e-5,
-        tie_word_embeddings=False,
-    )
-    model = transformers.LlamaForCausalLM(config).eval()
+    """(the torch model of ``family_specs.llama.GGUF``, a folder holding it as ``untied.gguf``)."""
+    assert GGUF.fields["vocab_size"] == len(TINY_TOKENS)
+    model, _ = family_specs.build_torch(GGUF)
     folder = tmp_path_factory.mktemp("gguf")
     _write_tiny_gguf(folder / "untied.gguf", model, tied=False)
     return model, folder
@@ -144,7 +136,7 @@ def test_tiny_gguf_tensors_config_and_logits(tiny):
     params = device_params(llama.params_from_hf(tensors, config))
     enc = tokenizer(["the the t", "he"], padding=True, return_tensors="np")
     assert enc["input_ids"][0, 0] == 1  # add_bos_token = True in the file
-    out = llama.forward(params["body"], enc["input_ids"], enc["attention_mask"], config=config)
+    out = Forward(llama, config)(params["body"], enc["input_ids"], enc["attention_mask"])
     with torch.no_grad():
         ref = model(input_ids=torch.tensor(enc["input_ids"]), attention_mask=torch.tensor(enc["attention_mask"]))
     real = enc["attention_mask"].astype(bool)
@@ -388,11 +380,8 @@ def test_smollm2_logits_match_transformers_gguf_loader():
             ref = model(
                 input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask), position_ids=torch.tensor(positions)
             ).logits.numpy()
-        ours = np.asarray(
-            head_logits(
-                params["head"], llama.forward(params["body"], jnp.asarray(ids), jnp.asarray(mask), config=config).hidden
-            )
-        )
+        hidden = Forward(llama, config)(params["body"], jnp.asarray(ids), jnp.asarray(mask)).hidden
+        ours = np.asarray(head_logits(params["head"], hidden))
         real = mask.astype(bool)
         assert np.abs(ours - ref)[real].max() <= 1e-3, side
     last = int(last_positions(jnp.asarray(mask))[0])

@@ -1,6 +1,6 @@
-"""GPT-Neo port: config refusals by field, checkpoint faults by tensor, and the local layers' window: the
-same keys as transformers' local mask, and really exercised by the conformance spec
-(``tests/family_specs/gpt_neo.py``: a global then a local layer, window 3)."""
+"""GPT-Neo port: checkpoint faults by tensor, and the local layers' window: the same keys as transformers'
+local mask, and really exercised by the conformance spec (``tests/family_specs/gpt_neo.py``: a global then a
+local layer, window 3). Config refusals: ``tests/test_models_refusals.py``."""
 
 import dataclasses
 
@@ -9,45 +9,15 @@ import family_specs
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from family_specs.gpt_neo import SPECS
+from family_specs.gpt_neo import BASE, SPECS
 from safetensors.numpy import load_file
 
 from jaxassoc.errors import ModelError
 from jaxassoc.models import load_model
+from jaxassoc.models.base import Forward
 from jaxassoc.models.gpt_neo import FAMILY as gpt_neo
 from jaxassoc.models.heads import head_logits
 from jaxassoc.models.layers import causal_allowed, positions_from_mask, window_allowed
-
-BASE = {
-    "model_type": "gpt_neo",
-    "vocab_size": 50,
-    "hidden_size": 32,
-    "num_layers": 2,
-    "num_heads": 4,
-    "max_position_embeddings": 64,
-    "window_size": 3,
-    "attention_types": [[["global", "local"], 1]],
-}
-
-
-@pytest.mark.parametrize(
-    "fields, words",
-    [
-        ({"attention_types": [[["global", "sparse"], 1]]}, "attention_types.*'sparse'"),
-        ({"attention_types": [[["global", "local"], 2]]}, "num_layers"),
-        ({"attention_types": [["global", 2]]}, "attention_types.*malformed"),
-        ({"attention_layers": ["local", "global"]}, "attention_layers"),
-        ({"activation_function": "swish"}, "activation_function"),
-        ({"window_size": 0}, "window_size"),
-        ({"num_heads": 5}, "num_heads"),
-        ({"model_type": "gpt2"}, "'gpt2'"),
-        ({"hidden_size": None}, "hidden_size"),
-    ],
-)
-def test_unsupported_config_is_refused_by_field(fields, words):
-    config = {k: v for k, v in {**BASE, **fields}.items() if v is not None}
-    with pytest.raises(ModelError, match=words):
-        gpt_neo.config_from_hf(config)
 
 
 def test_config_expands_attention_types_per_layer():
@@ -84,7 +54,7 @@ def test_window_changes_the_logits_from_position_window_on(tiny):
     glob = dataclasses.replace(model.config, attention_layers=("global", "global"))
     logits = {}
     for name, config in (("local", model.config), ("global", glob)):
-        hidden = gpt_neo.forward(model.params["body"], jnp.asarray(ids), jnp.asarray(mask), config=config).hidden
+        hidden = Forward(gpt_neo, config)(model.params["body"], jnp.asarray(ids), jnp.asarray(mask)).hidden
         logits[name] = np.asarray(head_logits(model.head, hidden))
     w = model.config.window_size
     diff = np.abs(logits["local"] - logits["global"])

@@ -1,6 +1,7 @@
-"""GPT-NeoX / Pythia port: config refusals by field, checkpoint faults by tensor, and that the family's
-features (partial rotary, its base, parallel residual) are really exercised by the conformance specs
-(``tests/family_specs/gpt_neox.py``, checked against transformers in ``test_models_conformance.py``)."""
+"""GPT-NeoX / Pythia port: checkpoint faults by tensor, and that the family's features (partial rotary, its
+base, parallel residual) are really exercised by the conformance specs (``tests/family_specs/gpt_neox.py``,
+checked against transformers in ``test_models_conformance.py``). Config refusals:
+``tests/test_models_refusals.py``."""
 
 import dataclasses
 
@@ -8,43 +9,14 @@ import conformance
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from family_specs.gpt_neox import SPECS
+from family_specs.gpt_neox import BASE, SPECS
 from safetensors.numpy import load_file
 
 from jaxassoc.errors import ModelError
 from jaxassoc.models import load_model
+from jaxassoc.models.base import Forward
 from jaxassoc.models.gpt_neox import FAMILY as gpt_neox
 from jaxassoc.models.heads import head_logits
-
-BASE = {
-    "model_type": "gpt_neox",
-    "vocab_size": 50,
-    "hidden_size": 64,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "intermediate_size": 96,
-    "max_position_embeddings": 64,
-}
-
-
-@pytest.mark.parametrize(
-    "fields, words",
-    [
-        ({"rope_scaling": {"type": "linear", "factor": 2.0}}, "'linear'"),
-        ({"rope_parameters": {"rope_type": "dynamic", "rope_theta": 1e4, "factor": 2.0}}, "'dynamic'"),
-        ({"attention_bias": False}, "attention_bias"),
-        ({"hidden_act": "gelu_fast"}, "hidden_act"),
-        ({"rotary_pct": 0.1875}, "partial_rotary_factor"),  # 3 of 16 dims: odd
-        ({"rope_parameters": {"rope_type": "default", "partial_rotary_factor": 2.0}}, "partial_rotary_factor"),
-        ({"num_attention_heads": 5}, "num_attention_heads"),
-        ({"model_type": "gptj"}, "'gptj'"),
-        ({"intermediate_size": None}, "intermediate_size"),
-    ],
-)
-def test_unsupported_config_is_refused_by_field(fields, words):
-    config = {k: v for k, v in {**BASE, **fields}.items() if v is not None}
-    with pytest.raises(ModelError, match=words):
-        gpt_neox.config_from_hf(config)
 
 
 def test_config_reads_transformers_4_and_5_rotary_fields():
@@ -73,7 +45,7 @@ def pythia_logits(pythia):
 def _logits(model, config):
     seqs = conformance.sequences(model.head.W.shape[0])
     ids, mask = conformance.padded_batch(seqs, "right")
-    hidden = gpt_neox.forward(model.params["body"], jnp.asarray(ids), jnp.asarray(mask), config=config).hidden
+    hidden = Forward(gpt_neox, config)(model.params["body"], jnp.asarray(ids), jnp.asarray(mask)).hidden
     return np.asarray(head_logits(model.head, hidden))[mask.astype(bool)]
 
 

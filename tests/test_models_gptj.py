@@ -1,5 +1,6 @@
-"""GPT-J port: config refusals by field, checkpoint faults by tensor, the interleaved partial rotary really
-exercised by the conformance spec (``tests/family_specs/gptj.py``), the biased head read or tied."""
+"""GPT-J port: checkpoint faults by tensor, the interleaved partial rotary really exercised by the
+conformance spec (``tests/family_specs/gptj.py``), the biased head read or tied. Config refusals:
+``tests/test_models_refusals.py``."""
 
 import dataclasses
 
@@ -12,37 +13,10 @@ from safetensors.numpy import load_file
 
 from jaxassoc.errors import ModelError
 from jaxassoc.models import load_model
+from jaxassoc.models.base import Forward
 from jaxassoc.models.gptj import FAMILY as gptj
 from jaxassoc.models.gptj.modeling import interleaved_rope_tables, rotate_every_two
 from jaxassoc.models.heads import head_logits
-
-BASE = {
-    "model_type": "gptj",
-    "vocab_size": 50,
-    "n_embd": 64,
-    "n_layer": 2,
-    "n_head": 4,
-    "n_positions": 64,
-    "rotary_dim": 8,
-}
-
-
-@pytest.mark.parametrize(
-    "fields, words",
-    [
-        ({"activation_function": "swish"}, "activation_function"),
-        ({"rotary_dim": None}, "rotary_dim"),
-        ({"rotary_dim": 7}, "rotary_dim"),
-        ({"rotary_dim": 32}, "rotary_dim"),  # more than head_dim 16
-        ({"n_head": 5}, "n_head"),
-        ({"model_type": "gpt_neox"}, "'gpt_neox'"),
-        ({"n_embd": "missing"}, "n_embd"),
-    ],
-)
-def test_unsupported_config_is_refused_by_field(fields, words):
-    config = {k: v for k, v in {**BASE, **fields}.items() if v != "missing"}
-    with pytest.raises(ModelError, match=words):
-        gptj.config_from_hf(config)
 
 
 def test_rotation_turns_interleaved_pairs_of_the_rotary_dims_only():
@@ -72,7 +46,7 @@ def tiny_logits(tiny):
 def _logits(model, config):
     seqs = conformance.sequences(model.head.W.shape[0])
     ids, mask = conformance.padded_batch(seqs, "right")
-    hidden = gptj.forward(model.params["body"], jnp.asarray(ids), jnp.asarray(mask), config=config).hidden
+    hidden = Forward(gptj, config)(model.params["body"], jnp.asarray(ids), jnp.asarray(mask)).hidden
     return np.asarray(head_logits(model.head, hidden))[mask.astype(bool)]
 
 

@@ -1,71 +1,52 @@
-"""Llama / Mistral port against transformers' torch models (tiny random checkpoints saved as safetensors)."""
+"""Llama / Mistral port against transformers' torch models (tiny random checkpoints saved as safetensors:
+``tests/family_specs/llama.py``). The config refusals are in ``tests/test_models_refusals.py``."""
 
 import dataclasses
 import json
 
+import family_specs
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
 import transformers
+from family_specs.llama import BASE, LOAD, PORT_DYNAMIC, PORT_LLAMA, PORT_MISTRAL
 from safetensors.numpy import load_file
 
 from jaxassoc.errors import ModelError
 from jaxassoc.models import layers
+from jaxassoc.models.base import Forward
 from jaxassoc.models.heads import head_logits
 from jaxassoc.models.llama import FAMILY as llama
 from jaxassoc.models.partitioning import device_params
 
-VOCAB = 101
-TINY = dict(
-    vocab_size=VOCAB,
-    hidden_size=64,
-    intermediate_size=96,
-    num_hidden_layers=3,
-    num_attention_heads=4,
-    max_position_embeddings=64,
-    rms_norm_eps=1e-5,
-)
+VOCAB = PORT_LLAMA.fields["vocab_size"]
 
 
-def _build(kind: str, seed: int, **fields):
-    cls, cfg_cls = {
-        "llama": (transformers.LlamaForCausalLM, transformers.LlamaConfig),
-        "mistral": (transformers.MistralForCausalLM, transformers.MistralConfig),
-    }[kind]
-    torch.manual_seed(seed)
-    model = cls(cfg_cls(**{**TINY, **fields})).eval()
-    with torch.no_grad():  # norm weights start at 1: perturb them so the test sees them
-        for name, p in model.named_parameters():
-            if "norm" in name:
-                p.add_(0.1 * torch.randn_like(p))
-    return model
+def forward(params, ids, mask, config, all_layers=False):
+    """The jitted forward pass (compiled once per config, shared with every loaded model of that config)."""
+    return Forward(llama, config)(params, jnp.asarray(ids), jnp.asarray(mask), all_layers=all_layers)
 
 
-def _save_and_load(model, tmp_path):
-    """Save with save_pretrained (safetensors) and read back through the family API."""
-    model.save_pretrained(tmp_path)
-    hf_config = json.loads((tmp_path / "config.json").read_text())
-    tensors = load_file(tmp_path / "model.safetensors")
-    config = llama.config_from_hf(hf_config)
-    return config, tensors, device_params(llama.params_from_hf(tensors, config))
+def _load(tiny_checkpoint, spec):
+    """(torch model, config, tensors, params) of the spec's checkpoint read back through the family API."""
+    folder = tiny_checkpoint(spec)
+    config = llama.config_from_hf(json.loads((folder / "config.json").read_text()))
+    tensors = load_file(folder / "model.safetensors")
+    return family_specs.load_torch(spec, folder), config, tensors, device_params(llama.params_from_hf(tensors, config))
 
 
 @pytest.fixture(scope="module")
-def tiny_llama(tmp_path_factory):
+def tiny_llama(tiny_checkpoint):
     """GQA (4 query heads, 2 key/value heads), tied embeddings, rope_theta != default."""
-    model = _build("llama", 0, num_key_value_heads=2, tie_word_embeddings=True, rope_theta=500.0)
-    config, tensors, params = _save_and_load(model, tmp_path_factory.mktemp("llama"))
-    return model, config, tensors, params
+    return _load(tiny_checkpoint, PORT_LLAMA)
 
 
 @pytest.fixture(scope="module")
-def tiny_mistral(tmp_path_factory):
+def tiny_mistral(tiny_checkpoint):
     """Sliding window 4 (sequences of 13 exceed it), one key/value head."""
-    model = _build("mistral", 1, num_key_value_heads=1, sliding_window=4)
-    config, tensors, params = _save_and_load(model, tmp_path_factory.mktemp("mistral"))
-    return model, config, tensors, params
+    return _load(tiny_checkpoint, PORT_MISTRAL)
 
 
 def _batch(T=13, seed=0):
@@ -97,7 +78,7 @@ def test_logits_and_all_layers_match_transformers(which, request):
     model, config, _, params = request.getfixturevalue(which)
     ids, mask = _batch()
     ref_logits, ref_layers = _torch_reference(model, ids, mask)
-    out = llama.forward(params["body"], jnp.asarray(ids), jnp.asarray(mask), config=config, all_layers=True)
+    out = forward(params["body"], ids, mask, config, all_layers=True)
     logits = np.asarray(head_logits(params["head"], out.hidden))
     real = mask.astype(bool)
     assert np.abs(logits - ref_logits)[real].max() <= 1e-4
@@ -112,11 +93,11 @@ def test_padding_does_not_change_real_tokens(which, request):
     """A left- or right-padded row equals the unpadded sequence run alone (positions from the mask)."""
     model, config, _, params = request.getfixturevalue(which)
     ids, mask = _batch()
-    batched = llama.forward(params["body"], jnp.asarray(ids), jnp.asarray(mask), config=config).hidden
+    batched = forward(params["body"], ids, mask, config).hidden
     for row in (1, 2):
         real = mask[row].astype(bool)
         alone_ids = ids[row][real][None]
-        alone = llama.forward(params["body"], jnp.asarray(alone_ids), jnp.ones_like(alone_ids), config=config).hidden
+        alone = forward(params["body"], alone_ids, np.ones_like(alone_ids), config).hidden
         np.testing.assert_allclose(np.asarray(batched[row][real]), np.asarray(alone[0]), atol=1e-5)
         with torch.no_grad():
             ref = model(input_ids=torch.tensor(alone_ids)).logits.numpy()[0]
@@ -128,10 +109,8 @@ def test_sliding_window_is_applied(tiny_mistral):
     model, config, _, params = tiny_mistral
     assert config.sliding_window == 4
     ids, mask = _batch()
-    full = llama.forward(params["body"], jnp.asarray(ids), jnp.asarray(mask), config=config).hidden
-    unwindowed = llama.forward(
-        params["body"], jnp.asarray(ids), jnp.asarray(mask), config=dataclasses.replace(config, sliding_window=None)
-    ).hidden
+    full = forward(params["body"], ids, mask, config).hidden
+    unwindowed = forward(params["body"], ids, mask, dataclasses.replace(config, sliding_window=None)).hidden
     np.testing.assert_allclose(np.asarray(full[0, :4]), np.asarray(unwindowed[0, :4]), atol=1e-6)
     assert np.abs(np.asarray(full[0, 4:]) - np.asarray(unwindowed[0, 4:])).max() > 1e-3
 
@@ -145,7 +124,7 @@ def test_tied_embeddings_are_untied(tiny_llama):
     assert W.unsafe_buffer_pointer() != embed.unsafe_buffer_pointer()
     ids, mask = _batch()
     shifted = params["head"]._replace(W=W + 1.0)
-    hidden = llama.forward(params["body"], jnp.asarray(ids), jnp.asarray(mask), config=config).hidden
+    hidden = forward(params["body"], ids, mask, config).hidden
     np.testing.assert_array_equal(np.asarray(params["body"]["embed"]), tensors["model.embed_tokens.weight"])
     assert not np.allclose(np.asarray(head_logits(shifted, hidden)), np.asarray(head_logits(params["head"], hidden)))
 
@@ -154,8 +133,8 @@ def test_bf16_params_run_in_bf16_and_stay_close(tiny_llama):
     _, config, _, params = tiny_llama
     ids, mask = _batch()
     body16 = jax.tree.map(lambda x: x.astype(jnp.bfloat16), params["body"])
-    hidden16 = llama.forward(body16, jnp.asarray(ids), jnp.asarray(mask), config=config).hidden
-    hidden32 = llama.forward(params["body"], jnp.asarray(ids), jnp.asarray(mask), config=config).hidden
+    hidden16 = forward(body16, ids, mask, config).hidden
+    hidden32 = forward(params["body"], ids, mask, config).hidden
     assert hidden16.dtype == jnp.bfloat16
     real = mask.astype(bool)
     err = np.abs(np.asarray(hidden16, dtype=np.float32) - np.asarray(hidden32))[real]
@@ -167,39 +146,11 @@ def test_forward_is_differentiable(tiny_llama):
     ids, mask = _batch()
 
     def loss(body):
-        return llama.forward(body, jnp.asarray(ids), jnp.asarray(mask), config=config).hidden.sum()
+        return forward(body, ids, mask, config).hidden.sum()
 
     grads = jax.grad(loss)(params["body"])
     assert all(np.isfinite(np.asarray(g)).all() for g in jax.tree.leaves(grads))
     assert np.abs(np.asarray(grads["layers"]["q"])).max() > 0
-
-
-BASE = {**TINY, "model_type": "llama", "num_key_value_heads": 2}
-
-
-@pytest.mark.parametrize(
-    "fields, words",
-    [
-        ({"rope_scaling": {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 32}}, "'yarn'"),
-        ({"rope_parameters": {"rope_type": "longrope", "rope_theta": 5e5}}, "'longrope'"),
-        ({"rope_scaling": {"type": "su", "factor": 2.0}}, "rope_type = 'su'"),
-        ({"rope_parameters": {"rope_type": "llama3", "rope_theta": 5e5, "factor": 8.0}}, "low_freq_factor"),
-        ({"rope_scaling": {"rope_type": "linear"}}, "factor"),
-        ({"partial_rotary_factor": 0.5}, "partial_rotary_factor"),
-        ({"rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.5}}, "partial_rotary_factor"),
-        ({"hidden_act": "gelu"}, "hidden_act"),
-        ({"attention_bias": True}, "attention_bias"),
-        ({"mlp_bias": True}, "mlp_bias"),
-        ({"num_key_value_heads": 3}, "num_key_value_heads"),
-        ({"model_type": "gpt2"}, "gpt2"),
-        ({"hidden_size": None}, "hidden_size"),
-    ],
-)
-def test_unsupported_config_raises_model_error(fields, words):
-    config = {**BASE, **fields}
-    config = {k: v for k, v in config.items() if v is not None}
-    with pytest.raises(ModelError, match=words):
-        llama.config_from_hf(config)
 
 
 def test_config_accepts_transformers_4_and_5_rope_fields():
@@ -242,7 +193,8 @@ def test_llama3_context_defaults_to_max_position_embeddings():
 def _hf_frequencies(rope_parameters: dict, head_dim: int) -> np.ndarray:
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
-    hf = transformers.LlamaConfig(**{**TINY, "head_dim": head_dim, "rope_parameters": dict(rope_parameters)})
+    tiny = {k: v for k, v in BASE.items() if k not in ("model_type", "num_key_value_heads")}
+    hf = transformers.LlamaConfig(**{**tiny, "head_dim": head_dim, "rope_parameters": dict(rope_parameters)})
     inv_freq, attention_factor = ROPE_INIT_FUNCTIONS[rope_parameters["rope_type"]](hf)
     assert attention_factor == 1.0  # none of the implemented types scales cos/sin
     return inv_freq.numpy()
@@ -288,20 +240,14 @@ def test_llama3_scaling_has_all_three_bands():
 
 def test_dynamic_rope_matches_transformers_up_to_the_context():
     """Dynamic NTK only acts past max_position_embeddings; a sequence filling the whole context matches HF."""
-    model = _build(
-        "llama",
-        3,
-        num_key_value_heads=2,
-        max_position_embeddings=16,
-        rope_parameters={"rope_type": "dynamic", "rope_theta": 100.0, "factor": 4.0},
-    )
+    model, _ = family_specs.build_torch(PORT_DYNAMIC)
     hf_config = {**json.loads(model.config.to_json_string()), "model_type": "llama"}
     config = llama.config_from_hf(hf_config)
     assert config.rope_scaling == layers.RopeScaling("dynamic", 4.0)
     tensors = {k: v.detach().numpy() for k, v in model.state_dict().items()}
     params = device_params(llama.params_from_hf(tensors, config))
     ids = np.random.default_rng(0).integers(3, VOCAB, size=(1, 16))
-    hidden = llama.forward(params["body"], jnp.asarray(ids), jnp.ones_like(jnp.asarray(ids)), config=config).hidden
+    hidden = forward(params["body"], ids, np.ones_like(ids), config).hidden
     with torch.no_grad():
         ref = model(input_ids=torch.tensor(ids)).logits.numpy()
     assert np.abs(np.asarray(head_logits(params["head"], hidden)) - ref).max() <= 1e-4
@@ -311,14 +257,9 @@ def test_rope_scaling_changes_the_logits(tiny_llama):
     """The scaled config really reaches the forward pass: llama3 and linear scaling move the logits."""
     _, config, _, params = tiny_llama
     ids, mask = _batch()
-    plain = llama.forward(params["body"], jnp.asarray(ids), jnp.asarray(mask), config=config).hidden
+    plain = forward(params["body"], ids, mask, config).hidden
     for scaling in (layers.RopeScaling("llama3", 8.0, 1.0, 4.0, 16), layers.RopeScaling("linear", 2.0)):
-        scaled = llama.forward(
-            params["body"],
-            jnp.asarray(ids),
-            jnp.asarray(mask),
-            config=dataclasses.replace(config, rope_scaling=scaling),
-        ).hidden
+        scaled = forward(params["body"], ids, mask, dataclasses.replace(config, rope_scaling=scaling)).hidden
         np.testing.assert_allclose(np.asarray(scaled[0, 0]), np.asarray(plain[0, 0]), atol=1e-5)  # position 0
         assert np.abs(np.asarray(scaled[0, 1:]) - np.asarray(plain[0, 1:])).max() > 1e-3
 
@@ -338,25 +279,18 @@ def test_bad_checkpoints_raise_model_error(tiny_mistral):
         llama.params_from_hf(no_head, config)
 
 
-def test_load_model_dispatches_llama_and_mistral_folders(tmp_path):
+def test_load_model_dispatches_llama_and_mistral_folders(tiny_checkpoint):
     """load_model on save_pretrained folders (with a tokenizer) gives the same logits as torch."""
-    from family_specs import tiny_tokenizer
-
     from jaxassoc.models.loading import load_model
 
-    tokenizer = tiny_tokenizer("llama")
+    tokenizer = family_specs.tiny_tokenizer("llama")
     tokenizer.pad_token = tokenizer.eos_token  # for padding the test batch only
-    for kind, fields in (
-        ("llama", {"num_key_value_heads": 2}),
-        ("mistral", {"sliding_window": 3, "num_key_value_heads": 1}),
-    ):
-        model = _build(kind, 2, **{**fields, "vocab_size": len(tokenizer)})
-        folder = tmp_path / kind
-        model.save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
+    for spec in LOAD:
+        folder = tiny_checkpoint(spec)
+        model = family_specs.load_torch(spec, folder)
         lm = load_model(str(folder))
         assert (lm.family, lm.objective) == ("llama", "causal")
-        assert lm.config.sliding_window == fields.get("sliding_window")
+        assert lm.config.sliding_window == spec.fields.get("sliding_window")
         enc = tokenizer(["The doctor said that he would help", "She studies"], padding=True, return_tensors="np")
         ids, mask = enc["input_ids"], enc["attention_mask"]
         hidden = lm.forward(lm.params["body"], ids, mask).hidden

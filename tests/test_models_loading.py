@@ -234,7 +234,7 @@ def test_corrupt_safetensors_is_a_model_error_naming_file_and_problem(tmp_path, 
 
 
 def test_bad_shard_index_is_a_model_error_naming_it(tiny_checkpoint, tmp_path):
-    folder = tiny_checkpoint("gpt2", fmt="sharded")
+    folder = tiny_checkpoint("gpt2", fmt="sharded", into=tmp_path)
     index = folder / "model.safetensors.index.json"
     for text, problem in (
         ("{not json", "is not valid JSON"),
@@ -249,7 +249,7 @@ def test_bad_shard_index_is_a_model_error_naming_it(tiny_checkpoint, tmp_path):
 
 @pytest.mark.parametrize("cut", [0, 100, 0.5])
 def test_truncated_pytorch_bin_is_a_model_error_naming_it(tiny_checkpoint, tmp_path, cut):
-    folder = tiny_checkpoint("bert", fmt="bin")
+    folder = tiny_checkpoint("bert", fmt="bin", into=tmp_path)
     weights = folder / "pytorch_model.bin"
     data = weights.read_bytes()
     weights.write_bytes(data[: int(cut * len(data)) if isinstance(cut, float) else cut])
@@ -268,7 +268,7 @@ def test_shapes_that_disagree_with_the_config_name_tensor_found_and_expected(tin
         r"expected \(\d+, 64\)'.* and \d+ more",
     ):
         load_model(folder)
-    llama = tiny_checkpoint("llama")
+    llama = tiny_checkpoint("llama", into=tmp_path)
     config = json.loads((llama / "config.json").read_text())
     (llama / "config.json").write_text(json.dumps(config | {"intermediate_size": 48}))
     with pytest.raises(

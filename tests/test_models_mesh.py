@@ -1,27 +1,31 @@
 """Model-parallel sharding (jaxassoc.models.partitioning): the per-family partition tables, the
-replicate-and-log rule, mesh validation, and — on 8 simulated CPU devices in a subprocess (the device
-count must be set before JAX starts) — a 2×4 fsdp×tp mesh giving the single-device results for tiny
-GPT-2, Llama (GQA) and BERT checkpoints, with each device holding only its slice of every sharded weight."""
+replicate-and-log rule, mesh validation, and — on the 8 simulated CPU devices ``tests/conftest.py`` starts
+JAX with — a 2×4 fsdp×tp mesh giving the single-device results for tiny GPT-2, Llama (GQA) and BERT
+checkpoints, with each device holding only its slice of every sharded weight."""
 
-import json
 import logging
-import os
-import subprocess
-import sys
-import textwrap
 import types
 
 import jax
 import ml_dtypes
 import numpy as np
 import pytest
+from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from jaxassoc.embeddings.sentence import token_states
 from jaxassoc.errors import ConfigError
-from jaxassoc.models import load_model
+from jaxassoc.metrics.set_exact import set_exact
+from jaxassoc.metrics.set_optax import SolverSettings, set_optax
+from jaxassoc.models import load_model, model_limits, run_batched
+from jaxassoc.models.batching import model_shard
 from jaxassoc.models.checkpoint import LayerStack
+from jaxassoc.models.decoding import greedy_generate
+from jaxassoc.models.heads import head_logits
 from jaxassoc.models.loading import check_dtype
-from jaxassoc.models.partitioning import family_axes, head_units, make_mesh, param_specs
+from jaxassoc.models.packing import run_packed
+from jaxassoc.models.partitioning import family_axes, head_units, make_mesh, param_path, param_specs
+from jaxassoc.models.sizing import bytes_per_device
 
 MESH_2x4 = types.SimpleNamespace(shape={"data": 1, "fsdp": 2, "tp": 4})  # param_specs reads only .shape
 
@@ -68,10 +72,9 @@ def test_a_mesh_whose_sizes_do_not_multiply_to_the_device_count_is_a_config_erro
     n = len(jax.devices())
     with pytest.raises(
         ConfigError,
-        match=rf"mesh.data=1, mesh.fsdp=2, mesh.tp=4 multiply to 8 devices but "
-        rf"there are {n} devices",
+        match=rf"mesh.data=1, mesh.fsdp=2, mesh.tp={n} multiply to {2 * n} devices but there are {n} devices",
     ):
-        make_mesh(data=1, fsdp=2, tp=4)
+        make_mesh(data=1, fsdp=2, tp=n)
     with pytest.raises(ConfigError, match=r"mesh.tp=0: each must be a positive integer"):
         make_mesh(tp=0)
     with pytest.raises(ConfigError, match=rf"mesh.fsdp=3, mesh.tp=1: 3 does not divide the {n} devices"):
@@ -109,106 +112,115 @@ def test_bfloat16_loading_casts_each_leaf(tiny_checkpoint, tmp_path, family):
     )
 
 
-MESH_SCRIPT = textwrap.dedent(
-    """
-    import json, logging, sys
-    import jax, jax.numpy as jnp, numpy as np
-    jax.config.update("jax_default_matmul_precision", "highest")
-    logging.basicConfig(level=logging.WARNING, format="LOG %(name)s %(message)s")
-    from jax.sharding import NamedSharding
-    from jaxassoc.models import load_model, model_limits, run_batched
-    from jaxassoc.models.batching import model_shard
-    from jaxassoc.models.decoding import greedy_generate
-    from jaxassoc.models.heads import head_logits
-    from jaxassoc.models.packing import run_packed
-    from jaxassoc.models.partitioning import make_mesh, param_path
-    from jaxassoc.metrics.set_exact import set_exact
-    from jaxassoc.metrics.set_optax import SolverSettings, set_optax
-    from jaxassoc.embeddings.sentence import token_states
-    assert len(jax.devices()) == 8
-    mesh = make_mesh(data=1, fsdp=2, tp=4)
-    rng = np.random.default_rng(0)
-    seqs = [rng.integers(5, 150, rng.integers(2, 12)).tolist() for _ in range(11)]
-    report = {}
+def _diff(a, b) -> float:
+    return max(
+        float(np.abs(np.asarray(x) - np.asarray(y)).max()) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b))
+    )
 
-    def logits_and_layers(model):
-        def fn(p, ids, mask):
-            out = model.forward(p["body"], ids, mask, all_layers=True)
-            return head_logits(p["head"], out.hidden), out.layers
-        return jax.jit(fn)
 
-    def token_logprobs(model):
-        def fn(p, ids, segments):
-            logits = head_logits(p["head"], model.forward(p["body"], ids, segments).hidden)
-            return jax.nn.log_softmax(logits, -1)[:, :-1].max(-1)
-        return jax.jit(fn)
+def _logits_and_layers(model):
+    def fn(p, ids, mask):
+        out = model.forward(p["body"], ids, mask, all_layers=True)
+        return head_logits(p["head"], out.hidden), out.layers
 
-    def diff(a, b):
-        return max(float(np.abs(np.asarray(x) - np.asarray(y)).max())
-                   for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+    return jax.jit(fn)
 
-    for folder in sys.argv[1:]:
-        one, many = load_model(folder), load_model(folder, mesh=mesh)
-        r = {"family": many.family, "leaves": {}}
-        for path, leaf in jax.tree_util.tree_leaves_with_path(many.params):
-            s = leaf.sharding
-            assert isinstance(s, NamedSharding) and s.mesh == mesh
-            shapes = {tuple(sh.data.shape) for sh in leaf.addressable_shards}
-            assert shapes == {s.shard_shape(leaf.shape)}, (param_path(path), shapes)
-            r["leaves"][param_path(path)] = {
-                "spec": [a for a in s.spec] + [None] * (leaf.ndim - len(s.spec)),
-                "bytes": leaf.size * leaf.dtype.itemsize,
-                "device_bytes": sum(sh.data.size * sh.data.dtype.itemsize for sh in leaf.addressable_shards),
-            }
-        kw = dict(batch_size=4, **model_limits(one))
-        r["logits_layers"] = diff(run_batched(logits_and_layers(one), one.params, seqs, **kw),
-                                  run_batched(logits_and_layers(many), many.params, seqs,
-                                              shard=model_shard(many), **kw))
-        if one.decoder is not None:
-            kw = dict(tokens_per_batch=32, **model_limits(one))
-            r["packed"] = diff(run_packed(token_logprobs(one), one.params, seqs, **kw),
-                               run_packed(token_logprobs(many), many.params, seqs, shard=model_shard(many), **kw))
-            r["greedy_equal"] = (greedy_generate(one, seqs[:5], max_new_tokens=4)
-                                 == greedy_generate(many, seqs[:5], max_new_tokens=4))
-        x = np.stack([run_batched(jax.jit(lambda p, i, m: one.forward(p["body"], i, m).hidden), one.params,
-                                  [s], pad_id=0)[0][-1] for s in seqs[:4]])[:, None]
-        gold = np.array([[3], [7], [11], [13]])
-        settings = SolverSettings(n_outer=5, n_inner=10)
-        a = set_optax(one.head.W, one.head.b, x, gold, candidates=16, settings=settings)
-        b = set_optax(many.head.W, many.head.b, x, gold, candidates=16, settings=settings)
-        r["set_optax"] = diff(a.distance, b.distance)
-        r["set_exact"] = diff(set_exact(one.head.W, one.head.b, x[:, 0], gold[:, 0]).distance,
-                              set_exact(many.head.W, many.head.b, x[:, 0], gold[:, 0]).distance)
-        texts = ["the doctor said that", "she studies math and science", "music"]
-        r["token_states"] = diff(token_states(one, texts, layer=1)[0], token_states(many, texts, layer=1)[0])
-        r["head_still_sharded"] = not many.head.W.sharding.is_fully_replicated
-        from jaxassoc.models.partitioning import head_units
-        from jaxassoc.models.sizing import bytes_per_device
-        shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), many.params)
-        device0 = jax.devices()[0]
-        r["sizing"] = [bytes_per_device(shapes, many.family, dict(mesh.shape), head_units(many.family, many.config), 4),
-                       sum(sh.data.size * sh.data.dtype.itemsize for leaf in jax.tree.leaves(many.params)
-                           for sh in leaf.addressable_shards if sh.device == device0)]
-        report[folder] = r
-    print("REPORT " + json.dumps(report))
-    """
-)
+
+def _token_logprobs(model):
+    def fn(p, ids, segments):
+        logits = head_logits(p["head"], model.forward(p["body"], ids, segments).hidden)
+        return jax.nn.log_softmax(logits, -1)[:, :-1].max(-1)
+
+    return jax.jit(fn)
+
+
+def _mesh_report(folder, mesh, seqs) -> dict:
+    """One checkpoint loaded on one device and on the mesh: where each leaf lies and how far the results are."""
+    one, many = load_model(folder), load_model(folder, mesh=mesh)
+    r = {"family": many.family, "leaves": {}}
+    for path, leaf in jax.tree_util.tree_leaves_with_path(many.params):
+        s = leaf.sharding
+        assert isinstance(s, NamedSharding) and s.mesh == mesh
+        shapes = {tuple(sh.data.shape) for sh in leaf.addressable_shards}
+        assert shapes == {s.shard_shape(leaf.shape)}, (param_path(path), shapes)
+        r["leaves"][param_path(path)] = {
+            "spec": [a for a in s.spec] + [None] * (leaf.ndim - len(s.spec)),
+            "bytes": leaf.size * leaf.dtype.itemsize,
+            "device_bytes": sum(sh.data.size * sh.data.dtype.itemsize for sh in leaf.addressable_shards),
+        }
+    kw = dict(batch_size=4, **model_limits(one))
+    r["logits_layers"] = _diff(
+        run_batched(_logits_and_layers(one), one.params, seqs, **kw),
+        run_batched(_logits_and_layers(many), many.params, seqs, shard=model_shard(many), **kw),
+    )
+    if one.decoder is not None:
+        kw = dict(tokens_per_batch=32, **model_limits(one))
+        r["packed"] = _diff(
+            run_packed(_token_logprobs(one), one.params, seqs, **kw),
+            run_packed(_token_logprobs(many), many.params, seqs, shard=model_shard(many), **kw),
+        )
+        r["greedy_equal"] = greedy_generate(one, seqs[:5], max_new_tokens=4) == greedy_generate(
+            many, seqs[:5], max_new_tokens=4
+        )
+    hidden = jax.jit(lambda p, i, m: one.forward(p["body"], i, m).hidden)
+    x = np.stack([run_batched(hidden, one.params, [s], pad_id=0)[0][-1] for s in seqs[:4]])[:, None]
+    gold = np.array([[3], [7], [11], [13]])
+    settings = SolverSettings(n_outer=5, n_inner=10)
+    a = set_optax(one.head.W, one.head.b, x, gold, candidates=16, settings=settings)
+    b = set_optax(many.head.W, many.head.b, x, gold, candidates=16, settings=settings)
+    r["set_optax"] = _diff(a.distance, b.distance)
+    r["set_exact"] = _diff(
+        set_exact(one.head.W, one.head.b, x[:, 0], gold[:, 0]).distance,
+        set_exact(many.head.W, many.head.b, x[:, 0], gold[:, 0]).distance,
+    )
+    texts = ["the doctor said that", "she studies math and science", "music"]
+    r["token_states"] = _diff(token_states(one, texts, layer=1)[0], token_states(many, texts, layer=1)[0])
+    r["head_still_sharded"] = not many.head.W.sharding.is_fully_replicated
+    shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), many.params)
+    device0 = jax.devices()[0]
+    r["sizing"] = [
+        bytes_per_device(shapes, many.family, dict(mesh.shape), head_units(many.family, many.config), 4),
+        sum(
+            sh.data.size * sh.data.dtype.itemsize
+            for leaf in jax.tree.leaves(many.params)
+            for sh in leaf.addressable_shards
+            if sh.device == device0
+        ),
+    ]
+    return r
+
+
+class _Records(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record):
+        self.lines.append(f"{record.name} {record.getMessage()}")
 
 
 @pytest.fixture(scope="module")
-def mesh_run(tiny_checkpoint, tmp_path_factory):
+def mesh_run(tiny_checkpoint):
+    """(report per family, the warnings logged meanwhile) of GPT-2, Llama (sharded safetensors, GQA) and BERT
+    on a 2×4 fsdp×tp mesh of the 8 simulated CPU devices against one device."""
+    assert len(jax.devices()) == 8
     folders = [tiny_checkpoint("gpt2"), tiny_checkpoint("llama", fmt="sharded"), tiny_checkpoint("bert")]
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
-    proc = subprocess.run(
-        [sys.executable, "-c", MESH_SCRIPT, *map(str, folders)], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    line = next(x for x in proc.stdout.splitlines() if x.startswith("REPORT "))
-    report = json.loads(line.removeprefix("REPORT "))
-    return {r["family"]: r for r in report.values()}, [x for x in proc.stderr.splitlines() if x.startswith("LOG ")]
+    mesh = make_mesh(data=1, fsdp=2, tp=4)
+    rng = np.random.default_rng(0)
+    seqs = [rng.integers(5, 150, rng.integers(2, 12)).tolist() for _ in range(11)]
+    records, root = _Records(), logging.getLogger()
+    level = root.level
+    root.addHandler(records)
+    root.setLevel(min(level, logging.WARNING) if level else logging.WARNING)
+    try:
+        reports = [_mesh_report(folder, mesh, seqs) for folder in folders]
+    finally:
+        root.removeHandler(records)
+        root.setLevel(level)
+    return {r["family"]: r for r in reports}, records.lines
 
 
-@pytest.mark.slow  # one 8-device subprocess for the mesh tests (~100 s)
+@pytest.mark.slow  # the mesh tests share one module fixture
 @pytest.mark.parametrize("family", ["gpt2", "llama", "bert"])
 def test_a_2x4_fsdp_tp_mesh_gives_the_single_device_results(mesh_run, family):
     r = mesh_run[0][family]
@@ -219,7 +231,7 @@ def test_a_2x4_fsdp_tp_mesh_gives_the_single_device_results(mesh_run, family):
         assert r["packed"] <= 1e-5 and r["greedy_equal"]
 
 
-@pytest.mark.slow  # one 8-device subprocess for the mesh tests (~100 s)
+@pytest.mark.slow  # the mesh tests share one module fixture
 @pytest.mark.parametrize("family", ["gpt2", "llama", "bert"])
 def test_each_device_holds_only_its_slice_of_every_weight(mesh_run, family):
     leaves = mesh_run[0][family]["leaves"]
@@ -235,7 +247,7 @@ def test_each_device_holds_only_its_slice_of_every_weight(mesh_run, family):
     assert len(both) >= 4  # embeddings, head, attention and MLP matrices
 
 
-@pytest.mark.slow  # one 8-device subprocess for the mesh tests (~100 s)
+@pytest.mark.slow  # the mesh tests share one module fixture
 @pytest.mark.parametrize("family", ["gpt2", "llama", "bert"])
 def test_the_sizing_bytes_per_device_are_what_a_device_holds(mesh_run, family):
     predicted, held = mesh_run[0][family]["sizing"]

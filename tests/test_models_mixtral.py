@@ -1,62 +1,52 @@
 """Mixtral port: the routed mixture of experts against a NumPy reference and transformers' layer, routing
-that really selects, both expert layouts, config refusal by field name, bad checkpoints (the shared checks
-against transformers are in tests/test_models_conformance.py)."""
+that really selects, both expert layouts, bad checkpoints (the shared checks against transformers are in
+tests/test_models_conformance.py, the config refusals in tests/test_models_refusals.py)."""
 
 import dataclasses
 import functools
 import json
 
+import family_specs
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
-import transformers
+from family_specs.mixtral import BASE, PORT
 from safetensors.numpy import load_file
 
 from jaxassoc.errors import ModelError
+from jaxassoc.models.base import Forward
 from jaxassoc.models.heads import head_logits
 from jaxassoc.models.mixtral import FAMILY as mixtral
 from jaxassoc.models.mixtral.modeling import moe
 from jaxassoc.models.partitioning import device_params
 
-TINY = dict(
-    vocab_size=61,
-    hidden_size=32,
-    intermediate_size=24,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    max_position_embeddings=64,
-    num_local_experts=4,
-    num_experts_per_tok=2,
-)
+VOCAB = PORT.fields["vocab_size"]
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
+def tiny(tiny_checkpoint):
     """(torch model, config, hub-layout tensors, params): 4 experts, top-2, GQA, a decisive router."""
-    torch.manual_seed(0)
-    model = transformers.MixtralForCausalLM(transformers.MixtralConfig(**TINY)).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "norm" in name or "mlp.gate" in name:
-                p.add_(0.1 * torch.randn_like(p))
-    folder = tmp_path_factory.mktemp("mixtral")
-    model.save_pretrained(folder)
+    folder = tiny_checkpoint(PORT)
     config = mixtral.config_from_hf(json.loads((folder / "config.json").read_text()))
     tensors = load_file(folder / "model.safetensors")
-    return model, config, tensors, device_params(mixtral.params_from_hf(tensors, config))
+    return (
+        family_specs.load_torch(PORT, folder),
+        config,
+        tensors,
+        device_params(mixtral.params_from_hf(tensors, config)),
+    )
 
 
 def _ids(T=9, rows=3, seed=0):
-    ids = np.random.default_rng(seed).integers(3, TINY["vocab_size"], size=(rows, T))
+    ids = np.random.default_rng(seed).integers(3, VOCAB, size=(rows, T))
     return jnp.asarray(ids), jnp.ones((rows, T), jnp.int32)
 
 
 @functools.partial(jax.jit, static_argnames="config")
 def _jit_logits(params, ids, mask, config):
-    return head_logits(params["head"], mixtral.forward(params["body"], ids, mask, config=config).hidden)
+    return head_logits(params["head"], Forward(mixtral, config)(params["body"], ids, mask).hidden)
 
 
 def _logits(params, config, ids, mask):
@@ -174,40 +164,6 @@ def test_sliding_window_is_applied(tiny):
     windowed = _logits(params, dataclasses.replace(config, sliding_window=3), ids, mask)
     np.testing.assert_allclose(windowed[:, :3], full[:, :3], atol=1e-6)
     assert np.abs(windowed[:, 3:] - full[:, 3:]).max() > 1e-3
-
-
-BASE = {**TINY, "model_type": "mixtral", "rms_norm_eps": 1e-5}
-
-
-@pytest.mark.parametrize(
-    "fields, words",
-    [
-        ({"hidden_act": "gelu"}, "hidden_act = 'gelu'"),
-        ({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, "rope_type = 'linear'"),
-        ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e6}}, "rope_type = 'yarn'"),
-        ({"num_experts_per_tok": 5}, "num_experts_per_tok = 5"),
-        ({"num_experts_per_tok": 0}, "num_experts_per_tok = 0"),
-        ({"num_local_experts": 0, "num_experts_per_tok": 0}, "num_local_experts = 0"),
-        ({"scoring_func": "sigmoid"}, "scoring_func = 'sigmoid'"),
-        ({"norm_topk_prob": False}, "norm_topk_prob = False"),
-        ({"topk_method": "group_limited_greedy"}, "topk_method = 'group_limited_greedy'"),
-        ({"routed_scaling_factor": 2.5}, "routed_scaling_factor = 2.5"),
-        ({"n_group": 8}, "n_group = 8"),
-        ({"n_shared_experts": 1}, "n_shared_experts = 1"),
-        ({"shared_expert_intermediate_size": 64}, "shared_expert_intermediate_size = 64"),
-        ({"decoder_sparse_step": 2}, "decoder_sparse_step = 2"),
-        ({"mlp_only_layers": [0]}, r"mlp_only_layers = \[0\]"),
-        ({"first_k_dense_replace": 1}, "first_k_dense_replace = 1"),
-        ({"num_key_value_heads": 3}, "num_key_value_heads = 3"),
-        ({"head_dim": 7}, "head_dim = 7"),
-        ({"model_type": "mistral"}, "'mistral' is not a mixtral model"),
-        ({"hidden_size": None}, "lacks the required field 'hidden_size'"),
-    ],
-)
-def test_unsupported_config_is_refused_by_field_name(fields, words):
-    config = {k: v for k, v in {**BASE, **fields}.items() if v is not None}
-    with pytest.raises(ModelError, match=words):
-        mixtral.config_from_hf(config)
 
 
 def test_training_only_router_fields_are_accepted():

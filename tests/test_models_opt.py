@@ -1,5 +1,6 @@
-"""OPT port: config refusals by field, checkpoint faults by tensor name, the facebook/opt-* layout without the
-``model.`` prefix, and ``_remove_final_layer_norm`` (the shared checks are in test_models_conformance.py)."""
+"""OPT port: checkpoint faults by tensor name, the facebook/opt-* layout without the ``model.`` prefix, and
+``_remove_final_layer_norm`` (the shared checks are in test_models_conformance.py, the config refusals in
+test_models_refusals.py)."""
 
 import dataclasses
 import json
@@ -28,23 +29,6 @@ def folder(tiny_checkpoint, tmp_path_factory):
 
 def _hf_config(folder) -> dict:
     return json.loads((folder / "config.json").read_text())
-
-
-@pytest.mark.parametrize(
-    "field, value",
-    [("enable_bias", False), ("layer_norm_elementwise_affine", False), ("activation_function", "swish")],
-)
-def test_unsupported_config_values_are_refused(folder, field, value):
-    with pytest.raises(ModelError, match=field):
-        opt.config_from_hf(_hf_config(folder) | {field: value})
-
-
-def test_missing_config_field_and_wrong_model_type_are_named(folder):
-    hf_config = _hf_config(folder)
-    with pytest.raises(ModelError, match="'ffn_dim'"):
-        opt.config_from_hf({k: v for k, v in hf_config.items() if k != "ffn_dim"})
-    with pytest.raises(ModelError, match="'gpt2'"):
-        opt.config_from_hf(hf_config | {"model_type": "gpt2"})
 
 
 def test_config_reads_the_350m_layout(folder):

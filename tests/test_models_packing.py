@@ -2,82 +2,40 @@
 running each sequence alone, for every causal port: GPT-2, Llama and Mistral with a sliding window."""
 
 import itertools
-import json
 
+import family_specs
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
-import transformers
-from safetensors.numpy import load_file
 
 from jaxassoc.errors import ConfigError, InputError
+from jaxassoc.models import load_model
 from jaxassoc.models.base import Head
-from jaxassoc.models.gpt2 import FAMILY as gpt2
 from jaxassoc.models.heads import next_token_logprobs
 from jaxassoc.models.layers import positions_from_mask
-from jaxassoc.models.llama import FAMILY as llama
 from jaxassoc.models.packing import pack_rows, packed_row, run_packed
-from jaxassoc.models.partitioning import device_params
 
-VOCAB = 97
-FAMILIES = {
-    "gpt2": (
-        transformers.GPT2LMHeadModel,
-        transformers.GPT2Config,
-        gpt2,
-        dict(n_layer=2, n_embd=32, n_head=4, n_positions=64, bos_token_id=0, eos_token_id=0),
-    ),
-    "llama": (
-        transformers.LlamaForCausalLM,
-        transformers.LlamaConfig,
-        llama,
-        dict(
-            num_hidden_layers=2,
-            hidden_size=32,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            intermediate_size=64,
-            max_position_embeddings=64,
-        ),
-    ),
-    "mistral": (
-        transformers.MistralForCausalLM,
-        transformers.MistralConfig,
-        llama,
-        dict(
-            num_hidden_layers=2,
-            hidden_size=32,
-            num_attention_heads=4,
-            num_key_value_heads=1,
-            intermediate_size=64,
-            max_position_embeddings=64,
-            sliding_window=4,
-        ),
-    ),
+VOCAB = 97  # token ids drawn below it (the tiny models' vocabularies are larger)
+SPECS = {
+    "gpt2": family_specs.tiny("gpt2"),
+    "llama": family_specs.tiny("llama"),
+    "mistral": family_specs.tiny("mistral", num_key_value_heads=1, sliding_window=4),
 }
 
 
-@pytest.fixture(scope="module", params=sorted(FAMILIES))
-def port(request, tmp_path_factory):
-    """(torch model, our forward, our params) of one tiny random checkpoint."""
-    model_cls, config_cls, module, fields = FAMILIES[request.param]
-    torch.manual_seed(0)
-    model = model_cls(config_cls(vocab_size=VOCAB, **fields)).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("bias") or "norm" in name or "ln" in name:
-                p.add_(0.1 * torch.randn_like(p))
-    folder = tmp_path_factory.mktemp(request.param)
-    model.save_pretrained(folder)
-    config = module.config_from_hf(json.loads((folder / "config.json").read_text()))
-    params = device_params(module.params_from_hf(load_file(folder / "model.safetensors"), config))
+@pytest.fixture(scope="module", params=sorted(SPECS))
+def port(request, tiny_checkpoint):
+    """(torch model, our jitted forward, our params) of one tiny random checkpoint."""
+    spec = SPECS[request.param]
+    folder = tiny_checkpoint(spec)
+    model = load_model(folder)
 
     def forward(body, ids, mask):
-        return module.forward(body, jnp.asarray(ids), jnp.asarray(mask), config=config)
+        return model.forward(body, jnp.asarray(ids), jnp.asarray(mask))
 
-    return model, forward, params
+    return family_specs.load_torch(spec, folder), forward, model.params
 
 
 def _sequences(seed=0, n=9):

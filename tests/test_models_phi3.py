@@ -1,5 +1,6 @@
-"""Phi-3 port: config refusal by field, fused tensors named when missing or misshapen, and that the window
-reaches the forward pass. Logits, decoding and packing against transformers: ``tests/family_specs/phi3.py``."""
+"""Phi-3 port: fused tensors named when missing or misshapen, and that the window reaches the forward pass.
+Logits, decoding and packing against transformers: ``tests/family_specs/phi3.py``; config refusals:
+``tests/test_models_refusals.py``."""
 
 import dataclasses
 import json
@@ -7,28 +8,14 @@ import json
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from family_specs.phi3 import SPECS
+from family_specs.phi3 import BASE, SPECS
 from safetensors.numpy import load_file
 
 from jaxassoc.errors import ModelError
 from jaxassoc.models import load_model
+from jaxassoc.models.base import Forward
 from jaxassoc.models.partitioning import device_params
 from jaxassoc.models.phi3 import FAMILY as phi3
-
-BASE = {
-    "model_type": "phi3",
-    "vocab_size": 101,
-    "hidden_size": 32,
-    "intermediate_size": 64,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "rms_norm_eps": 1e-5,
-    "max_position_embeddings": 64,
-    "sliding_window": 2047,
-    "rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 1.0},
-}
-LONGROPE = {"type": "longrope", "short_factor": [1.0] * 4, "long_factor": [2.0] * 4}
 
 
 @pytest.fixture(scope="module")
@@ -38,32 +25,6 @@ def tiny(tiny_checkpoint, tmp_path_factory):
     config = phi3.config_from_hf(json.loads((folder / "config.json").read_text()))
     tensors = load_file(folder / "model.safetensors")
     return folder, config, tensors, device_params(phi3.params_from_hf(tensors, config))
-
-
-@pytest.mark.parametrize(
-    "fields, words",
-    [
-        ({"rope_scaling": LONGROPE, "rope_parameters": None}, "rope_type = 'longrope'"),  # Phi-3-mini-128k
-        ({"rope_parameters": {**LONGROPE, "type": None, "rope_type": "longrope"}}, "'longrope'"),
-        ({"rope_scaling": {"type": "su", **{k: v for k, v in LONGROPE.items() if k != "type"}}}, "'su'"),
-        ({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, "'linear'"),
-        (
-            {"rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.75}},
-            "partial_rotary_factor = 0.75",
-        ),  # Phi-4-mini
-        ({"hidden_act": "gelu"}, "hidden_act = 'gelu'"),
-        ({"num_key_value_heads": 3}, "num_key_value_heads"),
-        ({"model_type": "phi3small"}, "'phi3small'"),
-        ({"hidden_size": None}, "hidden_size"),
-    ],
-)
-def test_unsupported_config_raises_model_error(fields, words):
-    config = {k: v for k, v in {**BASE, **fields}.items() if v is not None}
-    config = {
-        k: {kk: vv for kk, vv in v.items() if vv is not None} if isinstance(v, dict) else v for k, v in config.items()
-    }
-    with pytest.raises(ModelError, match=words):
-        phi3.config_from_hf(config)
 
 
 def test_config_reads_the_window_and_rope_theta():
@@ -113,7 +74,7 @@ def test_window_reaches_the_forward_pass(tiny):
     folder, config, _, params = tiny
     assert config.sliding_window == 3
     ids = jnp.asarray(np.random.default_rng(0).integers(3, 100, size=(1, 12)))
-    ours = np.asarray(phi3.forward(params["body"], ids, jnp.ones_like(ids), config=config).hidden)
+    ours = np.asarray(Forward(phi3, config)(params["body"], ids, jnp.ones_like(ids)).hidden)
     wide = np.asarray(
         phi3.forward(
             params["body"], ids, jnp.ones_like(ids), config=dataclasses.replace(config, sliding_window=None)

@@ -1,23 +1,22 @@
 """T5 port (v1.1 and original T5) against transformers' ``T5ForConditionalGeneration`` (tiny random
-checkpoints saved as safetensors), RPAM's encoder-decoder readout against decoder log-probs computed here
-with torch, the config refusals, and the metrics that refuse an encoder-decoder model."""
+checkpoints saved as safetensors, ``tests/family_specs/t5.py``), RPAM's encoder-decoder readout against
+decoder log-probs computed here with torch, the metrics that refuse an encoder-decoder model, and a 2×4 mesh
+giving the single-device results. The config refusals are in ``tests/test_models_refusals.py``."""
 
-import os
-import subprocess
-import sys
-import textwrap
-
+import family_specs
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
+from family_specs.t5 import BASE, ORIGINAL, V11
 from safetensors.numpy import load_file, save_file
-from t5_helpers import load_t5, save_t5
 
 from jaxassoc.errors import ConfigError, InputError, ModelError
 from jaxassoc.models import load_model
 from jaxassoc.models.family import family_named
 from jaxassoc.models.heads import head_logits
+from jaxassoc.models.partitioning import make_mesh
 from jaxassoc.models.t5.config import config_from_hf
 from jaxassoc.readouts.rpam_prompts import PromptTemplate, rpam_inputs, tokenize_attributes
 
@@ -34,16 +33,16 @@ TP2 = PromptTemplate("tp2", "This sentence and this word are associated: {quote}
 
 
 @pytest.fixture(scope="module")
-def v11(tmp_path_factory):
-    folder = save_t5(tmp_path_factory.mktemp("t5") / "v11")
-    return folder, load_t5(folder), load_model(folder)
+def v11(tiny_checkpoint):
+    folder = tiny_checkpoint(V11)
+    return folder, family_specs.load_torch(V11, folder), load_model(folder)
 
 
 @pytest.fixture(scope="module")
-def original(tmp_path_factory):
+def original(tiny_checkpoint):
     """Original T5: relu feed-forward, head tied to the embeddings with the d_model**-0.5 rescale."""
-    folder = save_t5(tmp_path_factory.mktemp("t5") / "orig", seed=1, feed_forward_proj="relu", tie_word_embeddings=True)
-    return folder, load_t5(folder), load_model(folder)
+    folder = tiny_checkpoint(ORIGINAL)
+    return folder, family_specs.load_torch(ORIGINAL, folder), load_model(folder)
 
 
 def _compare(ref, model, padding_side):
@@ -134,42 +133,7 @@ def test_rpam_reads_only_the_needed_continuations_and_refuses_bos(v11):
 
 
 def _hf_config(**changes):
-    base = {
-        "model_type": "t5",
-        "vocab_size": 200,
-        "d_model": 32,
-        "d_kv": 8,
-        "d_ff": 48,
-        "num_layers": 2,
-        "num_heads": 4,
-        "feed_forward_proj": "gated-gelu",
-        "tie_word_embeddings": False,
-    }
-    return {**base, **changes}
-
-
-@pytest.mark.parametrize(
-    "field, value",
-    [
-        ("is_encoder_decoder", False),
-        ("is_decoder", True),
-        ("add_cross_attention", True),
-        ("feed_forward_proj", "gated-swish"),
-        ("feed_forward_proj", "silu"),
-        ("feed_forward_proj", "relu-gated-gelu"),
-        ("model_type", "mt5"),
-    ],
-)
-def test_config_refuses_by_field(field, value):
-    with pytest.raises(ModelError, match=f"{field}.*{value}|{value}.*{field}|{field}={value!r}"):
-        config_from_hf(_hf_config(**{field: value}))
-
-
-def test_config_names_a_missing_field():
-    hf = _hf_config()
-    del hf["d_kv"]
-    with pytest.raises(ModelError, match="'d_kv'"):
-        config_from_hf(hf)
+    return {**BASE, **changes}
 
 
 def test_v11_config_is_read_as_the_hub_writes_it():
@@ -227,38 +191,22 @@ def test_metrics_without_an_encoder_decoder_readout_refuse(v11):
         family_named("t5").init_cache(model.config, 1, 4)
 
 
-MESH_SCRIPT = textwrap.dedent(
-    """
-    import sys
-    import jax, numpy as np
-    jax.config.update("jax_default_matmul_precision", "highest")
-    from jaxassoc.readouts.rpam_prompts import PromptTemplate, rpam_inputs, tokenize_attributes
-    from jaxassoc.models import load_model
-    from jaxassoc.models.partitioning import make_mesh
-    assert len(jax.devices()) == 8
-    one, many = load_model(sys.argv[1]), load_model(sys.argv[1], mesh=make_mesh(data=1, fsdp=2, tp=4))
-    sharded = sum(not x.sharding.is_fully_replicated for x in jax.tree.leaves(many.params))
-    ids = np.array([[5, 9, 13, 20, 1], [7, 8, 1, 0, 0]]); mask = (np.arange(5) < np.array([[5], [3]])).astype(int)
-    enc = float(np.abs(np.asarray(one.forward(one.params["body"], ids, mask).hidden)
-                       - np.asarray(many.forward(many.params["body"], ids, mask).hidden))[mask > 0].max())
-    tp1 = PromptTemplate("tp1", "These words are associated: {target} and")
-    attrs = tokenize_attributes(one.tokenizer, ["math", "computer", "nurse", "pleasant"], tp1)
-    a = rpam_inputs(one, ["flower", "doctor", "the engineer"], attrs, tp1, batch_size=4)
-    b = rpam_inputs(many, ["flower", "doctor", "the engineer"], attrs, tp1, batch_size=4, shard=many.mesh)
-    rpam = max(float(np.abs(getattr(a, f) - getattr(b, f)).max()) for f in ("first_logits", "log_partition"))
-    cont = float(np.abs(np.log(a.continuation) - np.log(b.continuation)).max())
-    print("REPORT", sharded, enc, rpam, cont)
-    """
-)
-
-
 @pytest.mark.slow
 def test_mesh_2x4_equals_one_device(v11):
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
-    proc = subprocess.run(
-        [sys.executable, "-c", MESH_SCRIPT, str(v11[0])], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    sharded, enc, rpam, cont = next(x for x in proc.stdout.splitlines() if x.startswith("REPORT")).split()[1:]
-    assert int(sharded) > 0
-    assert float(enc) < 1e-4 and float(rpam) < 1e-4 and float(cont) < 1e-4
+    assert len(jax.devices()) == 8
+    folder = v11[0]
+    one, many = load_model(folder), load_model(folder, mesh=make_mesh(data=1, fsdp=2, tp=4))
+    assert sum(not x.sharding.is_fully_replicated for x in jax.tree.leaves(many.params)) > 0
+    ids = np.array([[5, 9, 13, 20, 1], [7, 8, 1, 0, 0]])
+    mask = (np.arange(5) < np.array([[5], [3]])).astype(int)
+    enc = np.abs(
+        np.asarray(one.forward(one.params["body"], ids, mask).hidden)
+        - np.asarray(many.forward(many.params["body"], ids, mask).hidden)
+    )[mask > 0].max()
+    assert enc < 1e-4
+    attrs = tokenize_attributes(one.tokenizer, ["math", "computer", "nurse", "pleasant"], TP1)
+    targets = ["flower", "doctor", "the engineer"]
+    a = rpam_inputs(one, targets, attrs, TP1, batch_size=4)
+    b = rpam_inputs(many, targets, attrs, TP1, batch_size=4, shard=many.mesh)
+    assert max(float(np.abs(getattr(a, f) - getattr(b, f)).max()) for f in ("first_logits", "log_partition")) < 1e-4
+    assert float(np.abs(np.log(a.continuation) - np.log(b.continuation)).max()) < 1e-4

@@ -4,9 +4,11 @@ network. The one factory that writes them (cached on disk, shared by the whole s
 ``tiny_checkpoint`` fixture in ``tests/conftest.py``.
 
 - ``tests/family_specs/<family>.py`` declares the causal families' conformance specs (``SPECS``, checked
-  against transformers by ``tests/test_models_conformance.py``) and the HF config fields the family refuses
-  (``REFUSED``: ``(base config, [(fields, words in the error), ...])``, checked by
-  ``tests/test_models_refusals.py``).
+  against transformers by ``tests/test_models_conformance.py``), the HF config fields the family refuses
+  (``REFUSED``: ``[(base config, [(fields, words in the error), ...]), ...]``, checked by
+  ``tests/test_models_refusals.py``; :func:`with_fields` says how ``fields`` change the base), and the specs
+  of the family's own test file as named constants (they stay out of ``SPECS``, so out of the conformance
+  suite), e.g. ``family_specs.llama.PORT_LLAMA`` or ``family_specs.t5.V11``.
 - :func:`tiny` gives the general-purpose tiny model of a family (GPT-2, BERT, RoBERTa, Llama, Mistral)
   that the app, readout and metric tests load, with config overrides and a seed.
 """
@@ -61,6 +63,7 @@ TOKENIZERS = {
     "roberta": ("bpe", ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]),
     "llama": ("bpe", ["<unk>", "<s>", "</s>"]),
     "bert": ("wordpiece", ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]),
+    "t5": ("metaspace", ["<pad>", "</s>", "<unk>"]),  # SentencePiece-style: "▁" word marker, </s> appended
 }
 
 _TINY = dict(
@@ -136,6 +139,15 @@ def tiny_tokenizer(kind: str):
             sep_token="[SEP]",
             mask_token="[MASK]",
         )
+    if model == "metaspace":  # T5's: <pad> 0, </s> 1 appended to every encoding, <unk> 2
+        tok = Tokenizer(models.BPE(unk_token="<unk>"))
+        tok.pre_tokenizer = pre_tokenizers.Metaspace()
+        tok.decoder = decoders.Metaspace()
+        tok.train_from_iterator(CORPUS, trainers.BpeTrainer(vocab_size=200, special_tokens=specials))
+        tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
+        return transformers.PreTrainedTokenizerFast(
+            tokenizer_object=tok, pad_token="<pad>", eos_token="</s>", unk_token="<unk>"
+        )
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -171,7 +183,9 @@ def tiny_tokenizer(kind: str):
 
 def build_torch(spec: Spec):
     """The spec's torch model (eval mode, random weights from its seed) and its tokenizer (``vocab_size``
-    is the tokenizer's unless the spec's fields set it)."""
+    is the tokenizer's unless the spec's fields set it). A T5 spec with ``tie_word_embeddings=False``: the
+    head is still tied here (transformers 5 ties it); :func:`write` gives the checkpoint its own head, so
+    take the reference from the folder (:func:`load_torch`)."""
     import torch
     import transformers
 
@@ -195,6 +209,9 @@ def write(spec: Spec, folder: Path, fmt: str = "safetensors") -> Path:
 
     model, tokenizer = build_torch(spec)
     folder = Path(folder)
+    untie = spec.fields.get("tie_word_embeddings") is False and model.config.tie_word_embeddings
+    if untie and fmt != "safetensors":
+        raise ValueError(f"{spec.name}: a head transformers ties against the config is untied in safetensors only")
     if fmt == "bin":
         model.config.save_pretrained(folder)
         torch.save(model.state_dict(), folder / "pytorch_model.bin")
@@ -204,8 +221,29 @@ def write(spec: Spec, folder: Path, fmt: str = "safetensors") -> Path:
         model.save_pretrained(folder)
     else:
         raise ValueError(f"unknown checkpoint format {fmt!r}")
+    if untie:
+        _untie_head(folder, model, spec.seed)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def _untie_head(folder: Path, model, seed: int) -> None:
+    """Give a checkpoint that transformers 5 saved with a tied head (T5 v1.1, whatever the config says) its
+    own random ``lm_head.weight``, as google/t5-v1.1-* store it, and ``tie_word_embeddings: false`` in its
+    config.json, without the ``scale_decoder_outputs`` transformers derives (as the hub's v1.1 config.json)."""
+    import json
+
+    import numpy as np
+    from safetensors.numpy import load_file, save_file
+
+    tensors = load_file(folder / "model.safetensors")
+    shape = tuple(model.get_input_embeddings().weight.shape)
+    tensors["lm_head.weight"] = np.random.default_rng(seed).normal(0, 1, shape).astype(np.float32)
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+    hf = json.loads((folder / "config.json").read_text())
+    hf["tie_word_embeddings"] = False
+    hf.pop("scale_decoder_outputs", None)
+    (folder / "config.json").write_text(json.dumps(hf))
 
 
 def load_torch(spec: Spec | str, folder: Path):
@@ -234,10 +272,36 @@ def all_specs() -> list[Spec]:
     return sorted(specs, key=lambda s: s.name)
 
 
+class _Null:
+    def __repr__(self) -> str:
+        return "NULL"
+
+
+NULL = _Null()
+"""A field value in ``REFUSED``: the field is there with the value None (JSON ``null``); None drops it."""
+
+
+def with_fields(base: dict, fields: dict) -> dict:
+    """``base`` (a HF config.json dict, not changed) with ``fields`` set: a None value drops the field,
+    :data:`NULL` sets it to None, a dict value replaces the base's whole and loses its own None entries (a key
+    dropped one level down), any other value replaces the base's."""
+    out = dict(base)
+    for key, value in fields.items():
+        if value is None:
+            out.pop(key, None)
+        elif value is NULL:
+            out[key] = None
+        elif isinstance(value, dict):
+            out[key] = {k: v for k, v in value.items() if v is not None}
+        else:
+            out[key] = value
+    return out
+
+
 def refusals() -> list[tuple[str, dict, dict, str]]:
     """``(family, base HF config, fields, words)`` for every refused config field of every family
-    (``REFUSED`` in the family's module): the base with ``fields`` applied (None drops a field, a dict value
-    is merged the same way one level down) must raise a ModelError matching ``words``."""
+    (``REFUSED`` in the family's module, named by the module): ``with_fields(base, fields)`` must raise a
+    ModelError matching ``words`` (a regular expression) from the family's ``config_from_hf``."""
     out = []
     for name, module in sorted(_family_modules().items()):
         for base, cases in getattr(module, "REFUSED", ()):

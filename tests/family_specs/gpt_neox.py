@@ -26,3 +26,31 @@ SPECS = [
         dict(_TINY, use_parallel_residual=False, rotary_pct=0.5, hidden_act="gelu_new"),
     ),
 ]
+
+# --- refused config fields (tests/test_models_refusals.py) ---------------------------------------------
+BASE = {
+    "model_type": "gpt_neox",
+    "vocab_size": 50,
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "intermediate_size": 96,
+    "max_position_embeddings": 64,
+}
+
+REFUSED = [
+    (
+        BASE,
+        [
+            ({"rope_scaling": {"type": "linear", "factor": 2.0}}, "'linear'"),
+            ({"rope_parameters": {"rope_type": "dynamic", "rope_theta": 1e4, "factor": 2.0}}, "'dynamic'"),
+            ({"attention_bias": False}, "attention_bias"),
+            ({"hidden_act": "gelu_fast"}, "hidden_act"),
+            ({"rotary_pct": 0.1875}, "partial_rotary_factor"),  # 3 of 16 dims: odd
+            ({"rope_parameters": {"rope_type": "default", "partial_rotary_factor": 2.0}}, "partial_rotary_factor"),
+            ({"num_attention_heads": 5}, "num_attention_heads"),
+            ({"model_type": "gptj"}, "'gptj'"),
+            ({"intermediate_size": None}, "intermediate_size"),
+        ],
+    )
+]

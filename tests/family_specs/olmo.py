@@ -19,3 +19,41 @@ SPECS = [
     ),
     Spec("olmo-tied", "OlmoForCausalLM", "OlmoConfig", dict(_TINY, tie_word_embeddings=True)),
 ]
+
+# --- refused config fields (tests/test_models_refusals.py) ---------------------------------------------
+BASE = {  # the "olmo" spec's config.json (transformers 5)
+    "model_type": "olmo",
+    "vocab_size": 320,
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 64,
+    "hidden_act": "silu",
+    "attention_bias": False,
+    "clip_qkv": 0.05,
+    "rope_parameters": {"rope_theta": 500.0, "rope_type": "default"},
+    "tie_word_embeddings": False,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "pad_token_id": 0,
+}
+
+REFUSED = [
+    (
+        BASE,
+        [
+            ({"hidden_act": "gelu"}, "hidden_act"),
+            ({"attention_bias": True}, "attention_bias"),
+            (
+                {"rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}},
+                "rope_parameters.rope_type='linear'",
+            ),
+            ({"rope_scaling": {"type": "dynamic", "factor": 2.0}}, "rope_scaling.rope_type='dynamic'"),
+            ({"num_key_value_heads": 3}, "num_key_value_heads"),
+            ({"model_type": "olmo2"}, "'olmo2'"),
+            ({"intermediate_size": None}, "'intermediate_size'"),
+        ],
+    )
+]

@@ -20,3 +20,39 @@ SPECS = [
         ),
     ),
 ]
+
+# --- refused config fields (tests/test_models_refusals.py) ---------------------------------------------
+BASE = {
+    "model_type": "phi3",
+    "vocab_size": 101,
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "rms_norm_eps": 1e-5,
+    "max_position_embeddings": 64,
+    "sliding_window": 2047,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 1.0},
+}
+_LONGROPE = {"type": "longrope", "short_factor": [1.0] * 4, "long_factor": [2.0] * 4}
+
+REFUSED = [
+    (
+        BASE,
+        [
+            ({"rope_scaling": _LONGROPE, "rope_parameters": None}, "rope_type = 'longrope'"),  # Phi-3-mini-128k
+            ({"rope_parameters": {**_LONGROPE, "type": None, "rope_type": "longrope"}}, "'longrope'"),
+            ({"rope_scaling": {"type": "su", **{k: v for k, v in _LONGROPE.items() if k != "type"}}}, "'su'"),
+            ({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, "'linear'"),
+            (
+                {"rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.75}},
+                "partial_rotary_factor = 0.75",
+            ),  # Phi-4-mini
+            ({"hidden_act": "gelu"}, "hidden_act = 'gelu'"),
+            ({"num_key_value_heads": 3}, "num_key_value_heads"),
+            ({"model_type": "phi3small"}, "'phi3small'"),
+            ({"hidden_size": None}, "hidden_size"),
+        ],
+    )
+]

@@ -33,3 +33,45 @@ SPECS = [
         ),
     ),
 ]
+
+# --- refused config fields (tests/test_models_refusals.py) ---------------------------------------------
+BASE = {
+    "model_type": "qwen2",
+    "vocab_size": 101,
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 3,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "rms_norm_eps": 1e-6,
+    "max_position_embeddings": 64,
+    "rope_theta": 1e4,
+}
+
+REFUSED = [
+    (
+        BASE,
+        [
+            ({"hidden_act": "gelu"}, "hidden_act = 'gelu'"),
+            ({"partial_rotary_factor": 0.5}, "partial_rotary_factor"),
+            ({"rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}, "'yarn'"),
+            ({"rope_parameters": {"rope_type": "longrope", "rope_theta": 1e4}}, "'longrope'"),
+            (
+                {"layer_types": ["full_attention", "chunked_attention", "full_attention"]},
+                r"layer_types.*chunked_attention",
+            ),
+            ({"layer_types": ["full_attention"]}, "layer_types names 1 layers but num_hidden_layers = 3"),
+            (
+                {"layer_types": ["sliding_attention"] * 3, "use_sliding_window": False, "sliding_window": 4},
+                "sliding_attention layers but no window",
+            ),
+            (
+                {"layer_types": ["sliding_attention"] * 3, "use_sliding_window": True, "sliding_window": None},
+                "sliding_attention layers but no window",
+            ),
+            ({"num_key_value_heads": 3}, "num_key_value_heads"),
+            ({"model_type": "qwen3"}, "'qwen3'"),
+            ({"hidden_size": None}, "hidden_size"),
+        ],
+    )
+]
