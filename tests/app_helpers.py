@@ -1,5 +1,7 @@
 """In-process app runs on tiny inputs: a two-test WEAT suite, tiny GloVe-like vectors, a tiny corpus, and
-Hydra composition of the real ``conf/`` with ``make_job`` (validation) and the metric's ``run``.
+Hydra composition of the real ``conf/`` with ``make_job`` (validation) and the metric's ``run``;
+``app_config`` composes the app's root config with test plugins registered (for tests that call ``run_job``
+directly), and ``use_plugins`` readies plugins for an in-process CLI run (the ``cli`` fixture).
 
 ``tiny_suite`` replaces the packaged WEAT suites (monkeypatch ``jaxassoc.data.load_weat_suite``) so a job
 scores two small tests in seconds; the ``weat_ws`` suite's ids are C7/C8, so RPAM's role swap applies.
@@ -7,19 +9,28 @@ scores two small tests in seconds; the ``weat_ws`` suite's ids are C7/C8, so RPA
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import re
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
+from omegaconf import DictConfig
 
 from jaxassoc import data
-from jaxassoc.app import builtin_metrics
+from jaxassoc.app import builtin_metrics, main, registry
 from jaxassoc.app.config import register_configs
 from jaxassoc.app.main import CONF_DIR, make_job
 from jaxassoc.app.registry import METRICS, get_metric
 from jaxassoc.data.weat import WeatSuite, WeatTest
+
+PLUGINS = Path(__file__).parent / "plugins"
+"""The test plugins (metric modules registered from outside jaxassoc)."""
 
 FLOWERS = ("rose", "tulip", "daisy", "lily", "zinnia")  # zinnia: no vector in the tiny GloVe (an OOV word)
 INSECTS = ("ant", "spider", "moth", "wasp")
@@ -132,3 +143,32 @@ def run_metric(overrides, output_dir: Path):
     cfg = compose_config(overrides)
     job = make_job(cfg, output_dir)
     return get_metric(cfg.metric.name).run(job)
+
+
+@contextlib.contextmanager
+def app_config(*plugins: str) -> Iterator[Callable[..., DictConfig]]:
+    """Import the test plugins named (modules in ``tests/plugins``), register every metric and config, and
+    yield ``compose(*overrides)`` for the app's root config."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(PLUGINS))
+        for plugin in plugins:  # (re)imported: registers its metrics even if another test reset the registry
+            importlib.reload(sys.modules[plugin]) if plugin in sys.modules else importlib.import_module(plugin)
+        main.register()
+        GlobalHydra.instance().clear()
+        try:
+            with initialize_config_dir(config_dir=str(main.CONF_DIR), version_base="1.3"):
+                yield lambda *overrides: compose(config_name="config", overrides=list(overrides))
+        finally:
+            GlobalHydra.instance().clear()
+
+
+def use_plugins(monkeypatch, *plugins: str, folder: Path = PLUGINS) -> dict[str, str]:
+    """Ready an in-process CLI run (the ``cli`` fixture) to load the plugins named (modules in ``folder``,
+    by default ``tests/plugins``) as a new process would: ``folder`` on ``sys.path``, the plugin modules
+    imported afresh and the registry's plugin loading run again. Returns the environment to pass to the run:
+    ``{"JAXASSOC_PLUGINS": "a,b"}``."""
+    monkeypatch.syspath_prepend(str(folder))
+    for plugin in plugins:
+        monkeypatch.delitem(sys.modules, plugin, raising=False)
+    monkeypatch.setattr(registry, "_loaded", False)
+    return {"JAXASSOC_PLUGINS": ",".join(plugins)}

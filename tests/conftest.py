@@ -17,6 +17,7 @@ import resource
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -124,8 +125,10 @@ def cli(monkeypatch):
     import importlib
     import io
     import logging
+    import weakref
 
     from hydra.core.global_hydra import GlobalHydra
+    from hydra.initialize import get_gh_backup, restore_gh_from_backup
 
     def run(program: str, *args: str, cwd: Path | None = None, env: dict | None = None) -> CliResult:
         entry = importlib.import_module(_CONSOLE_SCRIPTS[program]).main
@@ -137,9 +140,22 @@ def cli(monkeypatch):
             for key, value in (env or {}).items():
                 patch.delenv(key, raising=False) if value is None else patch.setenv(key, str(value))
             patch.setenv("JAXASSOC_MAIN_PID", str(os.getpid()))
+            # Hydra's logging.config.dictConfig closes every handler of the process (pytest's, absl's: absl's
+            # closes its stream, pytest's capture file, as it is not the redirected sys.stderr): it sees only
+            # the handlers the run makes, and the loggers' settings are restored after it.
+            patch.setattr(logging, "_handlerList", [])
+            patch.setattr(logging, "_handlers", weakref.WeakValueDictionary())
+            for name in ("jaxassoc", "jax._src.xla_bridge", "jax._src.compilation_cache"):  # levels the app sets
+                logging.getLogger(name)
+            loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+            saved = [
+                (lg, lg.handlers[:], lg.level, lg.disabled, lg.propagate)
+                for lg in loggers
+                if isinstance(lg, logging.Logger)
+            ]
+            hydra_backup = get_gh_backup()  # a Hydra context the test opened (start_hydra) is restored after
+            compile_dir = jax.config.jax_compilation_cache_dir  # a job may set it (compile_cache=true)
             GlobalHydra.instance().clear()
-            root = logging.getLogger()
-            handlers, level = root.handlers[:], root.level
             code = 0
             try:
                 with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -151,13 +167,26 @@ def cli(monkeypatch):
                         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
             finally:
                 GlobalHydra.instance().clear()
-                for handler in root.handlers[:]:
-                    if handler not in handlers:
-                        root.removeHandler(handler)
-                for handler in handlers:
-                    if handler not in root.handlers:
-                        root.addHandler(handler)
-                root.setLevel(level)
+                restore_gh_from_backup(hydra_backup)
+                if jax.config.jax_compilation_cache_dir != compile_dir:
+                    from jax.experimental.compilation_cache import compilation_cache
+
+                    jax.config.update("jax_compilation_cache_dir", compile_dir)
+                    compilation_cache.reset_cache()
+                known = {id(lg) for lg, *_ in saved}
+                added = []
+                for lg in logging.Logger.manager.loggerDict.values():  # loggers the run made: no handlers left
+                    if isinstance(lg, logging.Logger) and id(lg) not in known:
+                        added += lg.handlers
+                        lg.handlers.clear()
+                for lg, handlers, level, disabled, propagate in saved:
+                    added += [h for h in lg.handlers if h not in handlers]
+                    lg.handlers[:] = handlers
+                    lg.setLevel(level)
+                    lg.disabled, lg.propagate = disabled, propagate
+                for handler in added:  # e.g. Hydra's job log file
+                    if isinstance(handler, logging.FileHandler):
+                        handler.close()
         return CliResult(code, out.getvalue(), err.getvalue())
 
     return run
@@ -174,6 +203,7 @@ class CheckpointFactory:
 
     def __init__(self, root: Path):
         self.root = root
+        self.handed_out: set[Path] = set()
 
     def __call__(
         self, spec, seed: int | None = None, *, fmt: str = "safetensors", into: Path | None = None, **fields
@@ -184,6 +214,7 @@ class CheckpointFactory:
             spec = spec.with_fields(seed, **fields)
         folder = self._cached(spec, fmt)
         if into is None:
+            self.handed_out.add(folder)
             return folder
         out = Path(into) / f"{spec.name}-{fmt}-{spec.seed}"
         shutil.copytree(folder, out, ignore=shutil.ignore_patterns(".manifest.json"))
@@ -216,8 +247,7 @@ class CheckpointFactory:
         shutil.rmtree(folder, ignore_errors=True)
         tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=self.root))
         family_specs.write(spec, tmp, fmt)
-        manifest = {str(p.relative_to(tmp)): p.stat().st_size for p in sorted(tmp.rglob("*")) if p.is_file()}
-        (tmp / ".manifest.json").write_text(json.dumps(manifest))
+        (tmp / ".manifest.json").write_text(json.dumps(_contents(tmp)))
         try:
             tmp.rename(folder)  # atomic: another worker may have written the same one meanwhile
         except OSError:
@@ -225,24 +255,33 @@ class CheckpointFactory:
         return folder
 
 
-def _intact(folder: Path) -> bool:
-    """The folder holds exactly the files its manifest lists, at their sizes (a test that wrote into the shared
-    folder, or an interrupted run, makes it be written anew)."""
-    try:
-        manifest = json.loads((folder / ".manifest.json").read_text())
-    except (OSError, ValueError):
-        return False
-    files = {
-        str(p.relative_to(folder)): p.stat().st_size
-        for p in folder.rglob("*")
+def _contents(folder: Path) -> dict[str, str]:
+    """File (relative path) -> sha256 of its bytes, for every file but the manifest."""
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
         if p.is_file() and p.name != ".manifest.json"
     }
-    return files == manifest
+
+
+def _intact(folder: Path) -> bool:
+    """The folder holds exactly the files its manifest lists, with their bytes (an interrupted run, or a test
+    that wrote into the shared folder, makes it be written anew)."""
+    try:
+        return _contents(folder) == json.loads((folder / ".manifest.json").read_text())
+    except (OSError, ValueError):
+        return False
 
 
 @pytest.fixture(scope="session")
-def tiny_checkpoint(pytestconfig) -> CheckpointFactory:
+def tiny_checkpoint(pytestconfig) -> Iterator[CheckpointFactory]:
     """The factory of tiny checkpoints (:class:`CheckpointFactory`)."""
     cache = getattr(pytestconfig, "cache", None)
     root = cache.mkdir("jaxassoc-checkpoints") if cache is not None else Path(SESSION_CACHE)
-    return CheckpointFactory(Path(root))
+    factory = CheckpointFactory(Path(root))
+    yield factory
+    changed = sorted(str(f) for f in factory.handed_out if not _intact(f))
+    assert not changed, (
+        f"tests changed shared checkpoints {changed}: a test that modifies a checkpoint must ask for its own "
+        "copy, tiny_checkpoint(..., into=tmp_path)"
+    )

@@ -84,6 +84,7 @@ def built_docs(tmp_path_factory):
     return out
 
 
+@pytest.mark.process  # scripts/build_docs.sh: bash and pdoc
 def test_api_pages_show_the_key_symbols(built_docs):
     assert (built_docs / "index.html").is_file() and (built_docs / "search.js").is_file()
     for page, symbols in KEY_SYMBOLS.items():

@@ -1,37 +1,28 @@
 """The Hydra app end to end, with a user-defined metric loaded as a plugin (no edit of jaxassoc).
 
-Runs the real console script in a subprocess: config validation, sweeps into per-job folders, resume,
-the result store's provenance and determinism, and the sweep report.
+Runs the console scripts in process (the ``cli`` fixture): config validation, sweeps into per-job folders,
+resume, the result store's provenance and determinism, and the sweep report.
 """
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from app_helpers import use_plugins
 
 from jaxassoc.app import store
 
-PLUGINS = Path(__file__).parent / "plugins"
+
+@pytest.fixture
+def jaxassoc(cli, monkeypatch):
+    """``jaxassoc(cwd, *overrides)``: the CLI, in process, with the toy metric plugin of ``tests/plugins``
+    (``JAXASSOC_PLUGINS=toy_metric``)."""
+    env = use_plugins(monkeypatch, "toy_metric")
+    return lambda cwd, *overrides: cli("jaxassoc", *overrides, cwd=cwd, env={**env, "HYDRA_FULL_ERROR": "0"})
 
 
-def jaxassoc(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
-    path = os.pathsep.join(filter(None, [str(PLUGINS), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "PYTHONPATH": path, "JAXASSOC_PLUGINS": "toy_metric", "HYDRA_FULL_ERROR": "0"}
-    return subprocess.run(
-        [sys.executable, "-m", "jaxassoc", *overrides],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
-def test_plugin_metric_sweep_resume_and_report(tmp_path):
+def test_plugin_metric_sweep_resume_and_report(tmp_path, jaxassoc, cli):
     sweep = ["-m", "metric=toy", "model=glove-6b-50d", "seed=1,2", "metric.n_items=3,4", "hydra.sweep.dir=sweep"]
     first = jaxassoc(tmp_path, *sweep)
     assert first.returncode == 0, first.stderr
@@ -50,9 +41,7 @@ def test_plugin_metric_sweep_resume_and_report(tmp_path):
     assert "skip toy" in second.stderr + second.stdout
     assert {p: p.stat().st_mtime_ns for p in jobs} == mtimes  # nothing rewritten: no duplicated rows
 
-    report = subprocess.run(
-        [sys.executable, "-m", "jaxassoc.app.report", str(tmp_path / "sweep")], capture_output=True, text=True
-    )
+    report = cli("jaxassoc-report", tmp_path / "sweep")
     assert report.returncode == 0, report.stderr
     table = pd.read_parquet(tmp_path / "sweep" / "report" / "table.parquet")
     assert len(table) == 4 and sorted(table["n_items"]) == [3, 3, 4, 4]
@@ -63,7 +52,7 @@ def test_plugin_metric_sweep_resume_and_report(tmp_path):
     assert "| toy |" in text
 
 
-def test_same_command_twice_gives_identical_parquet(tmp_path):
+def test_same_command_twice_gives_identical_parquet(tmp_path, jaxassoc):
     outs = []
     for run in ("a", "b"):
         proc = jaxassoc(tmp_path, "metric=toy", "model=glove-6b-50d", f"hydra.run.dir={run}")
@@ -74,13 +63,13 @@ def test_same_command_twice_gives_identical_parquet(tmp_path):
     assert outs[0] == outs[1]
 
 
-def test_unknown_config_key_fails_naming_it(tmp_path):
+def test_unknown_config_key_fails_naming_it(tmp_path, jaxassoc):
     proc = jaxassoc(tmp_path, "metric=toy", "metric.n_itemz=3")
     assert proc.returncode != 0
     assert "n_itemz" in proc.stderr and "ToyConfig" in proc.stderr
 
 
-def test_metric_model_mismatch_fails_before_work(tmp_path):
+def test_metric_model_mismatch_fails_before_work(tmp_path, jaxassoc):
     proc = jaxassoc(tmp_path, "metric=toy", "model=minilm-l6")
     assert proc.returncode != 0
     assert "cannot score model 'minilm-l6' of kind 'encoder'" in proc.stderr

@@ -5,7 +5,7 @@ import logging
 
 import numpy as np
 import pytest
-from app_compose import app_config
+from app_helpers import app_config
 
 from jaxassoc.app.cache import cache_key, cached_arrays, usable_cache_dir
 from jaxassoc.app.main import run_job

@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 import pytest
-from app_compose import app_config
+from app_helpers import app_config
 
 from jaxassoc.app import cache_command
 from jaxassoc.app.cache import cache_key, cached_arrays, default_cache_dir, entries, evict

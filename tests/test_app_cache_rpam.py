@@ -7,7 +7,6 @@ import logging
 import numpy as np
 import pandas as pd
 import pytest
-from models_helpers import save_tiny_checkpoint
 
 from jaxassoc.app import model_loading
 from jaxassoc.app.config import DatasetConfig, ModelConfig, StatsConfig, TemplateConfig, WhiteningConfig
@@ -25,8 +24,8 @@ ATTRIBUTES = ["he", "music", "math", "a", "xylophone", "his", "word"]
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory):
-    return save_tiny_checkpoint(tmp_path_factory.mktemp("rpam_cache"), "gpt2", n_positions=512)  # the rating prompt
+def folder(tiny_checkpoint):
+    return tiny_checkpoint("gpt2", n_positions=512)  # the rating prompt
 
 
 @pytest.fixture(scope="module")

@@ -4,9 +4,9 @@ reference level misses. The WEAT job reuses them across a sweep of statistics op
 
 import logging
 
+import family_specs
 import numpy as np
 import pytest
-from models_helpers import CORPUS, save_tiny_checkpoint
 
 from jaxassoc.app import model_loading
 from jaxassoc.app.config import DatasetConfig, ModelConfig, StatsConfig, TemplateConfig, WhiteningConfig
@@ -17,13 +17,13 @@ from jaxassoc.embeddings.contextual import ContextIndex, ContextualWordVectors
 from jaxassoc.models import load_model
 from jaxassoc.readouts.weat import cached_reference, prefetch_word_vectors
 
-SENTENCES = list(dict.fromkeys(CORPUS))
+SENTENCES = list(dict.fromkeys(family_specs.CORPUS))
 WORDS = ["doctor", "nurse", "music", "science", "zebra"]  # zebra: no context, falls back or is dropped
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory):
-    return save_tiny_checkpoint(tmp_path_factory.mktemp("weat_cache"), "bert-encoder")
+def folder(tiny_checkpoint):
+    return tiny_checkpoint("bert-encoder")
 
 
 @pytest.fixture(scope="module")

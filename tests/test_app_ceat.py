@@ -1,17 +1,13 @@
 """metric=ceat: per-word context pools vs transformers, the CLI on a tiny GPT-2 (tables, determinism, the
 pool cache), the random-effects numbers vs a NumPy/scipy recomputation from the stored draws, fallbacks."""
 
-import os
-import subprocess
-import sys
-
+import family_specs
 import jax
 import numpy as np
 import pandas as pd
 import pytest
 import scipy.stats
 import torch
-from models_helpers import load_torch, save_tiny_checkpoint
 
 from jaxassoc.data import WeatTest, load_weat_suite
 from jaxassoc.embeddings.contextual import ContextIndex
@@ -34,11 +30,10 @@ CORPUS = [
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    root = tmp_path_factory.mktemp("ceat")
-    corpus = root / "corpus.txt"
+def tiny(tmp_path_factory, tiny_checkpoint):
+    corpus = tmp_path_factory.mktemp("ceat") / "corpus.txt"
     corpus.write_text("\n".join(CORPUS) + "\n")
-    return save_tiny_checkpoint(root, "gpt2", n_positions=128), corpus
+    return tiny_checkpoint("gpt2", n_positions=128), corpus
 
 
 def test_context_pools_match_transformers_mean_pooled_word_tokens(tiny):
@@ -48,7 +43,7 @@ def test_context_pools_match_transformers_mean_pooled_word_tokens(tiny):
     pools = context_pools(model, index, ["rose", "ant", "zebra"], layer=-1, max_contexts=5, batch_size=4)
     assert pools.how == ["3 corpus contexts", "2 corpus contexts", "no context: fallback word"]
     assert pools.counts.tolist() == [3, 2, 1]
-    reference = load_torch(folder, "gpt2")
+    reference = family_specs.load_torch("gpt2", folder)
     tok = model.tokenizer
     for word in ("rose", "ant", "zebra"):
         texts = index.contexts(word, max_contexts=5, seed=0) or [word]
@@ -75,22 +70,14 @@ def _numpy_random_effects(es, v):
     return ces, var, tau2, scipy.stats.norm.sf(ces / np.sqrt(var))
 
 
-def _jaxassoc(cwd, *overrides, check=True):
-    env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "jaxassoc", "metric=ceat", "model.name=tiny", *overrides],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+def _jaxassoc(cli, cwd, *overrides, check=True):
+    proc = cli("jaxassoc", "metric=ceat", "model.name=tiny", *overrides, cwd=cwd, env={"HYDRA_FULL_ERROR": "0"})
     if check:
         assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 
 
-def test_ceat_cli_tables_and_pool_cache_hit_is_bit_identical(tmp_path, tiny):
+def test_ceat_cli_tables_and_pool_cache_hit_is_bit_identical(tmp_path, tiny, cli):
     folder, corpus = tiny
     common = [
         f"model.source={folder}",
@@ -99,8 +86,8 @@ def test_ceat_cli_tables_and_pool_cache_hit_is_bit_identical(tmp_path, tiny):
         "metric.max_contexts=4",
         f"cache_dir={tmp_path / 'cache'}",
     ]
-    first = _jaxassoc(tmp_path, *common, "metric.n_draws=300", "hydra.run.dir=a")
-    other = _jaxassoc(tmp_path, *common, "metric.n_draws=500", "seed=1", "hydra.run.dir=c")
+    first = _jaxassoc(cli, tmp_path, *common, "metric.n_draws=300", "hydra.run.dir=a")
+    other = _jaxassoc(cli, tmp_path, *common, "metric.n_draws=500", "seed=1", "hydra.run.dir=c")
     assert "cache hit: ceat_contexts" not in first.stderr + first.stdout
     assert "cache hit: ceat_contexts" in other.stderr + other.stdout  # another seed and N reuse the pools
     stored = list((tmp_path / "cache" / "ceat_contexts").glob("*.npz"))
@@ -147,9 +134,10 @@ def test_ceat_cli_tables_and_pool_cache_hit_is_bit_identical(tmp_path, tiny):
     assert not np.array_equal(tables["a"]["draws"]["effect_size"][:300], tables["c"]["draws"]["effect_size"][:300])
 
 
-def test_ceat_cli_refuses_an_unknown_test_and_a_static_model(tmp_path, tiny):
+def test_ceat_cli_refuses_an_unknown_test_and_a_static_model(tmp_path, tiny, cli):
     folder, corpus = tiny
     bad = _jaxassoc(
+        cli,
         tmp_path,
         f"model.source={folder}",
         "metric.tests=[W42]",
@@ -158,13 +146,7 @@ def test_ceat_cli_refuses_an_unknown_test_and_a_static_model(tmp_path, tiny):
         check=False,
     )
     assert bad.returncode != 0 and "W42" in bad.stderr and "Traceback" not in bad.stderr
-    static = subprocess.run(
-        [sys.executable, "-m", "jaxassoc", "metric=ceat", "model=glove-6b-50d"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    static = cli("jaxassoc", "metric=ceat", "model=glove-6b-50d", cwd=tmp_path)
     assert static.returncode != 0 and "static" in static.stderr
 
 

@@ -1,7 +1,5 @@
-"""The WEAT job through the real CLI on the embedded GloVe-50d, against docs/methods.md's reference values."""
-
-import subprocess
-import sys
+"""The WEAT job through the CLI (in process) on the embedded GloVe-50d, against docs/methods.md's reference
+values."""
 
 import numpy as np
 import pandas as pd
@@ -10,24 +8,17 @@ import pytest
 from jaxassoc.embeddings import load_zca
 
 
-def test_weat_job_on_glove_matches_methods_reference_values(tmp_path):
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "jaxassoc",
-            "metric=weat",
-            "model=glove-6b-50d",
-            "whitening=zca",
-            "stats.n_permutations=2000",
-            "stats.n_bootstrap=200",
-            "hydra.run.dir=run",
-            "cache_dir=null",
-        ],
+def test_weat_job_on_glove_matches_methods_reference_values(tmp_path, cli):
+    proc = cli(
+        "jaxassoc",
+        "metric=weat",
+        "model=glove-6b-50d",
+        "whitening=zca",
+        "stats.n_permutations=2000",
+        "stats.n_bootstrap=200",
+        "hydra.run.dir=run",
+        "cache_dir=null",
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = tmp_path / "run"
@@ -63,7 +54,7 @@ def _sc_weat_exact_p(w, a, b):
     return float(np.mean(np.array(null) > observed + 1e-9))
 
 
-def test_sc_weat_job_on_glove_inline_words_matches_numpy_exact_p(tmp_path):
+def test_sc_weat_job_on_glove_inline_words_matches_numpy_exact_p(tmp_path, cli):
     from jaxassoc.embeddings.static import load_embedded_glove
 
     sets = {
@@ -72,23 +63,16 @@ def test_sc_weat_job_on_glove_inline_words_matches_numpy_exact_p(tmp_path):
         "A": ["he", "man", "his", "him"],
         "B": ["she", "woman", "her", "hers"],
     }
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "jaxassoc",
-            "metric=weat",
-            "model=glove-6b-50d",
-            "metric.single_category=true",
-            "dataset=custom_weat",
-            *(f"dataset.{s}=[{','.join(w)}]" for s, w in sets.items()),
-            "hydra.run.dir=run",
-            "cache_dir=null",
-        ],
+    proc = cli(
+        "jaxassoc",
+        "metric=weat",
+        "model=glove-6b-50d",
+        "metric.single_category=true",
+        "dataset=custom_weat",
+        *(f"dataset.{s}=[{','.join(w)}]" for s, w in sets.items()),
+        "hydra.run.dir=run",
+        "cache_dir=null",
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     table = pd.read_parquet(tmp_path / "run" / "aggregates.parquet").set_index("word")

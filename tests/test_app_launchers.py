@@ -17,6 +17,8 @@ import pytest
 
 from jaxassoc import data
 
+pytestmark = pytest.mark.process  # the launchers start worker processes; a sweep process is killed
+
 PLUGINS = Path(__file__).parent / "plugins"
 LAUNCHERS = [pytest.param("hydra/launcher=local_parallel", marks=pytest.mark.slow), "hydra/launcher=submitit_local"]
 

@@ -1,10 +1,7 @@
 """The mesh config group (conf/mesh, MeshConfig): bad sizes and dtypes refused before any model loads,
-``model.shard=true`` as an alias of ``mesh=data``, and a CLI run on a 2×4 fsdp×tp mesh of 8 simulated
-devices giving the single-device effect sizes."""
+``model.shard=true`` as an alias of ``mesh=data``, and a CLI run (in process) on a 2×4 fsdp×tp mesh of the 8
+simulated devices giving the single-device effect sizes."""
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import jax
@@ -12,7 +9,6 @@ import numpy as np
 import pandas as pd
 import pytest
 from app_helpers import compose_config, start_hydra
-from models_helpers import save_tiny_checkpoint
 
 from jaxassoc.app.main import make_job
 from jaxassoc.errors import ConfigError
@@ -29,8 +25,8 @@ def hydra_context():
     "overrides, match",
     [
         (
-            ["mesh=fsdp_tp", "mesh.fsdp=2", "mesh.tp=4"],
-            rf"mesh sizes mesh.data=1, mesh.fsdp=2, mesh.tp=4 multiply to 8 devices but there are "
+            ["mesh=fsdp_tp", "mesh.fsdp=3", "mesh.tp=3"],  # 9: neither 1 device nor the 8 simulated ones
+            rf"mesh sizes mesh.data=1, mesh.fsdp=3, mesh.tp=3 multiply to 9 devices but there are "
             rf"{len(jax.devices())} devices",
         ),
         (["mesh=fsdp_tp", "mesh.tp=0"], r"mesh.tp=0: a mesh size is a positive integer"),
@@ -54,34 +50,23 @@ def test_model_shard_is_an_alias_of_the_data_mesh(tmp_path):
 
 
 @pytest.mark.slow  # two CLI runs on 8 simulated devices: ~40 s on 2 cores
-def test_cli_rpam_on_a_2x4_fsdp_tp_mesh_gives_the_single_device_effect_sizes(tmp_path):
-    folder = save_tiny_checkpoint(tmp_path, "llama")  # 2 KV heads over tp=4: replicated and logged
-    common = [
-        sys.executable,
-        "-m",
-        "jaxassoc",
-        *RPAM,
-        "model.name=tiny",
-        f"model.source={folder}",
-        "model.batch_size=4",
-        "cache_dir=null",
-    ]
-    env = dict(
-        os.environ,
-        XLA_FLAGS="--xla_force_host_platform_device_count=8",
-        JAX_PLATFORMS="cpu",
-        HYDRA_FULL_ERROR="0",
-        JAX_DEFAULT_MATMUL_PRECISION="highest",
-    )
+def test_cli_rpam_on_a_2x4_fsdp_tp_mesh_gives_the_single_device_effect_sizes(tmp_path, tiny_checkpoint, cli):
+    assert len(jax.devices()) == 8  # the 8 simulated CPU devices of tests/conftest.py
     runs = {}
     for name, extra in (("single", []), ("mesh", ["mesh=fsdp_tp", "mesh.fsdp=2", "mesh.tp=4"])):
-        proc = subprocess.run(
-            [*common, *extra, f"hydra.run.dir={name}"],
+        # a private copy per run: the process's model cache misses, so each run loads (and logs) the model
+        folder = tiny_checkpoint("llama", into=tmp_path / f"model-{name}")  # 2 KV heads over tp=4: replicated, logged
+        proc = cli(
+            "jaxassoc",
+            *RPAM,
+            "model.name=tiny",
+            f"model.source={folder}",
+            "model.batch_size=4",
+            "cache_dir=null",
+            *extra,
+            f"hydra.run.dir={name}",
             cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=400,
+            env={"HYDRA_FULL_ERROR": "0"},
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
         runs[name] = proc.stdout + proc.stderr

@@ -6,7 +6,7 @@ import importlib
 import sys
 
 import pytest
-from app_compose import PLUGINS, app_config
+from app_helpers import PLUGINS, app_config
 
 from jaxassoc.app import builtin_metrics, registry
 from jaxassoc.app.main import run_job

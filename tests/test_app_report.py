@@ -8,8 +8,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from app_compose import app_config
-from app_helpers import use_tiny_suite, write_tiny_glove
+from app_helpers import app_config, use_tiny_suite, write_tiny_glove
 
 from jaxassoc.app import report, store, tables
 from jaxassoc.app.main import console_tables, run_job

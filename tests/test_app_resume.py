@@ -9,8 +9,7 @@ import shutil
 
 import pandas as pd
 import pytest
-from app_compose import app_config
-from models_helpers import save_tiny_checkpoint
+from app_helpers import app_config
 
 from jaxassoc import data
 from jaxassoc.app import store
@@ -24,8 +23,8 @@ def compose():
 
 
 @pytest.fixture
-def folder(tmp_path):
-    return save_tiny_checkpoint(tmp_path / "model", "gpt2")
+def folder(tmp_path, tiny_checkpoint):
+    return tiny_checkpoint("gpt2", into=tmp_path / "model")  # a private copy: tests rewrite its files
 
 
 @pytest.fixture
@@ -60,10 +59,10 @@ def test_unchanged_job_is_skipped_without_rewriting(compose, folder, tmp_path, l
         ("tokenizer.json", "tokenizer changed: tokenizer.json"),
     ],
 )
-def test_rewritten_model_file_reruns_the_job(compose, folder, tmp_path, log, changed, reason):
+def test_rewritten_model_file_reruns_the_job(compose, folder, tmp_path, log, changed, reason, tiny_checkpoint):
     cfg, out = toy_job(compose, folder), tmp_path / "job"
     run_job(cfg, out)
-    other = save_tiny_checkpoint(tmp_path / "other", "gpt2", seed=1)
+    other = tiny_checkpoint("gpt2", 1)
     shutil.copyfile(other / changed, folder / changed)  # same path, same config: only the file differs
     assert run_job(cfg, out) is not None
     assert reason in log.text
@@ -142,7 +141,7 @@ def test_config_text_that_cannot_be_a_file_name_is_no_input_file(tmp_path):
 
 
 @pytest.mark.slow
-def test_rerun_after_overwriting_weights_records_the_new_weight_hash(compose, folder, tmp_path):
+def test_rerun_after_overwriting_weights_records_the_new_weight_hash(compose, folder, tmp_path, tiny_checkpoint):
     cfg = compose(
         "metric=rpam",
         "template=tp1",
@@ -161,7 +160,7 @@ def test_rerun_after_overwriting_weights_records_the_new_weight_hash(compose, fo
     run_job(cfg, out)
     first = recorded_hash()
     assert first == hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()
-    other = save_tiny_checkpoint(tmp_path / "other", "gpt2", seed=1)
+    other = tiny_checkpoint("gpt2", 1)
     shutil.copyfile(other / "model.safetensors", folder / "model.safetensors")
     assert run_job(cfg, out) is not None
     assert recorded_hash() == hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest() != first

@@ -1,16 +1,11 @@
 """An encoder-decoder model (T5) in the app: ``metric=rpam`` runs it end to end from the CLI; every other
 metric, and a T5 checkpoint declared with another kind, is refused by name before anything is scored."""
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pandas as pd
 import pytest
 from app_helpers import compose_config, start_hydra
-from models_helpers import save_tiny_checkpoint
-from t5_helpers import save_t5
+from family_specs.t5 import V11
 
 from jaxassoc.app import model_loading
 from jaxassoc.app.config import ModelConfig
@@ -23,8 +18,8 @@ from jaxassoc.readouts.rpam_prompts import PromptTemplate
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory):
-    return save_t5(tmp_path_factory.mktemp("t5app") / "tiny-t5")
+def folder(tiny_checkpoint):
+    return tiny_checkpoint(V11)
 
 
 @pytest.fixture
@@ -32,29 +27,21 @@ def hydra_context():
     yield from start_hydra()
 
 
-def test_cli_rpam_on_a_t5_checkpoint(tmp_path, folder):
-    env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "jaxassoc",
-            "metric=rpam",
-            "model=t5-v1.1-small",
-            "model.name=tiny-t5",
-            f"model.source={folder}",
-            "template=tp1",
-            "dataset=bellezza",
-            "dataset.sample=5",
-            "cache_dir=null",
-            "quiet=true",
-            "hydra.run.dir=out",
-        ],
+def test_cli_rpam_on_a_t5_checkpoint(tmp_path, folder, cli):
+    proc = cli(
+        "jaxassoc",
+        "metric=rpam",
+        "model=t5-v1.1-small",
+        "model.name=tiny-t5",
+        f"model.source={folder}",
+        "template=tp1",
+        "dataset=bellezza",
+        "dataset.sample=5",
+        "cache_dir=null",
+        "quiet=true",
+        "hydra.run.dir=out",
         cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
+        env={"HYDRA_FULL_ERROR": "0"},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     items = pd.read_parquet(tmp_path / "out" / "items.parquet")
@@ -93,8 +80,8 @@ def test_a_t5_checkpoint_declared_causal_is_refused(folder):
         model_loading.language_model(ModelConfig(name="tiny-t5", source=str(folder), kind="causal"))
 
 
-def test_a_causal_checkpoint_declared_seq2seq_is_refused(tmp_path):
-    gpt2 = save_tiny_checkpoint(tmp_path, "gpt2")
+def test_a_causal_checkpoint_declared_seq2seq_is_refused(tiny_checkpoint):
+    gpt2 = tiny_checkpoint("gpt2")
     model_loading._load_language_model.cache_clear()
     with pytest.raises(
         ConfigError, match="'tiny' is a causal model \\(gpt2\\) but model.kind=seq2seq: set model.kind=causal"

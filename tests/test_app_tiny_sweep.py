@@ -1,37 +1,23 @@
 """A 2 x 2 sweep of a real metric on tiny checkpoints, its report, and the model-output cache."""
 
-import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
 import pytest
-from models_helpers import save_tiny_checkpoint
 
 from jaxassoc.app.cache import cache_key, cached_arrays
 
 
 @pytest.fixture(scope="module")
-def tiny_folders(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tiny")
+def tiny_folders(tiny_checkpoint):
     return {  # a 256-token context: Winogender sentences are long for the tiny tokenizers
-        "gpt2": save_tiny_checkpoint(root / "gpt2", "gpt2", n_positions=256),
-        "llama": save_tiny_checkpoint(root / "llama", "llama", max_position_embeddings=256),
+        "gpt2": tiny_checkpoint("gpt2", n_positions=256),
+        "llama": tiny_checkpoint("llama", max_position_embeddings=256),
     }
 
 
-def jaxassoc(cwd, *overrides):
-    env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "jaxassoc", *overrides], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc
-
-
-def test_unstereo_sweep_on_two_tiny_models_then_report_and_cache(tmp_path, tiny_folders):
+def test_unstereo_sweep_on_two_tiny_models_then_report_and_cache(tmp_path, tiny_folders, cli):
     sources = ",".join(str(p) for p in tiny_folders.values())
     sweep = [
         "-m",
@@ -44,7 +30,8 @@ def test_unstereo_sweep_on_two_tiny_models_then_report_and_cache(tmp_path, tiny_
         "hydra.sweep.dir=sweep",
         f"cache_dir={tmp_path / 'cache'}",
     ]
-    first = jaxassoc(tmp_path, *sweep)
+    first = cli("jaxassoc", *sweep, cwd=tmp_path, env={"HYDRA_FULL_ERROR": "0"})
+    assert first.returncode == 0, first.stderr[-3000:]
     jobs = sorted(p.parent for p in (tmp_path / "sweep").rglob("results.json"))
     assert len(jobs) == 4
     # the two AuFC settings of one model share the forward passes: the second one is a cache hit
@@ -55,12 +42,7 @@ def test_unstereo_sweep_on_two_tiny_models_then_report_and_cache(tmp_path, tiny_
         assert len(same_model) == 2
         np.testing.assert_array_equal(same_model[0]["M_logprob"], same_model[1]["M_logprob"])
         assert (same_model[0]["prov_model_weights_sha256"] != "").all()
-    report = subprocess.run(
-        [sys.executable, "-m", "jaxassoc.app.report", str(tmp_path / "sweep")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    report = cli("jaxassoc-report", tmp_path / "sweep")
     assert report.returncode == 0, report.stderr
     table = pd.read_parquet(tmp_path / "sweep" / "report" / "table.parquet")
     assert table["job"].nunique() == 4 and set(table["subset"]) >= {"unconstrained", "0.3"}
@@ -73,7 +55,7 @@ def test_unstereo_sweep_on_two_tiny_models_then_report_and_cache(tmp_path, tiny_
         "preference_disparity | male_rel_ratio | aufc |"
     )
     assert len(rows) == 4 * 6 and "nan" not in text.lower()
-    assert {r.split(" | ")[0].split("-")[0] for r in rows} == {"| gpt2", "| llama"}  # model folders, by name
+    assert {r.split(" | ")[0] for r in rows} == {f"| {p.name}" for p in tiny_folders.values()}  # folders, by name
     assert all(re.fullmatch(r"\d+", r.split(" | ")[3]) for r in rows)  # n: a count, no decimals
 
 

@@ -7,12 +7,13 @@ import signal
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import matplotlib
 import numpy as np
 import pandas as pd
 import pytest
-from app_compose import app_config
+from app_helpers import app_config
 
 from jaxassoc import io
 from jaxassoc.app import store
@@ -26,9 +27,15 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 
 def dead_pid() -> int:
-    """The id of a process that has exited (and been reaped)."""
-    proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    return int(proc.stdout)
+    """The id of a process that does not exist (none runs under it), found without starting one."""
+    try:
+        pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
+    except (OSError, ValueError):
+        pid_max = 2**22
+    for pid in range(pid_max - 1, 1, -1):
+        if not io.pid_alive(pid):
+            return pid
+    raise AssertionError("every process id is in use")
 
 
 def temporary(folder, name, pid, host=None):
@@ -52,6 +59,7 @@ def killed_writer(target) -> None:
     assert proc.returncode == -signal.SIGKILL, proc.stderr
 
 
+@pytest.mark.process  # a writer process killed half-way
 def test_killed_writer_leaves_a_temporary_that_the_next_cleanup_removes(tmp_path):
     killed_writer(tmp_path / "items.parquet")
     left = list(tmp_path.iterdir())

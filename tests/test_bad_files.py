@@ -1,19 +1,8 @@
 """Corrupt model and vector files through the CLI: exit code != 0 and one `jaxassoc: error:` line naming
 the file, never a traceback or a run that finishes on NaN weights."""
 
-import os
-import shutil
-import subprocess
-import sys
-
 import numpy as np
 import pytest
-from models_helpers import save_tiny_checkpoint
-
-
-@pytest.fixture(scope="module")
-def gpt2_folder(tmp_path_factory):
-    return save_tiny_checkpoint(tmp_path_factory.mktemp("bad"), "gpt2")
 
 
 def _truncate(folder):
@@ -38,54 +27,39 @@ def _nan_weight(folder):
 
 
 @pytest.mark.parametrize("damage", [_truncate, _drop_tokenizer, _nan_weight])
-def test_cli_refuses_a_damaged_checkpoint_in_one_line_naming_it(tmp_path, gpt2_folder, damage):
-    folder = tmp_path / "damaged"
-    shutil.copytree(gpt2_folder, folder)
+def test_cli_refuses_a_damaged_checkpoint_in_one_line_naming_it(tmp_path, tiny_checkpoint, cli, damage):
+    folder = tiny_checkpoint("gpt2", into=tmp_path / "damaged")  # a private copy to damage
     expected = damage(folder)
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "jaxassoc",
-            f"model.source={folder}",
-            "model.name=x",
-            "model.kind=causal",
-            "metric=rpam",
-            "dataset=weat_ws",
-            "template=tp1",
-            "cache_dir=null",
-        ],
+    proc = cli(
+        "jaxassoc",
+        f"model.source={folder}",
+        "model.name=x",
+        "model.kind=causal",
+        "metric=rpam",
+        "dataset=weat_ws",
+        "template=tp1",
+        "cache_dir=null",
         cwd=tmp_path,
-        env={**os.environ, "HYDRA_FULL_ERROR": "0"},
-        capture_output=True,
-        text=True,
-        timeout=300,
+        env={"HYDRA_FULL_ERROR": "0"},
     )
     errors = [line for line in proc.stderr.splitlines() if line.startswith("jaxassoc: error:")]
     assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert len(errors) == 1 and str(folder) in errors[0] and expected in errors[0], proc.stderr[-2000:]
 
 
-def test_cli_refuses_a_glove_file_with_an_extra_number_naming_its_line(tmp_path):
+def test_cli_refuses_a_glove_file_with_an_extra_number_naming_its_line(tmp_path, cli):
     glove = tmp_path / "vectors.txt"
     glove.write_text("the 0.1 0.2 0.3\nbusiness -0.36044 0.4 0.5 0.6\n", encoding="utf-8")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "jaxassoc",
-            f"model.source={glove}",
-            "model.name=x",
-            "model.kind=static",
-            "metric=weat",
-            "dataset=weat_caliskan2017",
-            "cache_dir=null",
-        ],
+    proc = cli(
+        "jaxassoc",
+        f"model.source={glove}",
+        "model.name=x",
+        "model.kind=static",
+        "metric=weat",
+        "dataset=weat_caliskan2017",
+        "cache_dir=null",
         cwd=tmp_path,
-        env={**os.environ, "HYDRA_FULL_ERROR": "0"},
-        capture_output=True,
-        text=True,
-        timeout=300,
+        env={"HYDRA_FULL_ERROR": "0"},
     )
     errors = [line for line in proc.stderr.splitlines() if line.startswith("jaxassoc: error:")]
     assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]

@@ -4,7 +4,6 @@ scores as the same templates built in; bad files are refused naming the file and
 import pandas as pd
 import pytest
 from app_helpers import compose_config, run_metric, start_hydra
-from models_helpers import save_tiny_checkpoint
 
 from jaxassoc.app.main import make_job
 from jaxassoc.data import unstereo
@@ -20,8 +19,8 @@ def hydra_context():
 
 
 @pytest.fixture(scope="module")
-def tiny_lm(tmp_path_factory):
-    return save_tiny_checkpoint(tmp_path_factory.mktemp("lm"), "gpt2", n_positions=256)
+def tiny_lm(tiny_checkpoint):
+    return tiny_checkpoint("gpt2", n_positions=256)
 
 
 @pytest.mark.parametrize("suffix", [".txt", ".csv"])

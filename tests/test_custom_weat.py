@@ -2,8 +2,6 @@
 results as the same tests built in; every bad file is refused naming the file, line, test, set and word."""
 
 import json
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
@@ -203,27 +201,20 @@ def test_wefe_suite_is_a_dataset_config(tmp_path):
     assert job.dataset.name == "weat_wefe"
 
 
-def test_cli_runs_own_yaml_file_relative_to_the_working_folder_on_embedded_glove(tmp_path):
+def test_cli_runs_own_yaml_file_relative_to_the_working_folder_on_embedded_glove(tmp_path, cli):
     suite = load_weat_suite("weat_caliskan2017")
     write_suite(tmp_path / "my_test.yaml", type(suite)("mine", suite.tests[5:7], "x"))  # W6, W7
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "jaxassoc",
-            "metric=weat",
-            "model=glove-6b-50d",
-            "dataset=custom_weat",
-            "dataset.path=my_test.yaml",
-            "stats.n_bootstrap=50",
-            "hydra.run.dir=run",
-            "cache_dir=null",
-            "quiet=true",
-        ],
+    proc = cli(
+        "jaxassoc",
+        "metric=weat",
+        "model=glove-6b-50d",
+        "dataset=custom_weat",
+        "dataset.path=my_test.yaml",
+        "stats.n_bootstrap=50",
+        "hydra.run.dir=run",
+        "cache_dir=null",
+        "quiet=true",
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     table = pd.read_parquet(tmp_path / "run" / "aggregates.parquet").set_index("test")
@@ -245,11 +236,9 @@ def _write(path, text):
     return path
 
 
-def test_rpam_test_on_own_file_gives_the_builtin_suites_results(tmp_path, monkeypatch):
-    from models_helpers import save_tiny_checkpoint
-
+def test_rpam_test_on_own_file_gives_the_builtin_suites_results(tmp_path, monkeypatch, tiny_checkpoint):
     use_tiny_suite(monkeypatch)
-    lm = save_tiny_checkpoint(tmp_path / "lm", "gpt2", n_positions=256)
+    lm = tiny_checkpoint("gpt2", n_positions=256)
     base = ["metric=rpam", "template=tp1", f"model.source={lm}", "model.name=tiny", "stats.n_bootstrap=50"]
     builtin = run_metric([*base, "dataset=weat_caliskan2017"], tmp_path / "builtin")
     path = write_suite(tmp_path / "targets.csv", tiny_suite("weat_caliskan2017"))
@@ -259,12 +248,11 @@ def test_rpam_test_on_own_file_gives_the_builtin_suites_results(tmp_path, monkey
     assert own.provenance["dataset_version"] != builtin.provenance["dataset_version"]
 
 
-def test_ceat_on_own_file_gives_the_builtin_suites_results(tmp_path, monkeypatch):
+def test_ceat_on_own_file_gives_the_builtin_suites_results(tmp_path, monkeypatch, tiny_checkpoint):
     from app_helpers import write_corpus
-    from models_helpers import save_tiny_checkpoint
 
     use_tiny_suite(monkeypatch)
-    lm = save_tiny_checkpoint(tmp_path / "lm", "gpt2", n_positions=256)
+    lm = tiny_checkpoint("gpt2", n_positions=256)
     base = [
         "metric=ceat",
         f"model.source={lm}",

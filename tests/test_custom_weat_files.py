@@ -56,13 +56,11 @@ def test_a_missing_target_file_names_the_test_file_and_the_path(tmp_path):
         load_weat_file(path)
 
 
-def test_rpam_scores_sentence_targets_from_text_files_as_listed_inline(tmp_path, hydra_context):
-    from models_helpers import save_tiny_checkpoint
-
+def test_rpam_scores_sentence_targets_from_text_files_as_listed_inline(tmp_path, hydra_context, tiny_checkpoint):
     by_file = _files(tmp_path, "\n".join(SCIENCE))
     inline = tmp_path / "inline.yaml"
     inline.write_text(yaml.safe_dump({"T1": {"X": SCIENCE, "Y": ARTS, "A": A, "B": B}}))
-    lm = save_tiny_checkpoint(tmp_path / "lm", "gpt2", n_positions=256)
+    lm = tiny_checkpoint("gpt2", n_positions=256)
     base = [
         "metric=rpam",
         "template=tp2",

@@ -1,19 +1,20 @@
 """The examples run as scripts on a tiny GPT-2 checkpoint, and their numbers match independent references:
 the app's own RPAM host side (``rpam_inputs``), NumPy re-computations, and torch/transformers for the
-perplexity; the plugin metric is swept through the real ``jaxassoc`` CLI."""
+perplexity; the plugin metric is swept through the ``jaxassoc`` CLI. Scripts and CLI run in process (a script
+as ``python script.py ...`` runs it: ``__main__``, its ``sys.argv`` and working folder)."""
 
 import json
-import os
 import re
-import subprocess
+import runpy
 import sys
 from pathlib import Path
 
+import family_specs
 import numpy as np
 import pandas as pd
 import pytest
 import torch
-from models_helpers import load_torch, save_tiny_checkpoint
+from app_helpers import use_plugins
 
 from jaxassoc.models import load_model
 from jaxassoc.readouts import rpam_head
@@ -23,11 +24,11 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
+def tiny(tiny_checkpoint):
     # initializer_range 0.5 (HF default 0.02): logits then vary by O(1) across targets, so the attribute
     # probabilities' differences s(t) are of the order of the probabilities themselves. With the default, s(t) is
     # ~1e-3 of p and d is a ratio of cancelling float32 differences whose 4th digit depends on the CPU's kernels.
-    return save_tiny_checkpoint(tmp_path_factory.mktemp("tiny"), "gpt2", initializer_range=0.5)
+    return tiny_checkpoint("gpt2", initializer_range=0.5)
 
 
 @pytest.fixture(scope="module")
@@ -35,12 +36,23 @@ def tiny_model(tiny):
     return load_model(tiny)
 
 
-def run_example(script, *args, cwd):
-    proc = subprocess.run(
-        [sys.executable, str(EXAMPLES / script), *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=600
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout
+@pytest.fixture
+def run_example(monkeypatch, capsys):
+    """``run_example(script, *args, cwd=...)``: the script's output after running it as ``__main__`` with
+    ``sys.argv = [script, *args]``, ``examples/`` first on ``sys.path`` and ``cwd`` as working folder (a failure
+    raises)."""
+
+    def run(script, *args, cwd):
+        capsys.readouterr()
+        with monkeypatch.context() as patch:
+            patch.setattr(sys, "argv", [str(EXAMPLES / script), *map(str, args)])
+            patch.syspath_prepend(str(EXAMPLES))  # the script's folder, as python puts it first
+            patch.delitem(sys.modules, "rpam_logratio", raising=False)  # imported afresh, as in a new process
+            patch.chdir(cwd)
+            runpy.run_path(str(EXAMPLES / script), run_name="__main__")
+        return capsys.readouterr().out
+
+    return run
 
 
 def app_probabilities(model, spec):
@@ -72,7 +84,7 @@ def test_head_rpam_reproduces_the_app_inputs(tiny_model):
 
 
 @pytest.mark.slow
-def test_attribution_table_and_d(tiny, tiny_model, tmp_path):
+def test_attribution_table_and_d(tiny, tiny_model, tmp_path, run_example):
     out = run_example("attribution.py", "--model", tiny, "--test", "C6", "--top", "4", "--json", "a.json", cwd=tmp_path)
     assert "Attribute words ranked" in out and "Target words ranked" in out
     result = json.loads((tmp_path / "a.json").read_text())
@@ -90,7 +102,7 @@ def test_attribution_table_and_d(tiny, tiny_model, tmp_path):
 
 
 @pytest.mark.slow
-def test_mitigation_shrinks_d_and_reports_perplexity(tiny, tiny_model, tmp_path):
+def test_mitigation_shrinks_d_and_reports_perplexity(tiny, tiny_model, tmp_path, run_example):
     out = run_example(
         "mitigation.py",
         "--model",
@@ -124,7 +136,7 @@ def test_mitigation_shrinks_d_and_reports_perplexity(tiny, tiny_model, tmp_path)
         s = p[:, : len(spec.a)].mean(axis=1) - p[:, len(spec.a) :].mean(axis=1)
         np.testing.assert_allclose(table.loc[tid, "d_before"], numpy_d(s, len(spec.x)), rtol=1e-4, atol=D_ATOL)
     # perplexity before fine-tuning, against transformers on the same sentences (no BOS: GPT-2's default)
-    reference = load_torch(tiny, "gpt2")
+    reference = family_specs.load_torch("gpt2", tiny)
     nll, count = 0.0, 0
     with torch.no_grad():
         for sentence in result["lm_sentences"]:
@@ -137,7 +149,7 @@ def test_mitigation_shrinks_d_and_reports_perplexity(tiny, tiny_model, tmp_path)
     assert result["rows"] == "attributes"
 
 
-def test_custom_metric_script(tiny, tiny_model, tmp_path):
+def test_custom_metric_script(tiny, tiny_model, tmp_path, run_example):
     out = run_example("custom_metric.py", "--model", tiny, "--test", "C9", cwd=tmp_path)
     spec = rpam_head.weat_ws_tests()["C9"]
     p, _ = app_probabilities(tiny_model, spec)
@@ -150,13 +162,9 @@ def test_custom_metric_script(tiny, tiny_model, tmp_path):
 
 
 @pytest.mark.slow  # the default suite sweeps a plugin metric in tests/test_app.py
-def test_plugin_metric_sweeps_through_the_cli(tiny, tiny_model, tmp_path):
-    path = os.pathsep.join(filter(None, [str(EXAMPLES), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "PYTHONPATH": path, "JAXASSOC_PLUGINS": "rpam_logratio", "HYDRA_FULL_ERROR": "0"}
+def test_plugin_metric_sweeps_through_the_cli(tiny, tiny_model, tmp_path, cli, monkeypatch):
+    env = {**use_plugins(monkeypatch, "rpam_logratio", folder=EXAMPLES), "HYDRA_FULL_ERROR": "0"}
     cmd = [
-        sys.executable,
-        "-m",
-        "jaxassoc",
         "-m",
         "metric=rpam_logratio",
         f"model.source={tiny}",
@@ -170,7 +178,7 @@ def test_plugin_metric_sweeps_through_the_cli(tiny, tiny_model, tmp_path):
         "cache_dir=null",
         "hydra.sweep.dir=sweep",
     ]
-    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    proc = cli("jaxassoc", *cmd, cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     jobs = sorted(p.parent for p in (tmp_path / "sweep").rglob("results.json"))
     assert len(jobs) == 2

@@ -73,6 +73,7 @@ def test_the_paper_experiments_are_all_covered():
     assert {p.parent.name for p in SCRIPTS} >= {"rpam", "set_cao2022", "unstereo_eval", "zca_weat"}
 
 
+@pytest.mark.process  # the shell script, with stub interpreters
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.parent.name)
 def test_run_script_uses_the_repo_venv(tmp_path, script):
     calls = run_script(tmp_path, script, venv=True)
@@ -80,6 +81,7 @@ def test_run_script_uses_the_repo_venv(tmp_path, script):
     assert any(" -m jaxassoc -m " in call for call in calls)  # the sweep itself ran through it
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.parent.name)
 def test_run_script_honours_PYTHON_then_falls_back_to_python3(tmp_path, script):
     other = stub(tmp_path / "other" / "python")
@@ -87,6 +89,7 @@ def test_run_script_honours_PYTHON_then_falls_back_to_python3(tmp_path, script):
     assert interpreters(run_script(tmp_path / "b", script, venv=False)) == {str(tmp_path / "b" / "bin" / "python3")}
 
 
+@pytest.mark.process
 def test_set_cao2022_gives_set_options_to_the_set_jobs_only(tmp_path):
     """ilps and ilps_star do not read metric.set_* and refuse it: the script passes it to the set sweep alone."""
     calls = run_script(
@@ -111,6 +114,7 @@ def sweep_models(calls: list[str]) -> list[list[str]]:
     ]
 
 
+@pytest.mark.process
 def test_unstereo_eval_MODELS_paper_sweeps_the_28_configs_of_models_csv(tmp_path):
     """One multirun over the paper's 28 models: the config names of models.csv's runnable column, in order."""
     csv = "experiments/unstereo_eval/models.csv"
@@ -129,6 +133,7 @@ def test_unstereo_eval_MODELS_paper_sweeps_the_28_configs_of_models_csv(tmp_path
     assert "model.dtype=bfloat16" in calls[0].split()
 
 
+@pytest.mark.process
 def test_unstereo_eval_MODELS_paper_refuses_a_csv_without_runnable_rows(tmp_path):
     repo = tmp_path / "repo" / "experiments" / "unstereo_eval"
     repo.mkdir(parents=True)
@@ -144,6 +149,7 @@ def test_unstereo_eval_MODELS_paper_refuses_a_csv_without_runnable_rows(tmp_path
     assert proc.returncode == 2 and "no 'yes (model=...)' rows" in proc.stderr and "models.csv" in proc.stderr
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("script", "paper"),
     [
@@ -170,6 +176,7 @@ def test_MODELS_paper_sweeps_the_papers_models(tmp_path, script, paper):
     assert all((REPO / "conf" / "model" / f"{name}.yaml").is_file() for name in paper)
 
 
+@pytest.mark.process
 def test_MODELS_passes_other_names_through(tmp_path):
     calls = run_script(
         tmp_path, Path("experiments/unstereo_eval/run.sh"), venv=True, env={"MODELS": "pythia-70m,qwen2.5-0.5b"}

@@ -14,7 +14,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from models_helpers import save_tiny_checkpoint
 
 from jaxassoc import metrics
 from jaxassoc.metrics import rpam, set_exact, weat
@@ -47,8 +46,8 @@ def check_directional(f, x, key, n_directions=3, rtol=1e-6, atol=2e-8):
 
 
 @pytest.fixture(scope="module")
-def tiny_gpt2(tmp_path_factory):
-    return load_model(save_tiny_checkpoint(tmp_path_factory.mktemp("gpt2"), "gpt2"))
+def tiny_gpt2(tiny_checkpoint):
+    return load_model(tiny_checkpoint("gpt2"))
 
 
 def _prompt_states(model, targets):

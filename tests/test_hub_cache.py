@@ -5,15 +5,11 @@ the cache lacks is a one-line ModelError that says what to do."""
 
 import hashlib
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import huggingface_hub
 import numpy as np
 import pytest
-from models_helpers import save_tiny_checkpoint
 
 from jaxassoc.errors import ModelError
 from jaxassoc.models import load_model
@@ -42,7 +38,7 @@ def add_snapshot(
     (repo / "blobs").mkdir(parents=True, exist_ok=True)
     (repo / "snapshots" / commit).mkdir(parents=True)
     tree = {}
-    for file in sorted(folder.iterdir()):
+    for file in sorted(f for f in folder.iterdir() if not f.name.startswith(".")):  # not the factory's manifest
         data = file.read_bytes()
         sha256 = hashlib.sha256(data).hexdigest()
         tree[file.name] = {"size": len(data), "blob_id": git_blob_id(data)}
@@ -62,13 +58,10 @@ def add_snapshot(
 
 
 @pytest.fixture(scope="module")
-def hub_cache(tmp_path_factory) -> tuple[Path, dict[str, Path]]:
+def hub_cache(tmp_path_factory, tiny_checkpoint) -> tuple[Path, dict[str, Path]]:
     """A cache holding two commits of a tiny GPT-2 (different weights), ``main`` at the newer one."""
     root = tmp_path_factory.mktemp("hub")
-    folders = {
-        commit: save_tiny_checkpoint(root / commit[:4], "gpt2", seed=seed, n_positions=256)
-        for seed, commit in enumerate((OLD, NEW))
-    }
+    folders = {commit: tiny_checkpoint("gpt2", seed, n_positions=256) for seed, commit in enumerate((OLD, NEW))}
     add_snapshot(root / "cache", REPO_ID, OLD, folders[OLD])
     add_snapshot(root / "cache", REPO_ID, NEW, folders[NEW], refs=("main",))
     return root / "cache", folders
@@ -77,7 +70,7 @@ def hub_cache(tmp_path_factory) -> tuple[Path, dict[str, Path]]:
 @pytest.fixture
 def offline(monkeypatch, hub_cache):
     """HF_HUB_CACHE and HF_HUB_OFFLINE=1 in the environment, and in huggingface_hub's constants, which it
-    reads from the environment once, on import (a subprocess sees the environment alone)."""
+    reads from the environment once, on import (a new process would see the environment alone)."""
     cache = str(hub_cache[0])
     monkeypatch.setenv("HF_HUB_CACHE", cache)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -141,17 +134,15 @@ def test_an_incomplete_snapshot_or_a_ref_without_one_is_named(tmp_path, monkeypa
         load_model(REPO_ID, revision="v1")
 
 
-def cli(cwd: Path, cache: Path, *overrides: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1", "HYDRA_FULL_ERROR": "0"}
-    return subprocess.run(
-        [sys.executable, "-m", "jaxassoc", *overrides], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
-    )
+@pytest.fixture
+def offline_cli(offline, cli):
+    """``offline_cli(cwd, *overrides)``: the CLI in process, reading hub ids from the offline cache only."""
+    return lambda cwd, *overrides: cli("jaxassoc", *overrides, cwd=cwd, env={"HYDRA_FULL_ERROR": "0"})
 
 
-def test_cli_sweep_over_revisions_records_the_resolved_commits(tmp_path, hub_cache):
-    proc = cli(
+def test_cli_sweep_over_revisions_records_the_resolved_commits(tmp_path, offline_cli):
+    proc = offline_cli(
         tmp_path,
-        hub_cache[0],
         "-m",
         "metric=unstereo",
         "dataset=winogender",
@@ -168,10 +159,9 @@ def test_cli_sweep_over_revisions_records_the_resolved_commits(tmp_path, hub_cac
     assert revisions == {OLD: OLD, "main": NEW}
 
 
-def test_cli_with_a_revision_the_cache_lacks_fails_on_one_line(tmp_path, hub_cache):
-    proc = cli(
+def test_cli_with_a_revision_the_cache_lacks_fails_on_one_line(tmp_path, offline_cli):
+    proc = offline_cli(
         tmp_path,
-        hub_cache[0],
         "metric=unstereo",
         "dataset=winogender",
         "dataset.sample=8",

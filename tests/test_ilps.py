@@ -1,11 +1,11 @@
 """ILPS / ILPS* against the authors' procedure re-run with torch masked LMs (tiny random RoBERTa and BERT):
 probabilities from torch softmax, token classes from the token strings, one forward pass per subword."""
 
+import family_specs
 import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
-from models_helpers import tiny_model, tiny_tokenizer
 
 from jaxassoc.errors import ConfigError, InputError
 from jaxassoc.metrics.ilps import base_ilps, chain_rule_logprob, ilps_star, word_initial_mask
@@ -58,8 +58,7 @@ def _step_logits(model, tok, ids, trait_ids, S):
 
 @pytest.mark.parametrize("family,marker", [("roberta", "bpe"), ("bert", "wordpiece")])
 def test_ilps_star_and_base_ilps_match_the_original_procedure(family, marker):
-    tok = tiny_tokenizer(family)
-    model = tiny_model(family, seed=3)
+    model, tok = family_specs.build_torch(family_specs.tiny(family, 3))
     mask = word_initial_mask(tok, marker)
     S = 4
     traits = [_trait_ids(tok, family, w) for w in WORDS]

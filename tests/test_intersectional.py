@@ -1,15 +1,10 @@
 """Intersectional groups (Cao et al. 2022, §5.2): the pairing rule, the emergent / order / domain analyses vs
 a hand-written pandas + scipy reference on synthetic scores, and one CLI run on a tiny Llama."""
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pandas as pd
 import pytest
 import scipy.stats
-from models_helpers import save_tiny_checkpoint
 
 from jaxassoc.app.tasks.intersectional import (
     GROUP_LEXICON,
@@ -184,29 +179,21 @@ def test_trait_matrix_medians_and_pairs():
         trait_matrix(scores, ABC, "set", ["warm"], "pair")
 
 
-def test_intersectional_cli_on_a_tiny_llama(tmp_path):
-    folder = save_tiny_checkpoint(tmp_path, "llama", max_position_embeddings=128)
-    env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "jaxassoc",
-            "metric=intersectional",
-            "dataset=abc",
-            "model.name=tiny",
-            f"model.source={folder}",
-            "metric.groups=[Black person,woman,teenager,doctor]",
-            "metric.traits=[warm,cold,powerful,powerless]",
-            "metric.top_k=5",
-            "hydra.run.dir=run",
-            "cache_dir=null",
-        ],
+def test_intersectional_cli_on_a_tiny_llama(tmp_path, tiny_checkpoint, cli):
+    folder = tiny_checkpoint("llama", max_position_embeddings=128)
+    proc = cli(
+        "jaxassoc",
+        "metric=intersectional",
+        "dataset=abc",
+        "model.name=tiny",
+        f"model.source={folder}",
+        "metric.groups=[Black person,woman,teenager,doctor]",
+        "metric.traits=[warm,cold,powerful,powerless]",
+        "metric.top_k=5",
+        "hydra.run.dir=run",
+        "cache_dir=null",
         cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
+        env={"HYDRA_FULL_ERROR": "0"},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = tmp_path / "run"
@@ -232,34 +219,27 @@ def test_intersectional_cli_on_a_tiny_llama(tmp_path):
 
 
 @pytest.mark.slow
-def test_intersectional_cli_on_a_tiny_roberta_uses_the_masked_path(tmp_path):
+def test_intersectional_cli_on_a_tiny_roberta_uses_the_masked_path(tmp_path, tiny_checkpoint, cli):
     from jaxassoc.models.loading import load_model
     from jaxassoc.readouts.stereotypes_mlm import score_masked
 
-    folder = save_tiny_checkpoint(tmp_path, "roberta")
+    folder = tiny_checkpoint("roberta")
     template = "<cpgroup> are more <mask> than others."  # the trait is not at the end: masked LMs only
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "jaxassoc",
-            "metric=intersectional",
-            "dataset=abc",
-            "model=roberta-base",
-            "model.name=tiny",
-            f"model.source={folder}",
-            f"metric.template='{template}'",
-            "metric.groups=[Black person,woman]",
-            "metric.traits=[warm,cold]",
-            "metric.top_k=3",
-            "hydra.run.dir=run",
-            "cache_dir=null",
-        ],
+    proc = cli(
+        "jaxassoc",
+        "metric=intersectional",
+        "dataset=abc",
+        "model=roberta-base",
+        "model.name=tiny",
+        f"model.source={folder}",
+        f"metric.template='{template}'",
+        "metric.groups=[Black person,woman]",
+        "metric.traits=[warm,cold]",
+        "metric.top_k=3",
+        "hydra.run.dir=run",
+        "cache_dir=null",
         cwd=tmp_path,
-        env={**os.environ, "HYDRA_FULL_ERROR": "0"},
-        capture_output=True,
-        text=True,
-        timeout=600,
+        env={"HYDRA_FULL_ERROR": "0"},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     scores = pd.read_parquet(tmp_path / "run" / "trait_scores.parquet").set_index("group")

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from app_compose import app_config
+from app_helpers import app_config
 from omegaconf import OmegaConf
 
 from jaxassoc.app.config import ModelConfig

@@ -1,7 +1,7 @@
 """Data-parallel feeding across processes (jaxassoc.models.sharding): which rows each process feeds (a pure
-function, checked against an itertools enumeration), the single-host path on 8 simulated CPU devices, and
-a real two-process run (jax.distributed on localhost, gloo CPU collectives) whose every process gets all
-rows back, equal to an unsharded run."""
+function, checked against an itertools enumeration), the single-host path on the 8 simulated CPU devices (in
+process), and a real two-process run (jax.distributed on localhost, gloo CPU collectives) whose every process
+gets all rows back, equal to an unsharded run."""
 
 import itertools
 import os
@@ -11,7 +11,6 @@ import sys
 import textwrap
 
 import pytest
-from models_helpers import save_tiny_checkpoint
 
 from jaxassoc.errors import ConfigError
 from jaxassoc.models.sharding import process_rows
@@ -38,15 +37,14 @@ def test_process_rows_refuses_what_cannot_be_one_slice():
         process_rows([0, 0, 1, 1], 8, 2)
 
 
-SINGLE_HOST = textwrap.dedent(
-    """
-    import sys
+def test_single_host_rpam_on_8_simulated_devices_equals_one_device(tiny_checkpoint):
     import jax
     import numpy as np
-    jax.config.update("jax_default_matmul_precision", "highest")
-    from jaxassoc.readouts.rpam_prompts import PromptTemplate, rpam_inputs, tokenize_attributes
+
     from jaxassoc.models import load_model
     from jaxassoc.models.sharding import data_mesh, replicate, shard_batch, to_host
+    from jaxassoc.readouts.rpam_prompts import PromptTemplate, rpam_inputs, tokenize_attributes
+
     assert jax.process_count() == 1 and len(jax.devices()) == 8
     mesh = data_mesh()
     assert [d.id for d in mesh.devices.flat] == sorted(d.id for d in jax.devices())
@@ -55,26 +53,17 @@ SINGLE_HOST = textwrap.dedent(
     assert placed.sharding.shard_shape(placed.shape) == (2, 3)
     assert np.array_equal(to_host(placed), x)
     assert replicate(x, mesh).sharding.is_fully_replicated
-    model = load_model(sys.argv[1])
+    model = load_model(tiny_checkpoint("gpt2"))
     tp1 = PromptTemplate("tp1", "These words are associated: {target} and")
     attrs = tokenize_attributes(model.tokenizer, ["he", "music", "math", "xylophone"], tp1)
     targets = ["doctor", "nurse", "a test of words", "music", "art"]
     one = rpam_inputs(model, targets, attrs, tp1, batch_size=4)
     many = rpam_inputs(model, targets, attrs, tp1, batch_size=4, shard=True)
-    print(max(float(np.abs(getattr(one, f) - getattr(many, f)).max())
-              for f in ("first_logits", "continuation", "log_partition")))
-    """
-)
-
-
-def test_single_host_rpam_on_8_simulated_devices_equals_one_device(tmp_path):
-    folder = save_tiny_checkpoint(tmp_path, "gpt2")
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
-    proc = subprocess.run(
-        [sys.executable, "-c", SINGLE_HOST, str(folder)], env=env, capture_output=True, text=True, timeout=300
+    diff = max(
+        float(np.abs(getattr(one, f) - getattr(many, f)).max())
+        for f in ("first_logits", "continuation", "log_partition")
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert float(proc.stdout.strip().splitlines()[-1]) <= 1e-5
+    assert diff <= 1e-5
 
 
 TWO_PROCESSES = textwrap.dedent(
@@ -110,8 +99,9 @@ def _free_port() -> int:
 
 
 @pytest.mark.slow
-def test_two_processes_each_feed_their_rows_and_get_all_outputs(tmp_path):
-    folder = save_tiny_checkpoint(tmp_path, "gpt2")
+@pytest.mark.process  # jax.distributed: two processes
+def test_two_processes_each_feed_their_rows_and_get_all_outputs(tiny_checkpoint):
+    folder = tiny_checkpoint("gpt2")
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
     port = _free_port()
     procs = [

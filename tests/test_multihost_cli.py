@@ -9,7 +9,6 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-from models_helpers import save_tiny_checkpoint
 
 
 def _free_port() -> int:
@@ -19,8 +18,9 @@ def _free_port() -> int:
 
 
 @pytest.mark.slow  # three CLI runs, two of them at once: ~60 s on 2 cores
-def test_two_process_cli_run_writes_once_and_matches_one_process(tmp_path):
-    folder = save_tiny_checkpoint(tmp_path, "gpt2")
+@pytest.mark.process  # jax.distributed: two processes, and a one-process (one-device) run as the reference
+def test_two_process_cli_run_writes_once_and_matches_one_process(tmp_path, tiny_checkpoint):
+    folder = tiny_checkpoint("gpt2")
     common = [
         sys.executable,
         "-m",

@@ -3,6 +3,10 @@
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.process  # an interpreter that never imported torch
+
 SCRIPT = r"""
 import sys
 sys.modules["torch"] = None  # any `import torch` now raises ImportError

@@ -22,7 +22,6 @@ import pandas as pd
 import pytest
 import transformers
 from app_helpers import CORPUS, run_metric, start_hydra, use_tiny_suite, write_corpus, write_tiny_glove
-from models_helpers import save_tiny_checkpoint
 from safetensors.numpy import load_file, save_file
 
 from jaxassoc.app.config import GROUP_SCHEMAS, StatsConfig
@@ -240,19 +239,19 @@ def hydra_context():
     yield from start_hydra()
 
 
-def _tiny_gpt2(root):
-    folder = save_tiny_checkpoint(root, "gpt2", n_positions=512)  # the rating prompt with its chat template
+def _tiny_gpt2(root, tiny_checkpoint):
+    folder = tiny_checkpoint("gpt2", n_positions=512, into=root)  # the rating prompt with its chat template
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)  # a chat template for the rating task
     tokenizer.chat_template = "{% for m in messages %}User: {{ m['content'] }}\n{% endfor %}Assistant:"
     tokenizer.save_pretrained(folder)
     return folder
 
 
-def _sharp_gpt2(root):
+def _sharp_gpt2(root, tiny_checkpoint):
     """A tiny GPT-2 with 10x embeddings (tied head): large logit gaps, so some SeT distances exceed 1 and
     set_transform=log1m gives NaN scores, where set_nan_policy matters; its contextual vectors also vary
     more, so CEAT's effect sizes are better conditioned."""
-    folder = save_tiny_checkpoint(root, "gpt2", n_positions=256)
+    folder = tiny_checkpoint("gpt2", n_positions=256, into=root)  # a private copy: its weights are scaled
     weights = load_file(folder / "model.safetensors")
     weights["transformer.wte.weight"] = weights["transformer.wte.weight"] * 10
     save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
@@ -262,12 +261,12 @@ def _sharp_gpt2(root):
 class Paths(dict):
     """The inputs a scenario's ``{placeholders}`` name, each made on first use."""
 
-    def __init__(self, root):
+    def __init__(self, root, tiny_checkpoint):
         super().__init__()
         self.makers = {
             "glove": lambda: write_tiny_glove(root / "glove.txt"),
-            "gpt2": lambda: _tiny_gpt2(root),
-            "gpt2sharp": lambda: _sharp_gpt2(root / "sharp"),
+            "gpt2": lambda: _tiny_gpt2(root, tiny_checkpoint),
+            "gpt2sharp": lambda: _sharp_gpt2(root / "sharp", tiny_checkpoint),
             "cache": lambda: root / "cache",
             "corpus": lambda: write_corpus(root / "corpus.txt"),
             "corpus2": lambda: write_corpus(root / "corpus2.txt", [s.replace("the", "a") for s in CORPUS[::-1]]),
@@ -279,8 +278,8 @@ class Paths(dict):
 
 
 @pytest.fixture(scope="module")
-def paths(tmp_path_factory):
-    return Paths(tmp_path_factory.mktemp("options"))
+def paths(tmp_path_factory, tiny_checkpoint):
+    return Paths(tmp_path_factory.mktemp("options"), tiny_checkpoint)
 
 
 def _override(key: str, value, paths) -> str:

@@ -121,6 +121,7 @@ def run_installed(installed: Path, cwd: Path, *args: str, env: dict[str, str] | 
     )
 
 
+@pytest.mark.process  # builds and installs the wheel with pip
 def test_the_wheel_holds_the_configs_and_the_embedded_data(installed):
     (wheel,) = (installed / "dist").glob("jaxassoc-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
@@ -131,6 +132,7 @@ def test_the_wheel_holds_the_configs_and_the_embedded_data(installed):
     assert data and data - names == set()
 
 
+@pytest.mark.process  # the installed wheel's console script, run from another folder
 def test_the_installed_wheel_runs_a_job_from_another_folder(installed):
     probe = run_installed(
         installed,
@@ -160,6 +162,7 @@ def test_the_installed_wheel_runs_a_job_from_another_folder(installed):
     assert (installed / "elsewhere" / "out" / "aggregates.parquet").is_file()
 
 
+@pytest.mark.process  # the installed wheel's console script
 def test_the_installed_wheel_has_the_cache_command(installed, tmp_path):
     env = {**in_wheel_env(installed), "JAXASSOC_CACHE": str(tmp_path)}
     proc = run_installed(
@@ -169,6 +172,7 @@ def test_the_installed_wheel_has_the_cache_command(installed, tmp_path):
     assert proc.stdout.splitlines() == [f"cache: {tmp_path}", "total: 0 entries, 0 B"]
 
 
+@pytest.mark.process  # a user's app on the installed wheel alone (no source tree on sys.path)
 def test_a_users_hydra_app_composes_the_installed_wheels_groups(installed):
     script = write_user_app(installed / "user")
     proc = run_installed(installed, installed / "user", sys.executable, str(script), "metric=rpam")
@@ -177,6 +181,7 @@ def test_a_users_hydra_app_composes_the_installed_wheels_groups(installed):
 
 
 @pytest.mark.slow
+@pytest.mark.process  # the installed wheel's console script
 def test_the_installed_wheel_runs_weat_on_the_embedded_glove(installed):
     proc = run_installed(
         installed,

@@ -5,7 +5,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from models_helpers import save_tiny_checkpoint
 
 from jaxassoc.app import model_loading
 from jaxassoc.app.config import DatasetConfig, ModelConfig, StatsConfig, TemplateConfig, WhiteningConfig
@@ -17,10 +16,10 @@ from jaxassoc.readouts import rpam_head
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory):
+def folder(tiny_checkpoint):
     # initializer_range 0.5: logits vary by O(1) across targets, so d is not a ratio of cancelling differences;
     # 512 positions: the app packs up to 256 continuation subwords behind a prompt in one row
-    return save_tiny_checkpoint(tmp_path_factory.mktemp("rpam_head"), "gpt2", initializer_range=0.5, n_positions=512)
+    return tiny_checkpoint("gpt2", initializer_range=0.5, n_positions=512)
 
 
 @pytest.mark.parametrize("swap", [True, pytest.param(False, marks=pytest.mark.slow)])

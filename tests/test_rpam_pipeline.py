@@ -5,11 +5,11 @@ takes the softmax over the attributes' first-token logits at the prompt's last p
 by the mean full-vocabulary probability of subwords 2..k read left to right (Hodel et al. 2026, App. E).
 """
 
+import family_specs
 import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
-from models_helpers import load_torch, save_tiny_checkpoint
 
 from jaxassoc.errors import ConfigError, InputError
 from jaxassoc.metrics import rpam
@@ -27,9 +27,9 @@ ATTRIBUTES = ["he", "music", "math", "a", "xylophone", "his", "word"]
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    folder = save_tiny_checkpoint(tmp_path_factory.mktemp("rpam"), "gpt2")
-    return load_model(folder), load_torch(folder, "gpt2")
+def models(tiny_checkpoint):
+    folder = tiny_checkpoint("gpt2")
+    return load_model(folder), family_specs.load_torch("gpt2", folder)
 
 
 def _torch_p(torch_model, tokenizer, targets, attributes, template, normalise=True):
@@ -223,8 +223,8 @@ def test_bad_inputs(models):
         rpam_inputs(model, ["doctor"], tokenize_attributes(tok, ["math", "art"], TP1), TP1, needed=np.ones((2, 2)))
 
 
-def test_masked_model_is_refused(tmp_path):
-    bert = load_model(save_tiny_checkpoint(tmp_path, "bert"))
+def test_masked_model_is_refused(tiny_checkpoint):
+    bert = load_model(tiny_checkpoint("bert"))
     with pytest.raises(InputError, match="is a masked model: RPAM needs a causal LM"):
         rpam_inputs(bert, ["doctor"], tokenize_attributes(bert.tokenizer, ["math"], TP1), TP1)
 

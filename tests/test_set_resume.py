@@ -9,7 +9,6 @@ import re
 import pandas as pd
 import pytest
 from app_helpers import run_metric, start_hydra
-from models_helpers import save_tiny_checkpoint
 
 from jaxassoc import data
 from jaxassoc.readouts import stereotypes as causal
@@ -25,11 +24,9 @@ PATHS = {"causal": ("llama", causal, "_packed_hidden"), "masked": ("roberta", ma
 
 
 @pytest.fixture(scope="module", params=sorted(PATHS))
-def checkpoint(request, tmp_path_factory):
+def checkpoint(request, tiny_checkpoint):
     family = PATHS[request.param][0]
-    return request.param, save_tiny_checkpoint(
-        tmp_path_factory.mktemp("set_resume"), family, seed=3, max_position_embeddings=128
-    )
+    return request.param, tiny_checkpoint(family, 3, max_position_embeddings=128)
 
 
 def overrides(checkpoint, cache):

@@ -48,68 +48,56 @@ def test_progress_bar_on_stderr_unless_quiet(capsys):
 
 
 @pytest.mark.slow  # three CLI runs, ~45 s on 2 cores
-def test_cli_stage_lines_and_bars_then_quiet_mode_silences_them(tmp_path):
+def test_cli_stage_lines_and_bars_then_quiet_mode_silences_them(tmp_path, tiny_checkpoint, cli):
     """A real job on a tiny GPT-2: stage lines and progress bars; quiet=true keeps only the results."""
-    import os
-    import subprocess
-    import sys
-
-    from models_helpers import save_tiny_checkpoint
-
-    folder = save_tiny_checkpoint(tmp_path, "gpt2")
     common = [
         "metric=rpam",
         "dataset=wordsim353",
         "dataset.sample=6",
         "template=tp1",
         "model.name=tiny",
-        f"model.source={folder}",
         "cache_dir=null",
     ]
-    env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
 
-    def run(*overrides):
-        proc = subprocess.run(
-            [sys.executable, "-m", "jaxassoc", *common, *overrides],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
+    # a private copy of the checkpoint per run: the process's model cache misses, so each run loads the model
+    folders = {run: tiny_checkpoint("gpt2", into=tmp_path / f"model-{run}") for run in ("loud", "quiet")}
+
+    def run(folder, *overrides):
+        proc = cli(
+            "jaxassoc", *common, f"model.source={folder}", *overrides, cwd=tmp_path, env={"HYDRA_FULL_ERROR": "0"}
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
         return proc
 
-    loud = run("hydra.run.dir=loud")
+    loud = run(folders["loud"], "hydra.run.dir=loud")
     assert "model: tiny loaded (gpt2, safetensors, float32) in " in loud.stdout + loud.stderr
     assert "rpam: 6 wordsim353 items scored in " in loud.stdout + loud.stderr
     assert "batches" in loud.stderr  # the scoring loop's tqdm bar
-    quiet = run("hydra.run.dir=quiet", "quiet=true")
+    quiet = run(folders["quiet"], "hydra.run.dir=quiet", "quiet=true")
     assert "loaded" not in quiet.stdout + quiet.stderr and "items scored" not in quiet.stdout + quiet.stderr
     assert "batches" not in quiet.stderr
     assert (tmp_path / "quiet" / "results.json").is_file()
     # errors still reach the user in quiet mode
-    bad = subprocess.run(
-        [sys.executable, "-m", "jaxassoc", *common, "dataset=abc", "quiet=true"],
+    bad = cli(
+        "jaxassoc",
+        *common,
+        f"model.source={folders['loud']}",
+        "dataset=abc",
+        "quiet=true",
         cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+        env={"HYDRA_FULL_ERROR": "0"},
     )
     assert bad.returncode != 0 and "jaxassoc: error:" in bad.stderr and "dataset=abc" in bad.stderr
 
 
-def test_job_bars_and_stage_lines_off_in_quiet_mode(tmp_path, capsys, caplog):
+def test_job_bars_and_stage_lines_off_in_quiet_mode(tmp_path, tiny_checkpoint, capsys, caplog):
     """In process: the RPAM job shows its batch bar and stage line; with quiet it shows neither."""
-    from models_helpers import save_tiny_checkpoint
-
     from jaxassoc.app import model_loading
     from jaxassoc.app.config import DatasetConfig, ModelConfig, StatsConfig, TemplateConfig, WhiteningConfig
     from jaxassoc.app.registry import Job
     from jaxassoc.app.tasks import rpam as rpam_job
 
-    folder = save_tiny_checkpoint(tmp_path, "gpt2")
+    folder = tiny_checkpoint("gpt2")
     capsys.readouterr()
 
     def job(quiet):

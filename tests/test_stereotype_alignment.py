@@ -112,8 +112,8 @@ def test_alignment_refuses_bad_shapes_and_nan_scores():
 
 
 # --- the causal-LM pipeline (jaxassoc.readouts.stereotypes) on a tiny Llama vs torch ----------
+import family_specs  # noqa: E402
 import torch  # noqa: E402
-from models_helpers import load_torch, save_tiny_checkpoint  # noqa: E402
 from reference_set_numpy import set_distance  # noqa: E402
 
 from jaxassoc.errors import ConfigError  # noqa: E402
@@ -149,9 +149,9 @@ def _torch_terms(model, tok, prefix, word, bos_id):
     return first, chain, -max(distances)
 
 
-def test_causal_pipeline_matches_torch_on_a_tiny_llama(tmp_path):
-    folder = save_tiny_checkpoint(tmp_path, "llama", seed=2)
-    ours_model, ref_model = load_model(folder), load_torch(folder, "llama")
+def test_causal_pipeline_matches_torch_on_a_tiny_llama(tiny_checkpoint):
+    folder = tiny_checkpoint("llama", 2)
+    ours_model, ref_model = load_model(folder), family_specs.load_torch("llama", folder)
     abc = load_abc()
     template, groups, words = "The <sgroup> is <mask>.", ["doctor", "Amish person"], ["warm", "self-assured", "poor"]
     df = score_causal(ours_model, abc, template, groups=groups, words=words, batch_size=4)

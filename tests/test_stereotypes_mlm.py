@@ -6,11 +6,11 @@ token strings, and SeT by the NumPy re-implementation of the original per-proble
 
 import math
 
+import family_specs
 import numpy as np
 import pytest
 import torch
 import transformers
-from models_helpers import load_torch, save_tiny_checkpoint
 from reference_set_numpy import set_distance
 
 from jaxassoc.app.tasks.stereotypes import usable_templates
@@ -23,10 +23,9 @@ ABC = load_abc()
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    root = tmp_path_factory.mktemp("mlm")
-    folders = {family: save_tiny_checkpoint(root, family, seed=4) for family in ("roberta", "bert")}
-    return {family: (load_model(f), load_torch(f, family)) for family, f in folders.items()}
+def tiny(tiny_checkpoint):
+    folders = {family: tiny_checkpoint(family, 4) for family in ("roberta", "bert")}
+    return {family: (load_model(f), family_specs.load_torch(family, f)) for family, f in folders.items()}
 
 
 def _head_input(model, family, h):
@@ -158,7 +157,7 @@ def test_every_template_is_usable_by_a_masked_lm():
     assert len(usable_templates(ABC, "causal")) == 33
 
 
-def test_bad_templates_traits_and_models(tiny, tmp_path):
+def test_bad_templates_traits_and_models(tiny, tiny_checkpoint):
     bert = tiny["bert"][0]
     with pytest.raises(DataError, match="The <sgroup> is nice"):
         score_masked(bert, ABC, "The <sgroup> is nice.", words=["warm"])  # no mask
@@ -170,10 +169,10 @@ def test_bad_templates_traits_and_models(tiny, tmp_path):
         score_masked(bert, ABC, "The <sgroup> is <mask>.", groups=["doctor"], words=["warm", "zealous"])
     with pytest.raises(InputError, match="no trait words"):
         score_masked(bert, ABC, "The <sgroup> is <mask>.", groups=["doctor"], words=[])
-    encoder = load_model(save_tiny_checkpoint(tmp_path, "bert-encoder"))
+    encoder = load_model(tiny_checkpoint("bert-encoder"))
     with pytest.raises(ConfigError, match="no MLM head"):
         score_masked(encoder, ABC, "The <sgroup> is <mask>.", groups=["doctor"], words=["warm"])
-    causal = load_model(save_tiny_checkpoint(tmp_path, "gpt2"))
+    causal = load_model(tiny_checkpoint("gpt2"))
     with pytest.raises(ConfigError, match="needs a masked LM"):
         score_masked(causal, ABC, "The <sgroup> is <mask>.", groups=["doctor"], words=["warm"])
 

@@ -2,15 +2,11 @@
 masked path by the model's objective, agrees with the Python API, shares its passes through the cache
 (bit-identical), and fails clearly on a trait the tokenizer cannot spell and on a mismatched model.kind."""
 
-import os
-import subprocess
-import sys
-
+import family_specs
 import numpy as np
 import pandas as pd
 import pytest
 import transformers
-from models_helpers import CORPUS, save_tiny_checkpoint, tiny_model
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 from jaxassoc.data import load_abc
@@ -29,7 +25,12 @@ def covering_bert(folder):
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece()
-    text = CORPUS + default_words(ABC) + [g for slot in ABC.groups.values() for g in slot] + list(ABC.all_templates)
+    text = (
+        family_specs.CORPUS
+        + default_words(ABC)
+        + [g for slot in ABC.groups.values() for g in slot]
+        + list(ABC.all_templates)
+    )
     tok.train_from_iterator(text, trainers.WordPieceTrainer(vocab_size=400, special_tokens=specials))
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", special_tokens=[(s, tok.token_to_id(s)) for s in ("[CLS]", "[SEP]")]
@@ -42,33 +43,36 @@ def covering_bert(folder):
         sep_token="[SEP]",
         mask_token="[MASK]",
     )
-    tiny_model("bert", seed=5, vocab_size=len(fast), max_position_embeddings=128).save_pretrained(folder)
+    model, _ = family_specs.build_torch(family_specs.tiny("bert", 5, vocab_size=len(fast), max_position_embeddings=128))
+    model.save_pretrained(folder)
     fast.save_pretrained(folder)
     return folder
 
 
 @pytest.fixture(scope="module")
-def folders(tmp_path_factory):
-    root = tmp_path_factory.mktemp("mlm_app")
+def folders(tmp_path_factory, tiny_checkpoint):
     return {
-        "roberta": save_tiny_checkpoint(root, "roberta", seed=6, max_position_embeddings=130),
-        "bert": covering_bert(root / "bert-covering"),
-        "bert-unk": save_tiny_checkpoint(root, "bert", seed=6),
+        "roberta": tiny_checkpoint("roberta", 6, max_position_embeddings=130),
+        "bert": covering_bert(tmp_path_factory.mktemp("mlm_app") / "bert-covering"),
+        "bert-unk": tiny_checkpoint("bert", 6),
     }
 
 
-def jaxassoc(cwd, *overrides, ok=True):
-    env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "jaxassoc", *overrides], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
-    )
-    assert (proc.returncode == 0) == ok, proc.stderr[-3000:]
-    return proc
+@pytest.fixture
+def jaxassoc(cli):
+    """``jaxassoc(cwd, *overrides, ok=True)``: the CLI run in process; ``ok``: whether it must succeed."""
+
+    def run(cwd, *overrides, ok=True):
+        proc = cli("jaxassoc", *overrides, cwd=cwd, env={"HYDRA_FULL_ERROR": "0"})
+        assert (proc.returncode == 0) == ok, proc.stderr[-3000:]
+        return proc
+
+    return run
 
 
 @pytest.mark.slow  # the masked app path runs in the default suite in test_set_resume.py[masked]
 @pytest.mark.parametrize("family", ["roberta", "bert"])
-def test_masked_job_matches_the_api_and_shares_passes_through_the_cache(tmp_path, folders, family):
+def test_masked_job_matches_the_api_and_shares_passes_through_the_cache(tmp_path, folders, family, jaxassoc):
     cache = tmp_path / "cache"
     common = [
         "dataset=abc",
@@ -110,7 +114,7 @@ def test_masked_job_matches_the_api_and_shares_passes_through_the_cache(tmp_path
             )
 
 
-def test_masked_job_refuses_unknown_traits_and_a_wrong_model_kind(tmp_path, folders):
+def test_masked_job_refuses_unknown_traits_and_a_wrong_model_kind(tmp_path, folders, jaxassoc):
     unk = jaxassoc(
         tmp_path,
         "metric=ilps",

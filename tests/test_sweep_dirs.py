@@ -2,8 +2,6 @@
 override makes one folder, not nested ones, and rerunning the sweep lands in the same folders (resume)."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -52,14 +50,11 @@ def write_vectors(path: Path, seed: int) -> None:
 
 
 @pytest.mark.slow
-def test_sweep_over_path_valued_overrides_makes_one_flat_folder_per_job_and_resumes_there(tmp_path):
+def test_sweep_over_path_valued_overrides_makes_one_flat_folder_per_job_and_resumes_there(tmp_path, cli):
     sources = [tmp_path / "vectors" / f"set {seed}" / "glove.txt" for seed in (0, 1)]  # nested, with a space
     for seed, source in enumerate(sources):
         write_vectors(source, seed)
     command = [
-        sys.executable,
-        "-m",
-        "jaxassoc",
         "-m",
         "metric=weat",
         "model=glove-6b-50d",
@@ -70,7 +65,7 @@ def test_sweep_over_path_valued_overrides_makes_one_flat_folder_per_job_and_resu
         "hydra.sweep.dir=sweep",
         "cache_dir=null",
     ]
-    first = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    first = cli("jaxassoc", *command, cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
     jobs = sorted(p for p in (tmp_path / "sweep").iterdir() if p.is_dir())
     assert sorted(p.parent for p in (tmp_path / "sweep").rglob("results.json")) == jobs  # no nested folders
@@ -78,7 +73,7 @@ def test_sweep_over_path_valued_overrides_makes_one_flat_folder_per_job_and_resu
     by_source = {json.loads((j / "results.json").read_text())["provenance"]["model_source"]: j.name for j in jobs}
     assert sorted(by_source) == sorted(map(str, sources))
 
-    second = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    second = cli("jaxassoc", *command, cwd=tmp_path)
     assert second.returncode == 0, second.stderr[-3000:]
     assert (second.stdout + second.stderr).count("skip weat") == 2  # the same folders: both jobs resumed
     assert sorted(p for p in (tmp_path / "sweep").iterdir() if p.is_dir()) == jobs

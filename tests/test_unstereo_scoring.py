@@ -106,14 +106,14 @@ SENTENCES = [
 
 
 @pytest.fixture(scope="module", params=["gpt2", "llama"])
-def tiny(request, tmp_path_factory):
-    from models_helpers import load_torch, save_tiny_checkpoint
+def tiny(request, tiny_checkpoint):
+    import family_specs
 
     from jaxassoc.models.loading import load_model
 
     overrides = {"n_positions": 256} if request.param == "gpt2" else {"max_position_embeddings": 256}
-    folder = save_tiny_checkpoint(tmp_path_factory.mktemp("unstereo"), request.param, seed=3, **overrides)
-    return load_model(folder), load_torch(folder, request.param)
+    folder = tiny_checkpoint(request.param, 3, **overrides)
+    return load_model(folder), family_specs.load_torch(request.param, folder)
 
 
 def _torch_scores(torch_model, tokenizer, bos_id, sentences):
