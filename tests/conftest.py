@@ -47,6 +47,7 @@ def pytest_configure(config):
     jax.config.update("jax_compilation_cache_dir", str(folder))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    jax.config.update("jax_compilation_cache_max_size", 1 << 30)  # least recently used entries go beyond 1 GB
     os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(folder))  # for the interpreters tests start
 
 
