@@ -221,12 +221,6 @@ class CheckpointFactory:
         shutil.copytree(folder, out, ignore=shutil.ignore_patterns(".manifest.json"))
         return out
 
-    def spec_of(self, spec, seed: int | None = None, **fields) -> "family_specs.Spec":
-        """The spec that ``tiny_checkpoint(spec, seed, **fields)`` writes (e.g. for ``family_specs.load_torch``)."""
-        return (
-            family_specs.tiny(spec, seed or 0, **fields) if isinstance(spec, str) else spec.with_fields(seed, **fields)
-        )
-
     def _cached(self, spec, fmt: str) -> Path:
         import tokenizers
         import torch

@@ -6,8 +6,6 @@ import family_specs
 import numpy as np
 import pandas as pd
 import pytest
-import transformers
-from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 from jaxassoc.data import load_abc
 from jaxassoc.models import load_model
@@ -20,29 +18,13 @@ TEMPLATES = ["Most <pgroup> are <mask>.", "The <mask> people are <pgroup>."]  # 
 
 def covering_bert(folder):
     """A tiny BertForMaskedLM whose WordPiece vocabulary spells every ABC trait and group (no [UNK])."""
-    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.decoder = decoders.WordPiece()
     text = (
         family_specs.CORPUS
         + default_words(ABC)
         + [g for slot in ABC.groups.values() for g in slot]
         + list(ABC.all_templates)
     )
-    tok.train_from_iterator(text, trainers.WordPieceTrainer(vocab_size=400, special_tokens=specials))
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", special_tokens=[(s, tok.token_to_id(s)) for s in ("[CLS]", "[SEP]")]
-    )
-    fast = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        unk_token="[UNK]",
-        pad_token="[PAD]",
-        cls_token="[CLS]",
-        sep_token="[SEP]",
-        mask_token="[MASK]",
-    )
+    fast = family_specs.tiny_tokenizer("bert", corpus=text, vocab_size=400)
     model, _ = family_specs.build_torch(family_specs.tiny("bert", 5, vocab_size=len(fast), max_position_embeddings=128))
     model.save_pretrained(folder)
     fast.save_pretrained(folder)

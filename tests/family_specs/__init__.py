@@ -116,8 +116,9 @@ def tiny(family: str, seed: int = 0, **fields) -> Spec:
     return TINY[family].with_fields(seed, **fields)
 
 
-def tiny_tokenizer(kind: str):
-    """A small tokenizer of a :data:`TOKENIZERS` kind, trained deterministically on :data:`CORPUS`."""
+def tiny_tokenizer(kind: str, corpus: list[str] = CORPUS, vocab_size: int | None = None):
+    """A small tokenizer of a :data:`TOKENIZERS` kind, trained deterministically on ``corpus`` (a vocabulary
+    of ``vocab_size``; default 200 for WordPiece and T5's, 320 for byte-level BPE)."""
     import transformers
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
@@ -127,7 +128,9 @@ def tiny_tokenizer(kind: str):
         tok.normalizer = normalizers.BertNormalizer(lowercase=True)
         tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         tok.decoder = decoders.WordPiece()
-        tok.train_from_iterator(CORPUS, trainers.WordPieceTrainer(vocab_size=200, special_tokens=specials))
+        tok.train_from_iterator(
+            corpus, trainers.WordPieceTrainer(vocab_size=vocab_size or 200, special_tokens=specials)
+        )
         tok.post_processor = processors.TemplateProcessing(
             single="[CLS] $A [SEP]", special_tokens=[(s, tok.token_to_id(s)) for s in ("[CLS]", "[SEP]")]
         )
@@ -143,7 +146,7 @@ def tiny_tokenizer(kind: str):
         tok = Tokenizer(models.BPE(unk_token="<unk>"))
         tok.pre_tokenizer = pre_tokenizers.Metaspace()
         tok.decoder = decoders.Metaspace()
-        tok.train_from_iterator(CORPUS, trainers.BpeTrainer(vocab_size=200, special_tokens=specials))
+        tok.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=vocab_size or 200, special_tokens=specials))
         tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
         return transformers.PreTrainedTokenizerFast(
             tokenizer_object=tok, pad_token="<pad>", eos_token="</s>", unk_token="<unk>"
@@ -152,9 +155,9 @@ def tiny_tokenizer(kind: str):
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     tok.train_from_iterator(
-        CORPUS,
+        corpus,
         trainers.BpeTrainer(
-            vocab_size=320, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+            vocab_size=vocab_size or 320, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
         ),
     )
     if kind == "gpt2":
