@@ -205,6 +205,7 @@ class CheckpointFactory:
     def __init__(self, root: Path):
         self.root = root
         self.handed_out: set[Path] = set()
+        self.checked: set[Path] = set()  # intact when first asked for in this process: not hashed again
 
     def __call__(
         self, spec, seed: int | None = None, *, fmt: str = "safetensors", into: Path | None = None, **fields
@@ -237,7 +238,8 @@ class CheckpointFactory:
             ]
         )
         folder = self.root / f"{spec.name}-{fmt}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
-        if _intact(folder):
+        if folder in self.checked or _intact(folder):
+            self.checked.add(folder)
             return folder
         shutil.rmtree(folder, ignore_errors=True)
         tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=self.root))
@@ -247,6 +249,7 @@ class CheckpointFactory:
             tmp.rename(folder)  # atomic: another worker may have written the same one meanwhile
         except OSError:
             shutil.rmtree(tmp, ignore_errors=True)
+        self.checked.add(folder)
         return folder
 
 
