@@ -45,16 +45,41 @@ import family_specs  # noqa: E402
 _FACTORY_SOURCE = Path(family_specs.__file__)
 
 
+_XLA_CACHE_BYTES = 1 << 30
+
+
 def pytest_configure(config):
-    """XLA's persistent compilation cache under pytest's cache folder (every compilation kept)."""
+    """XLA's persistent compilation cache under pytest's cache folder (every compilation kept), trimmed
+    to 1 GB at the start of a run (oldest files first; the controller or a lone process only).
+
+    Not JAX's own size limit (``jax_compilation_cache_max_size``): with it every write lists and reads the
+    whole folder, and an entry written by a process without the limit (a test's child interpreter) has no
+    access-time file, after which every write fails and the cache stops filling."""
     if os.environ.get("JAXASSOC_TEST_COMPILE_CACHE", "1") == "0" or getattr(config, "cache", None) is None:
         return
     folder = config.cache.mkdir("jaxassoc-xla")
+    if not hasattr(config, "workerinput"):
+        _trim(folder, _XLA_CACHE_BYTES)
     jax.config.update("jax_compilation_cache_dir", str(folder))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    jax.config.update("jax_compilation_cache_max_size", 1 << 30)  # least recently used entries go beyond 1 GB
     os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(folder))  # for the interpreters tests start
+
+
+def _trim(folder: Path, max_bytes: int) -> None:
+    """Delete the least recently modified files of ``folder`` until it holds at most ``max_bytes``."""
+    files = []
+    for path in folder.iterdir():
+        try:
+            files.append((path.stat().st_mtime, path.stat().st_size, path))
+        except FileNotFoundError:
+            continue
+    total = sum(size for _, size, _ in files)
+    for _, size, path in sorted(files):
+        if total <= max_bytes:
+            break
+        path.unlink(missing_ok=True)
+        total -= size
 
 
 _FILE_SECONDS = "jaxassoc/file-seconds"
