@@ -266,3 +266,51 @@ def test_ceat_on_own_file_gives_the_builtin_suites_results(tmp_path, monkeypatch
     own = run_metric([*base, "dataset=custom_weat", f"dataset.path={path}"], tmp_path / "own")
     pd.testing.assert_frame_equal(own.aggregates.drop(columns="suite"), builtin.aggregates.drop(columns="suite"))
     assert set(own.aggregates["suite"]) == {"custom_weat"}
+
+
+def test_two_words_a_set_give_p_one_sixth_and_a_caveat_in_the_table_and_the_log(tmp_path, cli):
+    words = ["dataset=custom_weat", "dataset.X=[engineer,programmer]", "dataset.Y=[nurse,teacher]"]
+    words += ["dataset.A=[he,man]", "dataset.B=[she,woman]"]
+    base = ["metric=weat", "model=glove-6b-50d", *words, "cache_dir=null"]
+    proc = cli("jaxassoc", *base, "hydra.run.dir=run", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    row = pd.read_parquet(tmp_path / "run" / "aggregates.parquet").iloc[0]
+    assert row["p_raw"] == pytest.approx(1 / 6) and row["p_exact_raw"] and row["p_resamples_raw"] == 6
+    assert row["p_min"] == pytest.approx(1 / 6) and row["d_raw"] > 0
+    assert row["caveat"] == (
+        "small test (words: X 2, Y 2, A 2, B 2; 6 partitions): p cannot go below 0.167; its bootstrap CI is unreliable"
+    )
+    out = proc.stdout + proc.stderr
+    assert "small test" in out and "<0.001" not in out and "0.167" in out
+    strict = cli("jaxassoc", *base, "stats.ties=strict", "hydra.run.dir=strict", cwd=tmp_path)
+    assert strict.returncode == 0, strict.stderr[-3000:]
+    assert pd.read_parquet(tmp_path / "strict" / "aggregates.parquet")["p_raw"].iloc[0] == 0.0  # Eq. 4 as printed
+    assert "<0.167" in strict.stdout and "*" not in strict.stdout.split("<0.167")[1].split("\n")[0]
+
+
+@pytest.mark.parametrize(
+    ("sets", "message"),
+    [
+        (
+            ["X=[rose,Rose,ROSE,tulip]", "Y=[ant,wasp]", "A=[love,peace]", "B=[hate,war]"],
+            "word set 'X' repeats ['ROSE', 'Rose', 'rose'] (one word to the lookup: 'rose')",
+        ),
+        (
+            ["X=[rose,tulip]", "Y=[ant,wasp]", "A=[love,Hate]", "B=[hate,war]"],
+            "word ['Hate', 'hate'] (one word to the lookup: 'hate') is in both 'A' and 'B'",
+        ),
+    ],
+)
+def test_spellings_a_lower_casing_lookup_merges_are_one_word(tmp_path, cli, sets, message):
+    proc = cli(
+        "jaxassoc",
+        "metric=weat",
+        "model=glove-6b-50d",
+        "dataset=custom_weat",
+        *(f"dataset.{s}" for s in sets),
+        "hydra.run.dir=run",
+        "cache_dir=null",
+        cwd=tmp_path,
+    )
+    assert proc.returncode != 0 and message in proc.stderr
+    assert not (tmp_path / "run" / "results.json").exists()

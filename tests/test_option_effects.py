@@ -36,7 +36,7 @@ STATS_CHANGES = {
     "stats.n_bootstrap": 150,
     "stats.confidence": 0.5,
     "stats.alternative": "less",
-    "stats.ties": "inclusive",
+    "stats.ties": "strict",
     "stats.alpha": 0.9,
 }
 STATIC = ["metric=weat", "model=glove-6b-50d", "model.source={glove}", "model.name=tiny"]
@@ -97,7 +97,7 @@ SCENARIOS: dict[str, list[Scenario]] = {
                 "stats.exact_bound": 1000,
                 "stats.n_permutations": 300,
                 "stats.alternative": "less",
-                "stats.ties": "inclusive",
+                "stats.ties": "strict",
                 "stats.n_bootstrap": 150,
                 "stats.confidence": 0.5,
                 "whitening": "zca",
@@ -165,7 +165,7 @@ SCENARIOS: dict[str, list[Scenario]] = {
             {
                 "dataset.sample": 15,
                 "metric.parity_preprocessing": False,
-                "metric.aufc_units": "log10",
+                "metric.aufc_units": "ln",
                 "metric.etas": [0.3],
                 "metric.threshold_log10": 10.0,
                 "metric.tokens_per_batch": 512,

@@ -30,7 +30,7 @@ from jaxassoc.app.validation import field_default
 from jaxassoc.errors import ConfigError, InputError
 from jaxassoc.metrics import rpam
 from jaxassoc.metrics.ceat import random_effects, weat_draw
-from jaxassoc.metrics.weat import check_distinct_words, weat
+from jaxassoc.metrics.weat import check_distinct_words, sc_weat, weat
 from jaxassoc.readouts.weat import change_class
 from jaxassoc.stats import permutation_test
 from jaxassoc.stats.permutation import _random_partition, difference_of_sums
@@ -77,7 +77,7 @@ def test_alternative_reaches_weat_rpam_and_ceat_p_values():
         for alt in ("greater", "less", "two-sided")
     }
     assert p["greater"] < 0.5 < p["less"]  # X shifted towards A
-    assert p["greater"] + p["less"] <= 1.0 + 1e-6  # strict ties: the observed partition is in neither
+    assert p["greater"] + p["less"] >= 1.0 - 1e-6  # the observed arrangement counts in both directions
     assert p["two-sided"] == pytest.approx(min(1.0, 2 * min(p["greater"], p["less"])), abs=1e-6)
 
     probs = jax.nn.softmax(jax.random.normal(jax.random.key(3), (8, 6)), axis=-1)
@@ -85,7 +85,7 @@ def test_alternative_reaches_weat_rpam_and_ceat_p_values():
         float(rpam.rpam_test(KEY, probs, n_x=4, n_a=3, n_bootstrap=50, alternative=alt).p_value)
         for alt in ("greater", "less")
     )
-    assert greater != less and greater + less <= 1.0 + 1e-6
+    assert greater != less and greater + less >= 1.0 - 1e-6
 
     es, v = jnp.array([0.3, 0.5, 0.4]), jnp.array([0.2, 0.3, 0.25])
     ce = {alt: float(random_effects(es, v, alternative=alt).p_value) for alt in ("greater", "less", "two-sided")}
@@ -97,9 +97,9 @@ def test_alternative_and_confidence_change_the_weat_job(glove, monkeypatch, tmp_
     use_tiny_suite(monkeypatch)
     base = run_metric(_static(glove), tmp_path).aggregates.set_index("test")
     less = run_metric(_static(glove, "stats.alternative=less"), tmp_path).aggregates.set_index("test")
-    for test in ("W1", "W2"):  # one-sided p's of opposite directions add up to at most 1
+    for test in ("W1", "W2"):  # one-sided p's of opposite directions, both counting the observed arrangement
         assert less.loc[test, "p_raw"] != base.loc[test, "p_raw"]
-        assert base.loc[test, "p_raw"] + less.loc[test, "p_raw"] <= 1.0 + 1e-6
+        assert base.loc[test, "p_raw"] + less.loc[test, "p_raw"] >= 1.0 - 1e-6
     assert set(less["alternative"]) == {"less"}
     narrow = run_metric(_static(glove, "stats.confidence=0.5"), tmp_path).aggregates.set_index("test")
     width = lambda t: t["ci_high_raw"] - t["ci_low_raw"]  # noqa: E731
@@ -225,7 +225,7 @@ def test_permutation_library_caps_partitions_and_draws_keys_by_fold_in():
     observed = difference_of_sums(jnp.asarray(values), jnp.arange(30) < 12)
     keys = jax.random.split(KEY, 5000)  # the documented keys, all at once (the test streams them)
     s = jax.vmap(lambda k: difference_of_sums(jnp.asarray(values), _random_partition(k, 30, 12)))(keys)
-    assert float(res.p_value) == pytest.approx(float(jnp.mean(s > observed)), abs=1e-7)
+    assert float(res.p_value) == pytest.approx((float(jnp.sum(s >= observed)) + 1) / 5001, abs=1e-7)
 
 
 # --- point 4: undefined statistics --------------------------------------------------------------------------
@@ -336,3 +336,15 @@ def test_malformed_template_is_refused_at_config_time(no_model, tmp_path, text, 
     )
     with pytest.raises(ConfigError, match=match):
         make_job(cfg, Path(tmp_path))
+
+
+def test_the_api_refuses_a_ddof_the_cli_refuses_instead_of_returning_nan_as_defined():
+    x, y, a, b = _sets(1)
+    probs = jax.nn.softmax(jax.random.normal(jax.random.key(3), (8, 6)), axis=-1)
+    for call in (
+        lambda: weat(KEY, x, y, a, b, ddof=5),
+        lambda: sc_weat(KEY, x, a, b, ddof=2),
+        lambda: rpam.rpam_test(KEY, probs, n_x=4, n_a=3, ddof=True),
+    ):
+        with pytest.raises(InputError, match="is not supported: use 1 .sample std, Caliskan et al.. or 0"):
+            call()

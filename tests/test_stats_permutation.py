@@ -11,7 +11,7 @@ import pytest
 import scipy.stats as st
 
 from jaxassoc.errors import ConfigError, InputError
-from jaxassoc.stats import difference_of_sums, permutation_test, permutation_test_batch
+from jaxassoc.stats import difference_of_sums, permutation_test, permutation_test_batch, small_samples, smallest_p
 from jaxassoc.stats.permutation import _random_partition
 
 KEY = jax.random.key(0)
@@ -87,7 +87,7 @@ def test_custom_statistic_unequal_groups():
         return jnp.sum(jnp.where(in_x, v, 0.0)) / jnp.sum(in_x) - jnp.sum(jnp.where(in_x, 0.0, v)) / jnp.sum(~in_x)
 
     res = permutation_test(KEY, values, 3, statistic=mean_difference)
-    _, p, _ = brute_force_p(values, 3, "greater", "strict", stat=lambda a, b: sum(a) / len(a) - sum(b) / len(b))
+    _, p, _ = brute_force_p(values, 3, "greater", "inclusive", stat=lambda a, b: sum(a) / len(a) - sum(b) / len(b))
     assert float(res.p_value) == pytest.approx(p, abs=1e-7)
 
 
@@ -160,3 +160,39 @@ def test_bad_inputs_raise_clear_errors():
         permutation_test(KEY, v, 3, ties="loose")
     with pytest.raises(ConfigError, match="n_permutations"):
         permutation_test(KEY, v, 3, exact_bound=0, n_permutations=0)
+
+
+def test_the_default_counts_the_observed_arrangement_so_an_exact_p_never_reads_below_one_over_n():
+    values = np.array([2.0, 1.9, -1.0, -1.1], np.float32)  # X = {2.0, 1.9} beats every other partition
+    default = permutation_test(KEY, values, 2)
+    assert float(default.p_value) == pytest.approx(1 / 6) == smallest_p(4, 2)  # not 0: 6 partitions
+    assert float(permutation_test(KEY, values, 2, ties="strict").p_value) == 0.0  # Eq. 4 as printed
+    two_sided = permutation_test(KEY, values, 2, alternative="two-sided")
+    assert float(two_sided.p_value) == pytest.approx(2 / 6) == smallest_p(4, 2, alternative="two-sided")
+
+
+def test_the_default_monte_carlo_p_is_k_plus_one_over_n_plus_one():
+    values = np.arange(40, 0, -1).astype(np.float32)  # the observed split is the unique extreme of C(40, 20)
+    mc = permutation_test(KEY, values, 20, exact_bound=0, n_permutations=100)
+    assert float(mc.p_value) == pytest.approx(1 / 101) == smallest_p(40, 20, exact_bound=0, n_permutations=100)
+    strict = permutation_test(KEY, values, 20, exact_bound=0, n_permutations=100, ties="strict")
+    assert float(strict.p_value) == 0.0
+    # with draws beyond S: (k + 1) / (n + 1), k counted by the strict run on the same draws (no ties here)
+    rng = np.random.default_rng(4)
+    noisy = rng.normal(size=30).astype(np.float32)
+    noisy[:15] += 0.3
+    k = float(permutation_test(KEY, noisy, 15, exact_bound=0, n_permutations=999, ties="strict").p_value) * 999
+    p = float(permutation_test(KEY, noisy, 15, exact_bound=0, n_permutations=999).p_value)
+    assert round(k) >= 1 and p == pytest.approx((round(k) + 1) / 1000)
+
+
+def test_small_tests_are_named_with_the_smallest_p_they_can_reach():
+    assert small_samples.caveat({"X": 8, "Y": 8, "A": 8, "B": 8}, (8, 8), 1 / 12870, ci=True) == ""
+    text = small_samples.caveat({"X": 2, "Y": 2, "A": 2, "B": 2}, (2, 2), 1 / 6, ci=True)
+    assert (
+        text
+        == "small test (words: X 2, Y 2, A 2, B 2; 6 partitions): p cannot go below 0.167; its bootstrap CI is unreliable"
+    )
+    assert small_samples.is_small({"A": 5, "B": 5}, (2, 3))  # C(5, 2) = 10 partitions < 20
+    assert not small_samples.is_small({"A": 5, "B": 5}, (3, 3))  # C(6, 3) = 20, 5 words a set: not small
+    assert small_samples.is_small({"X": 4, "Y": 9}, None)  # CEAT: set sizes only

@@ -103,7 +103,7 @@ def _sc_weat_exact_p(w, A, B, alternative):
         mask[list(idx)] = True
         null.append(c[mask].mean() - c[~mask].mean())
     null = np.array(null)
-    greater, less = np.mean(null > observed + 1e-12), np.mean(null < observed - 1e-12)
+    greater, less = np.mean(null >= observed - 1e-12), np.mean(null <= observed + 1e-12)  # the observed one counts
     return {"greater": greater, "less": less, "two-sided": min(1.0, 2 * min(greater, less))}[alternative]
 
 
@@ -191,14 +191,14 @@ def test_single_word_set_is_refused_by_weat_with_its_name():
 
 
 def _itertools_p(s, n_x):
-    """One-sided exact permutation p: share of equal-size re-partitions with S_i > S (strict)."""
+    """One-sided exact permutation p: share of equal-size re-partitions with S_i >= S (the observed one counted)."""
     s = np.asarray(s, dtype=np.float64)
     observed = s[:n_x].sum() - s[n_x:].sum()
     total = s.sum()
     count = n = 0
     for idx in itertools.combinations(range(len(s)), n_x):
         sx = s[list(idx)].sum()
-        count += (sx - (total - sx)) > observed + 1e-9
+        count += (sx - (total - sx)) >= observed - 1e-9
         n += 1
     return count / n, n
 

@@ -4,7 +4,8 @@ A metric's *views* split its aggregate rows into small tables (``[(title, table)
 its own columns: WEAT tests apart from anisotropy and similarity rows, RPAM tests apart from the share of
 positive tests, and so on (:func:`views`). :func:`present` turns a table into text cells the same way for
 both: counts as integers, p-values with significance marks (:data:`LEGEND`), a confidence interval's
-``ci_low*`` / ``ci_high*`` columns as one ``[lo, hi]`` column, a statistic that a row's
+``ci_low*`` / ``ci_high*`` columns as one ``[lo, hi]`` column, a p below the smallest one its test can
+report (``p_min``: Eq. 4's strict count reads 0) as ``<p_min``, a statistic that a row's
 ``undefined_reason*`` explains as ``undefined``, other missing cells empty, and no column that is empty in
 every row.
 """
@@ -48,7 +49,12 @@ def _number(value: float, count: bool) -> str:
     return "0.000" if shown == "-0.000" else shown
 
 
-def _p_text(p: float) -> str:
+def _p_text(p: float, p_min: float | None = None) -> str:
+    """p with its stars; below ``p_min`` (the smallest p its test can report) only "<p_min", starred when
+    p_min itself is below a bound (then p is too)."""
+    if p_min is not None and not _missing(p_min) and p < p_min:
+        mark = next((mark for bound, mark in STARS if p_min <= bound), "")
+        return f"<{p_min:.3g}" + (" " + mark if mark else "")
     return ("<0.001" if p < 0.001 else f"{p:.3f}") + (" " + stars(p) if stars(p) else "")
 
 
@@ -60,6 +66,12 @@ def present(table: pd.DataFrame) -> pd.DataFrame:
     reasons = {REASON.fullmatch(c).group(1): table[c] for c in table.columns if REASON.fullmatch(c)}
     out, numeric = {}, set()
     for column in table.columns:
+        if column == "p_min":
+            continue
+        if P_COLUMN.fullmatch(column) and "p_min" in table.columns:
+            out[column] = ["" if _missing(p) else _p_text(float(p), m) for p, m in zip(table[column], table["p_min"])]
+            numeric.add(column)
+            continue
         if REASON.fullmatch(column) or column.startswith("ci_high"):
             if REASON.fullmatch(column):
                 out[column] = table[column].map(lambda v: "" if _missing(v) else str(v))

@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
+from jaxassoc import stats
 from jaxassoc.metrics.weat import association_test, effect_size
 
 
@@ -94,7 +95,7 @@ def rpam_test(
     ddof: int = 1,
     exact_bound: int = 1_000_000,
     n_permutations: int = 100_000,
-    ties: str = "strict",
+    ties: str = stats.DEFAULT_TIES,
     n_bootstrap: int = 10_000,
     confidence: float = 0.95,
     alternative: str = "greater",

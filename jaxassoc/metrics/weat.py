@@ -27,7 +27,7 @@ X ∪ Y into sets of the original sizes.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import jax
@@ -166,7 +166,7 @@ def sc_weat(
     ddof: int = 1,
     exact_bound: int = 1_000_000,
     n_permutations: int = 100_000,
-    ties: str = "strict",
+    ties: str = stats.DEFAULT_TIES,
     alternative: str = "greater",
 ) -> ScWeatResult:
     """SC-WEAT of every row of ``w`` (Caliskan et al. 2017, suppl.): :func:`sc_weat_effect_size` and its
@@ -179,6 +179,7 @@ def sc_weat(
     as in :func:`weat`). Every word sees the same partitions. The sets pass :func:`check_word_set` and
     :func:`check_distinct_words` (``words``/``names`` label the errors).
     """
+    _check_ddof(ddof)
     w = check_word_set(names[0], w, words[0] if words is not None else None)
     a, b = (
         check_word_set(n, v, ws, dim=w.shape[1])
@@ -208,6 +209,19 @@ def sc_weat(
         n_resamples=perm.n_resamples[0],
         defined=defined,
     )
+
+
+DDOFS = (1, 0)
+"""d's standard deviation: 1 sample (Caliskan et al.), 0 population (WEFE); as the CLI's ``stats.ddof``."""
+
+
+def _check_ddof(ddof) -> int:
+    """InputError for a ``ddof`` other than 0 or 1 (a larger one makes d NaN on small sets, silently)."""
+    if isinstance(ddof, bool) or ddof not in DDOFS:
+        raise InputError(
+            f"ddof={ddof!r} is not supported: use 1 (sample std, Caliskan et al.) or 0 (population std, WEFE)"
+        )
+    return int(ddof)
 
 
 def check_word_set(
@@ -256,27 +270,40 @@ def check_word_set(
 
 
 def check_distinct_words(
-    label: str, sets: Sequence[Sequence[str]], names: Sequence[str] = ("X", "Y", "A", "B")
+    label: str,
+    sets: Sequence[Sequence[str]],
+    names: Sequence[str] = ("X", "Y", "A", "B"),
+    key: Callable[[str], str] | None = None,
 ) -> None:
     """The word rule of every metric that takes word sets: InputError for a word repeated inside a set or
-    found in two sets of one test (``label`` names the test; ``names`` the sets, targets first)."""
+    found in two sets of one test (``label`` names the test; ``names`` the sets, targets first). ``key``
+    maps a word to what the embedding looks up (e.g. lower-cased for GloVe): spellings with one key are
+    one word, so ``rose`` and ``Rose`` would count the same vector twice."""
+    key = key or (lambda word: word)
+
+    def spelled(k: str) -> str:
+        spellings = sorted({w for words in sets for w in words if key(w) == k})
+        return repr(spellings[0]) if len(spellings) == 1 else f"{spellings} (one word to the lookup: {k!r})"
+
     for name, words in zip(names, sets):
-        repeated = sorted({w for w in words if list(words).count(w) > 1})
+        keys = [key(w) for w in words]
+        repeated = sorted({k for k in keys if keys.count(k) > 1})
         if repeated:
+            merged = [k for k in repeated if len({w for w in words if key(w) == k}) > 1]
+            shown = ", ".join(spelled(k) for k in merged) if merged else str(repeated)
             raise InputError(
-                f"{label}: word set {name!r} repeats {repeated}; a repeated word would count twice, so list "
-                f"each word once"
+                f"{label}: word set {name!r} repeats {shown}; a repeated word would count twice, so list each word once"
             )
     owner: dict[str, str] = {}
     for name, words in zip(names, sets):
         for word in words:
-            if word in owner:
+            if key(word) in owner:
                 raise InputError(
-                    f"{label}: word {word!r} is in both {owner[word]!r} and {name!r}; a word may belong to one "
-                    f"set of a test only (a target that is also an attribute would score itself), so remove it "
-                    f"from one side"
+                    f"{label}: word {spelled(key(word))} is in both {owner[key(word)]!r} and {name!r}; a word may "
+                    f"belong to one set of a test only (a target that is also an attribute would score itself), "
+                    f"so remove it from one side"
                 )
-            owner[word] = name
+            owner[key(word)] = name
 
 
 def _check_distinct_rows(sets: Sequence[np.ndarray], names: Sequence[str]) -> None:
@@ -316,25 +343,27 @@ def weat(
     ddof: int = 1,
     exact_bound: int = 1_000_000,
     n_permutations: int = 100_000,
-    ties: str = "strict",
+    ties: str = stats.DEFAULT_TIES,
     n_bootstrap: int = 10_000,
     confidence: float = 0.95,
     alternative: str = "greater",
 ) -> WeatResult:
     """A full WEAT: d and S (Eq. 1-3), the permutation p-value (Eq. 4) and a bootstrap CI.
 
-    p is P[S(Xi, Yi) > S(X, Y)] (``alternative="greater"``, Eq. 4; ``"less"``: <; ``"two-sided"``:
-    min(1, 2 min(greater, less))) over re-partitions of X ∪ Y into sets of sizes |X|, |Y|, computed on
-    the per-target associations (S is a difference of their sums): exact enumeration when the number
-    of partitions is at most ``exact_bound``, else ``n_permutations`` random permutations drawn with
-    ``key``; ``ties="strict"`` counts only strictly greater statistics, as Eq. 4 writes it. The CI of d
-    resamples the targets of X and of Y within their own sets (A and B fixed), ``n_bootstrap`` times, and
-    spans ``confidence``. ``names`` and ``words`` (the words behind each set's rows) label InputErrors;
-    :func:`check_distinct_words` refuses repeated or shared words (without ``words``: repeated vectors).
-    The Monte Carlo p is #{S_i > S} / n_permutations without the observed partition added (see
-    :func:`jaxassoc.stats.permutation_test`), so it can be 0; its resolution is 1 / n_permutations. With
-    constant s (:func:`is_constant`), d, p and the CI are NaN and ``defined`` is False.
+    p is P[S(Xi, Yi) >= S(X, Y)] (``alternative="greater"``; ``"less"``: <=; ``"two-sided"``:
+    min(1, 2 min(greater, less))) over re-partitions of X ∪ Y into sets of sizes |X|, |Y|, the observed
+    one counted, computed on the per-target associations (S is a difference of their sums): exact
+    enumeration when the number of partitions is at most ``exact_bound`` (p >= 1/N), else
+    ``n_permutations`` random permutations drawn with ``key`` and p = (k + 1)/(n_permutations + 1);
+    ``ties="strict"`` is Eq. 4 as printed (only strictly greater statistics, no +1: it can read 0; see
+    :func:`jaxassoc.stats.permutation_test`). The CI of d resamples the targets of X and of Y within their
+    own sets (A and B fixed), ``n_bootstrap`` times, and spans ``confidence``. ``names`` and ``words`` (the
+    words behind each set's rows) label InputErrors; :func:`check_distinct_words` refuses repeated or
+    shared words (without ``words``: repeated vectors). With constant s (:func:`is_constant`), d, p and
+    the CI are NaN and ``defined`` is False. On small sets the p cannot go low and the CI means little:
+    see :mod:`jaxassoc.stats.small_samples`.
     """
+    _check_ddof(ddof)
     x = check_word_set(names[0], x, words[0] if words is not None else None)
     dim = x.shape[1]
     y, a, b = (
@@ -381,7 +410,7 @@ def association_test(
     ddof: int = 1,
     exact_bound: int = 1_000_000,
     n_permutations: int = 100_000,
-    ties: str = "strict",
+    ties: str = stats.DEFAULT_TIES,
     n_bootstrap: int = 10_000,
     confidence: float = 0.95,
     alternative: str = "greater",
@@ -394,6 +423,7 @@ def association_test(
     When s is constant (:func:`is_constant`; ``scale``: the magnitude of the means s is a difference of),
     d is 0/0 and every partition ties with the observed one: p and the CI are NaN and ``defined`` is False
     (never p = 0)."""
+    _check_ddof(ddof)
     key_perm, key_boot = jax.random.split(key)
     perm = stats.permutation_test(
         key_perm, s, n_x, exact_bound=exact_bound, n_permutations=n_permutations, alternative=alternative, ties=ties

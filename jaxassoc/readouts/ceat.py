@@ -42,6 +42,7 @@ from jaxassoc.errors import ConfigError, InputError
 from jaxassoc.metrics.ceat import ceat, pad_contexts
 from jaxassoc.metrics.weat import check_distinct_words
 from jaxassoc.models.base import LanguageModel
+from jaxassoc.readouts.weat import small_test_columns
 
 FALLBACKS = ("word", "templates", "drop")
 UNDEFINED_DRAWS = (
@@ -223,6 +224,9 @@ def run_ceat_suite(
                 "draw_share_positive": float((es > 0).mean()),
                 "contexts_per_word_min": int(counts.min()),
                 "contexts_per_word_mean": float(counts.mean()),
+                **small_test_columns(
+                    f"test {test.id}", dict(zip("XYAB", (len(b[1]) for b in built))), None, None, ci=False
+                ),
             }
         )
         draws.append(pd.DataFrame({"test": test.id, "draw": np.arange(n_draws), "effect_size": es, "variance": var}))

@@ -35,7 +35,7 @@ from jaxassoc.metrics import rpam
 from jaxassoc.metrics.weat import UNDEFINED_CONSTANT_S
 from jaxassoc.models.base import LanguageModel
 from jaxassoc.readouts.rpam_prompts import PromptTemplate, RpamInputs, cached_rpam_inputs, tokenize_attributes
-from jaxassoc.readouts.weat import check_suite_words
+from jaxassoc.readouts.weat import check_suite_words, small_test_columns
 from jaxassoc.stats import StatsOptions
 
 GENDER_ROLE_TESTS = ("C7", "C8")
@@ -131,24 +131,26 @@ def weat_ws(
         x, y, a, b = test.targets_x, test.targets_y, test.attributes_a, test.attributes_b
         n_multi = len(tokenize_attributes(model.tokenizer, a + b, template).multi_token)
         result = rpam.rpam_test(test_key, jnp.asarray(p), n_x=len(x), n_a=len(a), **options.as_kwargs())
-        rows.append(
-            {
-                "test": test.id,
-                "name": test.name,
-                "effect_size": float(result.d),
-                "p_value": float(result.p_value),
-                "p_exact": bool(result.exact),
-                "ci_low": float(result.ci_low),
-                "ci_high": float(result.ci_high),
-                "undefined_reason": "" if bool(result.defined) else UNDEFINED_CONSTANT_S,
-                "alternative": options.alternative,
-                "confidence": options.confidence,
-                "roles": "gender terms as targets" if swapped else "as listed",
-                "n_targets": len(x) + len(y),
-                "n_attributes": len(a) + len(b),
-                "n_multi_token_attributes": n_multi,
-            }
-        )
+        sizes = {"X": len(x), "Y": len(y), "A": len(a), "B": len(b)}
+        p_min = options.smallest_p(len(x) + len(y), len(x))
+        row = {
+            "test": test.id,
+            "name": test.name,
+            "effect_size": float(result.d),
+            "p_value": float(result.p_value),
+            "p_exact": bool(result.exact),
+            "ci_low": float(result.ci_low),
+            "ci_high": float(result.ci_high),
+            "undefined_reason": "" if bool(result.defined) else UNDEFINED_CONSTANT_S,
+            "alternative": options.alternative,
+            "confidence": options.confidence,
+            "roles": "gender terms as targets" if swapped else "as listed",
+            "n_targets": len(x) + len(y),
+            "n_attributes": len(a) + len(b),
+            "n_multi_token_attributes": n_multi,
+            **small_test_columns(f"test {test.id}", sizes, (len(x), len(y)), p_min, ci=True),
+        }
+        rows.append(row)
         items += [
             {"test": test.id, "target": t, "group": "X" if i < len(x) else "Y", "score": float(s)}
             for i, (t, s) in enumerate(zip(x + y, np.asarray(result.associations)))

@@ -19,6 +19,7 @@ name) -> Lookup`` (e.g. contextual word vectors). No Hydra here: ``metric=weat``
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -43,7 +44,9 @@ from jaxassoc.metrics.similarity import compare_whitening
 from jaxassoc.metrics.weat import UNDEFINED_CONSTANT_S, check_distinct_words, sc_weat, weat
 from jaxassoc.progress import progress
 from jaxassoc.readouts.cache import cached_arrays, model_key
-from jaxassoc.stats import StatsOptions
+from jaxassoc.stats import StatsOptions, small_samples
+
+log = logging.getLogger("jaxassoc")
 
 VectorsFn = Callable[[Sequence[str], str], Lookup]
 
@@ -75,15 +78,28 @@ def change_class(p_raw: float, p_whitened: float, alpha: float = 0.05) -> str:
     return ("Not significant", "Emerging", "Disappearing", "Stable")[2 * raw + white]
 
 
-def check_suite_words(tests) -> None:
+def check_suite_words(tests, key: Callable[[str], str] | None = None) -> None:
     """The word rule (:func:`~jaxassoc.metrics.weat.check_distinct_words`) on every test of a suite, as
-    listed: run it before any model is loaded."""
+    listed, with ``key`` the embedding's lookup key of a word (None: the word itself): run it before any
+    model is loaded."""
     for test in tests:
         check_distinct_words(
             f"test {test.id}",
             (test.targets_x, test.targets_y, test.attributes_a, test.attributes_b),
             (test.x_name, test.y_name, test.a_name, test.b_name),
+            key,
         )
+
+
+def small_test_columns(
+    label: str, sizes: dict[str, int], n_permuted: tuple[int, int] | None, p_min: float | None, *, ci: bool
+) -> dict:
+    """``p_min`` (the smallest p the test can report; None: no permutation p) and ``caveat``
+    (:func:`jaxassoc.stats.small_samples.caveat`, logged as a warning naming ``label`` when not empty)."""
+    text = small_samples.caveat(sizes, n_permuted, p_min, ci=ci)
+    if text:
+        log.warning("%s: %s", label, text)
+    return ({} if p_min is None else {"p_min": p_min}) | {"caveat": text}
 
 
 def _result_columns(prefix: str, res) -> dict:
@@ -118,7 +134,7 @@ def run_weat_experiment(
     and the settings used. Raw and whitened tests share their PRNG key, so they see the same
     permutations and bootstrap resamples. The word rule (:func:`check_suite_words`) is checked first.
     """
-    check_suite_words(suite.tests)
+    check_suite_words(suite.tests, vectors.normalise if isinstance(vectors, StaticEmbeddings) else None)
     lookup = _vectors_fn(vectors, max_oov_share)
     rows = []
     for test, test_key in zip(suite.tests, jax.random.split(key, len(suite.tests))):
@@ -134,13 +150,21 @@ def run_weat_experiment(
             "coverage": sum(map(len, kept)) / sum(len(f.kept_words) + len(f.lost_words) for f in found),
             **_result_columns("raw", weat(test_key, *(f.vectors for f in found), **settings)),
         }
+        sizes = dict(zip("XYAB", map(len, kept)))
+        n_permuted = (len(kept[0]), len(kept[1]))
+        small = small_test_columns(
+            f"test {test.id}", sizes, n_permuted, options.smallest_p(sum(n_permuted), n_permuted[0]), ci=True
+        )
         if whitening is not None:
             white = [np.asarray(apply_zca(whitening, f.vectors)) for f in found]
             row.update(_result_columns("whitened", weat(test_key, *white, **settings)))
             row["change"] = change_class(row["p_raw"], row["p_whitened"], alpha)
             row["paper_class"] = "Stable" if row["change"] == "Not significant" else row["change"]
         row.update(
-            alpha=alpha, **options.as_kwargs(), whitening=whitening_description if whitening is not None else "none"
+            **small,
+            alpha=alpha,
+            **options.as_kwargs(),
+            whitening=whitening_description if whitening is not None else "none",
         )
         rows.append(row)
     return pd.DataFrame(rows)
@@ -157,7 +181,7 @@ def run_sc_weat_experiment(
     """SC-WEAT (docs/methods.md §2.4) of every target word of every test of ``suite`` against the test's
     A and B: one row per word with d, its permutation p over re-partitions of A ∪ B (the words of a test
     share the partitions, drawn with the test's key) and the settings used."""
-    check_suite_words(suite.tests)
+    check_suite_words(suite.tests, vectors.normalise if isinstance(vectors, StaticEmbeddings) else None)
     lookup = _vectors_fn(vectors, max_oov_share)
     rows = []
     for test, test_key in zip(suite.tests, jax.random.split(key, len(suite.tests))):
@@ -174,6 +198,14 @@ def run_sc_weat_experiment(
             **options.permutation_kwargs(),
         )
         n_x = len(found[0].kept_words)
+        n_permuted = (len(found[2].kept_words), len(found[3].kept_words))
+        small = small_test_columns(
+            f"SC-WEAT {test.id}",
+            dict(zip("AB", n_permuted)),
+            n_permuted,
+            options.smallest_p(sum(n_permuted), n_permuted[0]),
+            ci=False,
+        )
         for i, word in enumerate(words):
             rows.append(
                 {
@@ -188,6 +220,7 @@ def run_sc_weat_experiment(
                     "p": float(res.p_value[i]),
                     "p_exact": bool(res.exact),
                     "p_resamples": int(res.n_resamples),
+                    **small,
                     "undefined_reason": "" if bool(res.defined[i]) else "cos(w, ·) is the same for every attribute",
                     "lost_words": " ".join(w for f in found for w in f.lost_words),
                     **options.permutation_kwargs(),

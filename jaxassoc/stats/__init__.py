@@ -10,6 +10,7 @@
 - ``StatsOptions``: the options of a permutation test and bootstrap CI (WEAT, SC-WEAT, RPAM Test) as one value.
 """
 
+from jaxassoc.stats import small_samples
 from jaxassoc.stats.bootstrap import (
     BootstrapResult,
     PairedBootstrapResult,
@@ -30,14 +31,17 @@ from jaxassoc.stats.correlation import (
 )
 from jaxassoc.stats.options import StatsOptions
 from jaxassoc.stats.permutation import (
+    DEFAULT_TIES,
     PermutationResult,
     difference_of_means,
     difference_of_sums,
     permutation_test,
     permutation_test_batch,
+    smallest_p,
 )
 
 __all__ = [
+    "DEFAULT_TIES",
     "BootstrapResult",
     "CorrelationResult",
     "PairedBootstrapResult",
@@ -59,6 +63,8 @@ __all__ = [
     "precision_at_k",
     "rankdata",
     "recall",
+    "small_samples",
+    "smallest_p",
     "spearman",
     "spearman_test",
 ]

@@ -13,6 +13,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from jaxassoc.stats.permutation import DEFAULT_TIES, smallest_p
+
 
 @dataclass
 class StatsOptions:
@@ -25,12 +27,18 @@ class StatsOptions:
     n_bootstrap: int = 10_000  # bootstrap resamples of the CI of d
     confidence: float = 0.95  # CI level
     alternative: str = "greater"  # greater | less | two-sided
-    ties: str = "strict"  # strict: count only permuted statistics beyond the observed one | inclusive
+    ties: str = DEFAULT_TIES  # inclusive: the observed arrangement counts (p >= 1/N) | strict: Eq. 4 as printed
 
     def as_kwargs(self) -> dict[str, Any]:
         """The options as keywords of :func:`jaxassoc.metrics.weat.weat` and :func:`jaxassoc.metrics.rpam.rpam_test`
         (a subclass's own fields, e.g. the app's ``alpha``, left out)."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(StatsOptions)}
+
+    def smallest_p(self, n: int, n_x: int) -> float:
+        """The smallest p these options let a test of n items, n_x in group X, report (:func:`smallest_p`)."""
+        return smallest_p(
+            n, n_x, exact_bound=self.exact_bound, n_permutations=self.n_permutations, alternative=self.alternative
+        )
 
     def permutation_kwargs(self) -> dict[str, Any]:
         """The options of the permutation p alone: keywords of :func:`jaxassoc.metrics.weat.sc_weat`."""

@@ -2,14 +2,17 @@
 
 The items ``values[:n_x]`` form group X and the rest group Y. Under H0 the labels are exchangeable, so
 the statistic's null distribution is its value over the re-partitions of X ∪ Y into groups of the same
-sizes |X| and |Y|:
+sizes |X| and |Y|. By default (``ties="inclusive"``) the observed arrangement counts among them:
 
-    p ("greater") = #{i : S(X_i, Y_i) > S(X, Y)} / N
+    exact:        p ("greater") = #{i : S(X_i, Y_i) >= S(X, Y)} / N          (>= 1/N)
+    Monte Carlo:  p ("greater") = (#{i : S(X_i, Y_i) >= S(X, Y)} + 1) / (n + 1)   (>= 1/(n+1))
 
-where N counts all C(n, |X|) partitions (exact test, the observed one included) or ``n_permutations``
-uniformly drawn ones (Monte Carlo, see ``permutation_test``). Ties are decided with scipy's
-floating-point tolerance: S_i and S count as equal when |S_i - S| <= 100 eps |S| (``eps`` of the
-statistic's dtype), so rounding in a re-ordered sum never turns an exact tie into "greater".
+where N counts all C(n, |X|) partitions, the observed one included, and n the uniformly drawn ones
+(Phipson & Smyth 2010; WEFE's and bias-bench's count), so p never reads below its resolution.
+``ties="strict"`` is Eq. 4 of the ZCA-WEAT paper as printed (#{S_i > S} / N, without the +1), which can
+read 0; the paper-reproduction scripts use it. Ties are decided with scipy's floating-point tolerance:
+S_i and S count as equal when |S_i - S| <= 100 eps |S| (``eps`` of the statistic's dtype), so rounding in
+a re-ordered sum never turns an exact tie into "greater".
 """
 
 from __future__ import annotations
@@ -29,7 +32,9 @@ from jaxassoc.errors import ConfigError, InputError
 from jaxassoc.stats.compilation import by_work
 
 ALTERNATIVES = ("greater", "less", "two-sided")
-TIES = ("strict", "inclusive")
+TIES = ("inclusive", "strict")
+DEFAULT_TIES = "inclusive"
+"""The one default of every test's ``ties``: count the observed arrangement (p >= its resolution)."""
 MAX_PARTITIONS = 10**7
 """Most partitions one test evaluates, enumerated (``exact_bound``) or drawn (``n_permutations``): a p
 resolution of 1e-7, minutes of work and about 100 MB of index sets or keys at most."""
@@ -118,6 +123,8 @@ def _exceedances(
 
 
 def _p_value(counts: Int[Array, "2"], total: int, alternative: str) -> Float[Array, ""]:
+    """``counts`` of partitions beyond (or tied with) the observed one among ``total``; the observed
+    arrangement already counted or, for Monte Carlo under "inclusive", added by the caller."""
     greater, less = counts[0] / total, counts[1] / total
     if alternative == "greater":
         return greater
@@ -161,7 +168,9 @@ def _monte_carlo_test(key, values, *, statistic, n_x, n_permutations, alternativ
 
     starts = jnp.arange(0, n_permutations, _CHUNK, dtype=jnp.uint32)
     counts, _ = jax.lax.scan(step, jnp.zeros(2, jnp.int32), starts)
-    p = jnp.where(jnp.isnan(observed), jnp.nan, _p_value(counts, n_permutations, alternative))
+    added = int(ties == "inclusive")  # the observed arrangement joins the draws: (k + 1) / (n + 1)
+    p = _p_value(counts + added, n_permutations + added, alternative)
+    p = jnp.where(jnp.isnan(observed), jnp.nan, p)
     return PermutationResult(
         observed, p.astype(jnp.float32), jnp.asarray(False), jnp.asarray(n_permutations, jnp.int32)
     )
@@ -174,7 +183,10 @@ def _check_config(n: int, n_x, exact_bound, n_permutations, alternative: str, ti
     if alternative not in ALTERNATIVES:
         raise ConfigError(f"permutation_test: alternative={alternative!r} is not supported: use one of {ALTERNATIVES}.")
     if ties not in TIES:
-        raise ConfigError(f"permutation_test: ties={ties!r} is not supported: use 'strict' (>) or 'inclusive' (>=).")
+        raise ConfigError(
+            f"permutation_test: ties={ties!r} is not supported: use 'inclusive' (>=, the observed arrangement "
+            f"counts) or 'strict' (>, Eq. 4 as printed)."
+        )
     if not 0 <= exact_bound <= MAX_PARTITIONS:
         raise ConfigError(f"permutation_test: exact_bound must lie in 0..{MAX_PARTITIONS:,}; got {exact_bound}.")
     if not 1 <= n_permutations <= MAX_PARTITIONS:
@@ -219,7 +231,7 @@ def permutation_test(
     exact_bound: int = 1_000_000,
     n_permutations: int = 100_000,
     alternative: str = "greater",
-    ties: str = "strict",
+    ties: str = DEFAULT_TIES,
 ) -> PermutationResult:
     """One-sided (or two-sided) permutation test that X's items score higher than Y's (docs/methods.md §2).
 
@@ -232,14 +244,15 @@ def permutation_test(
     the host once per (n, n_x) and cached) and ``key`` is unused. Otherwise Monte Carlo: partition i is
     drawn uniformly from ``jax.random.fold_in(key, i)`` (the same key as ``jax.random.split(key,
     n_permutations)[i]`` with JAX's default partitionable threefry), independently (with replacement
-    among partitions); the observed partition is NOT added to the count, so p is the unbiased estimate
-    #{i : S_i > S} / n_permutations of the exact p above (it can be 0; its resolution is
-    1 / n_permutations).
+    among partitions).
 
-    p-values: "greater" #{S_i > S} / N; "less" #{S_i < S} / N; "two-sided" min(1, 2 min(p_greater, p_less))
-    (scipy's rule). ``ties="inclusive"`` counts S_i = S as well (>=, <=; the usual valid-p convention and
-    scipy's); ``"strict"`` (default) does not, as the WEAT paper writes it. Equality is judged with the
-    tolerance 100 eps |S| (see the module docstring).
+    p-values under ``ties="inclusive"`` (default): "greater" #{S_i >= S} / N exact, (#{S_i >= S} + 1) /
+    (n_permutations + 1) Monte Carlo (the observed arrangement added to the draws); "less" the same with
+    <=; "two-sided" min(1, 2 min(p_greater, p_less)) (scipy's rule). So p is at least 1/N exact and
+    1/(n_permutations + 1) Monte Carlo (:func:`smallest_p`), and a valid p-value. ``ties="strict"`` is Eq. 4
+    as printed: #{S_i > S} / N (Monte Carlo: / n_permutations, no +1), which can read 0 and is smaller by
+    at most 1/N (exact, no ties) or about 1/n_permutations. Equality is judged with the tolerance
+    100 eps |S| (see the module docstring).
 
     Runs under ``jit``/``vmap``; ``permutation_test_batch`` evaluates many tests in one call.
     """
@@ -260,7 +273,7 @@ def permutation_test_batch(
     exact_bound: int = 1_000_000,
     n_permutations: int = 100_000,
     alternative: str = "greater",
-    ties: str = "strict",
+    ties: str = DEFAULT_TIES,
 ) -> PermutationResult:
     """``permutation_test`` for T tests of equal shape in one jitted call; every field gets a leading T axis.
 
@@ -276,3 +289,20 @@ def permutation_test_batch(
     _check_no_nan(values)
     values = jnp.asarray(values, jnp.float32)
     return _run(key, values, n_x, statistic, exact_bound, n_permutations, alternative, ties)
+
+
+def smallest_p(
+    n: int,
+    n_x: int,
+    *,
+    exact_bound: int = 1_000_000,
+    n_permutations: int = 100_000,
+    alternative: str = "greater",
+) -> float:
+    """The smallest p-value :func:`permutation_test` can report for n items, n_x in group X, when the
+    observed arrangement counts (``ties="inclusive"``): 1/C(n, n_x) exact, 1/(n_permutations + 1) Monte
+    Carlo, doubled for "two-sided". Eq. 4's strict count (``ties="strict"``) can read below it, down to 0,
+    which only says p < this value."""
+    partitions = math.comb(n, n_x)
+    floor = 1 / partitions if partitions <= exact_bound else 1 / (n_permutations + 1)
+    return min(1.0, 2 * floor) if alternative == "two-sided" else floor

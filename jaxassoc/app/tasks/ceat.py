@@ -150,6 +150,7 @@ def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
                     "p_value",
                     "n_draws",
                     "contexts_per_word_mean",
+                    "caveat",
                     "undefined_reason",
                 ],
             ),

@@ -221,6 +221,7 @@ def run(job: Job) -> JobResult:
     aggregates, provenance = [], {}
     if job.model.kind == "static":
         embeddings = model_loading.static_embeddings(job.model)
+        check_suite_words(suite.tests, embeddings.normalise)  # spellings the lookup merges are one word
         vectors = embeddings
         if whitening.name == "zca":
             word_types = (
@@ -374,7 +375,7 @@ def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
         return [
             (
                 "SC-WEAT: each target word against A and B",
-                tables.block(aggregates, ["test", "set", "word", "d", "p", "p_exact"]),
+                tables.block(aggregates, ["test", "set", "word", "d", "p", "p_min", "p_exact", "caveat"]),
             )
         ]
     kind = aggregates["test"].where(aggregates["test"].isin(["anisotropy", "similarity"]), "tests")
@@ -393,8 +394,10 @@ def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
                     "ci_low_whitened",
                     "ci_high_whitened",
                     "p_whitened",
+                    "p_min",
                     "change",
                     "coverage",
+                    "caveat",
                     "undefined_reason_raw",
                     "undefined_reason_whitened",
                 ],
