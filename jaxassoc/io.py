@@ -93,3 +93,24 @@ def remove_stale_temporaries(folder: Path) -> list[Path]:
         log.info("removed %s, left by a writer (pid %s) that died", entry.path, match["pid"])
         removed.append(Path(entry.path))
     return removed
+
+
+def trim_folder(folder: Path, max_bytes: int) -> list[Path]:
+    """Delete the least recently modified files directly in ``folder`` until it holds at most ``max_bytes``;
+    the removed files. Files removed meanwhile by another process are skipped."""
+    files = []
+    for path in Path(folder).iterdir():
+        try:
+            info = path.stat()
+        except FileNotFoundError:
+            continue
+        if path.is_file():
+            files.append((info.st_mtime, info.st_size, path))
+    total, removed = sum(size for _, size, _ in files), []
+    for _, size, path in sorted(files):
+        if total <= max_bytes:
+            break
+        path.unlink(missing_ok=True)
+        total -= size
+        removed.append(path)
+    return removed

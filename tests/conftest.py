@@ -42,6 +42,8 @@ jax.config.update("jax_num_cpu_devices", int(os.environ.get("JAXASSOC_TEST_DEVIC
 sys.path.insert(0, str(Path(__file__).parent))  # the helper modules beside the tests
 import family_specs  # noqa: E402
 
+from jaxassoc.io import trim_folder  # noqa: E402
+
 _FACTORY_SOURCE = Path(family_specs.__file__)
 
 
@@ -59,27 +61,11 @@ def pytest_configure(config):
         return
     folder = config.cache.mkdir("jaxassoc-xla")
     if not hasattr(config, "workerinput"):
-        _trim(folder, _XLA_CACHE_BYTES)
+        trim_folder(folder, _XLA_CACHE_BYTES)
     jax.config.update("jax_compilation_cache_dir", str(folder))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(folder))  # for the interpreters tests start
-
-
-def _trim(folder: Path, max_bytes: int) -> None:
-    """Delete the least recently modified files of ``folder`` until it holds at most ``max_bytes``."""
-    files = []
-    for path in folder.iterdir():
-        try:
-            files.append((path.stat().st_mtime, path.stat().st_size, path))
-        except FileNotFoundError:
-            continue
-    total = sum(size for _, size, _ in files)
-    for _, size, path in sorted(files):
-        if total <= max_bytes:
-            break
-        path.unlink(missing_ok=True)
-        total -= size
 
 
 _FILE_SECONDS = "jaxassoc/file-seconds"

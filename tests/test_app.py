@@ -87,3 +87,68 @@ def test_atomic_write_leaves_old_file_when_writer_dies(tmp_path):
         store.atomic_write(target, dies)
     assert target.read_text() == "old"
     assert list(tmp_path.iterdir()) == [target]
+
+
+def test_an_edited_plugin_is_rerun_not_reused_and_its_identity_is_in_every_row(tmp_path, cli, monkeypatch):
+    folder = tmp_path / "plugins"
+    folder.mkdir()
+    source = (Path(__file__).parent / "plugins" / "toy_metric.py").read_text()
+    (folder / "toy_metric.py").write_text(source)
+    job = ["metric=toy", "model=glove-6b-50d", "hydra.run.dir=run"]
+
+    def run():
+        env = use_plugins(monkeypatch, "toy_metric", folder=folder)
+        proc = cli("jaxassoc", *job, cwd=tmp_path, env={**env, "HYDRA_FULL_ERROR": "0"})
+        assert proc.returncode == 0, proc.stderr
+        return proc, pd.read_parquet(tmp_path / "run" / "aggregates.parquet")
+
+    _, first = run()
+    assert first["prov_plugin_module"].iloc[0] == "toy_metric"
+    assert first["prov_plugin_source_sha256"].iloc[0] and first["prov_jaxassoc_source_sha256"].iloc[0]
+    again, _ = run()
+    assert "skip toy" in again.stdout + again.stderr  # unchanged code: reused
+    (folder / "toy_metric.py").write_text(source.replace("float(values.mean())", "-float(values.mean())"))
+    edited, second = run()
+    assert "skip toy" not in edited.stdout + edited.stderr
+    assert "code changed: plugin module toy_metric" in edited.stdout + edited.stderr
+    assert second["effect_size"].iloc[0] == -first["effect_size"].iloc[0]
+    assert second["prov_plugin_source_sha256"].iloc[0] != first["prov_plugin_source_sha256"].iloc[0]
+
+
+def test_a_result_from_other_jaxassoc_code_is_recomputed_with_the_reason(tmp_path, jaxassoc):
+    job = ["metric=toy", "model=glove-6b-50d", "hydra.run.dir=run"]
+    assert jaxassoc(tmp_path, *job).returncode == 0
+    record_path = tmp_path / "run" / "results.json"
+    record = json.loads(record_path.read_text())
+    record["inputs"]["code"]["jaxassoc"]["source_sha256"] = "0" * 16  # as if an edit of the source made it
+    record_path.write_text(json.dumps(record))
+    rerun = jaxassoc(tmp_path, *job)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "code changed: jaxassoc's source (0000000000000000 ->" in rerun.stdout + rerun.stderr
+    record["inputs"]["code"]["jaxassoc"]["version"] = "0.0.1"
+    record_path.write_text(json.dumps(record))
+    assert "code changed: jaxassoc 0.0.1 ->" in (lambda p: p.stdout + p.stderr)(jaxassoc(tmp_path, *job))
+
+
+@pytest.mark.parametrize(
+    ("override", "named"),
+    [
+        ("+sede=5", "sede is not an option of jaxassoc: it would be ignored"),
+        ("+mesh.tpp=4", "mesh.tpp is not an option"),
+    ],
+)
+def test_a_plus_key_that_nothing_reads_is_refused_by_name(tmp_path, jaxassoc, override, named):
+    proc = jaxassoc(tmp_path, "metric=toy", "model=glove-6b-50d", override, "hydra.run.dir=run")
+    assert proc.returncode != 0 and named in proc.stderr
+    assert not (tmp_path / "run" / "results.json").exists()
+
+
+def test_items_csv_leaves_provenance_to_the_parquet_and_results_json(tmp_path, jaxassoc):
+    assert (
+        jaxassoc(tmp_path, "metric=toy", "model=glove-6b-50d", "metric.n_items=50", "hydra.run.dir=run").returncode == 0
+    )
+    items_csv = pd.read_csv(tmp_path / "run" / "items.csv")
+    items = pd.read_parquet(tmp_path / "run" / "items.parquet")
+    assert list(items_csv.columns) == ["item", "score"] and len(items_csv) == 50
+    assert {"prov_config_hash", "prov_packages", "prov_jaxassoc_source_sha256"} <= set(items.columns)
+    assert "prov_config_hash" in pd.read_csv(tmp_path / "run" / "aggregates.csv").columns

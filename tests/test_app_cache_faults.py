@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from app_helpers import app_config
 
-from jaxassoc.app.cache import cache_key, cached_arrays, usable_cache_dir
+from jaxassoc.app.cache import cached_arrays, entry_path, usable_cache_dir
 from jaxassoc.app.main import run_job
 
 PARTS = {"weights": "abc", "sentences": ["a b", "c"]}
@@ -28,7 +28,7 @@ def counting_compute(calls):
 
 
 def entry(cache_dir):
-    return cache_dir / "demo" / f"{cache_key('demo', PARTS)}.npz"
+    return entry_path(cache_dir, "demo", PARTS)
 
 
 @pytest.mark.parametrize(
@@ -80,3 +80,15 @@ def test_job_with_unwritable_cache_dir_runs_without_the_cache(tmp_path, log):
     assert result is not None and len(result.items) == 5
     assert "is not writable" in log.text and "running without the cache" in log.text
     assert (tmp_path / "job" / "results.json").is_file()
+
+
+def test_an_entry_written_by_other_jaxassoc_code_is_a_miss(tmp_path, monkeypatch):
+    import jaxassoc.readouts.cache as readout_cache
+
+    calls = []
+    cached_arrays(tmp_path, "demo", PARTS, counting_compute(calls))
+    cached_arrays(tmp_path, "demo", PARTS, counting_compute(calls))
+    assert len(calls) == 1  # same code: a hit
+    monkeypatch.setattr(readout_cache, "jaxassoc_code", lambda: {"version": "99.0", "source_sha256": "0" * 16})
+    cached_arrays(tmp_path, "demo", PARTS, counting_compute(calls))
+    assert len(calls) == 2  # an upgrade (or an edit of the source) misses

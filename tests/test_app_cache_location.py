@@ -11,7 +11,7 @@ import pytest
 from app_helpers import app_config
 
 from jaxassoc.app import cache_command
-from jaxassoc.app.cache import cache_key, cached_arrays, default_cache_dir, entries, evict
+from jaxassoc.app.cache import ENTRY_SUFFIX, cached_arrays, default_cache_dir, entries, entry_path, evict
 from jaxassoc.app.main import make_job, run_job
 from jaxassoc.errors import ConfigError
 
@@ -59,10 +59,11 @@ def test_a_job_caches_in_the_user_cache_not_the_working_folder(tmp_path, monkeyp
 
 
 def seed_entries(cache_dir, sizes_and_ages, now):
-    """Entries ``n<i>/<i>.npz`` of the given byte sizes, last used ``age`` seconds before ``now``."""
+    """Entries ``n<i>/<i repeated 64 times>.jaxassoc.npz`` of the given byte sizes, last used ``age`` seconds
+    before ``now``."""
     paths = []
     for i, (size, age) in enumerate(sizes_and_ages):
-        path = cache_dir / f"n{i}" / f"{i}.npz"
+        path = cache_dir / f"n{i}" / f"{str(i) * 64}{ENTRY_SUFFIX}"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"x" * size)
         os.utime(path, (now - age, now - age))
@@ -85,10 +86,29 @@ def test_eviction_never_removes_what_the_job_used(tmp_path):
     assert [e.path for e in entries(tmp_path)] == [during]  # over the limit, but used since the job started
 
 
+def test_clearing_and_eviction_touch_only_jaxassoc_entries_never_a_users_npz_beside_them(tmp_path, capsys):
+    now = time.time()
+    (entry,) = seed_entries(tmp_path, [(240_000, 3600)], now)
+    own = [
+        tmp_path / "experiment1" / "embeddings.npz",
+        tmp_path / "n0" / "mine.npz",
+        tmp_path / "n0" / f"{'a' * 64}.npz",
+    ]
+    for path in own:
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(b"user data")
+        os.utime(path, (now - 7200, now - 7200))
+    assert [e.path for e in entries(tmp_path)] == [entry]
+    assert [e.path for e in evict(tmp_path, 1, keep_since=now)] == [entry]
+    seed_entries(tmp_path, [(10, 60)], now)
+    cache_command.main(["--cache-dir", str(tmp_path), "clear"])
+    assert entries(tmp_path) == [] and all(p.read_bytes() == b"user data" for p in own)
+
+
 def test_a_hit_makes_an_entry_recently_used(tmp_path):
     parts = {"a": 1}
     cached_arrays(tmp_path, "demo", parts, lambda: {"x": np.arange(3)})
-    path = tmp_path / "demo" / f"{cache_key('demo', parts)}.npz"
+    path = entry_path(tmp_path, "demo", parts)
     os.utime(path, (1e9, 1e9))
     cached_arrays(tmp_path, "demo", parts, lambda: pytest.fail("a hit must not recompute"))
     assert path.stat().st_mtime > time.time() - 60
@@ -120,8 +140,8 @@ def test_cache_command_lists_entries_with_namespace_size_age_and_total(tmp_path,
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == f"cache: {tmp_path}"
     assert lines[1].split() == ["namespace", "key", "size", "last", "used"]
-    assert lines[2].split() == ["n0", "0", "1.5", "kB", "2.0", "h", "ago"]
-    assert lines[3].split() == ["n1", "1", "20", "B", "2", "min", "ago"]
+    assert lines[2].split() == ["n0", "0" * 12, "1.5", "kB", "2.0", "h", "ago"]
+    assert lines[3].split() == ["n1", "1" * 12, "20", "B", "2", "min", "ago"]
     assert lines[4] == "total: 2 entries, 1.5 kB"
 
 
@@ -141,3 +161,10 @@ def test_cache_command_refuses_a_bad_age(tmp_path, capsys):
     with pytest.raises(SystemExit):
         cache_command.main(["--cache-dir", str(tmp_path), "clear", "--older-than", "a week"])
     assert "'a week' is not a duration; use e.g. 30m, 12h, 7d" in capsys.readouterr().err
+
+
+def test_cache_command_refuses_a_missing_cache_folder_instead_of_listing_nothing(tmp_path, capsys):
+    for command in ("list", "clear"):
+        with pytest.raises(SystemExit) as exit_:
+            cache_command.main(["--cache-dir", str(tmp_path / "typo"), command])
+        assert exit_.value.code == 2 and f"--cache-dir {tmp_path / 'typo'}: no such folder" in capsys.readouterr().err

@@ -77,3 +77,22 @@ def test_compiled_functions_are_kept_and_reused_with_identical_results(glove, tm
     assert counted[HITS] == 0 and not (tmp_path / "other" / "xla").exists()
     pd.testing.assert_frame_equal(first, second)
     pd.testing.assert_frame_equal(first, off)
+
+
+def test_the_compile_cache_is_trimmed_oldest_first_when_a_job_starts_without_jaxs_per_write_limit(
+    tmp_path, monkeypatch
+):
+    import os
+
+    from jaxassoc.app import cache
+
+    folder = tmp_path / "xla"
+    folder.mkdir()
+    for age, name in ((300, "old-cache"), (200, "older-but-not-oldest-cache"), (100, "new-cache")):
+        (folder / name).write_bytes(b"x" * 100)
+        os.utime(folder / name, (1e9 - age, 1e9 - age))
+    (folder / "new-cache-atime").unlink(missing_ok=True)  # an entry without its access-time file is harmless
+    monkeypatch.setattr(cache, "COMPILE_CACHE_BYTES", 150)
+    use_compile_cache(folder)
+    assert sorted(p.name for p in folder.iterdir()) == ["new-cache"]
+    assert jax.config.jax_compilation_cache_max_size == -1  # no scan of the whole folder on every write

@@ -124,13 +124,14 @@ def test_file_named_in_the_config_is_part_of_the_fingerprint(compose, tmp_path):
     corpus.write_text("the doctor helped the nurse\n")
     cfg = compose("metric=weat", "model=glove-6b-50d", f"metric.corpus={corpus}", "whitening=zca")
     job, out = make_job(cfg, tmp_path / "job"), tmp_path / "job"
-    inputs = job_inputs(job, job_provenance(cfg)["config_hash"])
+    provenance = job_provenance(cfg)
+    inputs = job_inputs(job, provenance)
     assert str(corpus) in inputs["input_files"]
     table = pd.DataFrame({"test": ["W1"], "d": [0.5]})
     store.write_results(out, table, table, {"config_hash": inputs["config_hash"]}, {}, inputs=inputs)
     assert store.reuse_blocker(out, inputs) is None
     corpus.write_text("the engineer fixed the computer\n")
-    assert store.reuse_blocker(out, job_inputs(job, inputs["config_hash"])) == "input files changed: corpus.txt"
+    assert store.reuse_blocker(out, job_inputs(job, provenance)) == "input files changed: corpus.txt"
 
 
 def test_config_text_that_cannot_be_a_file_name_is_no_input_file(tmp_path):

@@ -74,3 +74,18 @@ def test_rpam_scores_sentence_targets_from_text_files_as_listed_inline(tmp_path,
     assert list(own.items["target"]) == SCIENCE + ARTS
     pd.testing.assert_frame_equal(own.aggregates, listed.aggregates)
     assert own.provenance["dataset_version"] == listed.provenance["dataset_version"]
+
+
+def test_editing_a_txt_file_that_the_test_file_names_reruns_the_job(tmp_path, cli):
+    (tmp_path / "x.txt").write_text("engineer\nprogrammer\nscientist\n")
+    (tmp_path / "tests.yaml").write_text(
+        yaml.safe_dump({"T1": {"X": "x.txt", "Y": ["nurse", "teacher", "librarian"], "A": A, "B": B}})
+    )
+    job = ["metric=weat", "model=glove-6b-50d", "dataset=custom_weat", "dataset.path=tests.yaml", "hydra.run.dir=run"]
+    assert cli("jaxassoc", *job, "cache_dir=null", cwd=tmp_path).returncode == 0
+    before = pd.read_parquet(tmp_path / "run" / "aggregates.parquet")["d_raw"].iloc[0]
+    (tmp_path / "x.txt").write_text("poet\ndancer\npainter\n")  # the YAML itself is unchanged
+    rerun = cli("jaxassoc", *job, "cache_dir=null", cwd=tmp_path)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert "dataset version changed" in rerun.stdout + rerun.stderr
+    assert pd.read_parquet(tmp_path / "run" / "aggregates.parquet")["d_raw"].iloc[0] != before

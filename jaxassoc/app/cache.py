@@ -2,7 +2,8 @@
 
 An entry is keyed by a hash of everything that determines it: the model's weight and tokenizer hashes,
 the exact inputs (sentences, token ids, options) and a namespace naming the computation. Entries are
-``.npz`` files of NumPy arrays, written atomically; reading one back gives the very arrays that were
+``<namespace>/<key>.jaxassoc.npz`` files of NumPy arrays (no other file is ever read, listed or removed as
+an entry), written atomically; reading one back gives the very arrays that were
 stored, so a cache hit is bit-identical to the recomputation that filled it. A damaged entry is a miss,
 and a cache that cannot be written is skipped with a warning: the cache never costs a job its result.
 
@@ -29,13 +30,20 @@ from omegaconf import OmegaConf
 
 from jaxassoc import io
 from jaxassoc.models.sharding import all_processes
-from jaxassoc.readouts.cache import cache_key, cached_arrays, model_key  # noqa: F401 (the app's and plugins' names)
+from jaxassoc.readouts.cache import (  # noqa: F401 (the app's and plugins' names)
+    ENTRY_SUFFIX,
+    cache_key,
+    cached_arrays,
+    entry_path,
+    is_entry,
+    model_key,
+)
 
 log = logging.getLogger("jaxassoc")
 
 CACHE_ENV = "JAXASSOC_CACHE"
 GB = 1e9  # cache_max_gb's unit
-COMPILE_CACHE_BYTES = 2 * 10**9  # JAX drops the least recently used compiled functions beyond it
+COMPILE_CACHE_BYTES = 2 * 10**9  # the xla folder is trimmed to this at the start of each job, oldest files first
 
 
 def default_cache_dir() -> Path:
@@ -101,9 +109,10 @@ class Entry:
 
 
 def entries(cache_dir: Path) -> list[Entry]:
-    """Every entry in ``cache_dir`` (``<namespace>/<key>.npz``), least recently used first."""
+    """Every entry in ``cache_dir`` (``<namespace>/<64 hex>.jaxassoc.npz``, :func:`is_entry`), least recently
+    used first; other files (a user's own ``.npz`` among them) are not entries and are never touched."""
     found = []
-    for path in Path(cache_dir).glob("*/*.npz"):
+    for path in filter(is_entry, Path(cache_dir).glob(f"*/*{ENTRY_SUFFIX}")):
         with contextlib.suppress(FileNotFoundError):  # removed meanwhile by another job
             stat = path.stat()
             found.append(Entry(path, path.parent.name, stat.st_size, stat.st_mtime))
@@ -175,10 +184,14 @@ def use_compile_cache(directory: Path | None) -> None:
         except OSError as e:
             log.info("compile_cache: %s cannot be written (%s); compiling without it", directory, e)
             directory = None
+    if directory is not None:
+        io.trim_folder(Path(directory), COMPILE_CACHE_BYTES)
     wanted = None if directory is None else str(directory)
     if jax.config.jax_compilation_cache_dir == wanted:
         return
     jax.config.update("jax_compilation_cache_dir", wanted)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)  # most of ours compile in < 1 s
-    jax.config.update("jax_compilation_cache_max_size", COMPILE_CACHE_BYTES)
+    # No JAX size limit: with one, every write lists and reads the whole folder, and one entry left without
+    # its access-time file (a process killed between the two writes) makes every later write fail.
+    jax.config.update("jax_compilation_cache_max_size", -1)
     compilation_cache.reset_cache()  # JAX reads the directory once; a job with another one starts afresh

@@ -74,8 +74,11 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point (``jaxassoc-cache``)."""
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
     cache_dir = (args.cache_dir or default_cache_dir()).expanduser()
+    if args.cache_dir is not None and not cache_dir.is_dir():  # a typo must not read as an empty cache
+        p.error(f"--cache-dir {cache_dir}: no such folder")
     now = time.time()
     if args.command == "list":
         print(listing(cache_dir, entries(cache_dir) if cache_dir.is_dir() else [], now))

@@ -28,10 +28,17 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from jaxassoc import data
-from jaxassoc.app import cache, model_loading, report, store, sweep_dirs, tables, validation
-from jaxassoc.app.config import MeshConfig, StatsConfig, check_range, register_configs
-from jaxassoc.app.provenance import config_hash, device_kind, files_fingerprint, package_versions
-from jaxassoc.app.registry import Job, JobResult, get_metric, load_metrics, result_of
+from jaxassoc.app import cache, datasets, model_loading, report, store, sweep_dirs, tables, validation
+from jaxassoc.app.config import AppConfig, MeshConfig, StatsConfig, check_range, register_configs
+from jaxassoc.app.provenance import (
+    code_identity,
+    code_provenance,
+    config_hash,
+    device_kind,
+    files_fingerprint,
+    package_versions,
+)
+from jaxassoc.app.registry import Job, JobResult, get_metric, load_metrics, metric_module, result_of
 from jaxassoc.errors import ConfigError, JaxassocError
 from jaxassoc.io import remove_stale_temporaries
 from jaxassoc.memory import release_freed_memory
@@ -205,9 +212,12 @@ def seq2seq_metrics() -> list[str]:
 
 def _job_objects(cfg: DictConfig, output_dir: Path) -> Job:
     """The config groups as dataclass instances (their ``__post_init__`` range-checks every value)."""
+    validation.check_top_level_keys(cfg.keys(), AppConfig)
     obj = {g: OmegaConf.to_object(cfg[g]) for g in JOB_GROUPS}
     for group, value in obj.items():
         validation.check_known_keys(group, cfg[group].keys(), value)
+    if "mesh" in cfg:
+        validation.check_known_keys("mesh", cfg.mesh.keys(), OmegaConf.to_object(cfg.mesh))
     return Job(
         **obj,
         seed=int(cfg.seed),
@@ -244,6 +254,7 @@ def job_provenance(cfg: DictConfig) -> dict[str, Any]:
     """The provenance every row of a job carries (the task adds model and dataset hashes, and replaces
     ``model_revision`` as configured by the commit it resolved to)."""
     resolved = {g: OmegaConf.to_container(cfg[g], resolve=True) for g in JOB_GROUPS}
+    code = code_identity(metric_module(get_metric(cfg.metric.name)))
     return {
         "config_hash": config_hash({**resolved, "seed": cfg.seed}),
         "model": cfg.model.name,
@@ -258,21 +269,32 @@ def job_provenance(cfg: DictConfig) -> dict[str, Any]:
         "config": resolved,
         "packages": package_versions(),
         "device": device_kind(),
+        **code_provenance(code),
     }
 
 
-def job_inputs(job: Job, config_hash: str) -> dict[str, Any]:
+def job_inputs(job: Job, provenance: dict[str, Any]) -> dict[str, Any]:
     """What a job's result depends on, as resume compares it (:func:`jaxassoc.app.store.reuse_blocker`),
-    read before any model is loaded: the config hash, a ``stat`` fingerprint of the model's files and of
-    any other file the config names (e.g. ``metric.corpus``), and the dataset's version."""
+    read before any model is loaded: the config hash (from the job's ``provenance``), the code identity
+    (jaxassoc's and a plugin metric's), a ``stat`` fingerprint of the model's files and of any other file the config names
+    (e.g. ``metric.corpus``), and the dataset's version."""
     model_files = model_loading.model_files(job.model)
     named = sorted({path for g in JOB_GROUPS[1:] for v in _strings(getattr(job, g)) if (path := _file(v))})
     return {
-        "config_hash": config_hash,
+        "config_hash": provenance["config_hash"],
+        "code": code_identity(metric_module(get_metric(job.metric.name))),
         "model_files": None if model_files is None else files_fingerprint(model_files),
         "input_files": files_fingerprint(named),
-        "dataset_version": data.dataset_info(job.dataset.name).version if job.dataset.name in data.DATASETS else None,
+        "dataset_version": _dataset_version(job.dataset),
     }
+
+
+def _dataset_version(dataset: Any) -> str | None:
+    """A packaged dataset's version; for ``custom_weat`` a hash of its tests' words as read, so an edit of a
+    ``.txt`` file its test file names (not itself named by the config) is noticed too."""
+    if dataset.name == datasets.CUSTOM_WEAT:
+        return datasets.dataset_version(dataset, datasets.weat_suite(dataset))
+    return data.dataset_info(dataset.name).version if dataset.name in data.DATASETS else None
 
 
 def _strings(value: Any) -> list[str]:
@@ -319,7 +341,7 @@ def run_job(cfg: DictConfig, output_dir: Path) -> JobResult | None:
     cache.use_compile_cache(root / "xla" if cfg.compile_cache and root is not None else None)
     remove_stale_temporaries(output_dir)
     cache.remove_stale_temporaries(job.cache_dir)
-    inputs = job_inputs(job, provenance["config_hash"])
+    inputs = job_inputs(job, provenance)
     if cfg.resume and reusable(output_dir, inputs, cfg.metric.name):
         return None
     spec = get_metric(cfg.metric.name)
@@ -333,7 +355,7 @@ def run_job(cfg: DictConfig, output_dir: Path) -> JobResult | None:
     if not is_writer():
         return result
     if inputs["model_files"] is None:  # a hub model that this job downloaded: fingerprint the snapshot
-        inputs = job_inputs(job, provenance["config_hash"])
+        inputs = job_inputs(job, provenance)
     for stem, figure in result.figures.items():
         store.atomic_write(output_dir / f"{stem}.png", lambda p, f=figure: f.savefig(p, format="png", dpi=120))
     summary = {"seconds": round(seconds, 3)}

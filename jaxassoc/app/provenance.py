@@ -12,6 +12,8 @@ from typing import Any
 
 import jax
 
+from jaxassoc.code_identity import git_state, jaxassoc_code, module_code
+
 PACKAGES = ("jaxassoc", "jax", "jaxlib", "flax", "optax", "transformers", "tokenizers", "numpy")
 
 
@@ -28,6 +30,26 @@ def package_versions() -> dict[str, str]:
 def device_kind() -> str:
     devices = jax.devices()
     return f"{len(devices)}x {devices[0].device_kind} ({devices[0].platform})"
+
+
+def code_identity(metric_module: str) -> dict[str, Any]:
+    """What resume compares of the code (:mod:`jaxassoc.code_identity`): jaxassoc's version and source hash
+    and, for a plugin metric (``metric_module`` outside jaxassoc), its module's name, file hash and version."""
+    plugin = None if metric_module.split(".")[0] == "jaxassoc" else module_code(metric_module)
+    return {"jaxassoc": jaxassoc_code(), "plugin": plugin}
+
+
+def code_provenance(identity: dict[str, Any]) -> dict[str, Any]:
+    """The code identity as flat provenance fields, with the git commit and dirty flag of a checkout."""
+    plugin = identity["plugin"] or {}
+    return {
+        "jaxassoc_source_sha256": identity["jaxassoc"]["source_sha256"],
+        "jaxassoc_commit": git_state()["commit"],
+        "jaxassoc_dirty": git_state()["dirty"],
+        "plugin_module": plugin.get("module"),
+        "plugin_source_sha256": plugin.get("source_sha256"),
+        "plugin_version": plugin.get("version"),
+    }
 
 
 def config_hash(config: dict[str, Any]) -> str:

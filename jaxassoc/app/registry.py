@@ -118,6 +118,11 @@ def register_metric(
     return spec
 
 
+def metric_module(spec: MetricSpec) -> str:
+    """The module that defines a metric's run function (a plugin's module, or one of jaxassoc's)."""
+    return _origin(spec.run)[0]
+
+
 def _origin(run: Callable[..., Any]) -> tuple[str, str]:
     """(module, qualified name) of a metric's run function."""
     return getattr(run, "__module__", None) or "?", getattr(run, "__qualname__", None) or repr(run)

@@ -45,10 +45,13 @@ def with_provenance(table: pd.DataFrame, provenance: dict[str, Any]) -> pd.DataF
     return out
 
 
-def write_table(folder: Path, stem: str, table: pd.DataFrame) -> None:
-    """``stem.parquet`` and ``stem.csv``, atomically. Parquet without pandas' index, deterministic bytes."""
+def write_table(folder: Path, stem: str, table: pd.DataFrame, *, csv_provenance: bool = True) -> None:
+    """``stem.parquet`` and ``stem.csv``, atomically. Parquet without pandas' index, deterministic bytes.
+    ``csv_provenance=False`` leaves the ``prov_*`` columns out of the CSV (Parquet stores a repeated value
+    once; CSV would repeat ~1.5 kB on every row of a large item table)."""
+    csv = table if csv_provenance else table.drop(columns=[c for c in table.columns if c.startswith("prov_")])
     atomic_write(folder / f"{stem}.parquet", lambda p: table.to_parquet(p, index=False, compression="zstd"))
-    atomic_write(folder / f"{stem}.csv", lambda p: table.to_csv(p, index=False))
+    atomic_write(folder / f"{stem}.csv", lambda p: csv.to_csv(p, index=False))
 
 
 def write_results(
@@ -61,14 +64,15 @@ def write_results(
     inputs: dict[str, Any] | None = None,
     extra_files: tuple[str, ...] = (),
 ) -> None:
-    """Write a finished job: items and aggregates with provenance, then ``results.json`` last.
+    """Write a finished job: items and aggregates with provenance (``items.csv`` without it: it is in
+    ``items.parquet``, ``aggregates.*`` and ``results.json``), then ``results.json`` last.
 
     ``results.json`` also records ``inputs`` (the fingerprint of everything the result depends on, see
     :func:`reuse_blocker`; without it resume never reuses the result) and the size of every result file,
     ``extra_files`` (e.g. figures) included.
     """
     folder = Path(folder)
-    write_table(folder, "items", with_provenance(items, provenance))
+    write_table(folder, "items", with_provenance(items, provenance), csv_provenance=False)
     write_table(folder, "aggregates", with_provenance(aggregates, provenance))
     files = {name: (folder / name).stat().st_size for name in (*RESULT_FILES, *extra_files)}
     record = {
@@ -128,6 +132,9 @@ def _changed_inputs(recorded: dict[str, Any], current: dict[str, Any]) -> str | 
     """What differs between two input fingerprints, in words (None: nothing)."""
     if recorded.get("config_hash") != current.get("config_hash"):
         return "config changed"
+    code = _changed_code(recorded.get("code"), current.get("code"))
+    if code:
+        return code
     names = _changed_files(recorded.get("model_files"), current.get("model_files"))
     if names:
         roles = sorted({_model_file_role(n) for n in names}, key=("weights", "tokenizer", "model config").index)
@@ -139,6 +146,25 @@ def _changed_inputs(recorded: dict[str, Any], current: dict[str, Any]) -> str | 
         return f"input files changed: {', '.join(names)}"
     differing = sorted(k for k in recorded.keys() | current.keys() if recorded.get(k) != current.get(k))
     return f"inputs changed: {', '.join(differing)}" if differing else None
+
+
+def _changed_code(old: dict[str, Any] | None, new: dict[str, Any] | None) -> str | None:
+    """Which code changed between two identities (:func:`jaxassoc.app.provenance.code_identity`), in words."""
+    if old == new:
+        return None
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return "code changed (the result records no code identity: written by an older jaxassoc)"
+    before, after = old.get("jaxassoc") or {}, new.get("jaxassoc") or {}
+    if before.get("version") != after.get("version"):
+        return f"code changed: jaxassoc {before.get('version')} -> {after.get('version')}"
+    if before != after:
+        return (
+            f"code changed: jaxassoc's source ({before.get('source_sha256')} -> {after.get('source_sha256')}; "
+            "an edit or another checkout)"
+        )
+    plugin_before, plugin_after = old.get("plugin") or {}, new.get("plugin") or {}
+    name = plugin_after.get("module") or plugin_before.get("module")
+    return f"code changed: plugin module {name} ({plugin_before.get('source_sha256')} -> {plugin_after.get('source_sha256')})"
 
 
 def _changed_files(old: dict[str, Any] | None, new: dict[str, Any] | None) -> list[str]:

@@ -58,6 +58,19 @@ def check_known_keys(group: str, keys: Any, obj: Any) -> None:
         )
 
 
+def check_top_level_keys(keys: Any, schema: type) -> None:
+    """ConfigError naming a top-level key the app's schema has no field for (``+sede=5``: a typo that
+    ``+`` would add and nothing would read); ``hydra`` is Hydra's own."""
+    fields = {f.name for f in dataclasses.fields(schema)} | {"hydra"}
+    extra = [k for k in keys if k not in fields]
+    if extra:
+        raise ConfigError(
+            f"{extra[0]} is not an option of jaxassoc: it would be ignored; the top-level options are "
+            f"{', '.join(sorted(fields - {'hydra'}))} and the groups' keys (e.g. stats.n_permutations); remove the "
+            f"override"
+        )
+
+
 def _declared(spec: MetricSpec, key: str) -> bool:
     group = key.split(".")[0]
     return spec.uses is None or group == "metric" or key in spec.uses or group in spec.uses

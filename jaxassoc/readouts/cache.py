@@ -2,7 +2,8 @@
 earlier call with the same key stored, so a hit is bit-identical to the recomputation that filled it.
 
 A key is the sha256 of a namespace (the computation) and the JSON of everything that determines the arrays:
-the model (:func:`model_key`), the exact inputs and the batching. A damaged entry is a miss, an unwritable
+the model (:func:`model_key`), the exact inputs and the batching, and the code (jaxassoc's version and a
+hash of its source, :func:`jaxassoc.code_identity.jaxassoc_code`), so an upgrade or an edit misses. A damaged entry is a miss, an unwritable
 cache is skipped with a warning. The app chooses the folder and manages it (:mod:`jaxassoc.app.cache`).
 """
 
@@ -13,6 +14,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import zipfile
 from pathlib import Path
 from typing import Any, Callable
@@ -20,6 +22,7 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
+from jaxassoc.code_identity import jaxassoc_code
 from jaxassoc.io import atomic_write
 from jaxassoc.models.sharding import all_processes
 
@@ -37,9 +40,25 @@ def model_key(model: Any) -> dict[str, Any]:
 
 
 def cache_key(namespace: str, parts: dict[str, Any]) -> str:
-    """sha256 of the namespace and the JSON of ``parts`` (keys sorted; arrays as lists)."""
-    text = json.dumps({"namespace": namespace, **parts}, sort_keys=True, default=_jsonable)
+    """sha256 of the namespace, the code identity and the JSON of ``parts`` (keys sorted; arrays as lists)."""
+    text = json.dumps({"namespace": namespace, "code": jaxassoc_code(), **parts}, sort_keys=True, default=_jsonable)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+ENTRY_SUFFIX = ".jaxassoc.npz"
+"""Every entry is ``<namespace>/<64 hex digits>.jaxassoc.npz``; nothing else in a cache folder is ours
+(:func:`is_entry`), so clearing and eviction never touch a user's own files beside the entries."""
+_ENTRY_NAME = re.compile(r"[0-9a-f]{64}" + re.escape(ENTRY_SUFFIX))
+
+
+def entry_path(cache_dir: Path, namespace: str, parts: dict[str, Any]) -> Path:
+    """Where the entry of this key lives."""
+    return Path(cache_dir) / namespace / f"{cache_key(namespace, parts)}{ENTRY_SUFFIX}"
+
+
+def is_entry(path: Path) -> bool:
+    """True for a file named as jaxassoc names its cache entries (:data:`ENTRY_SUFFIX`)."""
+    return bool(_ENTRY_NAME.fullmatch(Path(path).name))
 
 
 def cached_arrays(
@@ -56,7 +75,7 @@ def cached_arrays(
     """
     if cache_dir is None:
         return compute()
-    path = Path(cache_dir) / namespace / f"{cache_key(namespace, parts)}.npz"
+    path = entry_path(cache_dir, namespace, parts)
     stored = _read(path) if path.exists() else None
     if all_processes(stored is not None):  # multi-host: a hit only when every host has read the entry
         log.info("cache hit: %s %s", namespace, path.name[:12])

@@ -1,0 +1,77 @@
+"""Which code produced a result: jaxassoc's version and source, and a plugin module's files.
+
+Resume reuses a finished job, and the readout cache a stored array, only while the code that made it is
+unchanged: an upgrade, an edit of jaxassoc's source (a checkout's uncommitted change included) or of a
+plugin's module recomputes. The key is the version and a hash of the source files themselves, so an edit
+is noticed even when git cannot see it and a commit that only touches tests or docs is not; the git
+commit and whether the tree was dirty are recorded beside it, for people.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def source_sha256(files: list[Path], root: Path) -> str:
+    """sha256 (16 hex digits) over each file's path relative to ``root`` and its bytes, in sorted order."""
+    digest = hashlib.sha256()
+    for path in sorted(files):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+@functools.cache
+def jaxassoc_code() -> dict[str, Any]:
+    """``{"version", "source_sha256"}``: what the resume and cache keys compare (computed once per process)."""
+    try:
+        version = importlib.metadata.version("jaxassoc")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    return {"version": version, "source_sha256": source_sha256(list(_PACKAGE.rglob("*.py")), _PACKAGE)}
+
+
+@functools.cache
+def git_state() -> dict[str, Any]:
+    """``{"commit", "dirty"}`` of the git checkout jaxassoc runs from (None each for an installed package)."""
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(
+                ["git", "-C", str(_PACKAGE), *args], capture_output=True, text=True, timeout=10, check=True
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip()
+
+    top = git("rev-parse", "--show-toplevel")
+    if not top or not (_PACKAGE.is_relative_to(Path(top).resolve())):
+        return {"commit": None, "dirty": None}
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": git("rev-parse", "HEAD"), "dirty": None if status is None else bool(status)}
+
+
+def module_code(module_name: str) -> dict[str, Any]:
+    """A plugin module's identity: its name, the hash of its file (a package: every ``.py`` file in its
+    folder) and its distribution's version when it has one. Computed afresh on every call: an edit shows."""
+    module = sys.modules.get(module_name)
+    file = getattr(module, "__file__", None)
+    identity: dict[str, Any] = {"module": module_name, "source_sha256": None, "version": None}
+    if file:
+        path = Path(file).resolve()
+        files = list(path.parent.rglob("*.py")) if path.name == "__init__.py" else [path]
+        identity["source_sha256"] = source_sha256(files, path.parent)
+    top = module_name.split(".")[0]
+    try:
+        names = importlib.metadata.packages_distributions().get(top) or [top]
+        identity["version"] = importlib.metadata.version(names[0])
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    return identity
