@@ -52,8 +52,8 @@ def test_unstereo_sweep_on_two_tiny_models_then_report_and_cache(tmp_path, tiny_
     header, _, *rows = [line for line in section.splitlines() if line.startswith("|")]
     assert (
         header == "| model.source | metric.aufc_units | subset | n | us_score | us_std_error | "
-        "preference_disparity | male_rel_ratio | aufc |"
-    )
+        "preference_disparity | male_rel_ratio | aufc_log10 | aufc_parity |"
+    )  # one unit per column: a row of one setting leaves the other's column empty
     assert len(rows) == 4 * 6 and "nan" not in text.lower()
     assert {r.split(" | ")[0] for r in rows} == {f"| {p.name}" for p in tiny_folders.values()}  # folders, by name
     assert all(re.fullmatch(r"\d+", r.split(" | ")[3]) for r in rows)  # n: a count, no decimals

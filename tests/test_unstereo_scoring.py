@@ -59,7 +59,7 @@ def test_pythia70m_reproduces_processed_results(name):
     data = u.load_dataset(name)
     assert scores["template"].tolist() == data["template"].tolist()  # same rows, same order
     np.testing.assert_array_equal(scores["F_logprob"] - scores["M_logprob"], scores["FM_logprob"])
-    results = unstereo_eval(scores["M_logprob"], scores["F_logprob"], data["max_gender_pmi"])
+    results = unstereo_eval(scores["M_logprob"], scores["F_logprob"], data["max_gender_pmi"], aufc_units="parity")
     assert results["unconstrained"].us_score.dtype == np.float64
     _assert_matches(results, _processed(name), "pythia-70m")
 
@@ -74,7 +74,8 @@ def test_all_28_models_reproduce_winogender_results():
         rows = rows.reset_index(drop=True)
         assert rows["template"].tolist() == data["template"].tolist()
         np.testing.assert_array_equal(rows["max_gender_pmi"], data["max_gender_pmi"])
-        _assert_matches(unstereo_eval(rows["M_logprob"], rows["F_logprob"], rows["max_gender_pmi"]), reference, model)
+        results = unstereo_eval(rows["M_logprob"], rows["F_logprob"], rows["max_gender_pmi"], aufc_units="parity")
+        _assert_matches(results, reference, model)
 
 
 def test_the_aufc_unit_quirk_is_needed_for_parity():
@@ -162,7 +163,8 @@ def test_run_unstereo_and_summary(tiny):
     summary = summarize(scores)
     assert summary["subset"].tolist() == ["unconstrained", "0.3", "0.5", "0.65", "0.8", "1.0"]
     direct = unstereo_eval(scores["M_logprob"], scores["F_logprob"], scores["max_gender_pmi"])
-    np.testing.assert_allclose(summary["aufc"], [float(r.aufc) for r in direct.values()], rtol=0, atol=0)
+    np.testing.assert_allclose(summary["aufc_log10"], [float(r.aufc) for r in direct.values()], rtol=0, atol=0)
+    assert "aufc" not in summary and (summary["aufc_units"] == "log10").all()  # one unit, named in the header
     assert summary.loc[0, "n"] == 240
 
 

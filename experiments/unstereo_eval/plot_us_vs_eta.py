@@ -25,7 +25,8 @@ def main(sweep: Path) -> None:
     table["dataset"] = table["dataset"].map(NAMES)
     table["eta"] = pd.to_numeric(table["subset"].replace("unconstrained", "inf"))
     out = write_report(sweep)
-    summary = table[["model", "dataset", "subset", "n", "us_score", "preference_disparity", "aufc"]]
+    aufc = [c for c in table.columns if c.startswith("aufc_") and c != "aufc_units"]  # the unit is in its name
+    summary = table[["model", "dataset", "subset", "n", "us_score", "preference_disparity", *aufc]]
     (out / "unstereo_table.md").write_text(markdown(summary) + "\n")
     datasets = [d for d in ORDER if d in set(table["dataset"])]
     fig, axes = plt.subplots(1, len(datasets), figsize=(3.2 * len(datasets), 3.2), sharey=True, squeeze=False)

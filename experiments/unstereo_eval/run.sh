@@ -17,5 +17,5 @@ if [ "$models" = paper ]; then  # the configs of models.csv's runnable_in_jaxass
 fi
 sweep=${SWEEP_DIR:-multirun/unstereo_eval}
 "$py" -m jaxassoc -m metric=unstereo "model=$models" dataset=use5,use10,use20,winobias,winogender \
-  "hydra.sweep.dir=$sweep" "$@"
+  metric.aufc_units=parity "hydra.sweep.dir=$sweep" "$@"  # the original code's AuFC units, for its numbers
 "$py" experiments/unstereo_eval/plot_us_vs_eta.py "$sweep"

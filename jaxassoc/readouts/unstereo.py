@@ -21,7 +21,7 @@ import pandas as pd
 
 from jaxassoc.data import unstereo as data
 from jaxassoc.errors import InputError, ModelError
-from jaxassoc.metrics.unstereo import ETAS, LOG10_THRESHOLD, AufcUnits, unstereo_eval
+from jaxassoc.metrics.unstereo import DEFAULT_AUFC_UNITS, ETAS, LOG10_THRESHOLD, AufcUnits, unstereo_eval
 from jaxassoc.models.base import LanguageModel
 from jaxassoc.models.batching import model_limits, model_shard
 from jaxassoc.models.heads import next_token_logprobs
@@ -123,11 +123,12 @@ def summarize(
     scores: pd.DataFrame,
     *,
     etas: Sequence[float] = ETAS,
-    aufc_units: AufcUnits = "parity",
+    aufc_units: AufcUnits = DEFAULT_AUFC_UNITS,
     threshold: float = LOG10_THRESHOLD,
 ) -> pd.DataFrame:
     """One row per subset (``unconstrained`` and each η) of :func:`run_unstereo` output, with every field
-    of :class:`~jaxassoc.metrics.unstereo.UnstereoResult` and the settings used."""
+    of :class:`~jaxassoc.metrics.unstereo.UnstereoResult` and the settings used; the AuFC column names its
+    unit (``aufc_log10``, ``aufc_ln``, or ``aufc_parity`` for the original code's mixed units)."""
     results = unstereo_eval(
         scores["M_logprob"],
         scores["F_logprob"],
@@ -137,7 +138,7 @@ def summarize(
         threshold=threshold,
     )
     rows = [{"subset": key, **{f: r.item() for f, r in zip(res._fields, res)}} for key, res in results.items()]
-    summary = pd.DataFrame(rows)
+    summary = pd.DataFrame(rows).rename(columns={"aufc": f"aufc_{aufc_units}"})
     summary["aufc_units"] = aufc_units
     summary["threshold_log10"] = threshold
     return summary

@@ -16,7 +16,7 @@ from jaxassoc.app.config import NO_EFFECT, MetricConfig, check_choice, check_ran
 from jaxassoc.app.registry import Job, JobResult
 from jaxassoc.data.custom_sentences import load_templates_file
 from jaxassoc.errors import ConfigError
-from jaxassoc.metrics.unstereo import ETAS, LOG10_THRESHOLD
+from jaxassoc.metrics.unstereo import AUFC_UNITS, DEFAULT_AUFC_UNITS, ETAS, LOG10_THRESHOLD
 from jaxassoc.progress import stage
 from jaxassoc.readouts.unstereo import run_unstereo, score_sentences, summarize
 
@@ -34,7 +34,7 @@ DATASETS = {
 @dataclass
 class UnstereoMetricConfig(MetricConfig):
     parity_preprocessing: bool = True  # remove '"', strip, str.capitalize() as the original code
-    aufc_units: str = "parity"  # parity (log10 unconstrained, ln under MaxPMI filters) | log10 | ln
+    aufc_units: str = DEFAULT_AUFC_UNITS  # log10 | ln | parity (the original's log10 unconstrained, ln filtered)
     etas: list[float] = field(default_factory=lambda: list(ETAS))
     threshold_log10: float = LOG10_THRESHOLD  # neutral iff |FM| in log10 units <= log10(1.65)
     tokens_per_batch: int = field(
@@ -42,7 +42,7 @@ class UnstereoMetricConfig(MetricConfig):
     )  # sentences packed into rows of 128 tokens; tokens per batch
 
     def __post_init__(self) -> None:
-        check_choice("metric.aufc_units", self.aufc_units, ("parity", "log10", "ln"))
+        check_choice("metric.aufc_units", self.aufc_units, AUFC_UNITS)
         check_unique("metric.etas", self.etas)
         for eta in self.etas:
             check_range("metric.etas", eta, 0, hint="MaxPMI thresholds are >= 0")
@@ -106,13 +106,15 @@ def run(job: Job) -> JobResult:
 
 
 def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """One row per subset (all pairs, then each MaxPMI threshold): US score, disparity, AuFC."""
+    """One row per subset (all pairs, then each MaxPMI threshold): US score, disparity, AuFC (its column
+    names its unit)."""
     return [
         (
             "subsets",
             tables.block(
                 aggregates,
-                ["subset", "n", "us_score", "us_std_error", "preference_disparity", "male_rel_ratio", "aufc"],
+                ["subset", "n", "us_score", "us_std_error", "preference_disparity", "male_rel_ratio"]
+                + [f"aufc_{units}" for units in AUFC_UNITS],
             ),
         )
     ]
