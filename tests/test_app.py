@@ -152,3 +152,27 @@ def test_items_csv_leaves_provenance_to_the_parquet_and_results_json(tmp_path, j
     assert list(items_csv.columns) == ["item", "score"] and len(items_csv) == 50
     assert {"prov_config_hash", "prov_packages", "prov_jaxassoc_source_sha256"} <= set(items.columns)
     assert "prov_config_hash" in pd.read_csv(tmp_path / "run" / "aggregates.csv").columns
+
+
+def test_the_report_leaves_out_damaged_and_failed_jobs_and_says_which(tmp_path, jaxassoc, cli):
+    assert (
+        jaxassoc(tmp_path, "-m", "metric=toy", "model=glove-6b-50d", "seed=1,2,3", "hydra.sweep.dir=sweep").returncode
+        == 0
+    )
+    jobs = sorted(p.parent for p in (tmp_path / "sweep").rglob("results.json"))
+    (jobs[0] / "aggregates.parquet").write_bytes(b"PAR1 truncated")
+    (jobs[1] / "results.json").unlink()  # as a job that failed leaves its folder
+    report = cli("jaxassoc-report", tmp_path / "sweep")
+    assert report.returncode == 0, report.stderr
+    assert "2 job(s) left out" in report.stdout
+    text = (tmp_path / "sweep" / "report" / "report.md").read_text()
+    assert "## Jobs left out" in text and f"`{jobs[0].name}`: its results cannot be read (" in text
+    assert f"`{jobs[1].name}`: no results.json: the job failed or has not finished" in text
+    assert len(pd.read_parquet(tmp_path / "sweep" / "report" / "table.parquet")) == 1
+
+
+def test_a_model_config_without_a_source_is_one_line_naming_the_key(tmp_path, jaxassoc):
+    proc = jaxassoc(tmp_path, "metric=toy", "model=glove-6b-50d", "model.source=???", "hydra.run.dir=run")
+    assert proc.returncode != 0
+    assert "jaxassoc: error: model.source has no value; set it on the command line (model.source=...)" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -79,12 +79,8 @@ def test_compiled_functions_are_kept_and_reused_with_identical_results(glove, tm
     pd.testing.assert_frame_equal(first, off)
 
 
-def test_the_compile_cache_is_trimmed_oldest_first_when_a_job_starts_without_jaxs_per_write_limit(
-    tmp_path, monkeypatch
-):
+def test_the_compile_cache_is_trimmed_oldest_first_when_a_job_starts_without_jaxs_per_write_limit(tmp_path):
     import os
-
-    from jaxassoc.app import cache
 
     folder = tmp_path / "xla"
     folder.mkdir()
@@ -92,7 +88,6 @@ def test_the_compile_cache_is_trimmed_oldest_first_when_a_job_starts_without_jax
         (folder / name).write_bytes(b"x" * 100)
         os.utime(folder / name, (1e9 - age, 1e9 - age))
     (folder / "new-cache-atime").unlink(missing_ok=True)  # an entry without its access-time file is harmless
-    monkeypatch.setattr(cache, "COMPILE_CACHE_BYTES", 150)
-    use_compile_cache(folder)
+    use_compile_cache(folder, max_bytes=150)
     assert sorted(p.name for p in folder.iterdir()) == ["new-cache"]
     assert jax.config.jax_compilation_cache_max_size == -1  # no scan of the whole folder on every write

@@ -240,3 +240,16 @@ def test_correlation_bars_keep_templates_and_sample_sizes_apart(tmp_path):
     text = (out / "report.md").read_text()
     assert "| sample | template | benchmark | statistic | correlation | p_value | n |" in text
     assert "| 100 | tp1 | Bellezza | spearman | 0.800 | 0.001 \\*\\* | 100 |" in text
+
+
+def test_a_p_below_its_tests_resolution_prints_as_below_p_min_and_a_p_at_it_as_usual():
+    table = pd.DataFrame(
+        {
+            "test": ["a", "b", "c"],
+            "p_value": [0.0, float(np.float32(1 / 100_001)), 0.2],
+            "p_min": [1 / 6, 1 / 100_001, 1 / 6],
+        }
+    )
+    shown = tables.present(table)
+    assert shown["p_value"].tolist() == ["<0.167", "<0.001 ***", "0.200"] and "p_min" not in shown
+    assert tables.present(table.assign(p_min=[0.004, 0.004, 0.004]))["p_value"].iloc[0] == "<0.004 **"

@@ -61,6 +61,13 @@ BAD = {
         r"line 2: max_gender_pmi 'high' is not a number",
     ),
     "csv_empty": ("t.csv", "", r"t\.csv: the file is empty"),
+    "repeated_template": (
+        "t.txt",
+        "{pronoun} ran.\n{pronoun} sat.\n{pronoun} ran.\n",
+        r"t\.txt, line 3: the template '\{pronoun\} ran\.' is already on line 1; a repeated template would count twice",
+    ),
+    "csv_repeated_template": ("t.csv", "template\n{pronoun} ran.\n{pronoun} ran.\n", r"t\.csv, line 3: .* on line 2"),
+    "cr_line_ends": ("t.txt", "{pronoun} ran.\r{pronoun} sat.\r", r"t\.txt: lines end in a bare carriage return"),
 }
 
 

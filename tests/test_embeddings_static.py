@@ -170,3 +170,10 @@ def test_glove_text_case_follows_the_files_vocabulary(tmp_path):
     assert lower.lowercase
     assert lower.lookup(["Paris"]).vectors.tolist() == [[5.0, 6.0]]
     assert load_glove_text(_glove(tmp_path, b"the 1 2\nParis 3 4\n"), lowercase=True).lowercase
+
+
+def test_a_word2vec_header_overstating_its_count_is_a_data_error_not_a_memory_error(tmp_path):
+    path = tmp_path / "w.bin"
+    path.write_bytes(b"2000000000 300\nthe " + struct.pack("<300f", *range(300)) + b"\n")  # 2.2 TiB announced
+    with pytest.raises(DataError, match="ends after 1 of the 2000000000 words its header announces"):
+        load_word2vec_binary(path)

@@ -169,11 +169,12 @@ def format_size(n: float) -> str:
     return f"{n:.0f} B" if i == 0 else f"{n:.1f} {units[i]}"
 
 
-def use_compile_cache(directory: Path | None) -> None:
+def use_compile_cache(directory: Path | None, max_bytes: int = COMPILE_CACHE_BYTES) -> None:
     """Keep every function XLA compiles in ``directory`` (JAX's persistent compilation cache; None: off), so a
     later process (a rerun, the next job of a launcher's sweep) loads it instead of compiling again: about 8 s
-    of a 22 s RPAM job on 2 CPUs. A loaded function is the same program, so results are unchanged. A
-    directory the user set through ``JAX_COMPILATION_CACHE_DIR`` is left as it is."""
+    of a 22 s RPAM job on 2 CPUs. A loaded function is the same program, so results are unchanged. The folder
+    is trimmed to ``max_bytes`` (oldest files first) here, not by JAX on every write. A directory the user
+    set through ``JAX_COMPILATION_CACHE_DIR`` is left as it is."""
     if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
         return
     if directory is not None:
@@ -185,7 +186,7 @@ def use_compile_cache(directory: Path | None) -> None:
             log.info("compile_cache: %s cannot be written (%s); compiling without it", directory, e)
             directory = None
     if directory is not None:
-        io.trim_folder(Path(directory), COMPILE_CACHE_BYTES)
+        io.trim_folder(Path(directory), max_bytes)
     wanted = None if directory is None else str(directory)
     if jax.config.jax_compilation_cache_dir == wanted:
         return

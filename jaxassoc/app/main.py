@@ -26,6 +26,7 @@ import hydra
 import pandas as pd
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import MissingMandatoryValue
 
 from jaxassoc import data
 from jaxassoc.app import cache, datasets, model_loading, report, store, sweep_dirs, tables, validation
@@ -97,6 +98,11 @@ def _app(cfg: DictConfig) -> None:
                 print(f"results: {output_dir}")
     except JaxassocError as e:
         sys.exit(f"jaxassoc: error: {e}")
+    except MissingMandatoryValue as e:  # e.g. a model config of the user's own without `source`
+        sys.exit(
+            f"jaxassoc: error: {e.full_key} has no value; set it on the command line ({e.full_key}=...) or in "
+            f"the config file that selects it"
+        )
 
 
 MAIN_PID = "JAXASSOC_MAIN_PID"

@@ -63,18 +63,43 @@ Z_95 = 1.959963984540054  # a CEAT CI: CES ± z·SE (normal, 95 %)
 
 def gather(sweep_dir: Path) -> pd.DataFrame:
     """All finished jobs' aggregate rows, with the job folder and the key provenance columns (named
-    without their ``prov_`` prefix unless a job's own column has that name)."""
+    without their ``prov_`` prefix unless a job's own column has that name). Jobs that cannot be read are
+    left out (:func:`left_out` says which and why)."""
     tables_ = []
-    for results in sorted(Path(sweep_dir).rglob(store.RESULTS_JSON)):
-        table = pd.read_parquet(results.parent / "aggregates.parquet")
+    for job, table in _readable_jobs(Path(sweep_dir))[0]:
         table = table[[c for c in table.columns if not c.startswith("prov_") or c in NON_PROVENANCE]]
         table = table.rename(
             columns={c: c.removeprefix("prov_") for c in NON_PROVENANCE if c.removeprefix("prov_") not in table.columns}
         )
-        tables_.append(table.assign(job=str(results.parent.relative_to(sweep_dir))))
+        tables_.append(table.assign(job=job))
     if not tables_:
-        raise SystemExit(f"jaxassoc-report: error: no finished job (no {store.RESULTS_JSON}) under {sweep_dir}")
+        raise SystemExit(
+            f"jaxassoc-report: error: no finished job (no readable {store.RESULTS_JSON}) under {sweep_dir}"
+        )
     return pd.concat(tables_, ignore_index=True)
+
+
+def left_out(sweep_dir: Path) -> list[tuple[str, str]]:
+    """``(job folder, why)`` for every job of the sweep the report leaves out: a folder with Hydra's record
+    of a job (``.hydra/``) but no ``results.json`` (the job failed or is still running), or result files
+    that cannot be read (a truncated ``results.json``, a missing or damaged ``aggregates.parquet``)."""
+    return _readable_jobs(Path(sweep_dir))[1]
+
+
+def _readable_jobs(sweep_dir: Path) -> tuple[list[tuple[str, pd.DataFrame]], list[tuple[str, str]]]:
+    readable, skipped = [], []
+    for results in sorted(sweep_dir.rglob(store.RESULTS_JSON)):
+        job = str(results.parent.relative_to(sweep_dir))
+        try:
+            json.loads(results.read_text())["provenance"]
+            readable.append((job, pd.read_parquet(results.parent / "aggregates.parquet")))
+        except Exception as e:  # noqa: BLE001 - any damage leaves the job out, with its reason
+            skipped.append((job, f"its results cannot be read ({type(e).__name__}: {' '.join(str(e).split())[:200]})"))
+    for record in sorted(sweep_dir.rglob(".hydra")):
+        if record.is_dir() and not (record.parent / store.RESULTS_JSON).exists():
+            job = str(record.parent.relative_to(sweep_dir)) or "."
+            skipped.append((job, f"no {store.RESULTS_JSON}: the job failed or has not finished"))
+    return readable, sorted(skipped)
 
 
 def job_settings(sweep_dir: Path, jobs: list[str]) -> pd.DataFrame:
@@ -425,6 +450,12 @@ def write_report(sweep_dir: Path, rank: bool = False) -> Path:
     for metric, metric_settings in settings.groupby("metric.name", sort=False):
         rows = table[table["job"].isin(metric_settings.index)]
         lines += metric_section(metric, rows, metric_settings, sweep_dir, out)
+    skipped = left_out(sweep_dir)
+    if skipped:
+        print(
+            f"jaxassoc-report: {len(skipped)} job(s) left out:", *(f"  {job}: {why}" for job, why in skipped), sep="\n"
+        )
+        lines += ["## Jobs left out", "", *(f"- `{job}`: {why}" for job, why in skipped), ""]
     if rank:
         lines += ranking_lines(table, settings, out)
     text = "\n".join(lines) + "\n"

@@ -52,7 +52,7 @@ def _number(value: float, count: bool) -> str:
 def _p_text(p: float, p_min: float | None = None) -> str:
     """p with its stars; below ``p_min`` (the smallest p its test can report) only "<p_min", starred when
     p_min itself is below a bound (then p is too)."""
-    if p_min is not None and not _missing(p_min) and p < p_min:
+    if p_min is not None and not _missing(p_min) and p < p_min * (1 - 1e-4):  # p is float32, p_min float64
         mark = next((mark for bound, mark in STARS if p_min <= bound), "")
         return f"<{p_min:.3g}" + (" " + mark if mark else "")
     return ("<0.001" if p < 0.001 else f"{p:.3f}") + (" " + stars(p) if stars(p) else "")

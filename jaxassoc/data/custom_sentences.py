@@ -6,8 +6,10 @@
   (:func:`jaxassoc.data.unstereo.recompute_max_gender_pmi`).
 
 A template holds ``{pronoun}``, ``{pronoun1}`` or ``{pronoun2}`` (filled with he/his/him and she/her/her,
-``docs/methods.md`` §4.2). Blank lines, a missing column, an empty file and a template without a pronoun
-slot are each a :class:`~jaxassoc.errors.DataError` naming the file and the line.
+``docs/methods.md`` §4.2). Blank lines, a missing column, an empty file, a template without a pronoun
+slot, a template listed twice (it would count twice in every share) and a text file whose lines end in a
+bare carriage return (old Mac line ends, which would read as one template) are each a
+:class:`~jaxassoc.errors.DataError` naming the file and the line.
 """
 
 from __future__ import annotations
@@ -47,6 +49,14 @@ def load_templates_file(path: str | Path) -> pd.DataFrame:
     rows = _csv_rows(text, str(path)) if kind == "csv" else _text_rows(text, str(path))
     if not rows:
         raise DataError(f"{path}: no templates; write one template a line, e.g. '{{pronoun}} went to the market.'")
+    first: dict[str, int] = {}
+    for line, template, _ in rows:
+        if template in first:
+            raise DataError(
+                f"{path}, line {line}: the template {template!r} is already on line {first[template]}; a repeated "
+                f"template would count twice in the US score and the preference disparity, so list it once"
+            )
+        first[template] = line
     for line, template, _ in rows:
         try:
             unstereo.fill_template(template, "male")
@@ -62,6 +72,11 @@ def load_templates_file(path: str | Path) -> pd.DataFrame:
 
 
 def _text_rows(text: str, source: str) -> list[tuple[int, str, None]]:
+    if "\r" in text.replace("\r\n", ""):
+        raise DataError(
+            f"{source}: lines end in a bare carriage return (\\r, old Mac line ends), which would read as one "
+            f"template; save the file with \\n (or \\r\\n) line ends"
+        )
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()

@@ -213,7 +213,10 @@ def load_word2vec_binary(path: str | Path, *, lowercase: bool = False, limit: in
         if n_words < 1 or dim < 1:
             raise DataError(f"{source}: its header announces {n_words} words of dimension {dim}")
         n_words = min(n_words, limit) if limit is not None else n_words
-        words, matrix = [], np.empty((n_words, dim), dtype=np.float32)
+        # Each word takes at least one byte, a space and its vector: never allocate for more words than the
+        # file can hold (a header overstating its count must end in "the file ends after ...", not a MemoryError).
+        room = path.stat().st_size // (4 * dim + 2)
+        words, matrix = [], np.empty((min(n_words, room), dim), dtype=np.float32)
         for i in range(n_words):
             word = bytearray()
             while (ch := f.read(1)) != b" ":
