@@ -1,7 +1,10 @@
 """The model-output cache never costs a job its result: a damaged entry is a logged miss that is
 recomputed, and a cache folder that cannot be written is skipped with a warning."""
 
+import io
 import logging
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -28,7 +31,37 @@ def counting_compute(calls):
 
 
 def entry(cache_dir):
-    return entry_path(cache_dir, "demo", PARTS)
+    return entry_path(cache_dir, "demo", PARTS, counting_compute([]))
+
+
+def _npy(array):
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+def _arrays(path):
+    with np.load(path) as stored:
+        return {name: stored[name] for name in stored.files}
+
+
+def _restamp(path, rows):
+    """Write, under ``path``'s name, the entry another key stored for fewer rows (stamps and all)."""
+    other = entry_path(path.parent.parent, "demo", {**PARTS, "sentences": ["a b"]}, counting_compute([]))
+    cached_arrays(
+        path.parent.parent,
+        "demo",
+        {**PARTS, "sentences": ["a b"]},
+        lambda: {"x": np.arange(12, dtype=np.float32).reshape(3, 4)[rows], "words": np.array(["a", "bb"])[rows]},
+    )
+    path.write_bytes(other.read_bytes())
+
+
+def _edit_array(path):
+    arrays = _arrays(path)
+    arrays["x"] = arrays["x"] + 1
+    with open(path, "wb") as f:
+        np.savez(f, **arrays)
 
 
 @pytest.mark.parametrize(
@@ -37,8 +70,12 @@ def entry(cache_dir):
         lambda path: path.write_bytes(path.read_bytes()[: path.stat().st_size // 2]),  # a writer killed mid-entry
         lambda path: path.write_bytes(b"not an npz file at all"),
         lambda path: path.write_bytes(b""),
+        lambda path: np.savez(open(path, "wb"), y=np.zeros(3)),  # a foreign archive: another array name
+        lambda path: path.write_bytes(_npy(np.zeros((3, 4), np.float32))),  # a bare .npy under the name
+        lambda path: _restamp(path, rows=slice(0, 2)),  # another key's entry copied here: other rows
+        lambda path: _edit_array(path),  # one value changed after it was written
     ],
-    ids=["truncated", "garbage", "empty"],
+    ids=["truncated", "garbage", "empty", "foreign_names", "bare_npy", "other_key", "edited"],
 )
 def test_damaged_entry_is_a_logged_miss_and_is_rewritten(tmp_path, log, damage):
     calls = []
@@ -92,3 +129,109 @@ def test_an_entry_written_by_other_jaxassoc_code_is_a_miss(tmp_path, monkeypatch
     monkeypatch.setattr(readout_cache, "jaxassoc_code", lambda: {"version": "99.0", "source_sha256": "0" * 16})
     cached_arrays(tmp_path, "demo", PARTS, counting_compute(calls))
     assert len(calls) == 2  # an upgrade (or an edit of the source) misses
+
+
+def test_two_computations_of_one_entry_at_once_compute_it_once(tmp_path, log):
+    calls, results = [], []
+
+    def slow():
+        calls.append(1)
+        time.sleep(1.0)
+        return {"x": np.arange(4)}
+
+    workers = [
+        threading.Thread(target=lambda: results.append(cached_arrays(tmp_path, "demo", PARTS, slow))) for _ in range(2)
+    ]
+    for worker in workers:
+        worker.start()
+        time.sleep(0.2)  # the first holds the claim when the second asks
+    for worker in workers:
+        worker.join()
+    assert len(calls) == 1 and len(results) == 2
+    np.testing.assert_array_equal(results[0]["x"], results[1]["x"])
+    assert "is computing demo" in log.text and "waiting to read its result" in log.text
+    assert list((tmp_path / "demo").glob("*.lock")) == []  # the writer removed its claim
+
+
+def test_a_claim_given_up_without_an_entry_is_computed_by_the_waiter(tmp_path, log):
+    import fcntl
+
+    compute = counting_compute(calls := [])
+    lock = entry(tmp_path).with_name(entry(tmp_path).name.replace(".npz", ".lock"))
+    lock.parent.mkdir(parents=True)
+    holder = open(lock, "a+")
+    fcntl.flock(holder, fcntl.LOCK_EX)  # a process computing the entry (then killed: the OS frees its lock)
+    waiter = threading.Thread(target=cached_arrays, args=(tmp_path, "demo", PARTS, compute))
+    waiter.start()
+    time.sleep(0.5)
+    assert calls == [] and waiter.is_alive()
+    holder.close()
+    waiter.join(timeout=30)
+    assert calls == [1] and entry(tmp_path).is_file()
+    assert "is free after" in log.text
+
+
+def test_only_locks_no_process_holds_are_removed(tmp_path):
+    import fcntl
+
+    from jaxassoc.app.cache import remove_stale_temporaries
+
+    folder = tmp_path / "demo"
+    folder.mkdir()
+    held, left = folder / f"{'a' * 64}.jaxassoc.lock", folder / f"{'b' * 64}.jaxassoc.lock"
+    handle = open(held, "a+")
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    left.write_text("pid 1 on gone\n")
+    remove_stale_temporaries(tmp_path)
+    assert held.exists() and not left.exists()
+    handle.close()
+
+
+def test_an_edit_of_a_plugins_compute_misses_its_entries(tmp_path, monkeypatch):
+    import importlib
+    import sys
+
+    (tmp_path / "my_plugin_compute.py").write_text(
+        "import numpy as np\n\ndef compute():\n    return {'x': np.arange(3)}\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("my_plugin_compute")
+    monkeypatch.setitem(sys.modules, "my_plugin_compute", module)
+    first = entry_path(tmp_path / "cache", "demo", PARTS, module.compute)
+    cached_arrays(tmp_path / "cache", "demo", PARTS, module.compute)
+    assert first.is_file()
+    (tmp_path / "my_plugin_compute.py").write_text(
+        "import numpy as np\n\ndef compute():\n    return {'x': -np.arange(3)}\n"
+    )
+    assert entry_path(tmp_path / "cache", "demo", PARTS, module.compute) != first  # the module's hash is keyed
+
+
+CLAIMING_SCRIPT = """
+import sys, time
+from pathlib import Path
+import numpy as np
+from jaxassoc.readouts.cache import cached_arrays
+
+def compute():
+    with open(sys.argv[2], "a") as f:
+        f.write("computed\\n")
+    time.sleep(4)
+    return {"x": np.arange(3)}
+
+print(cached_arrays(Path(sys.argv[1]), "demo", {"a": 1}, compute)["x"].sum())
+"""
+
+
+@pytest.mark.process
+def test_two_processes_on_one_entry_extract_it_once(tmp_path):
+    import subprocess
+    import sys
+
+    script, counter = tmp_path / "claim.py", tmp_path / "computed.txt"
+    script.write_text(CLAIMING_SCRIPT)
+    command = [sys.executable, str(script), str(tmp_path / "cache"), str(counter)]
+    procs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [proc.communicate(timeout=120) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0], outputs
+    assert [out.strip() for out, _ in outputs] == ["3", "3"]
+    assert counter.read_text() == "computed\n"  # one extraction; the other process read its entry

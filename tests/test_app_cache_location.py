@@ -107,8 +107,9 @@ def test_clearing_and_eviction_touch_only_jaxassoc_entries_never_a_users_npz_bes
 
 def test_a_hit_makes_an_entry_recently_used(tmp_path):
     parts = {"a": 1}
-    cached_arrays(tmp_path, "demo", parts, lambda: {"x": np.arange(3)})
-    path = entry_path(tmp_path, "demo", parts)
+    compute = lambda: {"x": np.arange(3)}  # noqa: E731
+    cached_arrays(tmp_path, "demo", parts, compute)
+    path = entry_path(tmp_path, "demo", parts, compute)
     os.utime(path, (1e9, 1e9))
     cached_arrays(tmp_path, "demo", parts, lambda: pytest.fail("a hit must not recompute"))
     assert path.stat().st_mtime > time.time() - 60

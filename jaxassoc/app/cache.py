@@ -5,7 +5,9 @@ the exact inputs (sentences, token ids, options) and a namespace naming the comp
 ``<namespace>/<key>.jaxassoc.npz`` files of NumPy arrays (no other file is ever read, listed or removed as
 an entry), written atomically; reading one back gives the very arrays that were
 stored, so a cache hit is bit-identical to the recomputation that filled it. A damaged entry is a miss,
-and a cache that cannot be written is skipped with a warning: the cache never costs a job its result.
+and a cache that cannot be written is skipped with a warning: the cache never costs a job its result. Two
+jobs that need the same entry at once compute it once (the second waits for the first's claim, a
+``<key>.jaxassoc.lock`` file beside the entry). A plugin's entries are keyed on its module's code too.
 
 The cache lives in the user cache folder (:func:`default_cache_dir`), shared by every working folder. A hit
 refreshes its entry's modification time, so :func:`evict` (a size limit, ``cache_max_gb``) removes the least
@@ -37,6 +39,7 @@ from jaxassoc.readouts.cache import (  # noqa: F401 (the app's and plugins' name
     entry_path,
     is_entry,
     model_key,
+    remove_free_locks,
 )
 
 log = logging.getLogger("jaxassoc")
@@ -91,11 +94,13 @@ def usable_cache_dir(cache_dir: Path | None) -> Path | None:
 
 
 def remove_stale_temporaries(cache_dir: Path | None) -> None:
-    """Delete the temporaries that killed writers left in the cache (its folder and namespace folders)."""
+    """Delete the temporaries and the claims (lock files no process holds) that killed writers left in the
+    cache (its folder and namespace folders)."""
     if cache_dir is None or not Path(cache_dir).is_dir():
         return
     for folder in (Path(cache_dir), *(p for p in Path(cache_dir).iterdir() if p.is_dir())):
         io.remove_stale_temporaries(folder)
+        remove_free_locks(folder)
 
 
 @dataclass(frozen=True)

@@ -92,6 +92,7 @@ def _app(cfg: DictConfig) -> None:
         if cfg.metric.name == "audit":
             run_audit(cfg, output_dir)
         else:
+            validation.check_dataset_read(get_metric(cfg.metric.name), list(HydraConfig.get().overrides.task))
             result = run_job(cfg, output_dir)
             if result is not None and not cfg.quiet and is_writer():
                 print(console_tables(cfg.metric.name, result))
@@ -259,15 +260,17 @@ def _mesh(cfg: DictConfig):
 def job_provenance(cfg: DictConfig) -> dict[str, Any]:
     """The provenance every row of a job carries (the task adds model and dataset hashes, and replaces
     ``model_revision`` as configured by the commit it resolved to)."""
-    resolved = {g: OmegaConf.to_container(cfg[g], resolve=True) for g in JOB_GROUPS}
-    code = code_identity(metric_module(get_metric(cfg.metric.name)))
+    spec = get_metric(cfg.metric.name)
+    groups = JOB_GROUPS if spec.reads_dataset else tuple(g for g in JOB_GROUPS if g != "dataset")
+    resolved = {g: OmegaConf.to_container(cfg[g], resolve=True) for g in groups}
+    code = code_identity(metric_module(spec))
     return {
         "config_hash": config_hash({**resolved, "seed": cfg.seed}),
         "model": cfg.model.name,
         "model_source": cfg.model.source,
         "model_revision": cfg.model.revision,
         "metric": cfg.metric.name,
-        "dataset": cfg.dataset.name,
+        "dataset": cfg.dataset.name if spec.reads_dataset else None,
         "template": cfg.template.name,
         "template_text": cfg.template.text,
         "whitening": cfg.whitening.name,
@@ -284,14 +287,16 @@ def job_inputs(job: Job, provenance: dict[str, Any]) -> dict[str, Any]:
     read before any model is loaded: the config hash (from the job's ``provenance``), the code identity
     (jaxassoc's and a plugin metric's), a ``stat`` fingerprint of the model's files and of any other file the config names
     (e.g. ``metric.corpus``), and the dataset's version."""
+    spec = get_metric(job.metric.name)
+    groups = [g for g in JOB_GROUPS[1:] if spec.reads_dataset or g != "dataset"]
     model_files = model_loading.model_files(job.model)
-    named = sorted({path for g in JOB_GROUPS[1:] for v in _strings(getattr(job, g)) if (path := _file(v))})
+    named = sorted({path for g in groups for v in _strings(getattr(job, g)) if (path := _file(v))})
     return {
         "config_hash": provenance["config_hash"],
-        "code": code_identity(metric_module(get_metric(job.metric.name))),
+        "code": code_identity(metric_module(spec)),
         "model_files": None if model_files is None else files_fingerprint(model_files),
         "input_files": files_fingerprint(named),
-        "dataset_version": _dataset_version(job.dataset),
+        "dataset_version": _dataset_version(job.dataset) if spec.reads_dataset else None,
     }
 
 
@@ -357,7 +362,8 @@ def run_job(cfg: DictConfig, output_dir: Path) -> JobResult | None:
         cache.evict(job.cache_dir, cache_max_bytes(cfg), keep_since=started)
     provenance.update(result.provenance)
     seconds = time.perf_counter() - start
-    log.info("%s on %s / %s: %.1f s", cfg.metric.name, cfg.model.name, cfg.dataset.name, seconds)
+    dataset = cfg.dataset.name if spec.reads_dataset else "no dataset"
+    log.info("%s on %s / %s: %.1f s", cfg.metric.name, cfg.model.name, dataset, seconds)
     if not is_writer():
         return result
     if inputs["model_files"] is None:  # a hub model that this job downloaded: fingerprint the snapshot

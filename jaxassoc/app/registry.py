@@ -63,7 +63,9 @@ class MetricSpec:
     that this job's setting leaves unused, with why. The app refuses a non-default value of an option
     the metric does not use, naming the key (:mod:`jaxassoc.app.validation`). ``views(aggregates)`` splits
     the aggregate rows into compact titled tables for the console and the report (:mod:`jaxassoc.app.tables`);
-    None: the job's ``summary`` on the console and the aggregates in the report."""
+    None: the job's ``summary`` on the console and the aggregates in the report. ``reads_dataset=False`` (a
+    plugin that scores no dataset): no dataset is recorded in its rows or its resume key, and ``dataset=...``
+    on its command line is refused."""
 
     name: str
     run: Callable[[Job], JobResult]
@@ -73,6 +75,7 @@ class MetricSpec:
     uses: frozenset[str] | None = None
     ignores: Callable[[Job], Mapping[str, str]] | None = None
     views: Callable[[pd.DataFrame], list[tuple[str, pd.DataFrame]]] | None = None
+    reads_dataset: bool = True
 
 
 METRICS: dict[str, MetricSpec] = {}
@@ -89,9 +92,11 @@ def register_metric(
     uses: frozenset[str] | None = None,
     ignores: Callable[[Job], Mapping[str, str]] | None = None,
     views: Callable[[pd.DataFrame], list[tuple[str, pd.DataFrame]]] | None = None,
+    reads_dataset: bool = True,
 ) -> MetricSpec:
     """Make ``metric=<name>`` runnable. ``config`` must be a dataclass extending MetricConfig; ``uses``
-    and ``ignores`` declare which shared options it reads, ``views`` its compact tables (see :class:`MetricSpec`).
+    and ``ignores`` declare which shared options it reads, ``views`` its compact tables, ``reads_dataset``
+    whether it scores a dataset at all (see :class:`MetricSpec`).
 
     A name belongs to the module that registered it first: another module registering the same name (a
     plugin shadowing a built-in metric) is refused; the same module registering it again (a reload) is not.
@@ -113,6 +118,7 @@ def register_metric(
         uses=None if uses is None else frozenset(uses),
         ignores=ignores,
         views=views,
+        reads_dataset=reads_dataset,
     )
     METRICS[name] = spec
     return spec

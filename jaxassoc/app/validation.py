@@ -107,3 +107,14 @@ def check_options(spec: MetricSpec, job: Job) -> None:
             f"{key}={changed[key]!r} has no effect with metric={spec.name} dataset={job.dataset.name}: {why}; "
             f"remove the override{others}"
         )
+
+
+def check_dataset_read(spec: MetricSpec, overrides: list[str]) -> None:
+    """ConfigError when the command line chooses a dataset (``dataset=...``, ``dataset.*``) for a metric that
+    reads none (``reads_dataset=False``): the choice would be ignored and the rows would not record it."""
+    chosen = [o for o in overrides if o.lstrip("+~").split("=")[0].split(".")[0] == "dataset"]
+    if chosen and not spec.reads_dataset:
+        raise ConfigError(
+            f"{chosen[0]} has no effect with metric={spec.name}: it reads no dataset (its rows record none); "
+            f"remove the override"
+        )
