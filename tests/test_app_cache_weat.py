@@ -2,6 +2,7 @@
 bit-identical to a recomputation and runs no forward pass; another layer, context setting, corpus or
 reference level misses. The WEAT job reuses them across a sweep of statistics options."""
 
+import dataclasses
 import logging
 
 import family_specs
@@ -148,3 +149,26 @@ def test_sentence_vectors_hit_is_bit_identical_and_layer_misses(model, folder, t
     weat_job._sentence_vectors(model, SENTENCES, 1, job)
     weat_job._sentence_vectors(model, SENTENCES[:-1], -1, job)
     assert len(counted) == 3
+
+
+@pytest.mark.parametrize(("kind", "refused"), [("bert-encoder", True), ("gpt2", False)])
+def test_spellings_an_uncased_tokenizer_merges_are_one_word_to_contextual_weat(
+    tiny_checkpoint, tmp_path, kind, refused
+):
+    from jaxassoc.app.config import CustomWeatConfig
+    from jaxassoc.errors import InputError
+
+    job = _job(tiny_checkpoint(kind), tmp_path, 100)
+    sets = {"X": ["doctor", "Doctor", "nurse"], "Y": ["music", "science", "zebra"], "A": ["he", "man"], "B": ["she", "woman"]}
+    job = dataclasses.replace(
+        job,
+        model=dataclasses.replace(job.model, kind="encoder" if kind == "bert-encoder" else "causal"),
+        dataset=CustomWeatConfig(name="custom_weat", **sets),
+        whitening=WhiteningConfig(),
+    )
+    if refused:  # the uncased WordPiece tokenizer reads Doctor as doctor: one word counted twice
+        with pytest.raises(InputError, match=r"repeats \['Doctor', 'doctor'\] \(one word to the lookup: 'doctor'\)"):
+            weat_job.run(job)
+    else:  # byte-level BPE keeps case: two words
+        assert len(weat_job.run(job).aggregates) == 1
+    model_loading._load_language_model.cache_clear()

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
@@ -31,6 +31,14 @@ from jaxassoc.models.base import LanguageModel
 
 BLEACHED_TEMPLATES = ("This is {}.", "That is {}.", "There is {}.", "Here is {}.", "It is {}.")
 Fallback = Literal["word", "templates", "drop"]
+
+
+def tokenizer_normaliser(tokenizer: Any) -> Callable[[str], str]:
+    """What a tokenizer makes of a word before splitting it: an uncased BERT lower-cases and strips accents,
+    so ``Rose`` and ``rose`` are one word to the model (the word rule's ``key``); the identity when it does
+    not normalise."""
+    normalizer = getattr(getattr(tokenizer, "backend_tokenizer", None), "normalizer", None)
+    return (lambda word: word) if normalizer is None else normalizer.normalize_str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,6 +106,10 @@ class ContextualWordVectors:
     def __post_init__(self):
         if self.fallback not in ("word", "templates", "drop"):
             raise ConfigError(f"contextual fallback {self.fallback!r}: use 'word', 'templates' or 'drop'")
+
+    def normalise(self, word: str) -> str:
+        """The word as the model's tokenizer reads it (:func:`tokenizer_normaliser`)."""
+        return tokenizer_normaliser(self.model.tokenizer)(word)
 
     def _plan(self, word: str) -> tuple[list[str], list[tuple[int, int]], str]:
         """The contexts of ``word``, its character span in each, and how they were chosen."""

@@ -134,7 +134,7 @@ def run_weat_experiment(
     and the settings used. Raw and whitened tests share their PRNG key, so they see the same
     permutations and bootstrap resamples. The word rule (:func:`check_suite_words`) is checked first.
     """
-    check_suite_words(suite.tests, vectors.normalise if isinstance(vectors, StaticEmbeddings) else None)
+    check_suite_words(suite.tests, getattr(vectors, "normalise", None))
     lookup = _vectors_fn(vectors, max_oov_share)
     rows = []
     for test, test_key in zip(suite.tests, jax.random.split(key, len(suite.tests))):
@@ -181,7 +181,7 @@ def run_sc_weat_experiment(
     """SC-WEAT (docs/methods.md §2.4) of every target word of every test of ``suite`` against the test's
     A and B: one row per word with d, its permutation p over re-partitions of A ∪ B (the words of a test
     share the partitions, drawn with the test's key) and the settings used."""
-    check_suite_words(suite.tests, vectors.normalise if isinstance(vectors, StaticEmbeddings) else None)
+    check_suite_words(suite.tests, getattr(vectors, "normalise", None))
     lookup = _vectors_fn(vectors, max_oov_share)
     rows = []
     for test, test_key in zip(suite.tests, jax.random.split(key, len(suite.tests))):

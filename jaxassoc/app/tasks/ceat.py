@@ -20,7 +20,7 @@ from jaxassoc.app import datasets, model_loading, store, tables
 from jaxassoc.app.cache import cached_arrays
 from jaxassoc.app.config import NO_EFFECT, MetricConfig, check_choice, check_corpus, check_range, check_unique
 from jaxassoc.app.registry import Job, JobResult
-from jaxassoc.embeddings.contextual import ContextIndex
+from jaxassoc.embeddings.contextual import ContextIndex, tokenizer_normaliser
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.ceat import N_DRAWS
 from jaxassoc.progress import stage
@@ -54,6 +54,7 @@ class CeatMetricConfig(MetricConfig):
         check_range("metric.n_draws", self.n_draws, 2, MAX_DRAWS, hint="the random-effects model needs 2 draws")
         check_unique("metric.tests", self.tests)
         check_range("metric.max_contexts", self.max_contexts, 1)
+        check_range("metric.context_seed", self.context_seed, 0, hint="numpy's generator takes a seed >= 0")
         check_choice("metric.fallback", self.fallback, FALLBACKS)
         check_range("metric.max_oov_share", self.max_oov_share, 0, 1)
         check_corpus("metric.corpus", self.corpus)
@@ -84,6 +85,7 @@ def run(job: Job) -> JobResult:
     check_suite_words(tests)
     words = sorted({w for t in tests for w in (*t.targets_x, *t.targets_y, *t.attributes_a, *t.attributes_b)})
     model = model_loading.language_model(job.model, job.mesh)
+    check_suite_words(tests, tokenizer_normaliser(model.tokenizer))  # an uncased tokenizer reads Rose as rose
     sentences, corpus = corpus_sentences(cfg.corpus)
     key = {
         "weights": model.provenance.weights_sha256,

@@ -249,6 +249,7 @@ def run(job: Job) -> JobResult:
             fallback=cfg.fallback,
             batch_size=job.model.batch_size,
         )
+        check_suite_words(suite.tests, vectors.normalise)  # an uncased tokenizer reads Rose as rose
         with stage("weat", "word vectors extracted") as extracted:
             extracted.count = prefetch_word_vectors(
                 vectors, suite_words(suite), cache_dir=job.cache_dir, quiet=job.quiet
