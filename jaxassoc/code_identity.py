@@ -9,6 +9,7 @@ commit and whether the tree was dirty are recorded beside it, for people.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.metadata
@@ -60,14 +61,18 @@ def git_state() -> dict[str, Any]:
 
 def module_code(module_name: str) -> dict[str, Any]:
     """A plugin module's identity: its name, the hash of its file (a package: every ``.py`` file in its
-    folder) and its distribution's version when it has one. Computed afresh on every call: an edit shows."""
+    folder; a module imported from a zip: its file as the zip holds it) and its distribution's version when
+    it has one. Computed afresh on every call: an edit shows."""
     module = sys.modules.get(module_name)
     file = getattr(module, "__file__", None)
     identity: dict[str, Any] = {"module": module_name, "source_sha256": None, "version": None}
-    if file:
+    if file and Path(file).is_file():
         path = Path(file).resolve()
         files = list(path.parent.rglob("*.py")) if path.name == "__init__.py" else [path]
         identity["source_sha256"] = source_sha256(files, path.parent)
+    elif file and hasattr(getattr(module, "__loader__", None), "get_data"):  # e.g. imported from a zip
+        with contextlib.suppress(OSError):
+            identity["source_sha256"] = hashlib.sha256(module.__loader__.get_data(file)).hexdigest()[:16]
     top = module_name.split(".")[0]
     try:
         names = importlib.metadata.packages_distributions().get(top) or [top]

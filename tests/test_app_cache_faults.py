@@ -1,6 +1,7 @@
 """The model-output cache never costs a job its result: a damaged entry is a logged miss that is
 recomputed, and a cache folder that cannot be written is skipped with a warning."""
 
+import functools
 import io
 import logging
 import threading
@@ -204,6 +205,23 @@ def test_an_edit_of_a_plugins_compute_misses_its_entries(tmp_path, monkeypatch):
         "import numpy as np\n\ndef compute():\n    return {'x': -np.arange(3)}\n"
     )
     assert entry_path(tmp_path / "cache", "demo", PARTS, module.compute) != first  # the module's hash is keyed
+    wrapped = functools.partial(module.compute)  # a partial of the plugin's function keys the plugin's code too
+    assert entry_path(tmp_path / "cache", "demo", PARTS, wrapped) == entry_path(
+        tmp_path / "cache", "demo", PARTS, module.compute
+    )
+
+
+def test_a_folder_under_an_entrys_name_is_a_miss_and_never_removed(tmp_path, log):
+    from jaxassoc.app.cache import clear, entries
+
+    compute = counting_compute(calls := [])
+    entry(tmp_path).mkdir(parents=True)
+    (entry(tmp_path) / "mine.txt").write_text("a user's file")
+    arrays = cached_arrays(tmp_path, "demo", PARTS, compute)
+    assert calls == [1] and arrays["x"].shape == (3, 4)
+    assert "cannot write" in log.text
+    assert entries(tmp_path) == [] and clear(tmp_path) == []
+    assert (entry(tmp_path) / "mine.txt").read_text() == "a user's file"
 
 
 CLAIMING_SCRIPT = """

@@ -196,3 +196,33 @@ def test_small_tests_are_named_with_the_smallest_p_they_can_reach():
     assert small_samples.is_small({"A": 5, "B": 5}, (2, 3))  # C(5, 2) = 10 partitions < 20
     assert not small_samples.is_small({"A": 5, "B": 5}, (3, 3))  # C(6, 3) = 20, 5 words a set: not small
     assert small_samples.is_small({"X": 4, "Y": 9}, None)  # CEAT: set sizes only
+    coarse = small_samples.caveat({"X": 8, "Y": 8, "A": 8, "B": 8}, (8, 8), 1 / 11, ci=True)  # 10 draws
+    assert coarse == "too few permutations drawn: p cannot go below 0.0909; raise stats.n_permutations"
+    assert small_samples.caveat({"X": 8, "Y": 8, "A": 8, "B": 8}, (8, 8), 1 / 21, ci=True) == ""
+
+
+# --- issue 25 item 14: infinite scores, the older PRNG key -------------------------------------------------
+
+
+def test_infinite_scores_are_refused_not_p_zero():
+    """An infinite score ties every partition that holds it with the observed one: p read 0 (exact)."""
+    with pytest.raises(InputError, match=r"values contain infinite values .* at positions \[0\]"):
+        permutation_test(KEY, np.array([np.inf, 1.0, 2.0, 3.0, 0.5, 0.1]), 3)
+    with pytest.raises(InputError, match=r"values contain infinite values .*float32.* in tests \(rows\) \[1\]"):
+        permutation_test_batch(KEY, np.array([[1.0, 2, 3, 4], [1e39, 2, 3, 4]]), 2)  # float64 beyond float32
+
+
+def test_the_older_prng_key_draws_the_same_partitions_and_bad_keys_are_named():
+    values = np.random.default_rng(0).normal(size=30).astype(np.float32)
+    typed = permutation_test(jax.random.key(7), values, 12, exact_bound=0, n_permutations=500)
+    raw = permutation_test(jax.random.PRNGKey(7), values, 12, exact_bound=0, n_permutations=500)
+    assert float(raw.p_value) == float(typed.p_value)
+    batch = permutation_test_batch(jax.random.PRNGKey(7), values[None], 12, exact_bound=0, n_permutations=500)
+    assert float(batch.p_value[0]) == float(typed.p_value)
+    for bad, got in [
+        (0, "got 0"),
+        (np.zeros(3, np.uint32), r"shape \(3,\) and dtype uint32"),
+        (jax.random.split(KEY, 2), r"a batch of keys of shape \(2,\)"),
+    ]:
+        with pytest.raises(InputError, match=rf"permutation_test: key must be one PRNG key.*{got}"):
+            permutation_test(bad, values, 12, exact_bound=0, n_permutations=500)

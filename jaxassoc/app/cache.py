@@ -118,6 +118,8 @@ def entries(cache_dir: Path) -> list[Entry]:
     used first; other files (a user's own ``.npz`` among them) are not entries and are never touched."""
     found = []
     for path in filter(is_entry, Path(cache_dir).glob(f"*/*{ENTRY_SUFFIX}")):
+        if not path.is_file():  # a folder (or a dangling link) under an entry's name is not ours to remove
+            continue
         with contextlib.suppress(FileNotFoundError):  # removed meanwhile by another job
             stat = path.stat()
             found.append(Entry(path, path.parent.name, stat.st_size, stat.st_mtime))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import logging
@@ -65,6 +66,8 @@ WAIT_LOG_SECONDS = 60.0  # a process waiting for another's claim says so again t
 def compute_code(compute: Callable[..., Any] | None) -> dict[str, Any]:
     """The key part naming the code of a ``compute`` defined outside jaxassoc (a plugin's): its module's
     identity (:func:`jaxassoc.code_identity.module_code`); empty for jaxassoc's own (its code is in every key)."""
+    while isinstance(compute, functools.partial):
+        compute = compute.func
     module = getattr(compute, "__module__", None) or ""
     if not module or module == "jaxassoc" or module.startswith("jaxassoc."):
         return {}

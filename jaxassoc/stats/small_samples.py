@@ -5,7 +5,8 @@ and a bootstrap over a handful of words resamples a few distinct sets: with two 
 of d is the range of a few values and covers nothing reliably. A test is *small* when any word set has
 fewer than :data:`MIN_SET_WORDS` words or the test has fewer than :data:`MIN_PARTITIONS` partitions; its
 rows say so, with the smallest p they can reach and, where it has one, that its bootstrap CI is unreliable
-(the CI stays in the results, for inspection, beside that warning).
+(the CI stays in the results, for inspection, beside that warning). A Monte Carlo test whose draws cannot
+reach p below 1/:data:`MIN_PARTITIONS` (19 draws or fewer: p >= 1/(n+1)) says so too.
 """
 
 from __future__ import annotations
@@ -37,8 +38,11 @@ def caveat(
 ) -> str:
     """'' for a test that is not small (:func:`is_small`); else one sentence for the tables and the log:
     the set sizes, the partitions and the smallest p they allow (``p_min``, from
-    :func:`jaxassoc.stats.smallest_p`), and, with ``ci``, that the bootstrap CI is unreliable."""
+    :func:`jaxassoc.stats.smallest_p`), and, with ``ci``, that the bootstrap CI is unreliable. A test that is
+    not small but whose ``p_min`` is 1/20 or more (a Monte Carlo p from too few draws) says that instead."""
     if not is_small(sizes, n_permuted):
+        if p_min is not None and p_min >= 1 / MIN_PARTITIONS:  # Monte Carlo with a handful of draws
+            return f"too few permutations drawn: p cannot go below {p_min:.3g}; raise stats.n_permutations"
         return ""
     text = "small test (words: " + ", ".join(f"{name} {n}" for name, n in sizes.items())
     if n_permuted is not None:
