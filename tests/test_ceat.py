@@ -136,3 +136,16 @@ def test_bad_sets_raise_input_errors():
         ceat(key, good, good, good, good, n_draws=1)
     with pytest.raises(InputError, match="same dim"):
         pad_contexts([np.ones((1, 3)), np.ones((2, 4))])
+
+
+@pytest.mark.parametrize("scale", [1e20, 1e-30])
+def test_ceat_is_scale_invariant_and_named_keys_only(scale):
+    """Issue 25 item 14: contexts at extreme float32 magnitudes were refused as "infinite or zero vectors"
+    (their float32 norm overflows or underflows); the cosine is scale-invariant, so CEAT must not change."""
+    sets = _sets(3)
+    base = ceat(jax.random.key(0), *(pad_contexts(s) for s in sets), n_draws=50)
+    scaled = ceat(jax.random.key(0), *(pad_contexts([v * scale for v in s]) for s in sets), n_draws=50)
+    np.testing.assert_allclose(scaled.effect_sizes, base.effect_sizes, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(scaled.combined.ces, base.combined.ces, rtol=1e-4, atol=1e-6)
+    with pytest.raises(InputError, match=r"ceat: key must be one PRNG key.*got 0"):
+        ceat(0, *(pad_contexts(s) for s in sets), n_draws=50)

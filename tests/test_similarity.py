@@ -146,3 +146,15 @@ def test_contextual_reference_token_and_sentence_levels(minilm, torch_minilm):
     np.testing.assert_allclose(sent.vectors, (hidden[-1] * mask).sum(1) / mask.sum(1), atol=2e-5)
     capped = contextual_reference(minilm, texts, level="token", max_items=5, seed=1)
     assert capped.vectors.shape == (5, 384) and "5 items, seed 1" in capped.description
+
+
+@pytest.mark.parametrize("scale", [1e20, 1e-25])
+def test_pair_cosines_and_compare_whitening_are_scale_invariant(scale):
+    """Issue 25 item 14: ||u|| ||v|| overflowed (1e20) or underflowed (1e-25) float32 into NaN cosines."""
+    u, v = _pairs(3, n=40)
+    human = np.random.default_rng(4).normal(size=40)
+    np.testing.assert_allclose(pair_cosines(u * scale, v * scale), pair_cosines(u, v), rtol=1e-5, atol=1e-6)
+    white = (u * [3, 1, 1, 1, 1, 0.2], v * [3, 1, 1, 1, 1, 0.2])
+    base = compare_whitening(jax.random.key(0), (u, v), white, human, n_resamples=200)
+    scaled = compare_whitening(jax.random.PRNGKey(0), (u * scale, v * scale), white, human, n_resamples=200)
+    np.testing.assert_allclose(scaled, base, rtol=1e-5, atol=1e-6)

@@ -208,3 +208,24 @@ def test_bad_inputs_raise_clear_errors():
         paired_bootstrap(KEY, mean, mean, (x,), n_resamples=0)
     with pytest.raises(InputError, match="scalar"):
         bootstrap_ci(KEY, jnp.cumsum, (x,), n_resamples=10)
+
+
+def test_the_older_prng_key_gives_the_same_resamples():
+    """jax.random.PRNGKey (raw uint32[2]) crashed the batching reshape; it must draw as jax.random.key."""
+    x = np.random.default_rng(0).normal(size=40).astype(np.float32)
+    typed = bootstrap_ci(jax.random.key(5), jnp.mean, (x,), n_resamples=300)
+    raw = bootstrap_ci(jax.random.PRNGKey(5), jnp.mean, (x,), n_resamples=300)
+    np.testing.assert_array_equal(raw.samples, typed.samples)
+    groups = bootstrap_ci_groups(jax.random.PRNGKey(5), _mean_difference, (x[:20], x[20:]), n_resamples=300)
+    np.testing.assert_array_equal(
+        groups.samples,
+        bootstrap_ci_groups(jax.random.key(5), _mean_difference, (x[:20], x[20:]), n_resamples=300).samples,
+    )
+    paired = paired_bootstrap(jax.random.PRNGKey(5), jnp.mean, jnp.median, (x,), n_resamples=300)
+    assert paired == paired_bootstrap(jax.random.key(5), jnp.mean, jnp.median, (x,), n_resamples=300)
+    with pytest.raises(InputError, match=r"bootstrap_ci: key must be one PRNG key.*dtype float32"):
+        bootstrap_ci(jnp.zeros(2), jnp.mean, (x,), n_resamples=300)
+
+
+def _mean_difference(a, b):
+    return a.mean() - b.mean()

@@ -175,6 +175,7 @@ def test_bad_or_unused_weat_options_are_refused_by_name(glove, no_model, tmp_pat
             r"stats.ddof=0 has no effect with metric=ceat.*stats.alternative",
         ),
         (["metric=ceat", "model=minilm-l6", "metric.n_draws=1"], r"metric.n_draws=1 is out of range"),
+        (["metric=ceat", "model=minilm-l6", "metric.context_seed=-1"], r"metric.context_seed=-1 is out of range"),
         (["metric=intersectional", "dataset=abc", "metric.groups=[woman,woman]"], r"metric.groups repeats \['woman'\]"),
         (
             ["metric=unstereo", "dataset=use5", "metric.tokens_per_batch=0"],
@@ -185,6 +186,26 @@ def test_bad_or_unused_weat_options_are_refused_by_name(glove, no_model, tmp_pat
 def test_bad_or_unused_options_of_other_metrics_are_refused_by_name(no_model, tmp_path, overrides, match):
     with pytest.raises(ConfigError, match=match):
         run_job(compose_config(overrides), tmp_path)
+
+
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        (
+            ["seed=4294967296"],
+            r"seed=4294967296 is out of range: it must be >= 0 and <= 4,294,967,295; "
+            r"jax.random.key would draw it as seed 0",
+        ),
+        (["seed=-1"], r"seed=-1 is out of range.*as seed 4294967295 and numpy refuses a negative seed"),
+        (["seed=9223372036854775808"], r"seed=9223372036854775808 is out of range"),
+        ([f"stats.n_permutations={10**400}"], r"stats.n_permutations=10{400} is out of range"),
+    ],
+)
+def test_integer_options_beyond_their_range_are_refused_by_name(glove, no_model, tmp_path, overrides, match):
+    """Issue 25 item 14: seed 2^32 drew as seed 0 (jax.random.key keeps 32 bits), -1 as 2^32 - 1 (numpy
+    refused it mid-run), 2^63 crashed JAX; an integer beyond a float's range crashed the range check."""
+    with pytest.raises(ConfigError, match=match):
+        run_job(compose_config(_static(glove, *overrides)), tmp_path)
 
 
 def test_audit_forwards_stats_options_only_to_the_parts_that_read_them():

@@ -13,8 +13,10 @@ import pytest
 
 from jaxassoc.errors import InputError
 from jaxassoc.metrics.weat import (
+    association_test,
     associations,
     check_word_set,
+    effect_size,
     sc_weat,
     sc_weat_effect_size,
     weat,
@@ -277,3 +279,64 @@ def test_weat_experiment_on_glove_with_whitening_and_figures(tmp_path, glove_tes
         plot_cosine_heatmaps(jax.random.key(2), ref.vectors, zca, tmp_path / "fig1.png", n_samples=300),
     ):
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# --- issue 25 item 14: extreme but valid float32 magnitudes, the older PRNG key -----------------------------
+
+
+def _four_sets(seed=0, n=5, dim=8):
+    rng = np.random.default_rng(seed)
+    x, y, a, b = (rng.normal(size=(n, dim)).astype(np.float32) for _ in range(4))
+    return x + 0.5 * (a.mean(0) - b.mean(0)), y, a, b
+
+
+@pytest.mark.parametrize("scale", [1e20, 3e37, 1e-20, 1e-30])
+def test_weat_and_sc_weat_are_scale_invariant_at_extreme_magnitudes(scale):
+    """Cosine is scale-invariant: ||x||^2 overflowing (1e20) or underflowing (1e-20) float32 must not turn
+    d into NaN ("constant s"), a wrong sign, or a "zero vectors" refusal of non-zero vectors."""
+    x, y, a, b = _four_sets()
+    kw = dict(exact_bound=10**6, n_bootstrap=50)
+    base = weat(jax.random.key(0), x, y, a, b, **kw)
+    scaled = (np.float32(scale) * v for v in (x, y, a, b))
+    every = weat(jax.random.key(0), *scaled, **kw)
+    one = weat(jax.random.key(0), np.float32(scale) * x, y, a, b, **kw)  # one set rescaled, the others not
+    for res in (every, one):
+        assert bool(res.defined)
+        np.testing.assert_allclose([res.d, res.S, res.p_value], [base.d, base.S, base.p_value], rtol=1e-5, atol=1e-6)
+    d_w = sc_weat(jax.random.key(0), np.float32(scale) * x, a, b).d
+    np.testing.assert_allclose(d_w, sc_weat(jax.random.key(0), x, a, b).d, rtol=1e-5, atol=1e-6)
+
+
+def test_weat_refuses_float64_beyond_float32_and_subnormal_vectors_by_word():
+    x, y, a, b = _four_sets()
+    words = (list("abcde"), list("fghij"), list("klmno"), list("pqrst"))
+    with pytest.raises(InputError, match=r"word set 'X': NaN or infinite \(beyond ±3.4e\+38\) vectors for \['a'\]"):
+        weat(jax.random.key(0), np.vstack([x[:1].astype(np.float64) * 1e39, x[1:]]), y, a, b, words=words)
+    with pytest.raises(InputError, match=r"word set 'A': zero vectors .*below 1.18e-38 count as 0\) for \['k'\]"):
+        weat(jax.random.key(0), x, y, np.vstack([a[:1] * 1e-40, a[1:]]), b, words=words)
+
+
+@pytest.mark.parametrize("scale", [1e20, 1e-25])
+def test_association_test_is_scale_invariant_in_its_scores(scale):
+    """A user metric's scores s of any finite magnitude: d's std must neither overflow (CI [0, 0]) nor
+    underflow (s called constant, p NaN)."""
+    s = np.random.default_rng(0).normal(size=12).astype(np.float32) + np.r_[np.ones(6), np.zeros(6)]
+    base = association_test(jax.random.key(0), s, 6, n_bootstrap=200)
+    res = association_test(jax.random.key(0), np.float32(scale) * s, 6, n_bootstrap=200)
+    assert bool(res.defined)
+    np.testing.assert_allclose(res[:5], base[:5], rtol=1e-5)
+    assert float(effect_size(s[:6] * np.float32(scale), s[6:] * np.float32(scale))) == pytest.approx(
+        float(effect_size(s[:6], s[6:])), rel=1e-6
+    )
+
+
+def test_weat_takes_the_older_prng_key_with_the_same_result():
+    x, y, a, b = _four_sets(n=8)  # 12,870 partitions: Monte Carlo below, so the key matters
+    kw = dict(exact_bound=100, n_permutations=200, n_bootstrap=100)
+    typed = weat(jax.random.key(3), x, y, a, b, **kw)
+    raw = weat(jax.random.PRNGKey(3), x, y, a, b, **kw)
+    np.testing.assert_array_equal(raw, typed)
+    with pytest.raises(
+        InputError, match=r"weat: key must be one PRNG key.*got an array of shape \(2,\) and dtype int32"
+    ):
+        weat(np.zeros(2, np.int32), x, y, a, b, **kw)

@@ -157,3 +157,26 @@ def test_zca_file_with_inconsistent_shapes_or_nan_is_refused(tmp_path):
     )
     with pytest.raises(DataError, match=r"nan\.npz: the ZCA statistics hold NaN"):
         load_zca(tmp_path / "nan.npz")
+
+
+@pytest.mark.parametrize("scale", [1e20, 1e-25])
+def test_anisotropy_and_spectrum_are_scale_invariant(scale):
+    """Issue 25 item 14: cosines and the explained-variance ratio were NaN (or 0) once squares of the
+    entries overflowed or underflowed float32; both are scale-invariant."""
+    x = _anisotropic(n=200)
+    base = pairwise_cosine(x)
+    np.testing.assert_allclose(pairwise_cosine(x * np.float32(scale)), base, rtol=1e-4)
+    np.testing.assert_allclose(
+        anisotropy(jax.random.PRNGKey(1), x * np.float32(scale), n_samples=100),
+        anisotropy(jax.random.key(1), x, n_samples=100),
+        rtol=1e-4,
+    )
+    ratio = explained_variance_ratio(x * np.float32(scale))
+    np.testing.assert_allclose(ratio, explained_variance_ratio(x), rtol=1e-4, atol=1e-7)
+
+
+def test_zca_fit_whose_covariance_overflows_float32_is_refused():
+    """ZCA with eps is not scale-invariant, and at entries of 1e20 its covariance overflows: NaN W before."""
+    x = _anisotropic(n=200)
+    with pytest.raises(InputError, match=r"ZCA reference sample: its covariance overflows float32 \(largest entry"):
+        fit_zca(x * np.float32(1e20))

@@ -53,7 +53,7 @@ def check_range(
     hint: str = "",
 ) -> None:
     """ConfigError naming ``key`` unless ``value`` is finite and lies in [low, high] (open ends as asked)."""
-    bad = not math.isfinite(value)
+    bad = not isinstance(value, int) and not math.isfinite(value)  # an int beyond a float's range is finite
     bad |= low is not None and (value <= low if open_low else value < low)
     bad |= high is not None and (value >= high if open_high else value > high)
     if bad:
@@ -61,6 +61,18 @@ def check_range(
         hi = "" if high is None else f"{'<' if open_high else '<='} {high:,}"
         bounds = " and ".join(b for b in (lo, hi) if b)
         raise ConfigError(f"{key}={value!r} is out of range: it must be {bounds}{'; ' + hint if hint else ''}")
+
+
+SEEDS = 2**32
+"""The job seed lies in 0..2^32 - 1: ``jax.random.key`` keeps a seed's low 32 bits."""
+
+
+def check_seed(seed: int) -> None:
+    """ConfigError naming ``seed`` unless it lies in 0..2^32 - 1 (:data:`SEEDS`): another would draw the same
+    numbers as a seed in range (2^32 as 0, -1 as 2^32 - 1), silently, or fail inside JAX or numpy."""
+    same = f"jax.random.key would draw it as seed {seed % SEEDS}"
+    why = f"{same} and numpy refuses a negative seed" if seed < 0 else same
+    check_range("seed", seed, 0, SEEDS - 1, hint=why)
 
 
 def check_unique(key: str, values: Sequence[Any]) -> None:
@@ -288,6 +300,7 @@ class AppConfig:
     cache_max_gb: Optional[float] = None  # after each job, drop least recently used entries beyond it (None: no limit)
     compile_cache: bool = True  # keep XLA's compiled functions in <cache_dir, else the user cache folder>/xla
     distributed: bool = False  # call jax.distributed.initialize() before any work (multi-host)
+    distributed_timeout_s: int = 120  # how long distributed=true waits for every process to connect
 
 
 GROUP_SCHEMAS: dict[str, type] = {

@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from jaxassoc.app.config import MetricConfig
+from jaxassoc.app.config import MetricConfig, check_seed
 from jaxassoc.errors import ConfigError
 
 
@@ -42,6 +42,9 @@ class Job:
     quiet: bool = False
     cache_dir: Path | None = None
     mesh: Any = None  # the jax.sharding.Mesh models are sharded over (mesh config group); None: one device
+
+    def __post_init__(self) -> None:
+        check_seed(self.seed)
 
 
 @dataclasses.dataclass

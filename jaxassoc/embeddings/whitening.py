@@ -75,7 +75,13 @@ def fit_zca(x: ArrayLike, *, eps: float = 1e-3) -> ZcaStats:
             f"samples than dimensions",
             stacklevel=2,
         )
-    return _fit(jnp.asarray(x), eps)
+    fitted = _fit(jnp.asarray(x), eps)
+    if not all(bool(jnp.isfinite(a).all()) for a in fitted):
+        raise InputError(
+            f"ZCA reference sample: its covariance overflows float32 (largest entry {np.abs(x).max():.3g}); "
+            f"whitening with eps={eps:g} is not scale-invariant, so bring the vectors to a usual scale first"
+        )
+    return fitted
 
 
 @jax.jit

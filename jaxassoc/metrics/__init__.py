@@ -15,7 +15,8 @@ Field guide (module: what is there; paper):
   permutation p-value and a bootstrap CI (``WeatResult``); ``association_test`` (``AssociationTest``)
   is that p and CI on any per-target scores s (WEAT's, RPAM's or a user metric's), NaN when s is constant
   (``is_constant``, ``association_scale``); ``check_distinct_words`` is the word rule of every metric
-  with word sets (no word twice in a test).
+  with word sets (no word twice in a test); ``cosine_similarities`` and ``unit_rows`` (rows at unit length,
+  for any finite magnitude) are the cosine every metric uses.
 - :mod:`~jaxassoc.metrics.rpam` — RPAM (Hodel, West & Caliskan 2026, §4, App. E):
   ``relative_probabilities`` p(v, t), ``association_scores``, ``rpam_effect_size`` (Eq. 1 from the logits:
   differentiable in the output head), ``rpam_test`` (``RpamTestResult``), ``rpam_valence``.
@@ -151,6 +152,7 @@ from jaxassoc.metrics.weat import (
     is_constant,
     sc_weat,
     sc_weat_effect_size,
+    unit_rows,
     weat_effect_size,
     weat_statistics,
 )
@@ -245,6 +247,7 @@ __all__ = [
     "single_group_draws",
     "transform_distance",
     "unstereo_eval",
+    "unit_rows",
     "unstereo_metrics",
     "weat_draw",
     "weat_draws",

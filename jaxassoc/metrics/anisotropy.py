@@ -14,6 +14,9 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from jaxassoc.metrics.weat import unit_rows
+from jaxassoc.stats.keys import check_key
+
 
 class Anisotropy(NamedTuple):
     """Mean and SD (ddof 0) of the cosine over the n(n-1)/2 distinct pairs of sampled vectors."""
@@ -24,7 +27,7 @@ class Anisotropy(NamedTuple):
 
 def cosine_matrix(x: Float[Array, "n D"]) -> Float[Array, "n n"]:
     """All pairwise cosines of the rows of ``x``."""
-    unit = x / jnp.linalg.norm(x, axis=1, keepdims=True)
+    unit = unit_rows(x)
     return unit @ unit.T
 
 
@@ -43,7 +46,7 @@ def pairwise_cosine(x: Float[Array, "n D"]) -> Anisotropy:
 def sample_rows(key: PRNGKeyArray, x: Float[Array, "N D"], n_samples: int = 2000) -> Float[Array, "n D"]:
     """``min(n_samples, N)`` distinct rows drawn uniformly with ``key``."""
     n = min(n_samples, x.shape[0])
-    return x[jax.random.choice(key, x.shape[0], (n,), replace=False)]
+    return x[jax.random.choice(check_key("sample_rows", key), x.shape[0], (n,), replace=False)]
 
 
 def anisotropy(key: PRNGKeyArray, x: Float[Array, "N D"], *, n_samples: int = 2000) -> Anisotropy:
@@ -53,8 +56,10 @@ def anisotropy(key: PRNGKeyArray, x: Float[Array, "N D"], *, n_samples: int = 20
 
 @jax.jit
 def explained_variance_ratio(x: Float[Array, "n D"]) -> Float[Array, " D"]:
-    """Eigenvalues of the covariance of ``x`` (ddof 1), descending, divided by their sum (Figure 2)."""
+    """Eigenvalues of the covariance of ``x`` (ddof 1), descending, divided by their sum (Figure 2); ``x``
+    is scaled to max |entry| 1 first, so that the covariance neither overflows nor underflows float32."""
     centred = x - x.mean(axis=0)
+    centred = centred / jnp.max(jnp.abs(centred))
     eigenvalues = jnp.linalg.eigvalsh(centred.T @ centred / (x.shape[0] - 1))[::-1]
     eigenvalues = jnp.maximum(eigenvalues, 0.0)
     return eigenvalues / eigenvalues.sum()

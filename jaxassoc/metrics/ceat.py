@@ -36,7 +36,8 @@ from jax.scipy.special import erfc
 from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray
 
 from jaxassoc.errors import ConfigError, InputError
-from jaxassoc.metrics.weat import is_constant
+from jaxassoc.metrics.weat import is_constant, unit_rows
+from jaxassoc.stats.keys import check_key
 from jaxassoc.stats.permutation import ALTERNATIVES
 
 N_DRAWS = 10_000
@@ -88,17 +89,13 @@ def random_effects(
     return RandomEffects(ces=ces, variance=var, tau_squared=tau2, p_value=p)
 
 
-def _unit(v: Float[Array, "n D"]) -> Float[Array, "n D"]:
-    return v / jnp.linalg.norm(v, axis=-1, keepdims=True)
-
-
 def weat_draw(
     x: Float[Array, "nx D"], y: Float[Array, "ny D"], a: Float[Array, "na D"], b: Float[Array, "nb D"]
 ) -> tuple[Float[Array, ""], Float[Array, ""]]:
     """One draw's WEAT effect size and variance (std² of s(w, A, B) over X ∪ Y, ddof 1); the effect size is
     NaN when s is constant up to float rounding (:func:`jaxassoc.metrics.weat.is_constant`)."""
-    t = _unit(jnp.concatenate([x, y]))
-    mean_a, mean_b = (t @ _unit(a).T).mean(axis=1), (t @ _unit(b).T).mean(axis=1)
+    t = unit_rows(jnp.concatenate([x, y]))
+    mean_a, mean_b = (t @ unit_rows(a).T).mean(axis=1), (t @ unit_rows(b).T).mean(axis=1)
     s = mean_a - mean_b
     std = jnp.std(s, ddof=1)
     nx = x.shape[0]
@@ -110,14 +107,14 @@ def single_group_draw(
     g: Float[Array, "ng D"], a: Float[Array, "na D"], b: Float[Array, "nb D"]
 ) -> tuple[Float[Array, ""], Float[Array, ""]]:
     """One draw of Cao et al.'s single-group variant (see the module docstring)."""
-    cos_a, cos_b = _unit(g) @ _unit(a).T, _unit(g) @ _unit(b).T
+    cos_a, cos_b = unit_rows(g) @ unit_rows(a).T, unit_rows(g) @ unit_rows(b).T
     std = jnp.std(jnp.concatenate([cos_a, cos_b], axis=1), ddof=1)
     return (cos_a.mean(axis=1) - cos_b.mean(axis=1)).mean() / std, std**2
 
 
 def draw_indices(key: PRNGKeyArray, counts: Int[Array, " words"], n_draws: int) -> Int[Array, "N words"]:
     """For each draw, one context index per word, uniform over that word's contexts."""
-    return jax.random.randint(key, (n_draws, counts.shape[0]), 0, counts[None, :])
+    return jax.random.randint(check_key("draw_indices", key), (n_draws, counts.shape[0]), 0, counts[None, :])
 
 
 def _pick(s: ContextualSet, idx: Int[Array, " words"]) -> Float[Array, "words D"]:
@@ -171,8 +168,11 @@ def check_contextual_set(name: str, s: ContextualSet, *, min_words: int = 1, dim
             f"1..{vectors.shape[1]}; drop words that never occur in the corpus"
         )
     used = np.arange(vectors.shape[1])[None, :] < counts[:, None]
-    norms = np.linalg.norm(vectors, axis=-1)
-    broken = np.flatnonzero((used & ~(np.isfinite(norms) & (norms > 0))).any(axis=1))
+    with np.errstate(over="ignore"):  # a float64 beyond float32's range becomes inf, refused below
+        vectors = vectors.astype(jax.dtypes.canonicalize_dtype(np.result_type(vectors.dtype, np.float32)))
+    finite = np.isfinite(vectors).all(axis=-1)
+    nonzero = np.abs(np.where(finite[..., None], vectors, 0)).max(axis=-1) >= np.finfo(vectors.dtype).tiny
+    broken = np.flatnonzero((used & ~(finite & nonzero)).any(axis=1))
     if broken.size:
         raise InputError(f"CEAT set {name!r}: words {broken.tolist()} have NaN, infinite or zero vectors")
     return ContextualSet(jnp.asarray(vectors), jnp.asarray(counts))
@@ -197,7 +197,7 @@ def ceat(
         raise InputError("CEAT: X ∪ Y needs at least 3 words for a variance of the effect size (ddof 1)")
     if n_draws < 2:
         raise InputError(f"CEAT: the random-effects model needs at least 2 draws; got n_draws={n_draws}")
-    keys = jax.random.split(key, 4)
+    keys = jax.random.split(check_key("ceat", key), 4)
     idx = tuple(draw_indices(k, s.counts, n_draws) for k, s in zip(keys, (x, y, a, b)))
     es, v = weat_draws((x, y, a, b), idx, chunk=chunk)
     return CeatResult(combined=random_effects(es, v, alternative=alternative), effect_sizes=es, variances=v)
@@ -219,7 +219,7 @@ def ceat_single_group(
     a, b = (check_contextual_set(n, s, dim=dim) for n, s in (("A", a), ("B", b)))
     if n_draws < 2:
         raise InputError(f"CEAT: the random-effects model needs at least 2 draws; got n_draws={n_draws}")
-    keys = jax.random.split(key, 3)
+    keys = jax.random.split(check_key("ceat_single_group", key), 3)
     idx = tuple(draw_indices(k, s.counts, n_draws) for k, s in zip(keys, (group, a, b)))
     es, v = single_group_draws((group, a, b), idx, chunk=chunk)
     return CeatResult(combined=random_effects(es, v, alternative=alternative), effect_sizes=es, variances=v)

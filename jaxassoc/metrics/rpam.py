@@ -25,6 +25,7 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from jaxassoc import stats
 from jaxassoc.metrics.weat import association_test, effect_size
+from jaxassoc.stats.keys import check_key
 
 
 class RpamTestResult(NamedTuple):
@@ -109,7 +110,7 @@ def rpam_test(
     """
     s = association_scores(p, n_a=n_a)
     test = association_test(
-        key,
+        check_key("rpam_test", key),
         s,
         n_x,
         ddof=ddof,

@@ -14,6 +14,8 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
 from jaxassoc import stats
+from jaxassoc.metrics.weat import unit_rows
+from jaxassoc.stats.keys import check_key
 
 
 class SimilarityComparison(NamedTuple):
@@ -31,7 +33,7 @@ class SimilarityComparison(NamedTuple):
 @jax.jit
 def pair_cosines(u: Float[Array, "n D"], v: Float[Array, "n D"]) -> Float[Array, " n"]:
     """cos(u_i, v_i) for each pair i."""
-    return jnp.sum(u * v, axis=1) / (jnp.linalg.norm(u, axis=1) * jnp.linalg.norm(v, axis=1))
+    return jnp.sum(unit_rows(u) * unit_rows(v), axis=1)
 
 
 def cosine_spearman(u: Float[Array, "n D"], v: Float[Array, "n D"], human: Float[Array, " n"]) -> Float[Array, ""]:
@@ -59,7 +61,7 @@ def compare_whitening(
     """rho(raw) vs rho(whitened) on the same pairs; the bootstrap resamples pairs for both at once."""
     data = (pair_cosines(*raw), pair_cosines(*whitened), jnp.asarray(human))
     difference, low, high, p_value = stats.paired_bootstrap(
-        key,
+        check_key("compare_whitening", key),
         _rho_whitened,
         _rho_raw,
         data,

@@ -37,6 +37,7 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Int, PRNGKeyArray
 
 from jaxassoc import stats
 from jaxassoc.errors import InputError
+from jaxassoc.stats.keys import check_key
 
 
 class WeatStatistics(NamedTuple):
@@ -67,11 +68,30 @@ class WeatResult(NamedTuple):
     defined: Bool[Array, ""]  # False: s is constant; d, p and CI are NaN (UNDEFINED_CONSTANT_S)
 
 
+def _rescale(x: ArrayLike, by: ArrayLike, axis: int | None = None) -> Array:
+    """``x`` times the power of two that brings max |``by``| (along ``axis``) into [0.5, 1).
+
+    Exact (no rounding, no gradient through the factor), so a scale-invariant result (a cosine, d) is
+    unchanged, bit for bit, while its squares can no longer overflow (values beyond ~1e19) or underflow
+    (below ~1e-19) float32.
+    """
+    x = jnp.asarray(x)
+    _, e = jnp.frexp(jax.lax.stop_gradient(jnp.max(jnp.abs(by), axis=axis, keepdims=axis is not None)))
+    half = e // 2  # two factors: 2^-e alone leaves float32's range when max |by| is beyond 2^±126
+    one = jnp.ones((), x.dtype)
+    return x * jnp.ldexp(one, -half) * jnp.ldexp(one, half - e)
+
+
+def unit_rows(x: Float[ArrayLike, "*n D"]) -> Float[Array, "*n D"]:
+    """Each row of ``x`` divided by its norm, for any finite magnitude of its entries (:func:`_rescale`)."""
+    x = jnp.asarray(x, jnp.result_type(x, 1.0))
+    x = _rescale(x, x, axis=-1)
+    return x / jnp.linalg.norm(x, axis=-1, keepdims=True)
+
+
 def cosine_similarities(u: Float[Array, "n D"], v: Float[Array, "m D"]) -> Float[Array, "n m"]:
     """Eq. 5 for every pair of rows."""
-    u = u / jnp.linalg.norm(u, axis=-1, keepdims=True)
-    v = v / jnp.linalg.norm(v, axis=-1, keepdims=True)
-    return u @ v.T
+    return unit_rows(u) @ unit_rows(v).T
 
 
 @jax.jit
@@ -93,12 +113,15 @@ def is_constant(s: Float[Array, " n"], scale: Float[ArrayLike, ""] | None = None
     the magnitude of the terms s is a difference of (default: max |s|, i.e. only an exactly constant s)."""
     s = jnp.asarray(s)
     scale = jnp.max(jnp.abs(s)) if scale is None else scale
-    return jnp.std(s) <= _CONSTANT_EPS * jnp.finfo(s.dtype).eps * scale
+    return jnp.std(_rescale(s, s)) <= _CONSTANT_EPS * jnp.finfo(s.dtype).eps * _rescale(scale, s)
 
 
 def effect_size(s_x: Float[Array, " nx"], s_y: Float[Array, " ny"], *, ddof: int = 1) -> Float[Array, ""]:
-    """Eq. 3: (mean_X s - mean_Y s) / std_{X ∪ Y} s; ddof 1 = Caliskan et al., 0 = WEFE."""
-    return (s_x.mean() - s_y.mean()) / jnp.std(jnp.concatenate([s_x, s_y]), ddof=ddof)
+    """Eq. 3: (mean_X s - mean_Y s) / std_{X ∪ Y} s; ddof 1 = Caliskan et al., 0 = WEFE. Any finite
+    magnitude of s (:func:`_rescale`)."""
+    s = jnp.concatenate([s_x, s_y])
+    s, n_x = _rescale(s, s), s_x.shape[0]
+    return (s[:n_x].mean() - s[n_x:].mean()) / jnp.std(s, ddof=ddof)
 
 
 @functools.partial(jax.jit, static_argnames=("ddof",))
@@ -180,6 +203,7 @@ def sc_weat(
     :func:`check_distinct_words` (``words``/``names`` label the errors).
     """
     _check_ddof(ddof)
+    key = check_key("sc_weat", key)
     w = check_word_set(names[0], w, words[0] if words is not None else None)
     a, b = (
         check_word_set(n, v, ws, dim=w.shape[1])
@@ -227,11 +251,13 @@ def _check_ddof(ddof) -> int:
 def check_word_set(
     name: str, vectors: ArrayLike, words: Sequence[str] | None = None, *, dim: int | None = None
 ) -> np.ndarray:
-    """Host-side gate before any kernel: returns the vectors as a float array or raises InputError.
+    """Host-side gate before any kernel: returns the vectors as a float array (the dtype JAX computes in,
+    float32 by default) or raises InputError.
 
     Refuses a set that is not a 2-D numeric array (e.g. the words instead of their vectors), has fewer
-    than two vectors (d needs a spread), has NaN or infinite entries or zero vectors (their cosine is
-    undefined; the message names the words), or whose dimension differs from ``dim``.
+    than two vectors (d needs a spread), has NaN or infinite entries (also a float64 beyond float32's
+    range) or zero vectors (their cosine is undefined; the message names the words), or whose dimension
+    differs from ``dim``. Any other magnitude is fine: the cosine is scale-invariant (:func:`unit_rows`).
     """
     try:
         arr = np.asarray(vectors)
@@ -260,12 +286,19 @@ def check_word_set(
             f"word set {name!r} has {arr.shape[1]}-d vectors but the other sets have {dim}-d ones; "
             f"take all sets from the same embedding"
         )
+    with np.errstate(over="ignore"):  # a float64 beyond float32's range becomes inf, refused below
+        arr = arr.astype(jax.dtypes.canonicalize_dtype(np.result_type(arr.dtype, np.float32)))
     bad = np.flatnonzero(~np.isfinite(arr).all(axis=1))
     if bad.size:
-        raise InputError(f"word set {name!r}: NaN or infinite vectors for {label(bad)}")
-    zero = np.flatnonzero(np.linalg.norm(arr, axis=1) == 0)
+        raise InputError(
+            f"word set {name!r}: NaN or infinite (beyond ±{np.finfo(arr.dtype).max:.3g}) vectors for {label(bad)}"
+        )
+    zero = np.flatnonzero(np.abs(arr).max(axis=1) < np.finfo(arr.dtype).tiny)
     if zero.size:
-        raise InputError(f"word set {name!r}: zero vectors (cosine undefined) for {label(zero)}; drop these words")
+        raise InputError(
+            f"word set {name!r}: zero vectors (cosine undefined; entries below {np.finfo(arr.dtype).tiny:.3g} "
+            f"count as 0) for {label(zero)}; drop these words"
+        )
     return arr
 
 
@@ -364,6 +397,7 @@ def weat(
     see :mod:`jaxassoc.stats.small_samples`.
     """
     _check_ddof(ddof)
+    key = check_key("weat", key)
     x = check_word_set(names[0], x, words[0] if words is not None else None)
     dim = x.shape[1]
     y, a, b = (
@@ -424,7 +458,7 @@ def association_test(
     d is 0/0 and every partition ties with the observed one: p and the CI are NaN and ``defined`` is False
     (never p = 0)."""
     _check_ddof(ddof)
-    key_perm, key_boot = jax.random.split(key)
+    key_perm, key_boot = jax.random.split(check_key("association_test", key))
     perm = stats.permutation_test(
         key_perm, s, n_x, exact_bound=exact_bound, n_permutations=n_permutations, alternative=alternative, ties=ties
     )

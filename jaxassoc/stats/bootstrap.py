@@ -24,6 +24,7 @@ from jaxtyping import Array, Float, Int32, PRNGKeyArray, UInt32
 
 from jaxassoc.errors import ConfigError, InputError
 from jaxassoc.stats.compilation import by_work
+from jaxassoc.stats.keys import check_key
 
 # Memory for the resampled copies of the data evaluated at once. The statistic's own temporaries are a
 # multiple of it (Spearman of 1,500 pairs: ~5x); 16 MB ran as fast as 64 MB with half the peak memory.
@@ -192,6 +193,7 @@ def bootstrap_ci(
     resamples and must return a scalar.
     """
     _check_settings("bootstrap_ci", n_resamples, confidence)
+    key = check_key("bootstrap_ci", key)
     group = _as_group("bootstrap_ci", data, "data")
     fn = _JointStatistic(statistic)
     batch = _batch_size((group,), int(n_resamples))
@@ -216,6 +218,7 @@ def bootstrap_ci_groups(
     stimuli: ``bootstrap_ci_groups(key, effect_size, (s_X, s_Y))`` keeps |X| and |Y| fixed.
     """
     _check_settings("bootstrap_ci_groups", n_resamples, confidence)
+    key = check_key("bootstrap_ci_groups", key)
     if not isinstance(groups, (tuple, list)) or not groups:
         raise InputError("bootstrap_ci_groups: groups must be a non-empty tuple (one entry per stratum).")
     structured = tuple(_as_group("bootstrap_ci_groups", g, f"group {i}") for i, g in enumerate(groups))
@@ -247,6 +250,7 @@ def paired_bootstrap(
     2 / (R + 1). NaN if any resampled difference is NaN.
     """
     _check_settings("paired_bootstrap", n_resamples, confidence)
+    key = check_key("paired_bootstrap", key)
     group = _as_group("paired_bootstrap", data, "data")
     fn = _JointDifference(statistic_a, statistic_b)
     batch = _batch_size((group,), int(n_resamples))

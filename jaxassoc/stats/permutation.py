@@ -30,6 +30,7 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from jaxassoc.errors import ConfigError, InputError
 from jaxassoc.stats.compilation import by_work
+from jaxassoc.stats.keys import check_key
 
 ALTERNATIVES = ("greater", "less", "two-sided")
 TIES = ("inclusive", "strict")
@@ -201,11 +202,21 @@ def _check_config(n: int, n_x, exact_bound, n_permutations, alternative: str, ti
         )
 
 
-def _check_no_nan(values) -> None:
-    if not isinstance(values, jax.core.Tracer) and bool(np.isnan(np.asarray(values)).any()):
-        rows = np.unique(np.nonzero(np.isnan(np.asarray(values)))[0]).tolist()
-        where = f"at positions {rows}" if np.ndim(values) == 1 else f"in tests (rows) {rows}"
-        raise InputError(f"permutation_test: values contain NaN {where}; score every item or drop it first.")
+def _finite_float32(values: Float[Array, "*T n"]) -> Float[Array, "*T n"]:
+    """``values`` as float32; InputError naming the items (1-D) or tests (2-D) with NaN or infinite ones (a
+    float64 beyond float32's range included): an infinite score ties every partition that holds it with
+    the observed one, so p would read 0 or 1 silently."""
+    with np.errstate(over="ignore"):
+        values = jnp.asarray(values, jnp.float32)
+    if isinstance(values, jax.core.Tracer):
+        return values
+    host = np.asarray(values)
+    for what, bad in (("NaN", np.isnan(host)), ("infinite values (or beyond float32's ±3.4e38)", np.isinf(host))):
+        if bad.any():
+            rows = np.unique(np.nonzero(bad)[0]).tolist()
+            where = f"at positions {rows}" if host.ndim == 1 else f"in tests (rows) {rows}"
+            raise InputError(f"permutation_test: values contain {what} {where}; score every item or drop it first.")
+    return values
 
 
 def _run(key, values, n_x, statistic, exact_bound, n_permutations, alternative, ties) -> PermutationResult:
@@ -259,8 +270,8 @@ def permutation_test(
     if np.ndim(values) != 1:
         raise InputError(f"permutation_test: values must be 1-D (one score per item); got shape {np.shape(values)}.")
     _check_config(np.shape(values)[0], n_x, exact_bound, n_permutations, alternative, ties)
-    _check_no_nan(values)
-    values = jnp.asarray(values, jnp.float32)
+    key = check_key("permutation_test", key)
+    values = _finite_float32(values)
     return _run(key, values, n_x, statistic, exact_bound, n_permutations, alternative, ties)
 
 
@@ -286,8 +297,8 @@ def permutation_test_batch(
             f"permutation_test_batch: values must be 2-D (tests x items) with at least one test; got shape {np.shape(values)}."
         )
     _check_config(np.shape(values)[1], n_x, exact_bound, n_permutations, alternative, ties)
-    _check_no_nan(values)
-    values = jnp.asarray(values, jnp.float32)
+    key = check_key("permutation_test_batch", key)
+    values = _finite_float32(values)
     return _run(key, values, n_x, statistic, exact_bound, n_permutations, alternative, ties)
 
 
