@@ -148,6 +148,7 @@ def test_a_result_from_other_jaxassoc_code_is_recomputed_with_the_reason(tmp_pat
     [
         ("+sede=5", "sede is not an option of jaxassoc: it would be ignored"),
         ("+mesh.tpp=4", "mesh.tpp is not an option"),
+        ("+audit.bogus=1", "+audit.bogus=1 has no effect with metric=toy: the audit options configure metric=audit"),
     ],
 )
 def test_a_plus_key_that_nothing_reads_is_refused_by_name(tmp_path, jaxassoc, override, named):

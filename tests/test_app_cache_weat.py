@@ -159,7 +159,12 @@ def test_spellings_an_uncased_tokenizer_merges_are_one_word_to_contextual_weat(
     from jaxassoc.errors import InputError
 
     job = _job(tiny_checkpoint(kind), tmp_path, 100)
-    sets = {"X": ["doctor", "Doctor", "nurse"], "Y": ["music", "science", "zebra"], "A": ["he", "man"], "B": ["she", "woman"]}
+    sets = {
+        "X": ["doctor", "Doctor", "nurse"],
+        "Y": ["music", "science", "zebra"],
+        "A": ["he", "man"],
+        "B": ["she", "woman"],
+    }
     job = dataclasses.replace(
         job,
         model=dataclasses.replace(job.model, kind="encoder" if kind == "bert-encoder" else "causal"),

@@ -1,6 +1,8 @@
 """Corrupt model and vector files through the CLI: exit code != 0 and one `jaxassoc: error:` line naming
 the file, never a traceback or a run that finishes on NaN weights."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -26,7 +28,16 @@ def _nan_weight(folder):
     return "tensors ['transformer.wte.weight'] hold NaN or infinite values"
 
 
-@pytest.mark.parametrize("damage", [_truncate, _drop_tokenizer, _nan_weight])
+def _bad_config_field(folder):
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "n_head": "four"}))
+    return (
+        "config.json is rejected by transformers (StrictDataclassFieldValidationError: "
+        "Validation error for field 'n_head'"
+    )
+
+
+@pytest.mark.parametrize("damage", [_truncate, _drop_tokenizer, _nan_weight, _bad_config_field])
 def test_cli_refuses_a_damaged_checkpoint_in_one_line_naming_it(tmp_path, tiny_checkpoint, cli, damage):
     folder = tiny_checkpoint("gpt2", into=tmp_path / "damaged")  # a private copy to damage
     expected = damage(folder)

@@ -210,6 +210,28 @@ def test_folder_without_tokenizer_files_is_refused_naming_them(tmp_path, gpt2_fo
         load_model(folder)
 
 
+@pytest.mark.parametrize("field, value", [("n_head", "four"), ("tie_word_embeddings", None)])
+def test_a_config_field_transformers_rejects_is_blamed_on_config_json(tmp_path, gpt2_folder, field, value):
+    folder = _copy(gpt2_folder, tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, field: value}))
+    with pytest.raises(ModelError, match=rf"^{folder}/config\.json is rejected by transformers \(.*'{field}'") as e:
+        load_model(folder)
+    assert "tokenizer" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "named"),
+    [("vocab_size", -5, "vocab_size=-5"), ("n_head", 0, "n_head=0"), ("n_positions", -3, "n_positions=-3")],
+)
+def test_a_size_that_cannot_be_is_named_not_an_xla_error(tmp_path, gpt2_folder, field, value, named):
+    folder = _copy(gpt2_folder, tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, field: value}))
+    with pytest.raises(ModelError, match=rf"the gpt2 config's {named} \(from the checkpoint's config\) must be >= "):
+        load_model(folder)
+
+
 @pytest.mark.parametrize(
     "cut, problem",
     [

@@ -5,10 +5,12 @@ gets all rows back, equal to an unsharded run."""
 
 import itertools
 import os
+import signal
 import socket
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -142,3 +144,73 @@ def test_distributed_options_from_the_environment():
         distributed_options({**env, "JAX_PROCESS_ID": "one"})
     with pytest.raises(ConfigError, match=r"JAX_PROCESS_ID=4 must lie in 0..JAX_NUM_PROCESSES-1 \(3\)"):
         distributed_options({**env, "JAX_PROCESS_ID": "4"})
+    with pytest.raises(ConfigError, match=r"JAX_COORDINATOR_ADDRESS='node0' is not host:port \(e\.g\. node0:8476\)"):
+        distributed_options({**env, "JAX_COORDINATOR_ADDRESS": "node0"})
+
+
+@pytest.mark.parametrize("value", [0, -5, 86_401])
+def test_distributed_timeout_is_range_checked_before_any_wait(value):
+    from jaxassoc.app.main import start_distributed
+
+    with pytest.raises(
+        ConfigError, match=rf"^distributed_timeout_s={value} is out of range: it must be >= 1 and <= 86,400"
+    ):
+        start_distributed({}, value)
+
+
+def test_a_process_waits_for_its_coordinator_only_as_long_as_asked():
+    from jaxassoc.app.main import wait_for_coordinator
+
+    with socket.socket() as listening:
+        listening.bind(("localhost", 0))
+        listening.listen()
+        wait_for_coordinator(f"localhost:{listening.getsockname()[1]}", 1)  # it answers: no wait
+    port = _free_port()
+    start = time.monotonic()
+    with pytest.raises(
+        ConfigError,
+        match=rf"^distributed=true: no coordinator answered at localhost:{port} \(JAX_COORDINATOR_ADDRESS\) within "
+        r"0\.5 s \(.*\); start process 0 \(JAX_PROCESS_ID=0\) .* or raise distributed_timeout_s$",
+    ):
+        wait_for_coordinator(f"localhost:{port}", 0.5)
+    assert 0.5 <= time.monotonic() - start < 3
+
+
+@pytest.mark.process  # two CLI processes (process 0 and process 1 of 2), each with a coordinator address of its own
+def test_distributed_without_peers_waits_as_long_as_asked_and_says_what_then(tmp_path):
+    with socket.socket() as a, socket.socket() as b:  # two distinct free ports: the processes must not meet
+        a.bind(("localhost", 0))
+        b.bind(("localhost", 0))
+        ports = a.getsockname()[1], b.getsockname()[1]
+    args = [sys.executable, "-m", "jaxassoc", "distributed=true", "distributed_timeout_s=2", "metric=weat"]
+    env = dict(os.environ, JAX_PLATFORMS="cpu", HYDRA_FULL_ERROR="0", JAX_NUM_PROCESSES="2")
+    procs = [
+        subprocess.Popen(
+            [*args, "model=glove-6b-50d", "cache_dir=null", f"hydra.run.dir=run{pid}"],
+            cwd=tmp_path,
+            env={**env, "JAX_PROCESS_ID": str(pid), "JAX_COORDINATOR_ADDRESS": f"localhost:{ports[pid]}"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for pid in (0, 1)
+    ]
+    try:
+        (out0, err0), (out1, err1) = (proc.communicate(timeout=120) for proc in procs)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    # process 1 finds no coordinator: one error line and rc 1, never JAX's abort
+    errors = [line for line in err1.splitlines() if line.startswith("jaxassoc: error:")]
+    assert procs[1].returncode == 1 and len(errors) == 1, err1[-3000:]
+    assert f"no coordinator answered at localhost:{ports[1]} (JAX_COORDINATOR_ADDRESS) within 2 s" in errors[0]
+    assert "raise distributed_timeout_s" in errors[0] and "another task died" not in err1
+    assert "process 1 of 2 waiting up to 2 s (distributed_timeout_s) for the coordinator (process 0)" in out1
+    # process 0, the coordinator, waits inside JAX, whose timeout is a native abort: the log line announces it
+    assert procs[0].returncode == -signal.SIGABRT, err0[-3000:]
+    assert (
+        f"process 0 of 2 waiting up to 2 s (distributed_timeout_s) for the 1 other process(es) to connect to "
+        f"localhost:{ports[0]}; if they have not all connected by " in out0
+    )
+    assert "JAX aborts this process a few seconds later (rc 134)" in out0 and "another task died" in err0

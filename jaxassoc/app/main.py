@@ -15,6 +15,7 @@ import importlib
 import logging
 import math
 import os
+import socket
 import sys
 import threading
 import time
@@ -88,11 +89,11 @@ def _app(cfg: DictConfig) -> None:
     try:
         register()
         if cfg.distributed:
-            start_distributed(os.environ)
+            start_distributed(os.environ, cfg.distributed_timeout_s)
         if cfg.metric.name == "audit":
             run_audit(cfg, output_dir)
         else:
-            validation.check_dataset_read(get_metric(cfg.metric.name), list(HydraConfig.get().overrides.task))
+            validation.check_groups_read(get_metric(cfg.metric.name), list(HydraConfig.get().overrides.task))
             result = run_job(cfg, output_dir)
             if result is not None and not cfg.quiet and is_writer():
                 print(console_tables(cfg.metric.name, result))
@@ -159,17 +160,40 @@ def distributed_options(env: Mapping[str, str]) -> dict[str, Any]:
     n, pid = numbers["JAX_NUM_PROCESSES"], numbers["JAX_PROCESS_ID"]
     if n < 1 or not 0 <= pid < n:
         raise ConfigError(f"distributed=true: JAX_PROCESS_ID={pid} must lie in 0..JAX_NUM_PROCESSES-1 ({n - 1})")
-    return {"coordinator_address": given["JAX_COORDINATOR_ADDRESS"], "num_processes": n, "process_id": pid}
+    address = given["JAX_COORDINATOR_ADDRESS"]
+    if not address.rpartition(":")[2].isdigit():
+        raise ConfigError(f"distributed=true: JAX_COORDINATOR_ADDRESS={address!r} is not host:port (e.g. node0:8476)")
+    return {"coordinator_address": address, "num_processes": n, "process_id": pid}
 
 
-def start_distributed(env: Mapping[str, str]) -> None:
-    """``jax.distributed.initialize`` before any work (multi-host: one process per host, same command)."""
+MAX_DISTRIBUTED_TIMEOUT_S = 86_400
+
+
+def start_distributed(env: Mapping[str, str], timeout_s: int) -> None:
+    """``jax.distributed.initialize`` before any work (multi-host: one process per host, same command),
+    waiting at most ``timeout_s`` (``distributed_timeout_s``) for the other processes.
+
+    JAX ends a wait that runs out with a native abort (rc 134, "another task died") that Python cannot
+    catch, so the wait is announced first; a process other than 0 polls the coordinator's port itself,
+    so that a coordinator that never comes up is one ConfigError instead.
+    """
+    check_range(
+        "distributed_timeout_s",
+        timeout_s,
+        1,
+        MAX_DISTRIBUTED_TIMEOUT_S,
+        hint="the seconds each process waits for the others to connect, e.g. 120",
+    )
+    options = distributed_options(env)
+    deadline = time.monotonic() + timeout_s
+    log.info("distributed: %s", waiting_for(options, timeout_s))
+    if options.get("process_id"):
+        wait_for_coordinator(options["coordinator_address"], timeout_s)
     import jax
 
-    options = distributed_options(env)
     jax.config.update("jax_cpu_collectives_implementation", "gloo")  # CPU-only clusters and local tests
     try:
-        jax.distributed.initialize(**options)
+        jax.distributed.initialize(**options, initialization_timeout=max(1, math.ceil(deadline - time.monotonic())))
     except (RuntimeError, ValueError) as e:
         raise ConfigError(
             f"distributed=true: jax.distributed.initialize failed ({e}); run under SLURM / Open MPI / a TPU "
@@ -182,6 +206,40 @@ def start_distributed(env: Mapping[str, str]) -> None:
         jax.device_count(),
         jax.local_device_count(),
     )
+
+
+def waiting_for(options: dict[str, Any], timeout_s: int) -> str:
+    """The log line before ``jax.distributed.initialize``: whom it waits for, how long, and what then."""
+    wait = f"waiting up to {timeout_s} s (distributed_timeout_s)"
+    until = time.strftime("%H:%M:%S", time.localtime(time.time() + timeout_s))
+    abort = f"if they have not all connected by {until}, JAX aborts this process a few seconds later (rc 134)"
+    if not options:
+        return f"{wait} for the processes of the cluster JAX detects; {abort}"
+    n, pid, address = options["num_processes"], options["process_id"], options["coordinator_address"]
+    if pid == 0:
+        return f"process 0 of {n} {wait} for the {n - 1} other process(es) to connect to {address}; {abort}"
+    return (
+        f"process {pid} of {n} {wait} for the coordinator (process 0) at {address} and the others; if the "
+        f"coordinator has not answered by {until}, this process stops with an error; {abort}"
+    )
+
+
+def wait_for_coordinator(address: str, timeout_s: float) -> None:
+    """Return once ``address`` (host:port) accepts a TCP connection; a ConfigError after ``timeout_s``."""
+    host, _, port = address.rpartition(":")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=1).close()
+            return
+        except OSError as e:
+            if time.monotonic() >= deadline:
+                raise ConfigError(
+                    f"distributed=true: no coordinator answered at {address} (JAX_COORDINATOR_ADDRESS) within "
+                    f"{timeout_s:g} s ({e}); start process 0 (JAX_PROCESS_ID=0) there with the same "
+                    "JAX_COORDINATOR_ADDRESS and JAX_NUM_PROCESSES, check the address, or raise distributed_timeout_s"
+                ) from None
+            time.sleep(0.5)
 
 
 def is_writer() -> bool:

@@ -109,12 +109,19 @@ def check_options(spec: MetricSpec, job: Job) -> None:
         )
 
 
-def check_dataset_read(spec: MetricSpec, overrides: list[str]) -> None:
-    """ConfigError when the command line chooses a dataset (``dataset=...``, ``dataset.*``) for a metric that
-    reads none (``reads_dataset=False``): the choice would be ignored and the rows would not record it."""
-    chosen = [o for o in overrides if o.lstrip("+~").split("=")[0].split(".")[0] == "dataset"]
-    if chosen and not spec.reads_dataset:
-        raise ConfigError(
-            f"{chosen[0]} has no effect with metric={spec.name}: it reads no dataset (its rows record none); "
-            f"remove the override"
-        )
+def check_groups_read(spec: MetricSpec, overrides: list[str]) -> None:
+    """ConfigError for a command-line override of a group one job does not read: ``audit`` (``audit=...``,
+    ``+audit.x=...``) outside ``metric=audit``, and ``dataset`` for a metric that reads none
+    (``reads_dataset=False``); the choice would be ignored and the rows would not record it."""
+    for override in overrides:
+        group = override.lstrip("+~").split("=")[0].split(".")[0]
+        if group == "audit":
+            raise ConfigError(
+                f"{override} has no effect with metric={spec.name}: the audit options configure metric=audit only; "
+                f"remove the override"
+            )
+        if group == "dataset" and not spec.reads_dataset:
+            raise ConfigError(
+                f"{override} has no effect with metric={spec.name}: it reads no dataset (its rows record none); "
+                f"remove the override"
+            )

@@ -13,7 +13,8 @@ Field guide (module: what is there; paper):
   Gurevych 2019): ``mean_pool``, ``sentence_vectors``, ``token_states``, ``check_layer`` (a layer index the model has).
 - :mod:`~jaxassoc.embeddings.contextual` — word vectors from a contextual model, "aggregated" over up to
   20 corpus sentences (Bommasani, Davis & Cardie 2020): ``ContextIndex``, ``ContextualWordVectors``,
-  ``contextual_reference`` (token- or sentence-level ZCA reference), ``BLEACHED_TEMPLATES`` (May et al.
+  ``contextual_reference`` (token- or sentence-level ZCA reference), ``tokenizer_normaliser`` (a word as the
+  tokenizer reads it: the word rule's key), ``BLEACHED_TEMPLATES`` (May et al.
   2019) for words without contexts.
 
 The vectors feed :mod:`jaxassoc.metrics` (e.g. ``weat_effect_size``, ``compare_whitening``); this layer
@@ -25,6 +26,7 @@ from jaxassoc.embeddings.contextual import (
     ContextIndex,
     ContextualWordVectors,
     contextual_reference,
+    tokenizer_normaliser,
 )
 from jaxassoc.embeddings.sentence import check_layer, mean_pool, sentence_vectors, token_states
 from jaxassoc.embeddings.static import (
@@ -56,6 +58,7 @@ __all__ = [
     "apply_zca",
     "check_layer",
     "contextual_reference",
+    "tokenizer_normaliser",
     "corpus_word_types",
     "fit_zca",
     "load_embedded_glove",

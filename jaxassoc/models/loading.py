@@ -7,11 +7,13 @@ declares the same contract (:class:`jaxassoc.models.family.Family`).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
 import re
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -79,12 +81,14 @@ def load_model(
     else:
         hf_config = _read_config(path)
         _family_of(hf_config, path)  # an unknown architecture is named before any weights are read
+        transformers_config = _transformers_config(path)
         weights = read_weights(path, progress=progress)
         tensors, weights_sha, file_format = weights.tensors, weights.sha256(), weights.file_format
-        tokenizer = _read_tokenizer(path)
+        tokenizer = _read_tokenizer(path, transformers_config)
     spec = _family_of(hf_config, path)
     try:
         config = spec.config_from_hf(hf_config)
+        check_sizes(config, spec.name)
         params = spec.params_from_hf(tensors, config)
     except ModelError as e:
         raise ModelError(f"{path}: {e}") from None
@@ -233,7 +237,43 @@ TOKENIZER_FILES: tuple[tuple[str, ...], ...] = (
 )
 
 
-def _read_tokenizer(folder: Path):
+ZERO_ALLOWED = frozenset({"decoder_start_token_id", "padding_idx", "rotary_dim"})
+"""Integer fields of a family config for which 0 is meaningful (a token id, no rotary dimensions)."""
+
+
+def check_sizes(config: Any, family: str) -> None:
+    """ModelError naming a size, count or id of a family's config (read from the checkpoint's config.json or
+    GGUF metadata) that is negative, or 0 where 0 means nothing (``n_head: 0`` loaded; a negative size
+    failed inside XLA)."""
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if isinstance(value, bool) or not isinstance(value, int):
+            continue
+        low = 0 if field.name in ZERO_ALLOWED else 1
+        if value < low:
+            raise ModelError(
+                f"the {family} config's {field.name}={value} (from the checkpoint's config) must be >= {low}; the "
+                "config is damaged or edited: restore the checkpoint's own config.json"
+            )
+
+
+def _transformers_config(folder: Path):
+    """config.json as transformers validates it, loaded as ``AutoTokenizer`` would load it (so that a bad
+    field is blamed on config.json, not on the tokenizer)."""
+    try:
+        try:
+            return transformers.AutoConfig.from_pretrained(folder)
+        except (ValueError, OSError):  # AutoTokenizer's fallback, e.g. a model_type transformers lacks
+            return transformers.PreTrainedConfig.from_pretrained(folder)
+    except Exception as e:
+        reason = " ".join(str(e).split())
+        raise ModelError(
+            f"{folder / 'config.json'} is rejected by transformers ({type(e).__name__}: {reason}); fix the field "
+            "it names, or restore the checkpoint's own config.json"
+        ) from None
+
+
+def _read_tokenizer(folder: Path, config):
     if not any(all((folder / f).is_file() for f in files) for files in TOKENIZER_FILES):
         found = [f for files in TOKENIZER_FILES for f in files if (folder / f).is_file()]
         raise ModelError(
@@ -243,7 +283,7 @@ def _read_tokenizer(folder: Path):
             + "; copy the tokenizer files of this model into the folder"
         )
     try:
-        return transformers.AutoTokenizer.from_pretrained(folder)
+        return transformers.AutoTokenizer.from_pretrained(folder, config=config)
     except Exception as e:
         reason = " ".join(str(e).split())
         raise ModelError(
