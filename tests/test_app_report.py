@@ -55,7 +55,7 @@ def sweep(compose, tmp_path_factory):
                     "metric.similarity=false",
                     "stats.exact_bound=0",
                     "stats.n_permutations=100",
-                    "stats.n_bootstrap=20",
+                    "stats.n_bootstrap=40",
                 )
                 result = run_job(cfg, root / "sweep" / f"model.name={name},dataset={dataset}")
                 consoles.append(console_tables("weat", result))

@@ -32,7 +32,7 @@ def weat_job(tmp_path_factory):
         "dataset=custom_weat",
         *(f"dataset.{s}=[{','.join(words)}]" for s, words in SETS.items()),
         "stats.n_permutations=100",
-        "stats.n_bootstrap=10",
+        "stats.n_bootstrap=40",
         "hydra.run.dir=runs/weat",
         "cache_dir=null",
         cwd=cwd,

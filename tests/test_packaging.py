@@ -190,7 +190,7 @@ def test_the_installed_wheel_runs_weat_on_the_embedded_glove(installed):
         "model=glove-6b-50d",
         "metric=weat",
         "stats.n_permutations=100",
-        "stats.n_bootstrap=10",
+        "stats.n_bootstrap=40",
         "hydra.run.dir=out",
     )
     assert proc.returncode == 0, proc.stderr

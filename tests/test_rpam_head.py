@@ -30,7 +30,7 @@ def test_app_rpam_effect_sizes_equal_the_head_readout(folder, tmp_path, swap):
         dataset=DatasetConfig(name="weat_ws"),
         template=TemplateConfig(name="tp1", text=rpam_head.TP1.text),
         whitening=WhiteningConfig(),
-        stats=StatsConfig(n_permutations=100, n_bootstrap=20),
+        stats=StatsConfig(n_permutations=100, n_bootstrap=40),
         seed=0,
         output_dir=tmp_path,
         quiet=True,

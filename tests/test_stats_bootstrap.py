@@ -189,7 +189,7 @@ def test_row_indices_are_the_high_word_of_bits_times_n():
 
 def test_many_rows_use_randint_and_stay_in_range():
     x = np.arange(70_000, dtype=np.float32)  # >= 2^16 rows
-    res = bootstrap_ci(KEY, mean, (x,), n_resamples=20)
+    res = bootstrap_ci(KEY, mean, (x,), n_resamples=40)
     assert abs(float(jnp.mean(res.samples)) - x.mean()) < 4 * x.std() / np.sqrt(70_000 * 20)
     assert float(jnp.std(res.samples)) > 0
 
@@ -206,8 +206,12 @@ def test_bad_inputs_raise_clear_errors():
         bootstrap_ci(KEY, mean, (x,), confidence=95)
     with pytest.raises(ConfigError, match="n_resamples"):
         paired_bootstrap(KEY, mean, mean, (x,), n_resamples=0)
+    with pytest.raises(ConfigError, match=r"n_resamples=39 is too few for a 95% CI.*at least 40"):
+        bootstrap_ci(KEY, mean, (x,), n_resamples=39)  # its 2.5 % and 97.5 % percentiles: the extremes
+    with pytest.raises(ConfigError, match=r"at least 200"):
+        bootstrap_ci(KEY, mean, (x,), n_resamples=100, confidence=0.99)
     with pytest.raises(InputError, match="scalar"):
-        bootstrap_ci(KEY, jnp.cumsum, (x,), n_resamples=10)
+        bootstrap_ci(KEY, jnp.cumsum, (x,), n_resamples=40)
 
 
 def test_the_older_prng_key_gives_the_same_resamples():

@@ -121,6 +121,7 @@ def test_alternative_and_confidence_change_the_weat_job(glove, monkeypatch, tmp_
         ("stats.n_permutations=3000000000", r"stats.n_permutations=3000000000 is out of range.*10,000,000"),
         ("stats.n_permutations=1000000000", r"stats.n_permutations=1000000000 is out of range"),
         ("stats.n_bootstrap=0", r"stats.n_bootstrap=0 is out of range"),
+        ("stats.n_bootstrap=1", r"stats.n_bootstrap=1 is out of range: it must be >= 40 .*95% CI's percentiles need"),
         ("stats.exact_bound=-1", r"stats.exact_bound=-1 is out of range"),
         ("stats.ties=loose", r"stats.ties='loose' is not supported"),
         ("dataset.sample=5", r"dataset.sample=5 has no effect with metric=weat"),
@@ -167,8 +168,8 @@ def test_bad_or_unused_weat_options_are_refused_by_name(glove, no_model, tmp_pat
             r"metric.set_transform='log1m' has no effect.*SeT",
         ),
         (
-            ["metric=unstereo", "dataset=use5", "stats.n_bootstrap=10"],
-            r"stats.n_bootstrap=10 has no effect with metric=unstereo",
+            ["metric=unstereo", "dataset=use5", "stats.n_bootstrap=40"],
+            r"stats.n_bootstrap=40 has no effect with metric=unstereo",
         ),
         (
             ["metric=ceat", "model=minilm-l6", "stats.ddof=0"],

@@ -61,7 +61,7 @@ def test_sweep_over_path_valued_overrides_makes_one_flat_folder_per_job_and_resu
         "model.name=tiny",
         f"model.source={','.join(map(str, sources))}",
         "stats.n_permutations=100",
-        "stats.n_bootstrap=10",
+        "stats.n_bootstrap=40",
         "hydra.sweep.dir=sweep",
         "cache_dir=null",
     ]

@@ -26,7 +26,7 @@ from omegaconf import MISSING
 from jaxassoc.errors import ConfigError, JaxassocError
 from jaxassoc.readouts.rpam_prompts import template_slots
 from jaxassoc.stats import StatsOptions
-from jaxassoc.stats.bootstrap import MAX_RESAMPLES
+from jaxassoc.stats.bootstrap import MAX_RESAMPLES, min_resamples
 from jaxassoc.stats.permutation import ALTERNATIVES, MAX_PARTITIONS, TIES
 
 NO_EFFECT = {"affects_results": False}
@@ -257,6 +257,14 @@ class StatsConfig(StatsOptions):
         )
         check_range("stats.n_bootstrap", self.n_bootstrap, 1, MAX_RESAMPLES)
         check_range("stats.confidence", self.confidence, 0, 1, open_low=True, open_high=True, hint="e.g. 0.95")
+        fewest = min_resamples(self.confidence)
+        check_range(
+            "stats.n_bootstrap",
+            self.n_bootstrap,
+            fewest,
+            MAX_RESAMPLES,
+            hint=f"a {self.confidence:.0%} CI's percentiles need 2 / (1 - stats.confidence) = {fewest} resamples or more",
+        )
         check_choice("stats.alternative", self.alternative, ALTERNATIVES)
         check_choice("stats.ties", self.ties, TIES)
         check_range("stats.alpha", self.alpha, 0, 1, open_low=True, open_high=True, hint="e.g. 0.05")

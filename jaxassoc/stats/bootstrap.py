@@ -15,6 +15,7 @@ makes the interval NaN, as in scipy: check ``samples``.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -70,6 +71,12 @@ def _as_group(what: str, group: Any, label: str) -> tuple[Array, ...]:
     return arrays
 
 
+def min_resamples(confidence: float) -> int:
+    """The fewest resamples whose (1 - confidence)/2 and (1 + confidence)/2 percentiles are not the
+    extremes of the draws: 2 / (1 - confidence), i.e. 40 for a 95 % CI and 200 for a 99 % one."""
+    return math.ceil(2 / (1 - confidence) - 1e-9)
+
+
 def _check_settings(what: str, n_resamples, confidence) -> None:
     if (
         isinstance(n_resamples, bool)
@@ -79,6 +86,11 @@ def _check_settings(what: str, n_resamples, confidence) -> None:
         raise ConfigError(f"{what}: n_resamples must be an integer in 1..{MAX_RESAMPLES:,}; got {n_resamples!r}.")
     if isinstance(confidence, bool) or not isinstance(confidence, (int, float, np.floating)) or not 0 < confidence < 1:
         raise ConfigError(f"{what}: confidence must be strictly between 0 and 1 (e.g. 0.95); got {confidence!r}.")
+    if n_resamples < min_resamples(confidence):
+        raise ConfigError(
+            f"{what}: n_resamples={n_resamples} is too few for a {confidence:.0%} CI: its percentiles would be the "
+            f"extremes of the draws; use at least {min_resamples(confidence)} (2 / (1 - confidence)), e.g. 10,000."
+        )
 
 
 def _batch_size(groups: tuple[tuple[Array, ...], ...], n_resamples: int) -> int:
