@@ -66,6 +66,12 @@ BAD = {
         "{pronoun} ran.\n{pronoun} sat.\n{pronoun} ran.\n",
         r"t\.txt, line 3: the template '\{pronoun\} ran\.' is already on line 1; a repeated template would count twice",
     ),
+    "repeated_but_for_spaces": (
+        "t.txt",
+        "{pronoun} ran.\n{pronoun} sat.\n{pronoun}  ran. \n",
+        r"t\.txt, line 3: the template '\{pronoun\}  ran\. ' is already on line 1 \(as '\{pronoun\} ran\.': they "
+        r"differ only in spaces\)",
+    ),
     "csv_repeated_template": ("t.csv", "template\n{pronoun} ran.\n{pronoun} ran.\n", r"t\.csv, line 3: .* on line 2"),
     "cr_line_ends": ("t.txt", "{pronoun} ran.\r{pronoun} sat.\r", r"t\.txt: lines end in a bare carriage return"),
 }

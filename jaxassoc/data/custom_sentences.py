@@ -49,14 +49,17 @@ def load_templates_file(path: str | Path) -> pd.DataFrame:
     rows = _csv_rows(text, str(path)) if kind == "csv" else _text_rows(text, str(path))
     if not rows:
         raise DataError(f"{path}: no templates; write one template a line, e.g. '{{pronoun}} went to the market.'")
-    first: dict[str, int] = {}
+    first: dict[str, tuple[int, str]] = {}
     for line, template, _ in rows:
-        if template in first:
+        same = " ".join(template.split())  # spaces and tabs aside, the same sentence
+        if same in first:
+            earlier, spelled = first[same]
+            as_written = "" if spelled == template else f" (as {spelled!r}: they differ only in spaces)"
             raise DataError(
-                f"{path}, line {line}: the template {template!r} is already on line {first[template]}; a repeated "
-                f"template would count twice in the US score and the preference disparity, so list it once"
+                f"{path}, line {line}: the template {template!r} is already on line {earlier}{as_written}; a "
+                f"repeated template would count twice in the US score and the preference disparity, so list it once"
             )
-        first[template] = line
+        first[same] = (line, template)
     for line, template, _ in rows:
         try:
             unstereo.fill_template(template, "male")
