@@ -115,17 +115,26 @@ def test_an_edited_plugin_is_rerun_not_reused_and_its_identity_is_in_every_row(t
     assert second["prov_plugin_source_sha256"].iloc[0] != first["prov_plugin_source_sha256"].iloc[0]
 
 
-def test_a_plugin_that_reads_no_dataset_records_none_and_refuses_one(tmp_path, jaxassoc):
-    proc = jaxassoc(tmp_path, "metric=toy", "model=glove-6b-50d", "hydra.run.dir=run")
+def test_a_plugin_that_reads_no_dataset_records_none_and_refuses_one(tmp_path, cli, monkeypatch):
+    env = {**use_plugins(monkeypatch, "toy_metric", "dataless_metric"), "HYDRA_FULL_ERROR": "0"}
+    proc = cli("jaxassoc", "metric=dataless", "model=glove-6b-50d", "hydra.run.dir=run", cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr
-    assert "toy on glove-6b-50d / no dataset" in proc.stdout + proc.stderr
+    assert "dataless on glove-6b-50d / no dataset" in proc.stdout + proc.stderr
     rows = pd.read_parquet(tmp_path / "run" / "aggregates.parquet")
     assert rows["prov_dataset"].isna().all()
     record = json.loads((tmp_path / "run" / "results.json").read_text())
     assert "dataset" not in record["provenance"]["config"] and record["inputs"]["dataset_version"] is None
-    refused = jaxassoc(tmp_path, "metric=toy", "model=glove-6b-50d", "dataset=winobias", "hydra.run.dir=r2")
+    refused = cli(
+        "jaxassoc",
+        "metric=dataless",
+        "model=glove-6b-50d",
+        "dataset=winobias",
+        "hydra.run.dir=r2",
+        cwd=tmp_path,
+        env=env,
+    )
     assert refused.returncode != 0
-    assert "dataset=winobias has no effect with metric=toy: it reads no dataset" in refused.stderr
+    assert "dataset=winobias has no effect with metric=dataless: it reads no dataset" in refused.stderr
 
 
 def test_a_result_from_other_jaxassoc_code_is_recomputed_with_the_reason(tmp_path, jaxassoc):

@@ -27,4 +27,4 @@ def run_toy(job) -> JobResult:
     return JobResult(items=items, aggregates=aggregates, provenance={"toy_version": "1"})
 
 
-register_metric("toy", run=run_toy, config=ToyConfig, model_kinds=("static", "causal"), reads_dataset=False)
+register_metric("toy", run=run_toy, config=ToyConfig, model_kinds=("static", "causal"))
