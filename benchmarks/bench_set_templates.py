@@ -34,7 +34,7 @@ def template_flops(model, abc, template: str, groups: list[str], bos: bool = Tru
     )
     layers = model.params["body"]["layers"]
     weights = sum(int(np.prod(leaf.shape)) for leaf in jax.tree.leaves(layers) if leaf.ndim == 3)
-    n_layers, d = layers["q"].shape[0], layers["q"].shape[1]
+    n_layers, d = layers["attn"]["q"]["w"].shape[:2]
     lengths = np.array([len(s) for s in problems.sequences])
     body = 2 * weights * lengths.sum() + 4 * n_layers * d * (lengths**2).sum()
     V, D = model.head.W.shape

@@ -71,7 +71,7 @@ def test_cli_rpam_on_a_2x4_fsdp_tp_mesh_gives_the_single_device_effect_sizes(tmp
         assert proc.returncode == 0, proc.stderr[-3000:]
         runs[name] = proc.stdout + proc.stderr
     assert "mesh data=1xfsdp=2xtp=4" in runs["mesh"]
-    assert runs["mesh"].count("replicated along a mesh axis") == 1 and "body/layers/k" in runs["mesh"]
+    assert runs["mesh"].count("replicated along a mesh axis") == 1 and "body/layers/attn/k/w" in runs["mesh"]
     one, many = (pd.read_parquet(tmp_path / d / "items.parquet") for d in ("single", "mesh"))
     # the tiny random model's scores are ~1e-6 (near-uniform probabilities): float32 sums taken in another
     # order move them by ~1e-10, which the effect sizes (differences over a tiny spread) magnify to ~1e-4

@@ -130,7 +130,7 @@ def test_missing_extra_and_misshapen_tensors_are_named(tiny_checkpoint, tmp_path
         bert.params_from_hf(tensors, config)
     message = str(err.value)
     assert "roberta.encoder.layer.1.output.LayerNorm.weight" in message
-    assert "lm_head.dense.weight: found (7, 32), expected (32, 32)" in message  # shape after the transpose
+    assert "lm_head.dense.weight: found (32, 7), expected (32, 32)" in message  # as the checkpoint stores it
     assert "roberta.encoder.layer.2.output.dense.weight" in message
 
 

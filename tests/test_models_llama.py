@@ -150,7 +150,7 @@ def test_forward_is_differentiable(tiny_llama):
 
     grads = jax.grad(loss)(params["body"])
     assert all(np.isfinite(np.asarray(g)).all() for g in jax.tree.leaves(grads))
-    assert np.abs(np.asarray(grads["layers"]["q"])).max() > 0
+    assert np.abs(np.asarray(grads["layers"]["attn"]["q"]["w"])).max() > 0
 
 
 def test_config_accepts_transformers_4_and_5_rope_fields():

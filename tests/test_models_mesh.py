@@ -47,13 +47,13 @@ def test_a_dimension_the_axis_does_not_divide_is_replicated_and_logged_once(tiny
     model = load_model(tiny_checkpoint("llama"))
     with caplog.at_level(logging.WARNING, logger="jaxassoc.models.partitioning"):
         specs = param_specs(model.params, "llama", MESH_2x4, head_units("llama", model.config))
-    layers = specs["body"]["layers"]
-    assert layers["q"] == P(None, "fsdp", "tp") and layers["o"] == P(None, "tp", "fsdp")
-    assert layers["k"] == P(None, "fsdp", None) and layers["v"] == P(None, "fsdp", None)
+    attn = specs["body"]["layers"]["attn"]
+    assert attn["q"]["w"] == P(None, "fsdp", "tp") and attn["o"]["w"] == P(None, "tp", "fsdp")
+    assert attn["k"]["w"] == P(None, "fsdp", None) and attn["v"]["w"] == P(None, "fsdp", None)
     assert specs["head"].W == P("tp", "fsdp") and specs["body"]["norm"] == P(None)
     records = [r.getMessage() for r in caplog.records]
     assert len(records) == 1, records
-    assert "body/layers/k (kv_heads=2 over tp=4)" in records[0] and "body/layers/v" in records[0]
+    assert "body/layers/attn/k/w (kv_heads=2 over tp=4)" in records[0] and "body/layers/attn/v/w" in records[0]
 
 
 def test_a_vocabulary_the_axis_does_not_divide_is_replicated(tiny_checkpoint, tmp_path):
@@ -258,4 +258,4 @@ def test_the_sizing_bytes_per_device_are_what_a_device_holds(mesh_run, family):
 def test_the_replicated_kv_heads_are_logged_once_per_load(mesh_run):
     logs = [x for x in mesh_run[1] if "replicated along a mesh axis" in x]
     assert len(logs) == 1, mesh_run[1]  # only Llama (2 KV heads over tp=4); GPT-2 and BERT divide
-    assert "body/layers/k (kv_heads=2 over tp=4)" in logs[0]
+    assert "body/layers/attn/k/w (kv_heads=2 over tp=4)" in logs[0]

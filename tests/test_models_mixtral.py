@@ -147,7 +147,7 @@ def test_bad_checkpoints_name_the_tensor(tiny):
     with pytest.raises(ModelError, match=rf"missing tensors \['{name}'\]"):
         mixtral.params_from_hf({k: v for k, v in tensors.items() if k != name}, config)
     router = "model.layers.0.block_sparse_moe.gate.weight"
-    with pytest.raises(ModelError, match=rf"{router}: found \(32, 5\), expected \(32, 4\)"):  # (in, out)
+    with pytest.raises(ModelError, match=rf"{router}: found \(5, 32\), expected \(4, 32\)"):  # (out, in) as stored
         mixtral.params_from_hf({**tensors, router: np.zeros((5, 32), np.float32)}, config)
     extra = "model.layers.0.block_sparse_moe.experts.4.w1.weight"
     with pytest.raises(ModelError, match=rf"unexpected tensors \['{extra}'\]"):

@@ -64,7 +64,7 @@ def test_missing_extra_and_misshapen_tensors_are_named(folder):
         mpt.params_from_hf(tensors, config)
     message = str(err.value)
     assert "transformer.blocks.1.ffn.up_proj.weight" in message
-    assert "transformer.blocks.0.attn.Wqkv.weight: found (48, 48), expected (48, 144)" in message  # (in, out)
+    assert "transformer.blocks.0.attn.Wqkv.weight: found (48, 48), expected (144, 48)" in message  # (out, in) as stored
     assert "transformer.wpe.weight" in message
 
 

@@ -53,7 +53,7 @@ def test_missing_extra_and_misshapen_tensors_are_named(folder):
         olmo.params_from_hf(tensors, config)
     message = str(err.value)
     assert "model.layers.1.mlp.up_proj.weight" in message and "lm_head.weight" in message
-    assert "model.layers.0.self_attn.k_proj.weight: found (32, 32), expected (32, 16)" in message  # (in, out)
+    assert "model.layers.0.self_attn.k_proj.weight: found (32, 32), expected (16, 32)" in message  # (out, in) as stored
     assert "unexpected tensors ['model.layers.0.input_layernorm.weight']" in message
 
 

@@ -62,11 +62,11 @@ def test_fused_tensors_are_split_in_order(tiny):
     qkv = tensors["model.layers.1.self_attn.qkv_proj.weight"]
     gate_up = tensors["model.layers.1.mlp.gate_up_proj.weight"]
     layers = params["body"]["layers"]
-    np.testing.assert_array_equal(np.asarray(layers["q"][1]), qkv[:32].T)
-    np.testing.assert_array_equal(np.asarray(layers["k"][1]), qkv[32:48].T)
-    np.testing.assert_array_equal(np.asarray(layers["v"][1]), qkv[48:].T)
-    np.testing.assert_array_equal(np.asarray(layers["gate"][1]), gate_up[:64].T)
-    np.testing.assert_array_equal(np.asarray(layers["up"][1]), gate_up[64:].T)
+    np.testing.assert_array_equal(np.asarray(layers["attn"]["q"]["w"][1]), qkv[:32].T)
+    np.testing.assert_array_equal(np.asarray(layers["attn"]["k"]["w"][1]), qkv[32:48].T)
+    np.testing.assert_array_equal(np.asarray(layers["attn"]["v"]["w"][1]), qkv[48:].T)
+    np.testing.assert_array_equal(np.asarray(layers["mlp"]["gate"]["w"][1]), gate_up[:64].T)
+    np.testing.assert_array_equal(np.asarray(layers["mlp"]["up"]["w"][1]), gate_up[64:].T)
 
 
 def test_window_reaches_the_forward_pass(tiny):

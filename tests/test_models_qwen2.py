@@ -54,7 +54,9 @@ def test_layer_types_decide_the_windowed_layers():
 def test_missing_tensor_is_named(tiny):
     _, config, tensors, _ = tiny
     missing = {k: v for k, v in tensors.items() if k != "model.layers.1.self_attn.k_proj.bias"}
-    with pytest.raises(ModelError, match=r"qwen2 checkpoint .*missing \['model\.layers\.1\.self_attn\.k_proj\.bias'\]"):
+    with pytest.raises(
+        ModelError, match=r"qwen2 config: missing tensors \['model\.layers\.1\.self_attn\.k_proj\.bias'\]"
+    ):
         qwen2.params_from_hf(missing, config)
     bad = dict(tensors, **{"model.layers.0.self_attn.q_proj.bias": np.zeros(5, np.float32)})
     with pytest.raises(ModelError, match=r"model\.layers\.0\.self_attn\.q_proj\.bias: found \(5,\), expected \(32,\)"):
@@ -73,15 +75,11 @@ def test_biases_and_window_reach_the_forward_pass(tiny):
     ids = np.random.default_rng(0).integers(3, 100, size=(1, 12))
     ours = _hidden(params, config, ids)
     layers = dict(params["body"]["layers"])
-    for name in ("q_bias", "k_bias", "v_bias"):
-        assert np.abs(np.asarray(layers[name])).max() > 0
-    zeroed = {
-        **params,
-        "body": {
-            **params["body"],
-            "layers": {**layers, **{n: jnp.zeros_like(layers[n]) for n in ("q_bias", "k_bias", "v_bias")}},
-        },
-    }
+    attn = layers["attn"]
+    for name in ("q", "k", "v"):
+        assert np.abs(np.asarray(attn[name]["b"])).max() > 0
+    unbiased = {n: {**leaves, "b": jnp.zeros_like(leaves["b"])} if n in "qkv" else leaves for n, leaves in attn.items()}
+    zeroed = {**params, "body": {**params["body"], "layers": {**layers, "attn": unbiased}}}
     assert np.abs(_hidden(zeroed, config, ids) - ours).max() > 1e-3
     for other in (
         dataclasses.replace(config, sliding_window=None, local_layers=None),

@@ -58,7 +58,8 @@ def test_q_and_k_norms_act(tiny):
     _, config, _, params = tiny
     base, _ = _logits(params, config)
     for leaf in ("q_norm", "k_norm"):
-        layers = {**params["body"]["layers"], leaf: jnp.ones_like(params["body"]["layers"][leaf])}
+        attn = params["body"]["layers"]["attn"]
+        layers = {**params["body"]["layers"], "attn": {**attn, leaf: {"scale": jnp.ones_like(attn[leaf]["scale"])}}}
         changed, _ = _logits({**params, "body": {**params["body"], "layers": layers}}, config)
         assert np.abs(changed - base).max() > 1e-3, leaf
 

@@ -7,10 +7,12 @@
 - Families, one folder each (``config.py``: the HF config, refusing what the port lacks; ``params.py``:
   HF tensors -> module state; ``modeling.py``: the ``nnx.Module`` body), each exporting a ``FAMILY``
   (``family.Family``, the declared contract; ``family.family_for(model_type)`` is the registry):
-  ``gpt2`` (GPT-2), ``bert`` (BERT and RoBERTa, masked LM head or encoder only), ``llama`` (Llama and
-  Mistral: RMSNorm, RoPE, GQA, SwiGLU, sliding window). ``layers``: the shared norms, rotary tables, the
-  one attention function, masks, KV cache and causal body; layers are stacked and scanned (one block
-  compiled). Adding a family: ``docs/models.md``.
+  16 families (``family.family_for`` finds one; an unknown ``model_type`` is refused with their list), e.g. ``gpt2``, ``bert`` (BERT and RoBERTa), ``t5``, and the
+  llama-like decoders ``llama`` (Llama, Mistral), ``qwen2``, ``phi3``, ``qwen3``, whose body, parameters and
+  axes are :mod:`~jaxassoc.models.llama_like`'s, built from named sub-modules (``linear``, ``norms``,
+  ``attention``, ``mlp``). ``layers``: the shared norm functions, rotary tables, the one attention function,
+  masks, KV cache and causal body; layers are stacked and scanned (one block compiled). Adding a family:
+  ``docs/models.md``.
 - :class:`LanguageModel` (``base``): ``params = {"body": ..., "head": Head(W, b)}`` with the output head
   untied from the input embeddings; the body pytree is the NNX state of the family's body module.
   ``forward(body, ids, mask, all_layers=False) -> ForwardOutput`` gives the head input (after the final

@@ -263,17 +263,18 @@ class TensorTaker:
         return name in self.tensors
 
     def take(self, name: str, shape: tuple[int, ...], transpose: bool = False) -> np.ndarray:
-        """The tensor ``name`` (transposed first if asked), which must have ``shape`` afterwards."""
+        """The tensor ``name`` (transposed if asked), which must have ``shape`` afterwards; a wrong shape is
+        reported as the checkpoint stores the tensor."""
         if name not in self.tensors:
             self.missing.append(self.full_name(name))
             return np.zeros(shape, np.float32)
         self.taken.add(name)
         array = self.tensors[name]
-        array = array.T if transpose else array
-        if tuple(array.shape) != tuple(shape):
-            self.bad_shapes.append(f"{self.full_name(name)}: found {tuple(array.shape)}, expected {tuple(shape)}")
+        stored = tuple(shape)[::-1] if transpose else tuple(shape)  # as the checkpoint holds it
+        if tuple(array.shape) != stored:
+            self.bad_shapes.append(f"{self.full_name(name)}: found {tuple(array.shape)}, expected {stored}")
             return np.zeros(shape, np.float32)
-        return array
+        return array.T if transpose else array
 
     def stack(self, pattern: str, n: int, shape: tuple[int, ...], transpose: bool = False) -> LayerStack:
         """``pattern.format(i)`` for i < n, on a new leading (layer) axis (a lazy :class:`LayerStack`)."""

@@ -1,11 +1,10 @@
-"""Llama and Mistral (``model_type`` llama, mistral): ``config`` (LlamaConfig), ``params`` (HF tensors ->
-module state), ``modeling`` (the NNX body), ``sharding`` (logical axes). ``FAMILY`` is what :mod:`jaxassoc.models.family` registers."""
+"""Llama and Mistral (``model_type`` llama, mistral): ``config`` reads a HF config into a LlamaConfig; the
+body, its parameters and their axes are the llama-like decoder's (:mod:`jaxassoc.models.llama_like`).
+``FAMILY`` is what :mod:`jaxassoc.models.family` registers."""
 
 from jaxassoc.models.family import Family
 from jaxassoc.models.llama.config import config_from_hf
-from jaxassoc.models.llama.modeling import new_body
-from jaxassoc.models.llama.params import params_from_hf
-from jaxassoc.models.llama.sharding import AXES, units
+from jaxassoc.models.llama_like import AXES, new_body, params_from_hf, units
 
 FAMILY = Family(
     name="llama",

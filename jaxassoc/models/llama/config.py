@@ -32,6 +32,7 @@ class LlamaConfig:
     rope_scaling: RopeScaling | None = None  # None: unscaled rotary frequencies
     qkv_bias: bool = False  # Qwen2: biases on the query, key and value projections (not the output's)
     local_layers: tuple[bool, ...] | None = None  # Qwen2: the layers using sliding_window (None: all)
+    qk_norm: bool = False  # per-head RMSNorm of queries and keys (Qwen3 only)
 
     @property
     def max_positions(self) -> int:

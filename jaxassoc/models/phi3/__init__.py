@@ -1,12 +1,11 @@
 """Phi-3 (``model_type`` phi3; Phi-3-mini-4k): the llama body with a sliding window on every layer, read from
-checkpoints with fused query/key/value and gate/up projections (``params`` splits them). Modeling and
-sharding are the llama family's (``jaxassoc.models.llama``)."""
+checkpoints with fused query/key/value and gate/up projections (``params`` splits them). The body and its
+axes are the llama-like decoder's (:mod:`jaxassoc.models.llama_like`)."""
 
 from jaxassoc.models.family import Family
-from jaxassoc.models.llama.modeling import new_body
+from jaxassoc.models.llama_like import AXES, new_body, units
 from jaxassoc.models.phi3.config import config_from_hf
 from jaxassoc.models.phi3.params import params_from_hf
-from jaxassoc.models.phi3.sharding import AXES, units
 
 FAMILY = Family(
     name="phi3",

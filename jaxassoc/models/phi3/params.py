@@ -1,5 +1,5 @@
 """Phi-3 parameters: each layer's fused ``self_attn.qkv_proj`` (query, key, value rows) and ``mlp.gate_up_proj``
-(gate rows, then up rows) are split, as views, into the llama layout and read by the llama family's
+(gate rows, then up rows) are split, as views, into the llama layout and read by the llama-like
 ``params_from_hf``. A missing or misshapen fused tensor raises one ModelError naming it."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 
 from jaxassoc.errors import ModelError
 from jaxassoc.models.llama.config import LlamaConfig
-from jaxassoc.models.llama.params import params_from_hf as llama_params_from_hf
+from jaxassoc.models.llama_like import params_from_hf as llama_params_from_hf
 
 
 def _splits(config: LlamaConfig) -> dict[str, tuple[tuple[str, int], ...]]:

@@ -1,12 +1,10 @@
 """Qwen2 / Qwen2.5 (``model_type`` qwen2): the llama body with query/key/value biases and a sliding window
-on some layers. ``config`` reads the HF config into a llama ``LlamaConfig``; parameters, modeling and
-sharding are the llama family's (``jaxassoc.models.llama``)."""
+on some layers. ``config`` reads the HF config into a llama ``LlamaConfig``; the body, its parameters and
+their axes are the llama-like decoder's (:mod:`jaxassoc.models.llama_like`)."""
 
 from jaxassoc.models.family import Family
-from jaxassoc.models.llama.modeling import new_body
-from jaxassoc.models.llama.params import params_from_hf
+from jaxassoc.models.llama_like import AXES, new_body, params_from_hf, units
 from jaxassoc.models.qwen2.config import config_from_hf
-from jaxassoc.models.qwen2.sharding import AXES, units
 
 FAMILY = Family(
     name="qwen2",

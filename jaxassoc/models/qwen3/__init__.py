@@ -1,12 +1,10 @@
-"""Qwen3 (``model_type`` qwen3): ``config`` (Qwen3Config), ``params`` (HF tensors -> module state),
-``modeling`` (the NNX body: Llama with per-head q/k RMSNorm), ``sharding`` (logical axes). ``FAMILY`` is
-what :mod:`jaxassoc.models.family` registers."""
+"""Qwen3 (``model_type`` qwen3): ``config`` reads a HF config into a Qwen3Config (``qk_norm``: per-head q/k
+RMSNorm); the body, its parameters and their axes are the llama-like decoder's
+(:mod:`jaxassoc.models.llama_like`). ``FAMILY`` is what :mod:`jaxassoc.models.family` registers."""
 
 from jaxassoc.models.family import Family
+from jaxassoc.models.llama_like import AXES, new_body, params_from_hf, units
 from jaxassoc.models.qwen3.config import config_from_hf
-from jaxassoc.models.qwen3.modeling import new_body
-from jaxassoc.models.qwen3.params import params_from_hf
-from jaxassoc.models.qwen3.sharding import AXES, units
 
 FAMILY = Family(
     name="qwen3",

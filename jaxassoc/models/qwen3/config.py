@@ -31,6 +31,8 @@ class Qwen3Config:
     sliding_window: int | None = None  # a local layer's token sees itself and the previous window-1 tokens
     local_layers: tuple[bool, ...] | None = None  # which layers use the window (None: no window at all)
     model_type: str = MODEL_TYPE
+    qkv_bias: bool = False  # the llama-like flags (jaxassoc.models.llama_like): no q/k/v biases,
+    qk_norm: bool = True  # and each query and key head RMS-normalised before the rotation
 
     @property
     def max_positions(self) -> int:

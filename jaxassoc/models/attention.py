@@ -1,0 +1,66 @@
+"""Multi-head attention as an NNX module, split where the key/value cache sits (``project`` / ``attend``).
+
+Query, key, value and output projections (``q``, ``k``, ``v``, ``o``: :class:`~jaxassoc.models.linear.Linear`),
+grouped-query heads (Ainslie et al. 2023: ``kv_heads`` key/value heads shared by the query heads), optional
+biases on q/k/v (Qwen2) and optional per-head RMSNorm of queries and keys before the rotation (``q_norm``,
+``k_norm``; Qwen3). The scores follow :func:`jaxassoc.models.layers.attention` (Vaswani et al. 2017, eq. 1).
+"""
+
+from __future__ import annotations
+
+from flax import nnx
+from jaxtyping import Array, Bool, Float
+
+from jaxassoc.models.layers import apply_rope, attention, head_scale
+from jaxassoc.models.linear import Linear
+from jaxassoc.models.norms import RMSNorm
+
+
+class Attention(nnx.Module):
+    """Rotary grouped-query self-attention. State: ``{"q", "k", "v", "o"}`` (each ``{"w"}``, q/k/v with ``"b"``
+    when ``qkv_bias``), plus ``{"q_norm", "k_norm"}`` (each ``{"scale"}``) when ``qk_norm``."""
+
+    def __init__(
+        self,
+        dim: int,
+        heads: int,
+        kv_heads: int,
+        head_dim: int,
+        *,
+        eps: float,
+        qkv_bias: bool = False,
+        qk_norm: bool = False,
+        lead: tuple[int, ...] = (),
+    ):
+        self.q = Linear(dim, heads * head_dim, bias=qkv_bias, lead=lead)
+        self.k = Linear(dim, kv_heads * head_dim, bias=qkv_bias, lead=lead)
+        self.v = Linear(dim, kv_heads * head_dim, bias=qkv_bias, lead=lead)
+        if qk_norm:
+            self.q_norm = RMSNorm(head_dim, eps, lead=lead)
+            self.k_norm = RMSNorm(head_dim, eps, lead=lead)
+        self.o = Linear(heads * head_dim, dim, lead=lead)
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
+
+    def project(
+        self, h: Float[Array, "B T D"], rope: tuple[Array, Array]
+    ) -> tuple[Float[Array, "B T H d"], Float[Array, "B T G d"], Float[Array, "B T G d"]]:
+        """Queries and keys (head-normalised when ``qk_norm``, then rotated by ``rope = (cos, sin)``) and values."""
+        B, T, _ = h.shape
+        q = self.q(h).reshape(B, T, self.heads, self.head_dim)
+        k = self.k(h).reshape(B, T, self.kv_heads, self.head_dim)
+        if hasattr(self, "q_norm"):
+            q, k = self.q_norm(q), self.k_norm(k)
+        cos, sin = rope
+        return apply_rope(q, cos, sin), apply_rope(k, cos, sin), self.v(h).reshape(B, T, self.kv_heads, self.head_dim)
+
+    def attend(
+        self,
+        q: Float[Array, "B T H d"],
+        k: Float[Array, "B S G d"],
+        v: Float[Array, "B S G d"],
+        allowed: Bool[Array, "B 1 T S"],
+        bias: Array | None = None,
+    ) -> Float[Array, "B T D"]:
+        """The output projection of the queries' attention over the (cached) keys and values."""
+        B, T = q.shape[:2]
+        return self.o(attention(q, k, v, allowed, head_scale(self.head_dim), bias=bias).reshape(B, T, -1))

@@ -1,0 +1,125 @@
+"""The llama-like decoder, built from named sub-modules: Llama, Mistral, Qwen2, Phi-3 and Qwen3 set its
+flags from their Hugging Face configs (``qkv_bias``: Qwen2; ``qk_norm``: Qwen3).
+
+A pre-norm block, ``x + attn(attn_norm(x))`` then ``x + mlp(mlp_norm(x))`` (RMSNorm, rotary grouped-query
+:class:`~jaxassoc.models.attention.Attention`, SwiGLU :class:`~jaxassoc.models.mlp.GatedMLP`), stacked on a
+leading layer axis in :class:`~jaxassoc.models.layers.RotaryBody`. Every member's state has the same paths:
+``{"embed", "layers": {"attn_norm": {"scale"}, "attn": {"q", "k", "v", "o", ...}, "mlp_norm": {"scale"},
+"mlp": {"gate", "up", "down"}}, "norm"}``; :func:`params_from_hf` reads them from the Hugging Face layout.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+from flax import nnx
+
+from jaxassoc.models.attention import Attention
+from jaxassoc.models.base import Head
+from jaxassoc.models.checkpoint import TensorTaker
+from jaxassoc.models.family import param_shapes
+from jaxassoc.models.layers import CausalBlock, RotaryBody
+from jaxassoc.models.mlp import GatedMLP
+from jaxassoc.models.norms import RMSNorm
+
+
+class LlamaLikeBlock(CausalBlock):
+    """One decoder layer from a llama-like config (``hidden_size``, ``intermediate_size``, heads, ``head_dim``,
+    ``rms_norm_eps``, and the flags ``qkv_bias``, ``qk_norm``); ``lead`` stacks the layers' parameters."""
+
+    def __init__(self, config: Any, *, lead: tuple[int, ...] = ()):
+        c = config
+        D, eps = c.hidden_size, c.rms_norm_eps
+        self.attn_norm = RMSNorm(D, eps, lead=lead)
+        self.attn = Attention(
+            D,
+            c.num_attention_heads,
+            c.num_key_value_heads,
+            c.head_dim,
+            eps=eps,
+            qkv_bias=c.qkv_bias,
+            qk_norm=c.qk_norm,
+            lead=lead,
+        )
+        self.mlp_norm = RMSNorm(D, eps, lead=lead)
+        self.mlp = GatedMLP(D, c.intermediate_size, lead=lead)
+
+    def project(self, x, rope):
+        """Queries, rotated keys and values of the layer's normalised input; ``rope`` is ``(cos, sin)``."""
+        return self.attn.project(self.attn_norm(x), rope)
+
+    def attend(self, x, q, k, v, allowed, bias=None):
+        """``x + attn`` (queries of x's tokens over the given keys/values), then ``x + mlp(mlp_norm(x))``."""
+        x = x + self.attn.attend(q, k, v, allowed, bias)
+        return x + self.mlp(self.mlp_norm(x))
+
+
+class LlamaLike(RotaryBody):
+    """The llama-like body (:class:`~jaxassoc.models.layers.RotaryBody` of :class:`LlamaLikeBlock`)."""
+
+    block = LlamaLikeBlock
+
+
+def new_body(config: Any, body: Mapping | None = None) -> LlamaLike:
+    """The body module (zero parameters); every body of one config has the same structure."""
+    return LlamaLike(config)
+
+
+_ATTENTION = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "q_norm": "q_norm", "k_norm": "k_norm"}
+"""Our attention sub-module -> its Hugging Face name under ``self_attn``."""
+
+
+def params_from_hf(tensors: Mapping[str, np.ndarray], config: Any) -> dict[str, Any]:
+    """``{"body", "head"}`` from Hugging Face tensors (``model.layers.N.self_attn.q_proj.weight``, ...), each
+    layer's stacked on a leading axis and projections transposed to ``(in, out)``; the head is a separate
+    copy even for tied checkpoints. One ModelError names every missing, unexpected or misshapen tensor."""
+    tensors = {k: v for k, v in tensors.items() if not k.endswith("rotary_emb.inv_freq")}  # old checkpoints
+    shapes = param_shapes(nnx.eval_shape(lambda: new_body(config)))
+    take = TensorTaker(tensors, prefixes=("model.",), outside=("lm_head.",))
+    n, layer = config.num_hidden_layers, shapes["layers"]
+    layers = {
+        "attn_norm": take.stacked("layers.{}.input_layernorm", n, layer["attn_norm"]),
+        "attn": {
+            name: take.stacked(f"layers.{{}}.self_attn.{_ATTENTION[name]}", n, leaves)
+            for name, leaves in layer["attn"].items()
+        },
+        "mlp_norm": take.stacked("layers.{}.post_attention_layernorm", n, layer["mlp_norm"]),
+        "mlp": {name: take.stacked(f"layers.{{}}.mlp.{name}_proj", n, leaves) for name, leaves in layer["mlp"].items()},
+    }
+    embed = take.take("embed_tokens.weight", shapes["embed"])
+    norm = take.take("norm.weight", shapes["norm"])
+    if take.has("lm_head.weight") or not config.tie_word_embeddings:
+        head_W = take.take("lm_head.weight", shapes["embed"])
+    else:
+        head_W = embed  # untied: placing the params gives it its own device buffer
+    take.finish(config.model_type)
+    return {"body": {"embed": embed, "layers": layers, "norm": norm}, "head": Head(W=head_W, b=None)}
+
+
+L, E = "layers", "embed"
+AXES = {
+    "body/embed": ("vocab", E),
+    "body/layers/attn_norm/scale": (L, None),
+    "body/layers/attn/q/w": (L, E, "heads"),
+    "body/layers/attn/k/w": (L, E, "kv_heads"),
+    "body/layers/attn/v/w": (L, E, "kv_heads"),
+    "body/layers/attn/q/b": (L, "heads"),  # qkv_bias (Qwen2)
+    "body/layers/attn/k/b": (L, "kv_heads"),
+    "body/layers/attn/v/b": (L, "kv_heads"),
+    "body/layers/attn/q_norm/scale": (L, None),  # qk_norm (Qwen3): one head dimension, shared by the heads
+    "body/layers/attn/k_norm/scale": (L, None),
+    "body/layers/attn/o/w": (L, "heads", E),
+    "body/layers/mlp_norm/scale": (L, None),
+    "body/layers/mlp/gate/w": (L, E, "mlp"),
+    "body/layers/mlp/up/w": (L, E, "mlp"),
+    "body/layers/mlp/down/w": (L, "mlp", E),
+    "body/norm": (None,),
+    "head/W": ("vocab", E),
+}
+"""Each parameter path's logical axes (``partitioning.RULES`` maps them onto the mesh)."""
+
+
+def units(config: Any) -> dict[str, int]:
+    """The query / key-value heads the ``heads`` / ``kv_heads`` axes hold (a head is never split)."""
+    return {"heads": config.num_attention_heads, "kv_heads": config.num_key_value_heads}
