@@ -11,7 +11,7 @@ from flax import nnx
 from jaxassoc.models import llama_like
 from jaxassoc.models.family import family_for, param_shapes
 
-MEMBERS = ("llama", "qwen2", "phi3", "qwen3")
+MEMBERS = ("llama", "qwen2", "phi3", "qwen3", "mixtral")
 SHARED = {
     "embed",
     "norm",
@@ -23,6 +23,7 @@ SHARED = {
 FLAGGED = {  # what each flag adds, and nothing else
     "qkv_bias": {f"layers/attn/{p}/b" for p in "qkv"},
     "qk_norm": {"layers/attn/q_norm/scale", "layers/attn/k_norm/scale"},
+    "num_local_experts": {"layers/mlp/router/w"},  # the experts keep the MLP's gate/up/down paths
 }
 
 
@@ -40,10 +41,17 @@ def test_every_member_has_the_same_paths_for_the_same_sub_layers(family):
     assert family_for(config.model_type).new_body is llama_like.new_body
     flagged = set().union(*(added for flag, added in FLAGGED.items() if getattr(config, flag)))
     assert paths == SHARED | flagged, sorted(paths ^ (SHARED | flagged))
-    axes = {p.removeprefix("body/") for p in llama_like.AXES if p.startswith("body/")}
+    axes = {p.removeprefix("body/") for p in family_for(config.model_type).axes if p.startswith("body/")}
     assert paths <= axes  # every parameter has its logical axes
 
 
 def test_the_flags_differ_where_the_families_do():
-    flags = {family: (_paths(family)[1].qkv_bias, _paths(family)[1].qk_norm) for family in MEMBERS}
-    assert flags == {"llama": (False, False), "qwen2": (True, False), "phi3": (False, False), "qwen3": (False, True)}
+    configs = {family: _paths(family)[1] for family in MEMBERS}
+    flags = {family: (c.qkv_bias, c.qk_norm, bool(c.num_local_experts)) for family, c in configs.items()}
+    assert flags == {
+        "llama": (False, False, False),
+        "qwen2": (True, False, False),
+        "phi3": (False, False, False),
+        "qwen3": (False, True, False),
+        "mixtral": (False, False, True),
+    }

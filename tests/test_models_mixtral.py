@@ -19,7 +19,7 @@ from jaxassoc.errors import ModelError
 from jaxassoc.models.base import Forward
 from jaxassoc.models.heads import head_logits
 from jaxassoc.models.mixtral import FAMILY as mixtral
-from jaxassoc.models.mixtral.modeling import moe
+from jaxassoc.models.mlp import moe
 from jaxassoc.models.partitioning import device_params
 
 VOCAB = PORT.fields["vocab_size"]
@@ -69,7 +69,7 @@ def numpy_moe(h, router, gate, up, down, k):
 
 def test_moe_layer_matches_a_per_token_numpy_reference_and_transformers(tiny):
     model, config, _, params = tiny
-    layer = {k: np.asarray(v[1], np.float64) for k, v in params["body"]["layers"].items()}
+    layer = {k: np.asarray(v["w"][1], np.float64) for k, v in params["body"]["layers"]["mlp"].items()}
     h = np.random.default_rng(1).normal(size=(2, 7, config.hidden_size))
     ours = np.asarray(
         moe(
@@ -112,8 +112,9 @@ def test_exactly_the_chosen_experts_count(tiny):
     base = _logits(params, config, ids, mask)
 
     def scaled(e):
-        layers = {**body["layers"], "down": body["layers"]["down"].at[0, e].multiply(3.0)}
-        return {**params, "body": {**body, "layers": layers}}
+        mlp = body["layers"]["mlp"]
+        down = {"w": mlp["down"]["w"].at[0, e].multiply(3.0)}
+        return {**params, "body": {**body, "layers": {**body["layers"], "mlp": {**mlp, "down": down}}}}
 
     moved = [np.abs(_logits(scaled(e), config, ids, mask) - base).max() > 1e-4 for e in range(config.num_local_experts)]
     assert sum(moved) == config.num_experts_per_tok, moved
@@ -134,8 +135,10 @@ def test_the_fused_transformers_5_layout_loads_the_same_parameters(tiny):
         fused[f"model.layers.{i}.mlp.experts.down_proj"] = expert("w2")
     assert fused["model.layers.0.mlp.experts.gate_up_proj"].shape == (4, 2 * F, config.hidden_size)
     loaded = device_params(mixtral.params_from_hf(fused, config))
-    for leaf, value in params["body"]["layers"].items():
-        np.testing.assert_array_equal(np.asarray(loaded["body"]["layers"][leaf]), np.asarray(value), err_msg=leaf)
+    for (path, value), (_, got) in zip(
+        jax.tree_util.tree_leaves_with_path(params["body"]), jax.tree_util.tree_leaves_with_path(loaded["body"])
+    ):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(value), err_msg=jax.tree_util.keystr(path))
     missing = {k: v for k, v in fused.items() if k != "model.layers.1.mlp.experts.down_proj"}
     with pytest.raises(ModelError, match=r"model\.layers\.1\.mlp\.experts\.down_proj"):
         mixtral.params_from_hf(missing, config)

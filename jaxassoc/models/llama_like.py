@@ -1,11 +1,13 @@
-"""The llama-like decoder, built from named sub-modules: Llama, Mistral, Qwen2, Phi-3 and Qwen3 set its
-flags from their Hugging Face configs (``qkv_bias``: Qwen2; ``qk_norm``: Qwen3).
+"""The llama-like decoder, built from named sub-modules: Llama, Mistral, Qwen2, Phi-3, Qwen3 and Mixtral set
+its flags from their Hugging Face configs (``qkv_bias``: Qwen2; ``qk_norm``: Qwen3; ``num_local_experts``
+and ``num_experts_per_tok``: Mixtral's mixture of experts in place of the MLP).
 
 A pre-norm block, ``x + attn(attn_norm(x))`` then ``x + mlp(mlp_norm(x))`` (RMSNorm, rotary grouped-query
 :class:`~jaxassoc.models.attention.Attention`, SwiGLU :class:`~jaxassoc.models.mlp.GatedMLP`), stacked on a
 leading layer axis in :class:`~jaxassoc.models.layers.RotaryBody`. Every member's state has the same paths:
 ``{"embed", "layers": {"attn_norm": {"scale"}, "attn": {"q", "k", "v", "o", ...}, "mlp_norm": {"scale"},
-"mlp": {"gate", "up", "down"}}, "norm"}``; :func:`params_from_hf` reads them from the Hugging Face layout.
+"mlp": {"gate", "up", "down"} (with experts also "router")}, "norm"}``; :func:`params_from_hf` reads them
+from the Hugging Face layout.
 """
 
 from __future__ import annotations
@@ -17,16 +19,17 @@ from flax import nnx
 
 from jaxassoc.models.attention import Attention
 from jaxassoc.models.base import Head
-from jaxassoc.models.checkpoint import TensorTaker
+from jaxassoc.models.checkpoint import LayerStack, TensorTaker
 from jaxassoc.models.family import param_shapes
 from jaxassoc.models.layers import CausalBlock, RotaryBody
-from jaxassoc.models.mlp import GatedMLP
+from jaxassoc.models.mlp import GatedMLP, MoE
 from jaxassoc.models.norms import RMSNorm
 
 
 class LlamaLikeBlock(CausalBlock):
     """One decoder layer from a llama-like config (``hidden_size``, ``intermediate_size``, heads, ``head_dim``,
-    ``rms_norm_eps``, and the flags ``qkv_bias``, ``qk_norm``); ``lead`` stacks the layers' parameters."""
+    ``rms_norm_eps``, the flags ``qkv_bias``, ``qk_norm`` and, for a mixture of experts, ``num_local_experts``
+    and ``num_experts_per_tok``); ``lead`` stacks the layers' parameters."""
 
     def __init__(self, config: Any, *, lead: tuple[int, ...] = ()):
         c = config
@@ -43,7 +46,10 @@ class LlamaLikeBlock(CausalBlock):
             lead=lead,
         )
         self.mlp_norm = RMSNorm(D, eps, lead=lead)
-        self.mlp = GatedMLP(D, c.intermediate_size, lead=lead)
+        if c.num_local_experts:
+            self.mlp = MoE(D, c.intermediate_size, c.num_local_experts, c.num_experts_per_tok, lead=lead)
+        else:
+            self.mlp = GatedMLP(D, c.intermediate_size, lead=lead)
 
     def project(self, x, rope):
         """Queries, rotated keys and values of the layer's normalised input; ``rope`` is ``(cos, sin)``."""
@@ -85,7 +91,7 @@ def params_from_hf(tensors: Mapping[str, np.ndarray], config: Any) -> dict[str, 
             for name, leaves in layer["attn"].items()
         },
         "mlp_norm": take.stacked("layers.{}.post_attention_layernorm", n, layer["mlp_norm"]),
-        "mlp": {name: take.stacked(f"layers.{{}}.mlp.{name}_proj", n, leaves) for name, leaves in layer["mlp"].items()},
+        "mlp": _mlp(take, config, layer["mlp"]),
     }
     embed = take.take("embed_tokens.weight", shapes["embed"])
     norm = take.take("norm.weight", shapes["norm"])
@@ -95,6 +101,47 @@ def params_from_hf(tensors: Mapping[str, np.ndarray], config: Any) -> dict[str, 
         head_W = embed  # untied: placing the params gives it its own device buffer
     take.finish(config.model_type)
     return {"body": {"embed": embed, "layers": layers, "norm": norm}, "head": Head(W=head_W, b=None)}
+
+
+def _mlp(take: TensorTaker, config: Any, shapes: Mapping[str, Any]) -> dict:
+    """The MLP's (or the experts') stacked leaves, from either expert layout of the hub."""
+    n = config.num_hidden_layers
+    if not config.num_local_experts:
+        return {name: take.stacked(f"layers.{{}}.mlp.{name}_proj", n, leaves) for name, leaves in shapes.items()}
+    fused = any(".mlp.experts." in name for name in take.tensors)
+    read = _fused_experts if fused else _per_expert
+    per_layer = [read(take, i, config, {leaf: s["w"][1:] for leaf, s in shapes.items()}) for i in range(n)]
+    return {leaf: {"w": LayerStack([layer[leaf] for layer in per_layer])} for leaf in shapes}
+
+
+_EXPERT = {"gate": "w1", "up": "w3", "down": "w2"}  # our expert leaf -> the hub's per-expert name
+
+
+def _per_expert(take: TensorTaker, i: int, config: Any, shapes: dict) -> dict[str, Any]:
+    """Layer ``i``'s router and experts from the hub layout (``block_sparse_moe.experts.J.w1``, ...)."""
+    moe = f"layers.{i}.block_sparse_moe"
+    out = {"router": take.take(f"{moe}.gate.weight", shapes["router"], transpose=True)}
+    for leaf, name in _EXPERT.items():
+        out[leaf] = LayerStack(
+            [
+                take.take(f"{moe}.experts.{j}.{name}.weight", shapes[leaf][1:], transpose=True)
+                for j in range(config.num_local_experts)
+            ]
+        )
+    return out
+
+
+def _fused_experts(take: TensorTaker, i: int, config: Any, shapes: dict) -> dict[str, np.ndarray]:
+    """Layer ``i``'s router and experts from transformers 5's fused 3-D layout (views, no copy)."""
+    E, D, F = config.num_local_experts, config.hidden_size, config.intermediate_size
+    gate_up = take.take(f"layers.{i}.mlp.experts.gate_up_proj", (E, 2 * F, D))
+    down = take.take(f"layers.{i}.mlp.experts.down_proj", (E, D, F))
+    return {
+        "router": take.take(f"layers.{i}.mlp.gate.weight", shapes["router"], transpose=True),
+        "gate": gate_up[:, :F].transpose(0, 2, 1),
+        "up": gate_up[:, F:].transpose(0, 2, 1),
+        "down": down.transpose(0, 2, 1),
+    }
 
 
 L, E = "layers", "embed"
@@ -118,6 +165,17 @@ AXES = {
     "head/W": ("vocab", E),
 }
 """Each parameter path's logical axes (``partitioning.RULES`` maps them onto the mesh)."""
+
+MOE_AXES = {
+    **{path: axes for path, axes in AXES.items() if not path.startswith("body/layers/mlp/")},
+    "body/layers/mlp/router/w": (L, E, None),
+    "body/layers/mlp/gate/w": (L, None, E, "mlp"),
+    "body/layers/mlp/up/w": (L, None, E, "mlp"),
+    "body/layers/mlp/down/w": (L, None, "mlp", E),
+}
+"""The axes with a mixture of experts (Mixtral): the experts' axis is not sharded; each expert's hidden
+(``mlp``) dimension is split over tensor parallelism instead, so every device holds a slice of every expert
+and the dense expert computation needs no all-to-all."""
 
 
 def units(config: Any) -> dict[str, int]:

@@ -1,8 +1,9 @@
-"""Feed-forward layers as NNX modules."""
+"""Feed-forward layers as NNX modules: the SwiGLU MLP and a mixture of SwiGLU experts."""
 
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 from flax import nnx
 from jaxtyping import Array, Float
 
@@ -19,3 +20,45 @@ class GatedMLP(nnx.Module):
 
     def __call__(self, x: Float[Array, "... D"]) -> Float[Array, "... D"]:
         return self.down(jax.nn.silu(self.gate(x)) * self.up(x))
+
+
+def routing_weights(router_logits: Float[Array, "... E"], k: int) -> Float[Array, "... E"]:
+    """Each expert's weight per token (float32): the softmax probabilities of the top ``k`` experts,
+    renormalised to sum to 1, and 0 for the others (Mixtral's router; Jiang et al. 2024, eqs. 1-2)."""
+    probs = jax.nn.softmax(router_logits.astype(jnp.float32), axis=-1)
+    top, chosen = jax.lax.top_k(probs, k)
+    top = top / top.sum(-1, keepdims=True)
+    return jnp.sum(jax.nn.one_hot(chosen, probs.shape[-1], dtype=jnp.float32) * top[..., None], axis=-2)
+
+
+def moe(
+    h: Float[Array, "B T D"],
+    router: Float[Array, "D E"],
+    gate: Float[Array, "E D F"],
+    up: Float[Array, "E D F"],
+    down: Float[Array, "E F D"],
+    k: int,
+) -> Float[Array, "B T D"]:
+    """The sparse mixture of SwiGLU experts, computed densely: ``sum_e w_e(h) * down_e(silu(h gate_e) * h up_e)``."""
+    weights = routing_weights(h @ router, k).astype(h.dtype)
+    inner = jax.nn.silu(jnp.einsum("btd,edf->btef", h, gate)) * jnp.einsum("btd,edf->btef", h, up)
+    return jnp.einsum("btef,efd->btd", inner * weights[..., None], down)
+
+
+class MoE(nnx.Module):
+    """A sparse mixture of ``experts`` SwiGLU experts, the top ``k`` per token (Jiang et al. 2024; Shazeer et
+    al. 2017), computed *densely*: every expert runs on every token, weighted by its routing weight (0 for
+    the experts not chosen), which equals the sparse dispatch exactly (same ``top_k`` selection as
+    ``torch.topk`` up to exact ties) at ``experts / k`` times the expert FLOPs. Router logits in the
+    parameters' dtype, routing weights in float32 (transformers' Mixtral). State: ``{"router", "gate", "up",
+    "down"}`` (each ``{"w"}``; the experts' weights stacked on an expert axis after the layer axis)."""
+
+    def __init__(self, dim: int, hidden: int, experts: int, k: int, *, lead: tuple[int, ...] = ()):
+        self.router = Linear(dim, experts, lead=lead)
+        self.gate = Linear(dim, hidden, lead=(*lead, experts))
+        self.up = Linear(dim, hidden, lead=(*lead, experts))
+        self.down = Linear(hidden, dim, lead=(*lead, experts))
+        self.k = k
+
+    def __call__(self, x: Float[Array, "B T D"]) -> Float[Array, "B T D"]:
+        return moe(x, self.router.w[...], self.gate.w[...], self.up.w[...], self.down.w[...], self.k)

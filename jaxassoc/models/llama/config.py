@@ -33,6 +33,8 @@ class LlamaConfig:
     qkv_bias: bool = False  # Qwen2: biases on the query, key and value projections (not the output's)
     local_layers: tuple[bool, ...] | None = None  # Qwen2: the layers using sliding_window (None: all)
     qk_norm: bool = False  # per-head RMSNorm of queries and keys (Qwen3 only)
+    num_local_experts: int | None = None  # a mixture of experts in place of the MLP (Mixtral only)
+    num_experts_per_tok: int | None = None
 
     @property
     def max_positions(self) -> int:

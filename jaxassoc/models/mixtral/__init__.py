@@ -1,12 +1,11 @@
-"""Mixtral (``model_type`` mixtral): ``config`` (MixtralConfig), ``params`` (HF tensors, hub or fused expert
-layout -> module state), ``modeling`` (the NNX body, dense top-k mixture of experts), ``sharding`` (logical
-axes). ``FAMILY`` is what :mod:`jaxassoc.models.family` registers."""
+"""Mixtral (``model_type`` mixtral; Jiang et al. 2024, "Mixtral of Experts"): ``config`` reads a HF config into
+a MixtralConfig, Mistral's attention with a mixture of SwiGLU experts (:class:`jaxassoc.models.mlp.MoE`) in
+place of the MLP; the body, its parameters (hub or fused expert layout) and their axes are the llama-like
+decoder's (:mod:`jaxassoc.models.llama_like`). ``FAMILY`` is what :mod:`jaxassoc.models.family` registers."""
 
 from jaxassoc.models.family import Family
+from jaxassoc.models.llama_like import MOE_AXES, new_body, params_from_hf, units
 from jaxassoc.models.mixtral.config import config_from_hf
-from jaxassoc.models.mixtral.modeling import new_body
-from jaxassoc.models.mixtral.params import params_from_hf
-from jaxassoc.models.mixtral.sharding import AXES, units
 
 FAMILY = Family(
     name="mixtral",
@@ -15,6 +14,6 @@ FAMILY = Family(
     config_from_hf=config_from_hf,
     params_from_hf=params_from_hf,
     new_body=new_body,
-    axes=AXES,
+    axes=MOE_AXES,
     units=units,
 )

@@ -50,6 +50,8 @@ class MixtralConfig:
     tie_word_embeddings: bool = False
     sliding_window: int | None = None  # a token sees itself and the previous window-1 tokens
     model_type: str = MODEL_TYPE
+    qkv_bias: bool = False  # the llama-like flags (jaxassoc.models.llama_like): Mistral's attention
+    qk_norm: bool = False
 
     @property
     def max_positions(self) -> int:

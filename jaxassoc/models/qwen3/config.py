@@ -33,6 +33,8 @@ class Qwen3Config:
     model_type: str = MODEL_TYPE
     qkv_bias: bool = False  # the llama-like flags (jaxassoc.models.llama_like): no q/k/v biases,
     qk_norm: bool = True  # and each query and key head RMS-normalised before the rotation
+    num_local_experts: int | None = None  # no mixture of experts
+    num_experts_per_tok: int | None = None
 
     @property
     def max_positions(self) -> int:
