@@ -50,7 +50,7 @@ def test_a_dimension_the_axis_does_not_divide_is_replicated_and_logged_once(tiny
     attn = specs["body"]["layers"]["attn"]
     assert attn["q"]["w"] == P(None, "fsdp", "tp") and attn["o"]["w"] == P(None, "tp", "fsdp")
     assert attn["k"]["w"] == P(None, "fsdp", None) and attn["v"]["w"] == P(None, "fsdp", None)
-    assert specs["head"].W == P("tp", "fsdp") and specs["body"]["norm"] == P(None)
+    assert specs["head"].W == P("tp", "fsdp") and specs["body"]["final_norm"]["scale"] == P(None)
     records = [r.getMessage() for r in caplog.records]
     assert len(records) == 1, records
     assert "body/layers/attn/k/w (kv_heads=2 over tp=4)" in records[0] and "body/layers/attn/v/w" in records[0]

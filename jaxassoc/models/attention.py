@@ -2,12 +2,13 @@
 
 Query, key, value and output projections (``q``, ``k``, ``v``, ``o``: :class:`~jaxassoc.models.linear.Linear`),
 grouped-query heads (Ainslie et al. 2023: ``kv_heads`` key/value heads shared by the query heads), optional
-biases on q/k/v (Qwen2) and optional per-head RMSNorm of queries and keys before the rotation (``q_norm``,
-``k_norm``; Qwen3). The scores follow :func:`jaxassoc.models.layers.attention` (Vaswani et al. 2017, eq. 1).
+biases on q/k/v (Qwen2), optional per-head RMSNorm of queries and keys before the rotation (``q_norm``,
+``k_norm``; Qwen3) and optional clamping of the projections to ``±clip`` (OLMo). The scores follow :func:`jaxassoc.models.layers.attention` (Vaswani et al. 2017, eq. 1).
 """
 
 from __future__ import annotations
 
+import jax.numpy as jnp
 from flax import nnx
 from jaxtyping import Array, Bool, Float
 
@@ -30,6 +31,7 @@ class Attention(nnx.Module):
         eps: float,
         qkv_bias: bool = False,
         qk_norm: bool = False,
+        clip: float | None = None,
         lead: tuple[int, ...] = (),
     ):
         self.q = Linear(dim, heads * head_dim, bias=qkv_bias, lead=lead)
@@ -39,19 +41,22 @@ class Attention(nnx.Module):
             self.q_norm = RMSNorm(head_dim, eps, lead=lead)
             self.k_norm = RMSNorm(head_dim, eps, lead=lead)
         self.o = Linear(heads * head_dim, dim, lead=lead)
-        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
+        self.heads, self.kv_heads, self.head_dim, self.clip = heads, kv_heads, head_dim, clip
 
     def project(
         self, h: Float[Array, "B T D"], rope: tuple[Array, Array]
     ) -> tuple[Float[Array, "B T H d"], Float[Array, "B T G d"], Float[Array, "B T G d"]]:
         """Queries and keys (head-normalised when ``qk_norm``, then rotated by ``rope = (cos, sin)``) and values."""
         B, T, _ = h.shape
-        q = self.q(h).reshape(B, T, self.heads, self.head_dim)
-        k = self.k(h).reshape(B, T, self.kv_heads, self.head_dim)
+        q, k, v = self.q(h), self.k(h), self.v(h)
+        if self.clip is not None:
+            q, k, v = (jnp.clip(a, -self.clip, self.clip) for a in (q, k, v))
+        q = q.reshape(B, T, self.heads, self.head_dim)
+        k = k.reshape(B, T, self.kv_heads, self.head_dim)
         if hasattr(self, "q_norm"):
             q, k = self.q_norm(q), self.k_norm(k)
         cos, sin = rope
-        return apply_rope(q, cos, sin), apply_rope(k, cos, sin), self.v(h).reshape(B, T, self.kv_heads, self.head_dim)
+        return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v.reshape(B, T, self.kv_heads, self.head_dim)
 
     def attend(
         self,

@@ -1,17 +1,21 @@
-"""The llama-like decoder, built from named sub-modules: Llama, Mistral, Qwen2, Phi-3, Qwen3 and Mixtral set
-its flags from their Hugging Face configs (``qkv_bias``: Qwen2; ``qk_norm``: Qwen3; ``num_local_experts``
-and ``num_experts_per_tok``: Mixtral's mixture of experts in place of the MLP).
+"""The llama-like decoder, built from named sub-modules: Llama, Mistral, Qwen2, Phi-3, Qwen3, Mixtral and
+OLMo read their Hugging Face configs into one :class:`LlamaLikeConfig`, whose flags say what differs
+(``qkv_bias``: Qwen2; ``qk_norm``: Qwen3; ``num_local_experts`` / ``num_experts_per_tok``: Mixtral's mixture
+of experts in place of the MLP; ``norm="layer"`` and ``clip_qkv``: OLMo's parameter-free LayerNorm and
+clamped projections; ``sliding_window`` / ``local_layers``: Mistral, Qwen2, Phi-3).
 
-A pre-norm block, ``x + attn(attn_norm(x))`` then ``x + mlp(mlp_norm(x))`` (RMSNorm, rotary grouped-query
-:class:`~jaxassoc.models.attention.Attention`, SwiGLU :class:`~jaxassoc.models.mlp.GatedMLP`), stacked on a
-leading layer axis in :class:`~jaxassoc.models.layers.RotaryBody`. Every member's state has the same paths:
-``{"embed", "layers": {"attn_norm": {"scale"}, "attn": {"q", "k", "v", "o", ...}, "mlp_norm": {"scale"},
-"mlp": {"gate", "up", "down"} (with experts also "router")}, "norm"}``; :func:`params_from_hf` reads them
-from the Hugging Face layout.
+A pre-norm block, ``x + attn(attn_norm(x))`` then ``x + mlp(mlp_norm(x))`` (rotary grouped-query
+:class:`~jaxassoc.models.attention.Attention`, SwiGLU :class:`~jaxassoc.models.mlp.GatedMLP` or
+:class:`~jaxassoc.models.mlp.MoE`), stacked on a leading layer axis and scanned. Every member's state has
+the same paths: ``{"embed", "layers": {"attn_norm": {"scale"}, "attn": {"q", "k", "v", "o", ...},
+"mlp_norm": {"scale"}, "mlp": {"gate", "up", "down"} (with experts also "router")}, "final_norm":
+{"scale"}}`` (OLMo's norms hold no parameters); :func:`params_from_hf` reads them from the Hugging Face
+layout.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
 import numpy as np
@@ -21,9 +25,48 @@ from jaxassoc.models.attention import Attention
 from jaxassoc.models.base import Head
 from jaxassoc.models.checkpoint import LayerStack, TensorTaker
 from jaxassoc.models.family import param_shapes
-from jaxassoc.models.layers import CausalBlock, RotaryBody
+from jaxassoc.models.layers import CausalBlock, CausalBody, RopeScaling, rope_tables, zeros
 from jaxassoc.models.mlp import GatedMLP, MoE
-from jaxassoc.models.norms import RMSNorm
+from jaxassoc.models.norms import ParameterFreeLayerNorm, RMSNorm
+
+
+@dataclasses.dataclass(frozen=True)
+class LlamaLikeConfig:
+    """The hyper-parameters of a llama-like forward pass and its flags (hashable: a static argument under
+    jit). Each member family's ``config_from_hf`` sets them from its HF config and refuses what none covers."""
+
+    model_type: str
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    rms_norm_eps: float  # every norm's epsilon
+    rope_theta: float
+    max_position_embeddings: int
+    tie_word_embeddings: bool = False
+    sliding_window: int | None = None  # a token sees itself and the previous window-1 tokens
+    local_layers: tuple[bool, ...] | None = None  # the layers using sliding_window (None: all)
+    rope_scaling: RopeScaling | None = None  # None: unscaled rotary frequencies
+    qkv_bias: bool = False  # biases on the query, key and value projections (Qwen2)
+    qk_norm: bool = False  # per-head RMSNorm of queries and keys before the rotation (Qwen3)
+    num_local_experts: int | None = None  # a mixture of experts in place of the MLP (Mixtral)
+    num_experts_per_tok: int | None = None
+    norm: str = "rms"  # "rms": RMSNorm; "layer": LayerNorm without scale or bias (OLMo)
+    clip_qkv: float | None = None  # queries, keys and values clamped to ±clip_qkv (OLMo)
+
+    @property
+    def max_positions(self) -> int:
+        return self.max_position_embeddings
+
+
+def make_norm(config: LlamaLikeConfig, *, lead: tuple[int, ...] = ()) -> nnx.Module:
+    """The config's norm over ``hidden_size``: RMSNorm, or OLMo's parameter-free LayerNorm."""
+    if config.norm == "layer":
+        return ParameterFreeLayerNorm(config.rms_norm_eps)
+    return RMSNorm(config.hidden_size, config.rms_norm_eps, lead=lead)
 
 
 class LlamaLikeBlock(CausalBlock):
@@ -31,10 +74,10 @@ class LlamaLikeBlock(CausalBlock):
     ``rms_norm_eps``, the flags ``qkv_bias``, ``qk_norm`` and, for a mixture of experts, ``num_local_experts``
     and ``num_experts_per_tok``); ``lead`` stacks the layers' parameters."""
 
-    def __init__(self, config: Any, *, lead: tuple[int, ...] = ()):
+    def __init__(self, config: LlamaLikeConfig, *, lead: tuple[int, ...] = ()):
         c = config
         D, eps = c.hidden_size, c.rms_norm_eps
-        self.attn_norm = RMSNorm(D, eps, lead=lead)
+        self.attn_norm = make_norm(c, lead=lead)
         self.attn = Attention(
             D,
             c.num_attention_heads,
@@ -43,9 +86,10 @@ class LlamaLikeBlock(CausalBlock):
             eps=eps,
             qkv_bias=c.qkv_bias,
             qk_norm=c.qk_norm,
+            clip=c.clip_qkv,
             lead=lead,
         )
-        self.mlp_norm = RMSNorm(D, eps, lead=lead)
+        self.mlp_norm = make_norm(c, lead=lead)
         if c.num_local_experts:
             self.mlp = MoE(D, c.intermediate_size, c.num_local_experts, c.num_experts_per_tok, lead=lead)
         else:
@@ -61,10 +105,34 @@ class LlamaLikeBlock(CausalBlock):
         return x + self.mlp(self.mlp_norm(x))
 
 
-class LlamaLike(RotaryBody):
-    """The llama-like body (:class:`~jaxassoc.models.layers.RotaryBody` of :class:`LlamaLikeBlock`)."""
+class LlamaLike(CausalBody):
+    """The llama-like body: token embeddings ``embed``, the stacked ``layers`` (:class:`LlamaLikeBlock`), the
+    ``final_norm``, rotary tables (scaled by ``rope_scaling``) and the sliding window on ``local_layers``."""
 
-    block = LlamaLikeBlock
+    def __init__(self, config: LlamaLikeConfig):
+        c = config
+        self.embed = zeros(c.vocab_size, c.hidden_size)
+        self.layers = LlamaLikeBlock(config, lead=(c.num_hidden_layers,))
+        self.final_norm = make_norm(c)
+        self.window = c.sliding_window
+        self.local_layers = c.local_layers
+        self.config = config
+
+    @property
+    def stack(self) -> LlamaLikeBlock:
+        return self.layers
+
+    @property
+    def cache_dims(self) -> tuple[int, int, int]:
+        c = self.config
+        return c.num_hidden_layers, c.num_key_value_heads, c.head_dim
+
+    def embed_inputs(self, input_ids, positions):
+        return self.embed[...][input_ids]
+
+    def block_positions(self, positions, dtype):
+        c = self.config
+        return rope_tables(positions, c.head_dim, c.rope_theta, dtype, c.rope_scaling)
 
 
 def new_body(config: Any, body: Mapping | None = None) -> LlamaLike:
@@ -84,23 +152,30 @@ def params_from_hf(tensors: Mapping[str, np.ndarray], config: Any) -> dict[str, 
     shapes = param_shapes(nnx.eval_shape(lambda: new_body(config)))
     take = TensorTaker(tensors, prefixes=("model.",), outside=("lm_head.",))
     n, layer = config.num_hidden_layers, shapes["layers"]
+    hf_names = {  # our sub-module -> its Hugging Face module inside a layer
+        "attn_norm": "input_layernorm",
+        **{name: f"self_attn.{hf}" for name, hf in _ATTENTION.items()},
+        "mlp_norm": "post_attention_layernorm",
+    }
     layers = {
-        "attn_norm": take.stacked("layers.{}.input_layernorm", n, layer["attn_norm"]),
         "attn": {
-            name: take.stacked(f"layers.{{}}.self_attn.{_ATTENTION[name]}", n, leaves)
-            for name, leaves in layer["attn"].items()
+            name: take.stacked(f"layers.{{}}.{hf_names[name]}", n, leaves) for name, leaves in layer["attn"].items()
         },
-        "mlp_norm": take.stacked("layers.{}.post_attention_layernorm", n, layer["mlp_norm"]),
         "mlp": _mlp(take, config, layer["mlp"]),
     }
+    for norm in ("attn_norm", "mlp_norm"):  # none in OLMo: parameter-free
+        if norm in layer:
+            layers[norm] = take.stacked(f"layers.{{}}.{hf_names[norm]}", n, layer[norm])
     embed = take.take("embed_tokens.weight", shapes["embed"])
-    norm = take.take("norm.weight", shapes["norm"])
     if take.has("lm_head.weight") or not config.tie_word_embeddings:
         head_W = take.take("lm_head.weight", shapes["embed"])
     else:
         head_W = embed  # untied: placing the params gives it its own device buffer
+    body = {"embed": embed, "layers": layers}
+    if "final_norm" in shapes:
+        body["final_norm"] = take.module("norm", shapes["final_norm"])
     take.finish(config.model_type)
-    return {"body": {"embed": embed, "layers": layers, "norm": norm}, "head": Head(W=head_W, b=None)}
+    return {"body": body, "head": Head(W=head_W, b=None)}
 
 
 def _mlp(take: TensorTaker, config: Any, shapes: Mapping[str, Any]) -> dict:
@@ -161,7 +236,7 @@ AXES = {
     "body/layers/mlp/gate/w": (L, E, "mlp"),
     "body/layers/mlp/up/w": (L, E, "mlp"),
     "body/layers/mlp/down/w": (L, "mlp", E),
-    "body/norm": (None,),
+    "body/final_norm/scale": (None,),
     "head/W": ("vocab", E),
 }
 """Each parameter path's logical axes (``partitioning.RULES`` maps them onto the mesh)."""

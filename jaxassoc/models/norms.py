@@ -5,7 +5,7 @@ from __future__ import annotations
 from flax import nnx
 from jaxtyping import Array, Float
 
-from jaxassoc.models.layers import rms_norm, zeros
+from jaxassoc.models.layers import layer_norm, rms_norm, zeros
 
 
 class RMSNorm(nnx.Module):
@@ -17,3 +17,13 @@ class RMSNorm(nnx.Module):
 
     def __call__(self, x: Float[Array, "... D"]) -> Float[Array, "... D"]:
         return rms_norm(x, self.scale[...], self.eps)
+
+
+class ParameterFreeLayerNorm(nnx.Module):
+    """LayerNorm without scale or bias, in float32 (OLMo's ``OlmoLayerNorm``). State: none."""
+
+    def __init__(self, eps: float):
+        self.eps = eps
+
+    def __call__(self, x: Float[Array, "... D"]) -> Float[Array, "... D"]:
+        return layer_norm(x, self.eps)

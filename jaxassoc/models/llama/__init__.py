@@ -1,4 +1,4 @@
-"""Llama and Mistral (``model_type`` llama, mistral): ``config`` reads a HF config into a LlamaConfig; the
+"""Llama and Mistral (``model_type`` llama, mistral): ``config`` reads a HF config into a LlamaLikeConfig; the
 body, its parameters and their axes are the llama-like decoder's (:mod:`jaxassoc.models.llama_like`).
 ``FAMILY`` is what :mod:`jaxassoc.models.family` registers."""
 

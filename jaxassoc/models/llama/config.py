@@ -4,45 +4,15 @@ biases, experts, other activations)."""
 
 from __future__ import annotations
 
-import dataclasses
-
 from jaxassoc.errors import ModelError
-from jaxassoc.models.layers import RopeScaling, rope_scaling_from_hf
+from jaxassoc.models.layers import rope_scaling_from_hf
+from jaxassoc.models.llama_like import LlamaLikeConfig
 
 MODEL_TYPES = ("llama", "mistral")
 
 
-@dataclasses.dataclass(frozen=True)
-class LlamaConfig:
-    """The hyper-parameters the forward pass needs (hashable: a static argument under jit)."""
-
-    model_type: str
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
-    rms_norm_eps: float
-    rope_theta: float
-    max_position_embeddings: int
-    tie_word_embeddings: bool = False
-    sliding_window: int | None = None  # Mistral: a token sees itself and the previous window-1 tokens
-    rope_scaling: RopeScaling | None = None  # None: unscaled rotary frequencies
-    qkv_bias: bool = False  # Qwen2: biases on the query, key and value projections (not the output's)
-    local_layers: tuple[bool, ...] | None = None  # Qwen2: the layers using sliding_window (None: all)
-    qk_norm: bool = False  # per-head RMSNorm of queries and keys (Qwen3 only)
-    num_local_experts: int | None = None  # a mixture of experts in place of the MLP (Mixtral only)
-    num_experts_per_tok: int | None = None
-
-    @property
-    def max_positions(self) -> int:
-        return self.max_position_embeddings
-
-
-def config_from_hf(hf_config: dict) -> LlamaConfig:
-    """A LlamaConfig from a transformers ``config.json`` dict; ModelError for what the port does not implement."""
+def config_from_hf(hf_config: dict) -> LlamaLikeConfig:
+    """A LlamaLikeConfig from a transformers ``config.json`` dict; ModelError for what the port does not implement."""
     model_type = hf_config.get("model_type")
     if model_type not in MODEL_TYPES:
         raise ModelError(f"model_type {model_type!r} is not a llama-family model; expected one of {MODEL_TYPES}")
@@ -63,7 +33,7 @@ def config_from_hf(hf_config: dict) -> LlamaConfig:
         hidden = int(hf_config["hidden_size"])
         heads = int(hf_config["num_attention_heads"])
         kv_heads = int(hf_config.get("num_key_value_heads") or heads)
-        config = LlamaConfig(
+        config = LlamaLikeConfig(
             model_type=model_type,
             vocab_size=int(hf_config["vocab_size"]),
             hidden_size=hidden,

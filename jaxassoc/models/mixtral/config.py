@@ -6,10 +6,9 @@ not change the forward pass in evaluation."""
 
 from __future__ import annotations
 
-import dataclasses
-
 from jaxassoc.errors import ModelError
 from jaxassoc.models.layers import required_fields, unscaled_rope_theta
+from jaxassoc.models.llama_like import LlamaLikeConfig
 
 MODEL_TYPE = "mixtral"
 
@@ -31,39 +30,12 @@ _ROUTING_FIELDS = {
 }
 
 
-@dataclasses.dataclass(frozen=True)
-class MixtralConfig:
-    """The hyper-parameters the forward pass needs (hashable: a static argument under jit)."""
-
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
-    rms_norm_eps: float
-    rope_theta: float
-    max_position_embeddings: int
-    num_local_experts: int
-    num_experts_per_tok: int
-    tie_word_embeddings: bool = False
-    sliding_window: int | None = None  # a token sees itself and the previous window-1 tokens
-    model_type: str = MODEL_TYPE
-    qkv_bias: bool = False  # the llama-like flags (jaxassoc.models.llama_like): Mistral's attention
-    qk_norm: bool = False
-
-    @property
-    def max_positions(self) -> int:
-        return self.max_position_embeddings
-
-
 def _refuse(field: str, value, supported) -> None:
     raise ModelError(f"mixtral config field {field} = {value!r} is not supported by the mixtral port ({supported})")
 
 
-def config_from_hf(hf_config: dict) -> MixtralConfig:
-    """A MixtralConfig from a transformers ``config.json`` dict; ModelError naming every refused field."""
+def config_from_hf(hf_config: dict) -> LlamaLikeConfig:
+    """A LlamaLikeConfig from a transformers ``config.json`` dict; ModelError naming every refused field."""
     if hf_config.get("model_type") != MODEL_TYPE:
         raise ModelError(f"model_type {hf_config.get('model_type')!r} is not a mixtral model")
     if hf_config.get("hidden_act", "silu") != "silu":
@@ -76,7 +48,8 @@ def config_from_hf(hf_config: dict) -> MixtralConfig:
         heads = int(hf_config["num_attention_heads"])
         kv_heads = int(hf_config.get("num_key_value_heads") or heads)
         window = hf_config.get("sliding_window")
-        config = MixtralConfig(
+        config = LlamaLikeConfig(
+            model_type=MODEL_TYPE,
             vocab_size=int(hf_config["vocab_size"]),
             hidden_size=hidden,
             intermediate_size=int(hf_config["intermediate_size"]),

@@ -1,12 +1,11 @@
-"""OLMo (``model_type`` olmo, the ``-hf`` checkpoints): ``config`` (OlmoConfig), ``params`` (HF tensors ->
-module state), ``modeling`` (the NNX body), ``sharding`` (logical axes). ``FAMILY`` is what
-:mod:`jaxassoc.models.family` registers."""
+"""OLMo (``model_type`` olmo, the ``-hf`` checkpoints; Groeneveld et al. 2024): ``config`` reads a HF config
+into a LlamaLikeConfig with OLMo's parameter-free LayerNorm (``norm="layer"``) and ``clip_qkv``; the body, its
+parameters and their axes are the llama-like decoder's (:mod:`jaxassoc.models.llama_like`). ``FAMILY`` is
+what :mod:`jaxassoc.models.family` registers."""
 
 from jaxassoc.models.family import Family
+from jaxassoc.models.llama_like import AXES, new_body, params_from_hf, units
 from jaxassoc.models.olmo.config import config_from_hf
-from jaxassoc.models.olmo.modeling import new_body
-from jaxassoc.models.olmo.params import params_from_hf
-from jaxassoc.models.olmo.sharding import AXES, units
 
 FAMILY = Family(
     name="olmo",

@@ -1,38 +1,16 @@
-"""OLMo's hyper-parameters from a HF ``config.json`` (OlmoConfig, the ``allenai/OLMo-*-hf`` checkpoints; v4 or
+"""OLMo's hyper-parameters from a HF ``config.json`` (LlamaLikeConfig, the ``allenai/OLMo-*-hf`` checkpoints; v4 or
 v5 rotary fields), refusing what the port does not implement."""
 
 from __future__ import annotations
 
-import dataclasses
-
 from jaxassoc.errors import ModelError
 from jaxassoc.models.layers import required_fields
+from jaxassoc.models.llama_like import LlamaLikeConfig
 
 MODEL_TYPES: tuple[str, ...] = ("olmo",)
 
 NORM_EPS = 1e-5
-"""OlmoLayerNorm's epsilon (fixed in transformers; OlmoConfig has no field for it)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class OlmoConfig:
-    """The hyper-parameters the forward pass needs (hashable: a static argument under jit)."""
-
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
-    rope_theta: float
-    max_position_embeddings: int
-    clip_qkv: float | None
-    tie_word_embeddings: bool
-
-    @property
-    def max_positions(self) -> int:
-        return self.max_position_embeddings
+"""OlmoLayerNorm's epsilon (fixed in transformers; LlamaLikeConfig has no field for it)."""
 
 
 def _rope_theta(hf_config: dict) -> float:
@@ -51,8 +29,8 @@ def _rope_theta(hf_config: dict) -> float:
     return float(params.get("rope_theta", hf_config.get("rope_theta", 10000.0)))
 
 
-def config_from_hf(hf_config: dict) -> OlmoConfig:
-    """An OlmoConfig from a HF ``config.json`` dict; ModelError naming each field value the port does not implement."""
+def config_from_hf(hf_config: dict) -> LlamaLikeConfig:
+    """An LlamaLikeConfig from a HF ``config.json`` dict; ModelError naming each field value the port does not implement."""
     if hf_config.get("model_type") not in MODEL_TYPES:
         raise ModelError(f"olmo port: model_type {hf_config.get('model_type')!r} is not one of {MODEL_TYPES}")
     refused = {"hidden_act": "silu", "attention_bias": False}
@@ -63,7 +41,10 @@ def config_from_hf(hf_config: dict) -> OlmoConfig:
         hidden, heads = int(hf_config["hidden_size"]), int(hf_config["num_attention_heads"])
         kv_heads = int(hf_config.get("num_key_value_heads") or heads)
         clip_qkv = hf_config.get("clip_qkv")
-        config = OlmoConfig(
+        config = LlamaLikeConfig(
+            model_type="olmo",
+            norm="layer",
+            rms_norm_eps=NORM_EPS,
             vocab_size=int(hf_config["vocab_size"]),
             hidden_size=hidden,
             intermediate_size=int(hf_config["intermediate_size"]),

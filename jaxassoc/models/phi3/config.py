@@ -1,4 +1,4 @@
-"""Phi-3 hyper-parameters from a transformers ``config.json`` as a llama ``LlamaConfig`` (a sliding window on
+"""Phi-3 hyper-parameters from a transformers ``config.json`` as a llama ``LlamaLikeConfig`` (a sliding window on
 every layer), refusing what the port does not implement: ``longrope`` scaling (the 128k checkpoints) and
 any other rope type, partial rotary (Phi-4-mini), other activations."""
 
@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from jaxassoc.errors import ModelError
 from jaxassoc.models.layers import required_fields
-from jaxassoc.models.llama.config import LlamaConfig, partial_rotary_factor
+from jaxassoc.models.llama.config import partial_rotary_factor
+from jaxassoc.models.llama_like import LlamaLikeConfig
 
 
 def _rope_theta(hf_config: dict) -> float:
@@ -23,8 +24,8 @@ def _rope_theta(hf_config: dict) -> float:
     return float(params.get("rope_theta", hf_config.get("rope_theta", 10000.0)))
 
 
-def config_from_hf(hf_config: dict) -> LlamaConfig:
-    """A LlamaConfig from a Phi-3 ``config.json`` dict; ModelError naming each field value the port does not
+def config_from_hf(hf_config: dict) -> LlamaLikeConfig:
+    """A LlamaLikeConfig from a Phi-3 ``config.json`` dict; ModelError naming each field value the port does not
     implement."""
     model_type = hf_config.get("model_type")
     if model_type != "phi3":
@@ -42,7 +43,7 @@ def config_from_hf(hf_config: dict) -> LlamaConfig:
         heads = int(hf_config["num_attention_heads"])
         kv_heads = int(hf_config.get("num_key_value_heads") or heads)
         window = hf_config.get("sliding_window")
-        config = LlamaConfig(
+        config = LlamaLikeConfig(
             model_type=model_type,
             vocab_size=int(hf_config["vocab_size"]),
             hidden_size=hidden,

@@ -9,11 +9,11 @@ from typing import Any, Mapping
 import numpy as np
 
 from jaxassoc.errors import ModelError
-from jaxassoc.models.llama.config import LlamaConfig
+from jaxassoc.models.llama_like import LlamaLikeConfig
 from jaxassoc.models.llama_like import params_from_hf as llama_params_from_hf
 
 
-def _splits(config: LlamaConfig) -> dict[str, tuple[tuple[str, int], ...]]:
+def _splits(config: LlamaLikeConfig) -> dict[str, tuple[tuple[str, int], ...]]:
     """Fused HF name inside a layer -> its parts (llama name, rows) in order."""
     c = config
     q, kv, F = c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim, c.intermediate_size
@@ -27,7 +27,7 @@ def _splits(config: LlamaConfig) -> dict[str, tuple[tuple[str, int], ...]]:
     }
 
 
-def params_from_hf(tensors: Mapping[str, np.ndarray], config: LlamaConfig) -> dict[str, Any]:
+def params_from_hf(tensors: Mapping[str, np.ndarray], config: LlamaLikeConfig) -> dict[str, Any]:
     """``{"body", "head"}`` from Phi-3's HF tensors (see the module docstring)."""
     out = dict(tensors)
     missing, bad, extra = [], [], []

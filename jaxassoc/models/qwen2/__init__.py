@@ -1,5 +1,5 @@
 """Qwen2 / Qwen2.5 (``model_type`` qwen2): the llama body with query/key/value biases and a sliding window
-on some layers. ``config`` reads the HF config into a llama ``LlamaConfig``; the body, its parameters and
+on some layers. ``config`` reads the HF config into a ``LlamaLikeConfig``; the body, its parameters and
 their axes are the llama-like decoder's (:mod:`jaxassoc.models.llama_like`)."""
 
 from jaxassoc.models.family import Family

@@ -1,4 +1,4 @@
-"""Qwen2 / Qwen2.5 hyper-parameters from a transformers ``config.json`` as a llama ``LlamaConfig`` with
+"""Qwen2 / Qwen2.5 hyper-parameters from a transformers ``config.json`` as a llama ``LlamaLikeConfig`` with
 query/key/value biases and the layers that use the sliding window, refusing what the port does not
 implement (rope types other than default / linear / dynamic / llama3 (e.g. Qwen2.5's long-context yarn),
 partial rotary, other activations, layer types other than full / sliding attention)."""
@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from jaxassoc.errors import ModelError
 from jaxassoc.models.layers import required_fields, rope_scaling_from_hf
-from jaxassoc.models.llama.config import LlamaConfig, partial_rotary_factor
+from jaxassoc.models.llama.config import partial_rotary_factor
+from jaxassoc.models.llama_like import LlamaLikeConfig
 
 LAYER_TYPES = ("full_attention", "sliding_attention")
 
@@ -39,8 +40,8 @@ def local_layers(hf_config: dict, n_layers: int) -> tuple[bool, ...]:
     return flags
 
 
-def config_from_hf(hf_config: dict) -> LlamaConfig:
-    """A LlamaConfig (``qkv_bias``, ``local_layers``) from a Qwen2 ``config.json`` dict; ModelError naming
+def config_from_hf(hf_config: dict) -> LlamaLikeConfig:
+    """A LlamaLikeConfig (``qkv_bias``, ``local_layers``) from a Qwen2 ``config.json`` dict; ModelError naming
     each field value the port does not implement."""
     model_type = hf_config.get("model_type")
     if model_type != "qwen2":
@@ -59,7 +60,7 @@ def config_from_hf(hf_config: dict) -> LlamaConfig:
         kv_heads = int(hf_config.get("num_key_value_heads") or heads)
         n_layers = int(hf_config["num_hidden_layers"])
         flags = local_layers(hf_config, n_layers)
-        config = LlamaConfig(
+        config = LlamaLikeConfig(
             model_type=model_type,
             vocab_size=int(hf_config["vocab_size"]),
             hidden_size=hidden,

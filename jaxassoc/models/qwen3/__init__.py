@@ -1,4 +1,4 @@
-"""Qwen3 (``model_type`` qwen3): ``config`` reads a HF config into a Qwen3Config (``qk_norm``: per-head q/k
+"""Qwen3 (``model_type`` qwen3): ``config`` reads a HF config into a LlamaLikeConfig (``qk_norm``: per-head q/k
 RMSNorm); the body, its parameters and their axes are the llama-like decoder's
 (:mod:`jaxassoc.models.llama_like`). ``FAMILY`` is what :mod:`jaxassoc.models.family` registers."""
 

@@ -4,41 +4,12 @@ SiLU, layer types other than full and sliding-window attention."""
 
 from __future__ import annotations
 
-import dataclasses
-
 from jaxassoc.errors import ModelError
 from jaxassoc.models.layers import required_fields, unscaled_rope_theta
+from jaxassoc.models.llama_like import LlamaLikeConfig
 
 MODEL_TYPE = "qwen3"
 LAYER_TYPES = ("full_attention", "sliding_attention")
-
-
-@dataclasses.dataclass(frozen=True)
-class Qwen3Config:
-    """The hyper-parameters the forward pass needs (hashable: a static argument under jit)."""
-
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int  # independent of hidden_size / num_attention_heads
-    rms_norm_eps: float
-    rope_theta: float
-    max_position_embeddings: int
-    tie_word_embeddings: bool = False
-    sliding_window: int | None = None  # a local layer's token sees itself and the previous window-1 tokens
-    local_layers: tuple[bool, ...] | None = None  # which layers use the window (None: no window at all)
-    model_type: str = MODEL_TYPE
-    qkv_bias: bool = False  # the llama-like flags (jaxassoc.models.llama_like): no q/k/v biases,
-    qk_norm: bool = True  # and each query and key head RMS-normalised before the rotation
-    num_local_experts: int | None = None  # no mixture of experts
-    num_experts_per_tok: int | None = None
-
-    @property
-    def max_positions(self) -> int:
-        return self.max_position_embeddings
 
 
 def _refuse(field: str, value, supported: str) -> None:
@@ -46,7 +17,7 @@ def _refuse(field: str, value, supported: str) -> None:
 
 
 def _window(hf_config: dict, n_layers: int) -> tuple[int | None, tuple[bool, ...] | None]:
-    """(window, which layers use it) as transformers' Qwen3Config derives them: the window only with
+    """(window, which layers use it) as transformers' LlamaLikeConfig derives them: the window only with
     ``use_sliding_window``; ``layer_types``, or else the layers from ``max_window_layers`` on."""
     window = hf_config.get("sliding_window") if hf_config.get("use_sliding_window", False) else None
     types = hf_config.get("layer_types") or [
@@ -64,8 +35,8 @@ def _window(hf_config: dict, n_layers: int) -> tuple[int | None, tuple[bool, ...
     return (int(window), local) if any(local) else (None, None)
 
 
-def config_from_hf(hf_config: dict) -> Qwen3Config:
-    """A Qwen3Config from a transformers ``config.json`` dict; ModelError naming every refused field."""
+def config_from_hf(hf_config: dict) -> LlamaLikeConfig:
+    """A LlamaLikeConfig from a transformers ``config.json`` dict; ModelError naming every refused field."""
     if hf_config.get("model_type") != MODEL_TYPE:
         raise ModelError(f"model_type {hf_config.get('model_type')!r} is not a qwen3 model")
     if hf_config.get("hidden_act", "silu") != "silu":
@@ -77,7 +48,9 @@ def config_from_hf(hf_config: dict) -> Qwen3Config:
         kv_heads = int(hf_config.get("num_key_value_heads") or heads)
         n_layers = int(hf_config["num_hidden_layers"])
         window, local = _window(hf_config, n_layers)
-        config = Qwen3Config(
+        config = LlamaLikeConfig(
+            model_type=MODEL_TYPE,
+            qk_norm=True,
             vocab_size=int(hf_config["vocab_size"]),
             hidden_size=int(hf_config["hidden_size"]),
             intermediate_size=int(hf_config["intermediate_size"]),
