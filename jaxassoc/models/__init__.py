@@ -8,7 +8,7 @@
   HF tensors -> module state; ``modeling.py``: the ``nnx.Module`` body), each exporting a ``FAMILY``
   (``family.Family``, the declared contract; ``family.family_for(model_type)`` is the registry):
   16 families (``family.family_for`` finds one; an unknown ``model_type`` is refused with their list), e.g. ``gpt2``, ``bert`` (BERT and RoBERTa), ``t5``, and the
-  llama-like decoders ``llama`` (Llama, Mistral), ``qwen2``, ``phi3``, ``qwen3``, ``mixtral``, ``olmo``, whose body, parameters and
+  llama-like decoders ``llama`` (Llama, Mistral), ``qwen2``, ``phi3``, ``qwen3``, ``mixtral``, ``olmo``, ``gemma2``, ``gemma3``, whose body, parameters and
   axes are :mod:`~jaxassoc.models.llama_like`'s, built from named sub-modules (``linear``, ``norms``,
   ``attention``, ``mlp``). ``layers``: the shared norm functions, rotary tables, the one attention function,
   masks, KV cache and causal body; layers are stacked and scanned (one block compiled). Adding a family:

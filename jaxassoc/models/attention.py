@@ -3,7 +3,8 @@
 Query, key, value and output projections (``q``, ``k``, ``v``, ``o``: :class:`~jaxassoc.models.linear.Linear`),
 grouped-query heads (Ainslie et al. 2023: ``kv_heads`` key/value heads shared by the query heads), optional
 biases on q/k/v (Qwen2), optional per-head RMSNorm of queries and keys before the rotation (``q_norm``,
-``k_norm``; Qwen3) and optional clamping of the projections to ``±clip`` (OLMo). The scores follow :func:`jaxassoc.models.layers.attention` (Vaswani et al. 2017, eq. 1).
+``k_norm``; Qwen3, Gemma 3 with ``norm_plus_one``), optional clamping of the projections to ``±clip``
+(OLMo), a score ``scale`` other than ``head_dim^-1/2`` and a ``softcap`` of the scores (Gemma 2). The scores follow :func:`jaxassoc.models.layers.attention` (Vaswani et al. 2017, eq. 1).
 """
 
 from __future__ import annotations
@@ -31,17 +32,22 @@ class Attention(nnx.Module):
         eps: float,
         qkv_bias: bool = False,
         qk_norm: bool = False,
+        norm_plus_one: bool = False,
         clip: float | None = None,
+        scale: float | None = None,
+        softcap: float | None = None,
         lead: tuple[int, ...] = (),
     ):
         self.q = Linear(dim, heads * head_dim, bias=qkv_bias, lead=lead)
         self.k = Linear(dim, kv_heads * head_dim, bias=qkv_bias, lead=lead)
         self.v = Linear(dim, kv_heads * head_dim, bias=qkv_bias, lead=lead)
         if qk_norm:
-            self.q_norm = RMSNorm(head_dim, eps, lead=lead)
-            self.k_norm = RMSNorm(head_dim, eps, lead=lead)
+            self.q_norm = RMSNorm(head_dim, eps, plus_one=norm_plus_one, lead=lead)
+            self.k_norm = RMSNorm(head_dim, eps, plus_one=norm_plus_one, lead=lead)
         self.o = Linear(heads * head_dim, dim, lead=lead)
         self.heads, self.kv_heads, self.head_dim, self.clip = heads, kv_heads, head_dim, clip
+        self.scale = head_scale(head_dim) if scale is None else scale
+        self.softcap = softcap
 
     def project(
         self, h: Float[Array, "B T D"], rope: tuple[Array, Array]
@@ -68,4 +74,5 @@ class Attention(nnx.Module):
     ) -> Float[Array, "B T D"]:
         """The output projection of the queries' attention over the (cached) keys and values."""
         B, T = q.shape[:2]
-        return self.o(attention(q, k, v, allowed, head_scale(self.head_dim), bias=bias).reshape(B, T, -1))
+        attended = attention(q, k, v, allowed, self.scale, bias=bias, softcap=self.softcap)
+        return self.o(attended.reshape(B, T, -1))

@@ -16,8 +16,11 @@ layout.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Mapping
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
@@ -54,8 +57,16 @@ class LlamaLikeConfig:
     qk_norm: bool = False  # per-head RMSNorm of queries and keys before the rotation (Qwen3)
     num_local_experts: int | None = None  # a mixture of experts in place of the MLP (Mixtral)
     num_experts_per_tok: int | None = None
-    norm: str = "rms"  # "rms": RMSNorm; "layer": LayerNorm without scale or bias (OLMo)
+    norm: str = "rms"  # "rms": RMSNorm; "gemma": x / rms(x) * (1 + w); "layer": LayerNorm without parameters (OLMo)
     clip_qkv: float | None = None  # queries, keys and values clamped to ±clip_qkv (OLMo)
+    post_norms: bool = False  # Gemma: a norm after the attention and after the MLP too
+    embed_scale: bool = False  # Gemma: the embeddings times sqrt(hidden_size)
+    query_pre_attn_scalar: float | None = None  # Gemma: scores scaled by its -1/2 power (None: head_dim's)
+    attn_logit_softcapping: float | None = None  # Gemma 2: c tanh(s / c) on the attention scores
+    final_logit_softcapping: float | None = None  # Gemma: the head's soft-cap of the logits
+    mlp_activation: str = "silu"  # the gate's activation: silu (SwiGLU) or a GELU (Gemma's GeGLU)
+    rope_local_theta: float | None = None  # Gemma 3: the local layers' rotary base (and global linear scaling:
+    rope_linear_factor: float = 1.0  # positions divided by rope_linear_factor)
 
     @property
     def max_positions(self) -> int:
@@ -63,10 +74,11 @@ class LlamaLikeConfig:
 
 
 def make_norm(config: LlamaLikeConfig, *, lead: tuple[int, ...] = ()) -> nnx.Module:
-    """The config's norm over ``hidden_size``: RMSNorm, or OLMo's parameter-free LayerNorm."""
+    """The config's norm over ``hidden_size``: RMSNorm (Gemma's ``1 + w`` form), or OLMo's parameter-free
+    LayerNorm."""
     if config.norm == "layer":
         return ParameterFreeLayerNorm(config.rms_norm_eps)
-    return RMSNorm(config.hidden_size, config.rms_norm_eps, lead=lead)
+    return RMSNorm(config.hidden_size, config.rms_norm_eps, plus_one=config.norm == "gemma", lead=lead)
 
 
 class LlamaLikeBlock(CausalBlock):
@@ -86,23 +98,32 @@ class LlamaLikeBlock(CausalBlock):
             eps=eps,
             qkv_bias=c.qkv_bias,
             qk_norm=c.qk_norm,
+            norm_plus_one=c.norm == "gemma",
             clip=c.clip_qkv,
+            scale=None if c.query_pre_attn_scalar is None else c.query_pre_attn_scalar**-0.5,
+            softcap=c.attn_logit_softcapping,
             lead=lead,
         )
         self.mlp_norm = make_norm(c, lead=lead)
         if c.num_local_experts:
             self.mlp = MoE(D, c.intermediate_size, c.num_local_experts, c.num_experts_per_tok, lead=lead)
         else:
-            self.mlp = GatedMLP(D, c.intermediate_size, lead=lead)
+            self.mlp = GatedMLP(D, c.intermediate_size, activation=c.mlp_activation, lead=lead)
+        if c.post_norms:
+            self.post_attn_norm = make_norm(c, lead=lead)
+            self.post_mlp_norm = make_norm(c, lead=lead)
 
     def project(self, x, rope):
         """Queries, rotated keys and values of the layer's normalised input; ``rope`` is ``(cos, sin)``."""
         return self.attn.project(self.attn_norm(x), rope)
 
     def attend(self, x, q, k, v, allowed, bias=None):
-        """``x + attn`` (queries of x's tokens over the given keys/values), then ``x + mlp(mlp_norm(x))``."""
-        x = x + self.attn.attend(q, k, v, allowed, bias)
-        return x + self.mlp(self.mlp_norm(x))
+        """``x + attn`` (queries of x's tokens over the given keys/values), then ``x + mlp(mlp_norm(x))``; with
+        ``post_norms`` each sublayer's output is normalised before it is added (Gemma)."""
+        attended = self.attn.attend(q, k, v, allowed, bias)
+        x = x + (self.post_attn_norm(attended) if hasattr(self, "post_attn_norm") else attended)
+        out = self.mlp(self.mlp_norm(x))
+        return x + (self.post_mlp_norm(out) if hasattr(self, "post_mlp_norm") else out)
 
 
 class LlamaLike(CausalBody):
@@ -128,17 +149,47 @@ class LlamaLike(CausalBody):
         return c.num_hidden_layers, c.num_key_value_heads, c.head_dim
 
     def embed_inputs(self, input_ids, positions):
-        return self.embed[...][input_ids]
+        embedded = self.embed[...][input_ids]
+        if self.config.embed_scale:
+            return embedded * jnp.asarray(math.sqrt(self.config.hidden_size), embedded.dtype)
+        return embedded
 
     def block_positions(self, positions, dtype):
+        """The rotary ``(cos, sin)``; Gemma 3: (global, local) tables, computed once outside the layer scan."""
         c = self.config
-        return rope_tables(positions, c.head_dim, c.rope_theta, dtype, c.rope_scaling)
+        if c.rope_local_theta is None:
+            return rope_tables(positions, c.head_dim, c.rope_theta, dtype, c.rope_scaling)
+        full = linear_rope_tables(positions, c.head_dim, c.rope_theta, c.rope_linear_factor, dtype)
+        return full, linear_rope_tables(positions, c.head_dim, c.rope_local_theta, 1.0, dtype)
+
+    def layer_positions(self, at, local):
+        if self.config.rope_local_theta is None:
+            return at
+        full, windowed = at
+        return jax.tree.map(lambda glob, loc: jnp.where(local, loc, glob), full, windowed)
+
+
+def linear_rope_tables(positions, head_dim: int, theta: float, factor: float, dtype) -> tuple[jax.Array, jax.Array]:
+    """cos and sin ``(B, T, d)`` of the rotary angles ``pos * theta^(-2i/d) / factor`` (linear scaling as
+    transformers' Gemma 3 computes it: the inverse frequencies divided by ``factor``)."""
+    inv_freq = 1.0 / (theta ** (jnp.arange(0, head_dim, 2, dtype=jnp.float32) / head_dim)) / factor
+    angles = positions.astype(jnp.float32)[..., None] * inv_freq
+    angles = jnp.concatenate([angles, angles], axis=-1)
+    return jnp.cos(angles).astype(dtype), jnp.sin(angles).astype(dtype)
 
 
 def new_body(config: Any, body: Mapping | None = None) -> LlamaLike:
     """The body module (zero parameters); every body of one config has the same structure."""
     return LlamaLike(config)
 
+
+_SANDWICH_NORMS = {
+    "post_attn_norm": "post_attention_layernorm",
+    "mlp_norm": "pre_feedforward_layernorm",
+    "post_mlp_norm": "post_feedforward_layernorm",
+}
+"""Gemma's norms around the MLP (``post_norms``); without them the norm before the MLP is HF's
+``post_attention_layernorm``."""
 
 _ATTENTION = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "q_norm": "q_norm", "k_norm": "k_norm"}
 """Our attention sub-module -> its Hugging Face name under ``self_attn``."""
@@ -155,7 +206,7 @@ def params_from_hf(tensors: Mapping[str, np.ndarray], config: Any) -> dict[str, 
     hf_names = {  # our sub-module -> its Hugging Face module inside a layer
         "attn_norm": "input_layernorm",
         **{name: f"self_attn.{hf}" for name, hf in _ATTENTION.items()},
-        "mlp_norm": "post_attention_layernorm",
+        **(_SANDWICH_NORMS if config.post_norms else {"mlp_norm": "post_attention_layernorm"}),
     }
     layers = {
         "attn": {
@@ -163,7 +214,7 @@ def params_from_hf(tensors: Mapping[str, np.ndarray], config: Any) -> dict[str, 
         },
         "mlp": _mlp(take, config, layer["mlp"]),
     }
-    for norm in ("attn_norm", "mlp_norm"):  # none in OLMo: parameter-free
+    for norm in ("attn_norm", "mlp_norm", "post_attn_norm", "post_mlp_norm"):  # OLMo's: parameter-free
         if norm in layer:
             layers[norm] = take.stacked(f"layers.{{}}.{hf_names[norm]}", n, layer[norm])
     embed = take.take("embed_tokens.weight", shapes["embed"])
@@ -175,7 +226,7 @@ def params_from_hf(tensors: Mapping[str, np.ndarray], config: Any) -> dict[str, 
     if "final_norm" in shapes:
         body["final_norm"] = take.module("norm", shapes["final_norm"])
     take.finish(config.model_type)
-    return {"body": body, "head": Head(W=head_W, b=None)}
+    return {"body": body, "head": Head(W=head_W, b=None, softcap=config.final_logit_softcapping)}
 
 
 def _mlp(take: TensorTaker, config: Any, shapes: Mapping[str, Any]) -> dict:
@@ -233,6 +284,8 @@ AXES = {
     "body/layers/attn/k_norm/scale": (L, None),
     "body/layers/attn/o/w": (L, "heads", E),
     "body/layers/mlp_norm/scale": (L, None),
+    "body/layers/post_attn_norm/scale": (L, None),  # post_norms (Gemma)
+    "body/layers/post_mlp_norm/scale": (L, None),
     "body/layers/mlp/gate/w": (L, E, "mlp"),
     "body/layers/mlp/up/w": (L, E, "mlp"),
     "body/layers/mlp/down/w": (L, "mlp", E),

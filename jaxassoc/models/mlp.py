@@ -7,19 +7,23 @@ import jax.numpy as jnp
 from flax import nnx
 from jaxtyping import Array, Float
 
+from jaxassoc.models.layers import ACTIVATIONS
 from jaxassoc.models.linear import Linear
 
 
 class GatedMLP(nnx.Module):
-    """SwiGLU (Shazeer 2020): ``down(silu(gate(x)) * up(x))``, no biases. State: ``{"gate", "up", "down"}``."""
+    """A gated MLP (Shazeer 2020): ``down(act(gate(x)) * up(x))``, no biases; SwiGLU with ``activation="silu"``,
+    GeGLU with a GELU (Gemma: ``gelu_pytorch_tanh``). State: ``{"gate", "up", "down"}``."""
 
-    def __init__(self, dim: int, hidden: int, *, lead: tuple[int, ...] = ()):
+    def __init__(self, dim: int, hidden: int, *, activation: str = "silu", lead: tuple[int, ...] = ()):
         self.gate = Linear(dim, hidden, lead=lead)
         self.up = Linear(dim, hidden, lead=lead)
         self.down = Linear(hidden, dim, lead=lead)
+        self.activation = activation
 
     def __call__(self, x: Float[Array, "... D"]) -> Float[Array, "... D"]:
-        return self.down(jax.nn.silu(self.gate(x)) * self.up(x))
+        act = jax.nn.silu if self.activation == "silu" else ACTIVATIONS[self.activation]
+        return self.down(act(self.gate(x)) * self.up(x))
 
 
 def routing_weights(router_logits: Float[Array, "... E"], k: int) -> Float[Array, "... E"]:

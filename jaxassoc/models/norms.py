@@ -2,21 +2,33 @@
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
 from flax import nnx
 from jaxtyping import Array, Float
 
 from jaxassoc.models.layers import layer_norm, rms_norm, zeros
 
 
-class RMSNorm(nnx.Module):
-    """RMSNorm (Zhang & Sennrich 2019, eq. 4) in float32 with a learned ``scale`` (Llama's ``weight``)."""
+def gemma_rms_norm(x: Array, weight: Array, eps: float) -> Array:
+    """Gemma's RMSNorm: ``x / rms(x) * (1 + w)``, all in float32, cast back to x's dtype."""
+    x32 = x.astype(jnp.float32)
+    normed = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + eps)
+    return (normed * (1.0 + weight.astype(jnp.float32))).astype(x.dtype)
 
-    def __init__(self, dim: int, eps: float, *, lead: tuple[int, ...] = ()):
+
+class RMSNorm(nnx.Module):
+    """RMSNorm (Zhang & Sennrich 2019, eq. 4) in float32 with a learned ``scale`` (Llama's ``weight``);
+    ``plus_one``: Gemma's ``x / rms(x) * (1 + scale)`` (:func:`gemma_rms_norm`). State: ``{"scale"}``."""
+
+    def __init__(self, dim: int, eps: float, *, plus_one: bool = False, lead: tuple[int, ...] = ()):
         self.scale = zeros(*lead, dim)
         self.eps = eps
+        self.plus_one = plus_one
 
     def __call__(self, x: Float[Array, "... D"]) -> Float[Array, "... D"]:
-        return rms_norm(x, self.scale[...], self.eps)
+        norm = gemma_rms_norm if self.plus_one else rms_norm
+        return norm(x, self.scale[...], self.eps)
 
 
 class ParameterFreeLayerNorm(nnx.Module):

@@ -3,40 +3,11 @@ port does not implement (scaled rotary embeddings, biases, bidirectional attenti
 
 from __future__ import annotations
 
-import dataclasses
-
 from jaxassoc.errors import ModelError
 from jaxassoc.models.layers import check_activation, required_fields
+from jaxassoc.models.llama_like import LlamaLikeConfig
 
 LAYER_TYPES = ("sliding_attention", "full_attention")
-
-
-@dataclasses.dataclass(frozen=True)
-class Gemma2Config:
-    """The hyper-parameters the forward pass needs (hashable: a static argument under jit)."""
-
-    model_type: str
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
-    rms_norm_eps: float
-    rope_theta: float
-    max_position_embeddings: int
-    query_pre_attn_scalar: float
-    hidden_activation: str
-    local_layers: tuple[bool, ...]  # per layer: a sliding-window ("sliding_attention") layer
-    sliding_window: int | None  # a local layer's query sees itself and the previous window-1 positions
-    attn_logit_softcapping: float | None
-    final_logit_softcapping: float | None
-    tie_word_embeddings: bool = True
-
-    @property
-    def max_positions(self) -> int:
-        return self.max_position_embeddings
 
 
 def refuse(model_type: str, field: str, value, supported: str) -> None:
@@ -124,7 +95,10 @@ def common_fields(hf_config: dict, model_type: str, pattern: int) -> dict:
             rms_norm_eps=float(hf_config["rms_norm_eps"]),
             max_position_embeddings=int(hf_config["max_position_embeddings"]),
             query_pre_attn_scalar=float(hf_config["query_pre_attn_scalar"]),
-            hidden_activation=check_activation(activation, field),
+            mlp_activation=check_activation(activation, field),
+            norm="gemma",
+            post_norms=True,
+            embed_scale=True,
             local_layers=local,
             sliding_window=int(window) if any(local) else None,
             tie_word_embeddings=bool(hf_config.get("tie_word_embeddings", True)),
@@ -143,14 +117,14 @@ def softcap(hf_config: dict, field: str, default: float | None) -> float | None:
     return None if value is None else float(value)
 
 
-def config_from_hf(hf_config: dict) -> Gemma2Config:
-    """A Gemma2Config from a transformers ``config.json`` dict; ModelError naming what the port does not implement."""
+def config_from_hf(hf_config: dict) -> LlamaLikeConfig:
+    """A LlamaLikeConfig (Gemma 2's flags) from a transformers ``config.json`` dict; ModelError naming what the port does not implement."""
     model_type = check_model_type(hf_config, "gemma2")
     rope = rope_params(hf_config, model_type)
     rope_type = rope.get("rope_type") or "default"
     if rope_type != "default":
         refuse(model_type, "rope_scaling", rope_type, "only unscaled rotary embeddings, rope_type 'default'")
-    return Gemma2Config(
+    return LlamaLikeConfig(
         **common_fields(hf_config, model_type, pattern=2),
         rope_theta=float(rope["rope_theta"]),
         attn_logit_softcapping=softcap(hf_config, "attn_logit_softcapping", 50.0),

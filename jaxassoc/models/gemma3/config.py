@@ -5,26 +5,15 @@ other rotary scalings, biases, bidirectional attention, other layer types)."""
 
 from __future__ import annotations
 
-import dataclasses
-
 from jaxassoc.models.gemma2.config import (
     LAYER_TYPES,
-    Gemma2Config,
     check_model_type,
     common_fields,
     refuse,
     softcap,
     with_scaling,
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class Gemma3Config(Gemma2Config):
-    """Gemma 2's fields (``rope_theta``: the global layers' base) plus the local layers' rotary base and the
-    global layers' linear rotary scaling factor (1: none)."""
-
-    rope_local_theta: float = 10000.0
-    rope_linear_factor: float = 1.0
+from jaxassoc.models.llama_like import LlamaLikeConfig
 
 
 def rope_of_layers(hf_config: dict, model_type: str) -> tuple[dict, dict]:
@@ -39,8 +28,8 @@ def rope_of_layers(hf_config: dict, model_type: str) -> tuple[dict, dict]:
     return with_scaling(full, hf_config.get("rope_scaling"), model_type), with_scaling(local, None, model_type)
 
 
-def config_from_hf(hf_config: dict) -> Gemma3Config:
-    """A Gemma3Config from a transformers ``config.json`` dict; ModelError naming what the port does not implement."""
+def config_from_hf(hf_config: dict) -> LlamaLikeConfig:
+    """A LlamaLikeConfig (Gemma 3's flags) from a transformers ``config.json`` dict; ModelError naming what the port does not implement."""
     model_type = check_model_type(hf_config, "gemma3_text")
     full, local = rope_of_layers(hf_config, model_type)
     if (full.get("rope_type") or "default") not in ("default", "linear"):
@@ -51,10 +40,10 @@ def config_from_hf(hf_config: dict) -> Gemma3Config:
     if attn_cap is not None:
         refuse(model_type, "attn_logit_softcapping", attn_cap, "Gemma 3 has no attention soft-capping: only None")
     factor = float(full.get("factor", 1.0)) if full.get("rope_type") == "linear" else 1.0
-    return Gemma3Config(
+    return LlamaLikeConfig(
         **common_fields(hf_config, model_type, pattern=int(hf_config.get("sliding_window_pattern") or 6)),
+        qk_norm=True,
         rope_theta=float(full["rope_theta"]),
-        attn_logit_softcapping=None,
         final_logit_softcapping=softcap(hf_config, "final_logit_softcapping", None),
         rope_local_theta=float(local["rope_theta"]),
         rope_linear_factor=factor,
