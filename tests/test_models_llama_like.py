@@ -101,3 +101,19 @@ def test_a_variant_built_from_flags_alone_matches_transformers(tiny_checkpoint):
     with torch.no_grad():
         ref = family_specs.load_torch(PORT, folder)(input_ids=torch.tensor(ids)).logits.numpy()
     assert np.abs(ours - ref).max() <= 1e-4
+
+
+@pytest.mark.parametrize("family", ("llama", "qwen2", "phi3", "qwen3", "mixtral", "olmo"))
+@pytest.mark.parametrize(
+    ("fields", "words"),
+    [
+        ({"num_attention_heads": 4, "num_key_value_heads": 3}, "num_attention_heads = 4 is not a multiple of"),
+        ({"head_dim": 15}, "head_dim = 15 must be even for rotary embeddings"),
+    ],
+)
+def test_every_member_refuses_heads_the_decoder_cannot_run(family, fields, words):
+    from jaxassoc.errors import ModelError
+
+    base = importlib.import_module(f"family_specs.{family}").BASE
+    with pytest.raises(ModelError, match=rf"^{base['model_type']} config: {words}"):
+        family_for(base["model_type"]).config_from_hf({**base, **fields})

@@ -24,11 +24,12 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from jaxassoc.errors import ModelError
 from jaxassoc.models.attention import Attention
 from jaxassoc.models.base import Head
 from jaxassoc.models.checkpoint import LayerStack, TensorTaker
 from jaxassoc.models.family import param_shapes
-from jaxassoc.models.layers import CausalBlock, CausalBody, RopeScaling, rope_tables, zeros
+from jaxassoc.models.layers import CausalBlock, CausalBody, RopeScaling, required_fields, rope_tables, zeros
 from jaxassoc.models.mlp import GatedMLP, MoE
 from jaxassoc.models.norms import ParameterFreeLayerNorm, RMSNorm
 
@@ -309,3 +310,43 @@ and the dense expert computation needs no all-to-all."""
 def units(config: Any) -> dict[str, int]:
     """The query / key-value heads the ``heads`` / ``kv_heads`` axes hold (a head is never split)."""
     return {"heads": config.num_attention_heads, "kv_heads": config.num_key_value_heads}
+
+
+def config_from_fields(
+    hf_config: Mapping[str, Any],
+    model_type: str,
+    *,
+    head_dim_default: int | None = None,
+    tie_default: bool = False,
+    **fields: Any,
+) -> LlamaLikeConfig:
+    """A LlamaLikeConfig of the fields every llama-like HF config names alike (sizes, heads, ``head_dim``,
+    ``rms_norm_eps``, context, tied head) and the family's own ``fields`` (its flags, rotary settings...).
+    ModelError naming a missing field, query heads that are not a multiple of the key/value heads, or an odd
+    ``head_dim`` (rotary embeddings rotate pairs)."""
+    with required_fields(model_type):
+        hidden = int(hf_config["hidden_size"])
+        heads = int(hf_config["num_attention_heads"])
+        kv_heads = int(hf_config.get("num_key_value_heads") or heads)
+        common = dict(
+            model_type=model_type,
+            vocab_size=int(hf_config["vocab_size"]),
+            hidden_size=hidden,
+            intermediate_size=int(hf_config["intermediate_size"]),
+            num_hidden_layers=int(hf_config["num_hidden_layers"]),
+            num_attention_heads=heads,
+            num_key_value_heads=kv_heads,
+            head_dim=int(hf_config.get("head_dim", head_dim_default) or hidden // heads),
+            max_position_embeddings=int(hf_config["max_position_embeddings"]),
+            tie_word_embeddings=bool(hf_config.get("tie_word_embeddings", tie_default)),
+        )
+        if "rms_norm_eps" not in fields:
+            common["rms_norm_eps"] = float(hf_config["rms_norm_eps"])
+        config = LlamaLikeConfig(**common, **fields)
+    if heads % kv_heads:
+        raise ModelError(
+            f"{model_type} config: num_attention_heads = {heads} is not a multiple of num_key_value_heads = {kv_heads}"
+        )
+    if config.head_dim % 2:
+        raise ModelError(f"{model_type} config: head_dim = {config.head_dim} must be even for rotary embeddings")
+    return config

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from jaxassoc.errors import ModelError
 from jaxassoc.models.layers import rope_scaling_from_hf
-from jaxassoc.models.llama_like import LlamaLikeConfig
+from jaxassoc.models.llama_like import LlamaLikeConfig, config_from_fields
 
 MODEL_TYPES = ("llama", "mistral")
 
@@ -29,37 +29,14 @@ def config_from_hf(hf_config: dict) -> LlamaLikeConfig:
                 f"{model_type} config: {key} = {value!r} is not supported by the llama port (only {supported!r})"
             )
     rope_theta, rope_scaling = rope_scaling_from_hf(hf_config, model_type)
-    try:
-        hidden = int(hf_config["hidden_size"])
-        heads = int(hf_config["num_attention_heads"])
-        kv_heads = int(hf_config.get("num_key_value_heads") or heads)
-        config = LlamaLikeConfig(
-            model_type=model_type,
-            vocab_size=int(hf_config["vocab_size"]),
-            hidden_size=hidden,
-            intermediate_size=int(hf_config["intermediate_size"]),
-            num_hidden_layers=int(hf_config["num_hidden_layers"]),
-            num_attention_heads=heads,
-            num_key_value_heads=kv_heads,
-            head_dim=int(hf_config.get("head_dim") or hidden // heads),
-            rms_norm_eps=float(hf_config["rms_norm_eps"]),
-            rope_theta=rope_theta,
-            rope_scaling=rope_scaling,
-            max_position_embeddings=int(hf_config["max_position_embeddings"]),
-            tie_word_embeddings=bool(hf_config.get("tie_word_embeddings", False)),
-            sliding_window=(int(hf_config["sliding_window"]) if hf_config.get("sliding_window") else None)
-            if model_type == "mistral"
-            else None,
-        )
-    except KeyError as e:
-        raise ModelError(f"{model_type} config is missing the field {e.args[0]!r}") from None
-    if heads % kv_heads:
-        raise ModelError(
-            f"{model_type} config: num_attention_heads = {heads} is not a multiple of num_key_value_heads = {kv_heads}"
-        )
-    if config.head_dim % 2:
-        raise ModelError(f"{model_type} config: head_dim = {config.head_dim} must be even for rotary embeddings")
-    return config
+    window = hf_config.get("sliding_window") if model_type == "mistral" else None
+    return config_from_fields(
+        hf_config,
+        model_type,
+        rope_theta=rope_theta,
+        rope_scaling=rope_scaling,
+        sliding_window=int(window) if window else None,
+    )
 
 
 def partial_rotary_factor(hf_config: dict) -> float:

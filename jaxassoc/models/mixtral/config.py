@@ -7,8 +7,8 @@ not change the forward pass in evaluation."""
 from __future__ import annotations
 
 from jaxassoc.errors import ModelError
-from jaxassoc.models.layers import required_fields, unscaled_rope_theta
-from jaxassoc.models.llama_like import LlamaLikeConfig
+from jaxassoc.models.layers import unscaled_rope_theta
+from jaxassoc.models.llama_like import LlamaLikeConfig, config_from_fields
 
 MODEL_TYPE = "mixtral"
 
@@ -43,32 +43,15 @@ def config_from_hf(hf_config: dict) -> LlamaLikeConfig:
     for field, allowed in _ROUTING_FIELDS.items():
         if field in hf_config and hf_config[field] is not None and hf_config[field] not in allowed:
             _refuse(field, hf_config[field], f"only Mixtral's softmax top-k routing: {field} must be {allowed[0]!r}")
-    with required_fields(MODEL_TYPE):
-        hidden = int(hf_config["hidden_size"])
-        heads = int(hf_config["num_attention_heads"])
-        kv_heads = int(hf_config.get("num_key_value_heads") or heads)
-        window = hf_config.get("sliding_window")
-        config = LlamaLikeConfig(
-            model_type=MODEL_TYPE,
-            vocab_size=int(hf_config["vocab_size"]),
-            hidden_size=hidden,
-            intermediate_size=int(hf_config["intermediate_size"]),
-            num_hidden_layers=int(hf_config["num_hidden_layers"]),
-            num_attention_heads=heads,
-            num_key_value_heads=kv_heads,
-            head_dim=int(hf_config.get("head_dim") or hidden // heads),
-            rms_norm_eps=float(hf_config["rms_norm_eps"]),
-            rope_theta=unscaled_rope_theta(hf_config, MODEL_TYPE, default=1e6),
-            max_position_embeddings=int(hf_config["max_position_embeddings"]),
-            num_local_experts=int(hf_config.get("num_local_experts", 8)),
-            num_experts_per_tok=int(hf_config.get("num_experts_per_tok", 2)),
-            tie_word_embeddings=bool(hf_config.get("tie_word_embeddings", False)),
-            sliding_window=int(window) if window else None,
-        )
-    if heads % kv_heads:
-        _refuse("num_key_value_heads", kv_heads, f"num_attention_heads = {heads} must be a multiple of it")
-    if config.head_dim % 2:
-        _refuse("head_dim", config.head_dim, "rotary embeddings need an even head dimension")
+    window = hf_config.get("sliding_window")
+    config = config_from_fields(
+        hf_config,
+        MODEL_TYPE,
+        rope_theta=unscaled_rope_theta(hf_config, MODEL_TYPE, default=1e6),
+        num_local_experts=int(hf_config.get("num_local_experts", 8)),
+        num_experts_per_tok=int(hf_config.get("num_experts_per_tok", 2)),
+        sliding_window=int(window) if window else None,
+    )
     if config.num_local_experts < 1:
         _refuse("num_local_experts", config.num_local_experts, "at least one expert")
     if not 1 <= config.num_experts_per_tok <= config.num_local_experts:

@@ -4,8 +4,7 @@ v5 rotary fields), refusing what the port does not implement."""
 from __future__ import annotations
 
 from jaxassoc.errors import ModelError
-from jaxassoc.models.layers import required_fields
-from jaxassoc.models.llama_like import LlamaLikeConfig
+from jaxassoc.models.llama_like import LlamaLikeConfig, config_from_fields
 
 MODEL_TYPES: tuple[str, ...] = ("olmo",)
 
@@ -37,30 +36,12 @@ def config_from_hf(hf_config: dict) -> LlamaLikeConfig:
     for field, supported in refused.items():
         if hf_config.get(field, supported) != supported:
             raise ModelError(f"OLMo config field {field}={hf_config[field]!r} is not supported (only {supported!r})")
-    with required_fields("olmo"):
-        hidden, heads = int(hf_config["hidden_size"]), int(hf_config["num_attention_heads"])
-        kv_heads = int(hf_config.get("num_key_value_heads") or heads)
-        clip_qkv = hf_config.get("clip_qkv")
-        config = LlamaLikeConfig(
-            model_type="olmo",
-            norm="layer",
-            rms_norm_eps=NORM_EPS,
-            vocab_size=int(hf_config["vocab_size"]),
-            hidden_size=hidden,
-            intermediate_size=int(hf_config["intermediate_size"]),
-            num_hidden_layers=int(hf_config["num_hidden_layers"]),
-            num_attention_heads=heads,
-            num_key_value_heads=kv_heads,
-            head_dim=int(hf_config.get("head_dim") or hidden // heads),
-            rope_theta=_rope_theta(hf_config),
-            max_position_embeddings=int(hf_config["max_position_embeddings"]),
-            clip_qkv=float(clip_qkv) if clip_qkv is not None else None,
-            tie_word_embeddings=bool(hf_config.get("tie_word_embeddings", False)),
-        )
-    if heads % kv_heads:
-        raise ModelError(
-            f"OLMo config: num_attention_heads={heads} is not a multiple of num_key_value_heads={kv_heads}"
-        )
-    if config.head_dim % 2:
-        raise ModelError(f"OLMo config: head_dim={config.head_dim} must be even for rotary embeddings")
-    return config
+    clip_qkv = hf_config.get("clip_qkv")
+    return config_from_fields(
+        hf_config,
+        "olmo",
+        norm="layer",
+        rms_norm_eps=NORM_EPS,
+        rope_theta=_rope_theta(hf_config),
+        clip_qkv=float(clip_qkv) if clip_qkv is not None else None,
+    )

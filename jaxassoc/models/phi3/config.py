@@ -5,9 +5,8 @@ any other rope type, partial rotary (Phi-4-mini), other activations."""
 from __future__ import annotations
 
 from jaxassoc.errors import ModelError
-from jaxassoc.models.layers import required_fields
 from jaxassoc.models.llama.config import partial_rotary_factor
-from jaxassoc.models.llama_like import LlamaLikeConfig
+from jaxassoc.models.llama_like import LlamaLikeConfig, config_from_fields
 
 
 def _rope_theta(hf_config: dict) -> float:
@@ -38,30 +37,7 @@ def config_from_hf(hf_config: dict) -> LlamaLikeConfig:
         if value != supported:
             raise ModelError(f"phi3 config: {key} = {value!r} is not supported by the phi3 port (only {supported!r})")
     rope_theta = _rope_theta(hf_config)
-    with required_fields("phi3"):
-        hidden = int(hf_config["hidden_size"])
-        heads = int(hf_config["num_attention_heads"])
-        kv_heads = int(hf_config.get("num_key_value_heads") or heads)
-        window = hf_config.get("sliding_window")
-        config = LlamaLikeConfig(
-            model_type=model_type,
-            vocab_size=int(hf_config["vocab_size"]),
-            hidden_size=hidden,
-            intermediate_size=int(hf_config["intermediate_size"]),
-            num_hidden_layers=int(hf_config["num_hidden_layers"]),
-            num_attention_heads=heads,
-            num_key_value_heads=kv_heads,
-            head_dim=int(hf_config.get("head_dim") or hidden // heads),
-            rms_norm_eps=float(hf_config["rms_norm_eps"]),
-            rope_theta=rope_theta,
-            max_position_embeddings=int(hf_config["max_position_embeddings"]),
-            tie_word_embeddings=bool(hf_config.get("tie_word_embeddings", False)),
-            sliding_window=int(window) if window is not None else None,
-        )
-    if heads % kv_heads:
-        raise ModelError(
-            f"phi3 config: num_attention_heads = {heads} is not a multiple of num_key_value_heads = {kv_heads}"
-        )
-    if config.head_dim % 2:
-        raise ModelError(f"phi3 config: head_dim = {config.head_dim} must be even for rotary embeddings")
-    return config
+    window = hf_config.get("sliding_window")
+    return config_from_fields(
+        hf_config, model_type, rope_theta=rope_theta, sliding_window=int(window) if window is not None else None
+    )

@@ -8,7 +8,7 @@ from __future__ import annotations
 from jaxassoc.errors import ModelError
 from jaxassoc.models.layers import required_fields, rope_scaling_from_hf
 from jaxassoc.models.llama.config import partial_rotary_factor
-from jaxassoc.models.llama_like import LlamaLikeConfig
+from jaxassoc.models.llama_like import LlamaLikeConfig, config_from_fields
 
 LAYER_TYPES = ("full_attention", "sliding_attention")
 
@@ -54,34 +54,15 @@ def config_from_hf(hf_config: dict) -> LlamaLikeConfig:
         if value != supported:
             raise ModelError(f"qwen2 config: {key} = {value!r} is not supported by the qwen2 port (only {supported!r})")
     rope_theta, rope_scaling = rope_scaling_from_hf(hf_config, model_type)
-    with required_fields("qwen2"):
-        hidden = int(hf_config["hidden_size"])
-        heads = int(hf_config["num_attention_heads"])
-        kv_heads = int(hf_config.get("num_key_value_heads") or heads)
-        n_layers = int(hf_config["num_hidden_layers"])
-        flags = local_layers(hf_config, n_layers)
-        config = LlamaLikeConfig(
-            model_type=model_type,
-            vocab_size=int(hf_config["vocab_size"]),
-            hidden_size=hidden,
-            intermediate_size=int(hf_config["intermediate_size"]),
-            num_hidden_layers=n_layers,
-            num_attention_heads=heads,
-            num_key_value_heads=kv_heads,
-            head_dim=int(hf_config.get("head_dim") or hidden // heads),
-            rms_norm_eps=float(hf_config["rms_norm_eps"]),
-            rope_theta=rope_theta,
-            rope_scaling=rope_scaling,
-            max_position_embeddings=int(hf_config["max_position_embeddings"]),
-            tie_word_embeddings=bool(hf_config.get("tie_word_embeddings", False)),
-            sliding_window=int(hf_config["sliding_window"]) if any(flags) else None,
-            qkv_bias=True,
-            local_layers=flags if any(flags) else None,
-        )
-    if heads % kv_heads:
-        raise ModelError(
-            f"qwen2 config: num_attention_heads = {heads} is not a multiple of num_key_value_heads = {kv_heads}"
-        )
-    if config.head_dim % 2:
-        raise ModelError(f"qwen2 config: head_dim = {config.head_dim} must be even for rotary embeddings")
-    return config
+    with required_fields(model_type):
+        flags = local_layers(hf_config, int(hf_config["num_hidden_layers"]))
+        window = int(hf_config["sliding_window"]) if any(flags) else None
+    return config_from_fields(
+        hf_config,
+        model_type,
+        rope_theta=rope_theta,
+        rope_scaling=rope_scaling,
+        sliding_window=window,
+        qkv_bias=True,
+        local_layers=flags if any(flags) else None,
+    )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from jaxassoc.errors import ModelError
 from jaxassoc.models.layers import required_fields, unscaled_rope_theta
-from jaxassoc.models.llama_like import LlamaLikeConfig
+from jaxassoc.models.llama_like import LlamaLikeConfig, config_from_fields
 
 MODEL_TYPE = "qwen3"
 LAYER_TYPES = ("full_attention", "sliding_attention")
@@ -44,29 +44,13 @@ def config_from_hf(hf_config: dict) -> LlamaLikeConfig:
     if hf_config.get("attention_bias", False):
         _refuse("attention_bias", hf_config["attention_bias"], "only false: no q/k/v/o biases")
     with required_fields(MODEL_TYPE):
-        heads = int(hf_config["num_attention_heads"])
-        kv_heads = int(hf_config.get("num_key_value_heads") or heads)
-        n_layers = int(hf_config["num_hidden_layers"])
-        window, local = _window(hf_config, n_layers)
-        config = LlamaLikeConfig(
-            model_type=MODEL_TYPE,
-            qk_norm=True,
-            vocab_size=int(hf_config["vocab_size"]),
-            hidden_size=int(hf_config["hidden_size"]),
-            intermediate_size=int(hf_config["intermediate_size"]),
-            num_hidden_layers=n_layers,
-            num_attention_heads=heads,
-            num_key_value_heads=kv_heads,
-            head_dim=int(hf_config.get("head_dim", 128) or int(hf_config["hidden_size"]) // heads),
-            rms_norm_eps=float(hf_config["rms_norm_eps"]),
-            rope_theta=unscaled_rope_theta(hf_config, MODEL_TYPE),
-            max_position_embeddings=int(hf_config["max_position_embeddings"]),
-            tie_word_embeddings=bool(hf_config.get("tie_word_embeddings", False)),
-            sliding_window=window,
-            local_layers=local,
-        )
-    if heads % kv_heads:
-        _refuse("num_key_value_heads", kv_heads, f"num_attention_heads = {heads} must be a multiple of it")
-    if config.head_dim % 2:
-        _refuse("head_dim", config.head_dim, "rotary embeddings need an even head dimension")
-    return config
+        window, local = _window(hf_config, int(hf_config["num_hidden_layers"]))
+    return config_from_fields(
+        hf_config,
+        MODEL_TYPE,
+        head_dim_default=128,
+        qk_norm=True,
+        rope_theta=unscaled_rope_theta(hf_config, MODEL_TYPE),
+        sliding_window=window,
+        local_layers=local,
+    )
