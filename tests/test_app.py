@@ -185,12 +185,15 @@ def test_the_report_leaves_out_damaged_and_failed_jobs_and_says_which(tmp_path, 
     jobs = sorted(p.parent for p in (tmp_path / "sweep").rglob("results.json"))
     (jobs[0] / "aggregates.parquet").write_bytes(b"PAR1 truncated")
     (jobs[1] / "results.json").unlink()  # as a job that failed leaves its folder
+    (tmp_path / "sweep" / ".hydra").mkdir()  # as the default audit's own run folder holds its parts
+    (tmp_path / "sweep" / ".hydra" / "config.yaml").write_text("metric:\n  name: audit\n")
     report = cli("jaxassoc-report", tmp_path / "sweep")
     assert report.returncode == 0, report.stderr
     assert "2 job(s) left out" in report.stdout
     text = (tmp_path / "sweep" / "report" / "report.md").read_text()
     assert "## Jobs left out" in text and f"`{jobs[0].name}`: its results cannot be read (" in text
     assert f"`{jobs[1].name}`: no results.json: the job failed or has not finished" in text
+    assert "`.`" not in text  # the audit's own folder is no job left out
     assert len(pd.read_parquet(tmp_path / "sweep" / "report" / "table.parquet")) == 1
 
 

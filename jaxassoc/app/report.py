@@ -28,6 +28,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
 
 from jaxassoc.app import store, tables  # noqa: E402
 from jaxassoc.app.registry import get_metric  # noqa: E402
@@ -96,10 +97,19 @@ def _readable_jobs(sweep_dir: Path) -> tuple[list[tuple[str, pd.DataFrame]], lis
         except Exception as e:  # noqa: BLE001 - any damage leaves the job out, with its reason
             skipped.append((job, f"its results cannot be read ({type(e).__name__}: {' '.join(str(e).split())[:200]})"))
     for record in sorted(sweep_dir.rglob(".hydra")):
-        if record.is_dir() and not (record.parent / store.RESULTS_JSON).exists():
+        if record.is_dir() and not (record.parent / store.RESULTS_JSON).exists() and not _is_audit(record):
             job = str(record.parent.relative_to(sweep_dir)) or "."
             skipped.append((job, f"no {store.RESULTS_JSON}: the job failed or has not finished"))
     return readable, sorted(skipped)
+
+
+def _is_audit(record: Path) -> bool:
+    """Whether Hydra's record is the default audit's own (``metric=audit``): its parts are the jobs, and it
+    writes no ``results.json`` of its own."""
+    try:
+        return str(OmegaConf.load(record / "config.yaml").metric.name) == "audit"
+    except Exception:  # noqa: BLE001 - an unreadable record is a job's, reported as such
+        return False
 
 
 def job_settings(sweep_dir: Path, jobs: list[str]) -> pd.DataFrame:
