@@ -53,7 +53,7 @@ def test_outputs_equal_unpadded_runs_in_input_order(model, side):
         ids = jnp.asarray([sequences[i] for i in rows])
         unpadded = np.asarray(model.forward(model.params["body"], ids, jnp.ones_like(ids)).hidden)
         for row, i in enumerate(rows):
-            assert outputs[i].shape == (n, model.config.d_model)
+            assert outputs[i].shape == (n, model.config.hidden_size)
             np.testing.assert_allclose(outputs[i], unpadded[row], atol=2e-5)
 
 

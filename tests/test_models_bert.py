@@ -106,7 +106,7 @@ def test_minilm_encoder_matches_transformers_bert_model():
 def test_decoder_is_untied_from_word_embeddings(tiny_checkpoint, tmp_path):
     folder = tiny_checkpoint("bert", seed=7)
     config, params = port(folder)
-    word = params["body"]["word"]
+    word = params["body"]["embed"]
     np.testing.assert_array_equal(params["head"].W, word)
     assert not np.shares_memory(params["head"].W, word)
     ids, mask = right_padded(config.vocab_size, [6], pad_id=0)

@@ -20,6 +20,7 @@ from jaxassoc.models.base import Forward
 from jaxassoc.models.family import family_for
 from jaxassoc.models.gemma3 import FAMILY as gemma3
 from jaxassoc.models.heads import head_logits
+from jaxassoc.models.layers import RopeScaling
 
 SPEC = SPECS[0]
 
@@ -56,7 +57,7 @@ def test_config_reads_transformers_4_and_5_rotary_fields_alike():
         )
     )
     assert v4 == v5
-    assert (v4.rope_theta, v4.rope_local_theta, v4.rope_linear_factor) == (500.0, 50.0, 4.0)
+    assert (v4.rope_theta, v4.rope_local_theta, v4.rope_scaling) == (500.0, 50.0, RopeScaling("linear", 4.0))
     assert v4.local_layers == (True, False, True, False)
     defaults = gemma3.config_from_hf(_hf_config(num_hidden_layers=7))
     assert defaults.local_layers == (True,) * 5 + (False, True)  # sliding_window_pattern 6 by default
@@ -99,7 +100,7 @@ def test_each_gemma3_feature_is_needed_to_match_transformers(saved, without):
     else:
         change = {
             "local_base": {"rope_local_theta": config.rope_theta},
-            "linear_scaling": {"rope_linear_factor": 1.0},
+            "linear_scaling": {"rope_scaling": None},
             "window": {"sliding_window": None},
         }[without]
         config = dataclasses.replace(config, **change)

@@ -59,7 +59,7 @@ def test_logits_and_layers_match_torch_on_padded_batches(folder, side):
     real = mask.astype(bool)
     logits = np.asarray(head_logits(params["head"], out.hidden))
     assert np.abs(logits - ref.logits.numpy())[real].max() <= 1e-4
-    assert len(out.layers) == len(ref.hidden_states) == config.n_layer + 1
+    assert len(out.layers) == len(ref.hidden_states) == config.num_hidden_layers + 1
     for ours, theirs in zip(out.layers, ref.hidden_states):
         assert np.abs(np.asarray(ours) - theirs.numpy())[real].max() <= 1e-4
     assert np.isfinite(logits).all()  # padding rows stay finite (no NaN from fully masked attention)
@@ -83,21 +83,21 @@ def test_bin_checkpoint_with_tied_copy_loads_the_same(tiny_checkpoint, tmp_path,
     _, a = port(folder)
     _, b = port(bin_folder)
     np.testing.assert_array_equal(a["head"].W, b["head"].W)
-    np.testing.assert_array_equal(a["body"]["blocks"]["c_attn"]["w"], b["body"]["blocks"]["c_attn"]["w"])
+    np.testing.assert_array_equal(a["body"]["layers"]["attn"]["q"]["w"], b["body"]["layers"]["attn"]["q"]["w"])
 
 
 def test_head_is_untied_from_input_embeddings(folder):
     config, params = port(folder)
-    np.testing.assert_array_equal(params["head"].W, params["body"]["wte"])
+    np.testing.assert_array_equal(params["head"].W, params["body"]["embed"])
     W = jnp.asarray(params["head"].W).at[5].add(1.0)
-    assert not np.shares_memory(params["head"].W, params["body"]["wte"])
+    assert not np.shares_memory(params["head"].W, params["body"]["embed"])
     ids, mask = padded_batch(config.vocab_size, [6], 6, "right")
     hidden = Forward(gpt2, config)(params["body"], jnp.asarray(ids), jnp.asarray(mask)).hidden
     before = head_logits(params["head"], hidden)
     after = head_logits(params["head"]._replace(W=W), hidden)
     assert np.abs(np.asarray(after - before))[..., 5].min() > 0  # only the perturbed row's logit moves
     np.testing.assert_array_equal(np.asarray(after - before)[..., :5], 0.0)
-    np.testing.assert_array_equal(params["body"]["wte"], read_weights(folder).tensors["transformer.wte.weight"])
+    np.testing.assert_array_equal(params["body"]["embed"], read_weights(folder).tensors["transformer.wte.weight"])
 
 
 def test_separate_lm_head_is_used(tiny_checkpoint, tmp_path):
@@ -105,7 +105,7 @@ def test_separate_lm_head_is_used(tiny_checkpoint, tmp_path):
     config, params = port(folder)
     tensors = read_weights(folder).tensors
     np.testing.assert_array_equal(params["head"].W, tensors["lm_head.weight"])
-    assert not np.array_equal(params["head"].W, params["body"]["wte"])
+    assert not np.array_equal(params["head"].W, params["body"]["embed"])
     ids, mask = padded_batch(config.vocab_size, [5, 3], 5, "right")
     ref = torch_outputs(family_specs.load_torch("gpt2", folder), ids, mask)
     logits = head_logits(params["head"], Forward(gpt2, config)(params["body"], ids, mask).hidden)
@@ -132,4 +132,4 @@ def test_old_checkpoint_buffers_and_missing_prefix_are_accepted(folder):
     tensors["h.0.attn.bias"] = np.tril(np.ones((1, 1, 64, 64), np.float32))
     tensors["h.1.attn.masked_bias"] = np.array(-1e4, np.float32)
     params = device_params(gpt2.params_from_hf(tensors, config))
-    np.testing.assert_array_equal(params["body"]["ln_f"]["scale"], reference["body"]["ln_f"]["scale"])
+    np.testing.assert_array_equal(params["body"]["final_norm"]["scale"], reference["body"]["final_norm"]["scale"])

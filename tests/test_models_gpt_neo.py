@@ -22,7 +22,7 @@ from jaxassoc.models.layers import causal_allowed, positions_from_mask, window_a
 
 def test_config_expands_attention_types_per_layer():
     config = gpt_neo.config_from_hf({**BASE, "num_layers": 4, "attention_types": [[["global", "local"], 2]]})
-    assert config.attention_layers == ("global", "local", "global", "local")
+    assert config.local_layers == (False, True, False, True)  # global, local, global, local
     assert gpt_neo.new_body(config).local_layers == (False, True, False, True)
 
 
@@ -36,7 +36,7 @@ def test_local_mask_is_transformers_local_mask(tiny):
     """A local layer's query sees itself and the window_size - 1 tokens before it: transformers' buffer
     ``tril(ones) XOR tril(ones, -window_size)`` of the local layer, position for position."""
     _, model, reference = tiny
-    T, window = 12, model.config.window_size
+    T, window = 12, model.config.sliding_window
     theirs = reference.transformer.h[1].attn.attention.bias[0, 0, :T, :T].numpy()
     mask = jnp.ones((1, T), jnp.int32)
     positions = positions_from_mask(mask)
@@ -51,12 +51,12 @@ def test_window_changes_the_logits_from_position_window_on(tiny):
     _, model, _ = tiny
     seqs = conformance.sequences(model.head.W.shape[0])
     ids, mask = conformance.padded_batch(seqs, "right")
-    glob = dataclasses.replace(model.config, attention_layers=("global", "global"))
+    glob = dataclasses.replace(model.config, local_layers=(False, False))
     logits = {}
     for name, config in (("local", model.config), ("global", glob)):
         hidden = Forward(gpt_neo, config)(model.params["body"], jnp.asarray(ids), jnp.asarray(mask)).hidden
         logits[name] = np.asarray(head_logits(model.head, hidden))
-    w = model.config.window_size
+    w = model.config.sliding_window
     diff = np.abs(logits["local"] - logits["global"])
     assert diff[:, :w].max() < 1e-5
     assert diff[:, w:][mask[:, w:].astype(bool)].max() > 1e-2

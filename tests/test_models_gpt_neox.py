@@ -26,7 +26,7 @@ def test_config_reads_transformers_4_and_5_rotary_fields():
     )
     assert (v4.rotary_dim, v4.rope_theta) == (v5.rotary_dim, v5.rope_theta) == (8, 500.0)
     default = gpt_neox.config_from_hf(BASE)  # transformers' defaults: a quarter of the head, base 10000
-    assert (default.rotary_dim, default.rope_theta, default.use_parallel_residual) == (4, 10000.0, True)
+    assert (default.rotary_dim, default.rope_theta, default.residual) == (4, 10000.0, "parallel")
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,7 @@ def _logits(model, config):
 
 @pytest.mark.parametrize(
     "change",
-    [dict(rotary_dim=0), dict(rotary_dim=16), dict(rope_theta=10000.0), dict(use_parallel_residual=False)],
+    [dict(rotary_dim=0), dict(rotary_dim=16), dict(rope_theta=10000.0), dict(residual="sequential")],
     ids=str,
 )
 def test_each_feature_changes_the_logits(pythia, pythia_logits, change):

@@ -15,15 +15,15 @@ from jaxassoc.errors import ModelError
 from jaxassoc.models import load_model
 from jaxassoc.models.base import Forward
 from jaxassoc.models.gptj import FAMILY as gptj
-from jaxassoc.models.gptj.modeling import interleaved_rope_tables, rotate_every_two
 from jaxassoc.models.heads import head_logits
+from jaxassoc.models.layers import apply_rope, rope_tables
 
 
 def test_rotation_turns_interleaved_pairs_of_the_rotary_dims_only():
     """Dimensions (0, 1) turn by the first angle, (2, 3) by the second; dimensions past rotary_dim pass."""
     x = jnp.arange(1.0, 7.0).reshape(1, 1, 1, 6)
-    cos, sin = interleaved_rope_tables(jnp.array([[3]]), 4, jnp.float32)
-    out = np.asarray(rotate_every_two(x, cos, sin))[0, 0, 0]
+    cos, sin = rope_tables(jnp.array([[3]]), 4, 10000.0, jnp.float32, pairs=True)
+    out = np.asarray(apply_rope(x, cos, sin, pairs=True))[0, 0, 0]
     for pair, angle in ((0, 3.0), (2, 3.0 / 100.0)):  # 10000^(-2/4) = 1/100
         a, b = float(x[0, 0, 0, pair]), float(x[0, 0, 0, pair + 1])
         expected = (a * np.cos(angle) - b * np.sin(angle), b * np.cos(angle) + a * np.sin(angle))

@@ -74,7 +74,7 @@ def test_tokenizer_hash_is_stable_and_weights_hash_tracks_weights(tiny_checkpoin
 
 def test_bfloat16_params(gpt2_folder):
     model = load_model(gpt2_folder, dtype="bfloat16")
-    assert model.params["body"]["wte"].dtype == jnp.bfloat16 and model.head.W.dtype == jnp.bfloat16
+    assert model.params["body"]["embed"].dtype == jnp.bfloat16 and model.head.W.dtype == jnp.bfloat16
     ref = load_model(gpt2_folder)
     ids, mask = np.array([[5, 9, 30, 2]]), np.ones((1, 4), np.int32)
     low, high = logits(model, ids, mask).astype(np.float32), logits(ref, ids, mask)
@@ -324,10 +324,10 @@ def test_weights_that_overflow_in_float16_are_named_by_parameter(tmp_path, gpt2_
     tensors = load_file(folder / "model.safetensors")
     tensors["transformer.ln_f.bias"][0] = 1e6  # finite in float32, infinite in float16
     save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
-    assert np.isfinite(np.asarray(load_model(folder).params["body"]["ln_f"]["bias"])).all()
+    assert np.isfinite(np.asarray(load_model(folder).params["body"]["final_norm"]["bias"])).all()
     with pytest.raises(
         ModelError,
-        match=r"parameters \[\"\['body'\]\['ln_f'\]\['bias'\]\"\] overflow to "
+        match=r"parameters \[\"\['body'\]\['final_norm'\]\['bias'\]\"\] overflow to "
         r"infinity in float16",
     ):
         load_model(folder, dtype="float16")

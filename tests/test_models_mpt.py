@@ -18,9 +18,9 @@ from transformers.models.mpt.modeling_mpt import build_mpt_alibi_tensor
 from jaxassoc.errors import ModelError
 from jaxassoc.models import load_model
 from jaxassoc.models.checkpoint import read_weights
+from jaxassoc.models.gpt_like import GPTLike, alibi_slopes
 from jaxassoc.models.heads import head_logits
 from jaxassoc.models.mpt import FAMILY as mpt
-from jaxassoc.models.mpt.modeling import Mpt, alibi_slopes
 
 SPEC = SPECS[0]
 
@@ -46,12 +46,12 @@ def test_llm_foundry_default_ffn_config_is_accepted(folder):
 
 def test_config_reads_the_nested_attn_config(folder):
     config = mpt.config_from_hf(_hf_config(folder))
-    assert config.clip_qkv == 0.08 and config.n_heads == 6
-    assert config.softmax_scale == pytest.approx(1 / np.sqrt(8))
+    assert config.clip_qkv == 0.08 and config.num_attention_heads == 6
+    assert mpt.new_body(config).layers.attn.scale == pytest.approx(1 / np.sqrt(8))
     hf_config = _hf_config(folder)
     hf_config["attn_config"] = hf_config["attn_config"] | {"softmax_scale": 0.5, "clip_qkv": None}
     changed = mpt.config_from_hf(hf_config)
-    assert changed.softmax_scale == 0.5 and changed.clip_qkv is None
+    assert changed.attn_scale == 0.5 and changed.clip_qkv is None
 
 
 def test_missing_extra_and_misshapen_tensors_are_named(folder):
@@ -102,7 +102,7 @@ def _logits(model, config=None, **patches):
 def test_alibi_bias_is_applied(pair, monkeypatch):
     model, _ = pair
     with_alibi = _logits(model)
-    monkeypatch.setattr(Mpt, "attention_bias", lambda self, q, k: None)
+    monkeypatch.setattr(GPTLike, "attention_bias", lambda self, q, k: None)
     assert np.abs(_logits(model) - with_alibi).max() > 1e-3
 
 

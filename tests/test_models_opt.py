@@ -33,8 +33,8 @@ def _hf_config(folder) -> dict:
 
 def test_config_reads_the_350m_layout(folder):
     config = opt.config_from_hf(_hf_config(folder))
-    assert not config.do_layer_norm_before and not config.final_layer_norm
-    assert config.projected and config.word_embed_proj_dim == 16
+    assert config.residual == "post" and not config.final_norm  # not do_layer_norm_before: no final LayerNorm
+    assert config.word_embed_dim == 16 != config.hidden_size  # projected in and out
 
 
 def test_missing_extra_and_misshapen_tensors_are_named(folder):
@@ -73,6 +73,6 @@ def test_removed_final_layer_norm_matches_transformers(tiny_checkpoint, tmp_path
     reference = family_specs.load_torch(spec, saved)
     assert reference.model.decoder.final_layer_norm is None
     model = load_model(saved)
-    assert "final_ln" not in model.params["body"]
+    assert "final_norm" not in model.params["body"]
     seqs = conformance.sequences(model.head.W.shape[0], n=3)
     assert conformance.logits_error(model, reference, seqs, "left") <= 1e-4

@@ -4,15 +4,16 @@
   with torch installed), a ``.gguf`` file (``gguf``: dequantised, llama.cpp's Q/K permutation undone,
   tokenizer rebuilt from the file's metadata without torch), an embedded name (``smollm2-135m``,
   ``minilm-l6``) or a hub id + revision. The HF config is checked against what the port handles.
-- Families, one folder each (``config.py``: the HF config, refusing what the port lacks; ``params.py``:
-  HF tensors -> module state; ``modeling.py``: the ``nnx.Module`` body), each exporting a ``FAMILY``
-  (``family.Family``, the declared contract; ``family.family_for(model_type)`` is the registry):
-  16 families (``family.family_for`` finds one; an unknown ``model_type`` is refused with their list), e.g. ``gpt2``, ``bert`` (BERT and RoBERTa), ``t5``, and the
-  llama-like decoders ``llama`` (Llama, Mistral), ``qwen2``, ``phi3``, ``qwen3``, ``mixtral``, ``olmo``, ``gemma2``, ``gemma3``, whose body, parameters and
-  axes are :mod:`~jaxassoc.models.llama_like`'s, built from named sub-modules (``linear``, ``norms``,
-  ``attention``, ``mlp``). ``layers``: the shared norm functions, rotary tables, the one attention function,
-  masks, KV cache and causal body; layers are stacked and scanned (one block compiled). Adding a family:
-  ``docs/models.md``.
+- Families, one folder each, each exporting a ``FAMILY`` (``family.Family``, the declared contract;
+  ``family.family_for(model_type)`` finds one, an unknown ``model_type`` is refused with the list): 16 of
+  them. Two builders make 14 from named sub-modules (``linear``, ``norms``, ``attention``, ``mlp``):
+  :mod:`~jaxassoc.models.llama_like` (``llama`` for Llama and Mistral, ``qwen2``, ``phi3``, ``qwen3``,
+  ``mixtral``, ``olmo``, ``gemma2``, ``gemma3``: a folder holds its ``config.py``) and
+  :mod:`~jaxassoc.models.gpt_like` (``gpt2``, ``gpt_neo``, ``gpt_neox``, ``gptj``, ``opt``, ``mpt``:
+  ``config.py`` and ``params.py``, the checkpoint's names); ``bert`` (BERT and RoBERTa) and ``t5`` have
+  their own ``modeling.py``. Every family names the same sub-layer alike (``layers/attn/q/w``...).
+  ``layers``: the shared norm functions, rotary tables, the one attention function, masks, KV cache and
+  causal body; layers are stacked and scanned (one block compiled). Adding a family: ``docs/models.md``.
 - :class:`LanguageModel` (``base``): ``params = {"body": ..., "head": Head(W, b)}`` with the output head
   untied from the input embeddings; the body pytree is the NNX state of the family's body module.
   ``forward(body, ids, mask, all_layers=False) -> ForwardOutput`` gives the head input (after the final

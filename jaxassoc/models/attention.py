@@ -4,7 +4,11 @@ Query, key, value and output projections (``q``, ``k``, ``v``, ``o``: :class:`~j
 grouped-query heads (Ainslie et al. 2023: ``kv_heads`` key/value heads shared by the query heads), optional
 biases on q/k/v (Qwen2), optional per-head RMSNorm of queries and keys before the rotation (``q_norm``,
 ``k_norm``; Qwen3, Gemma 3 with ``norm_plus_one``), optional clamping of the projections to ``±clip``
-(OLMo), a score ``scale`` other than ``head_dim^-1/2`` and a ``softcap`` of the scores (Gemma 2). The scores follow :func:`jaxassoc.models.layers.attention` (Vaswani et al. 2017, eq. 1).
+(OLMo, MPT), a score ``scale`` other than ``head_dim^-1/2`` (GPT-Neo, MPT, Gemma), a ``softcap`` of the scores
+(Gemma 2), scores computed in float32 (``f32_scores``: GPT-Neo, GPT-J) and the rotary layout: ``rotary="half"``
+(HF's "rotate half", on the first ``rotary_dim`` dimensions given by the tables), ``"pairs"`` (GPT-J's
+interleaved pairs) or None (positions enter elsewhere: learned tables, ALiBi). The scores follow
+:func:`jaxassoc.models.layers.attention` (Vaswani et al. 2017, eq. 1).
 """
 
 from __future__ import annotations
@@ -19,8 +23,8 @@ from jaxassoc.models.norms import RMSNorm
 
 
 class Attention(nnx.Module):
-    """Rotary grouped-query self-attention. State: ``{"q", "k", "v", "o"}`` (each ``{"w"}``, q/k/v with ``"b"``
-    when ``qkv_bias``), plus ``{"q_norm", "k_norm"}`` (each ``{"scale"}``) when ``qk_norm``."""
+    """Grouped-query self-attention. State: ``{"q", "k", "v", "o"}`` (each ``{"w"}``, q/k/v with ``"b"`` when
+    ``qkv_bias``, o when ``o_bias``), plus ``{"q_norm", "k_norm"}`` (each ``{"scale"}``) when ``qk_norm``."""
 
     def __init__(
         self,
@@ -31,11 +35,14 @@ class Attention(nnx.Module):
         *,
         eps: float,
         qkv_bias: bool = False,
+        o_bias: bool = False,
         qk_norm: bool = False,
         norm_plus_one: bool = False,
         clip: float | None = None,
         scale: float | None = None,
         softcap: float | None = None,
+        f32_scores: bool = False,
+        rotary: str | None = "half",
         lead: tuple[int, ...] = (),
     ):
         self.q = Linear(dim, heads * head_dim, bias=qkv_bias, lead=lead)
@@ -44,15 +51,18 @@ class Attention(nnx.Module):
         if qk_norm:
             self.q_norm = RMSNorm(head_dim, eps, plus_one=norm_plus_one, lead=lead)
             self.k_norm = RMSNorm(head_dim, eps, plus_one=norm_plus_one, lead=lead)
-        self.o = Linear(heads * head_dim, dim, lead=lead)
+        self.o = Linear(heads * head_dim, dim, bias=o_bias, lead=lead)
         self.heads, self.kv_heads, self.head_dim, self.clip = heads, kv_heads, head_dim, clip
         self.scale = head_scale(head_dim) if scale is None else scale
         self.softcap = softcap
+        self.f32_scores = f32_scores
+        self.rotary = rotary
 
     def project(
-        self, h: Float[Array, "B T D"], rope: tuple[Array, Array]
+        self, h: Float[Array, "B T D"], rope: tuple[Array, Array] | None
     ) -> tuple[Float[Array, "B T H d"], Float[Array, "B T G d"], Float[Array, "B T G d"]]:
-        """Queries and keys (head-normalised when ``qk_norm``, then rotated by ``rope = (cos, sin)``) and values."""
+        """Queries and keys (head-normalised when ``qk_norm``, then rotated by ``rope = (cos, sin)`` unless
+        ``rotary`` is None) and values."""
         B, T, _ = h.shape
         q, k, v = self.q(h), self.k(h), self.v(h)
         if self.clip is not None:
@@ -61,8 +71,12 @@ class Attention(nnx.Module):
         k = k.reshape(B, T, self.kv_heads, self.head_dim)
         if hasattr(self, "q_norm"):
             q, k = self.q_norm(q), self.k_norm(k)
+        v = v.reshape(B, T, self.kv_heads, self.head_dim)
+        if self.rotary is None:
+            return q, k, v
         cos, sin = rope
-        return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v.reshape(B, T, self.kv_heads, self.head_dim)
+        pairs = self.rotary == "pairs"
+        return apply_rope(q, cos, sin, pairs=pairs), apply_rope(k, cos, sin, pairs=pairs), v
 
     def attend(
         self,
@@ -74,5 +88,8 @@ class Attention(nnx.Module):
     ) -> Float[Array, "B T D"]:
         """The output projection of the queries' attention over the (cached) keys and values."""
         B, T = q.shape[:2]
+        if self.f32_scores:
+            up = jnp.promote_types(q.dtype, jnp.float32)
+            q, k = q.astype(up), k.astype(up)
         attended = attention(q, k, v, allowed, self.scale, bias=bias, softcap=self.softcap)
         return self.o(attended.reshape(B, T, -1))

@@ -227,7 +227,7 @@ class LayerStack:
 
 
 MODULE_LEAVES = {"scale": ("weight", False), "bias": ("bias", False), "w": ("weight", True), "b": ("bias", False)}
-"""Leaf of a ``layers.LayerNorm`` / ``layers.Dense`` -> (its HF tensor suffix, transpose to ``(in, out)``)."""
+"""Leaf of a norm / :class:`~jaxassoc.models.linear.Linear` -> (its HF tensor suffix, transpose to ``(in, out)``)."""
 
 
 class TensorTaker:
@@ -280,21 +280,34 @@ class TensorTaker:
         """``pattern.format(i)`` for i < n, on a new leading (layer) axis (a lazy :class:`LayerStack`)."""
         return LayerStack([self.take(pattern.format(i), shape, transpose) for i in range(n)])
 
-    def module(self, name: str, shapes: Mapping[str, tuple[int, ...]]) -> dict:
-        """A LayerNorm / Dense module's leaves (:data:`MODULE_LEAVES`) from ``name.weight`` / ``name.bias``."""
+    def module(self, name: str, shapes: Mapping[str, tuple[int, ...]], *, conv1d: bool = False) -> dict:
+        """A norm's or a linear layer's leaves (:data:`MODULE_LEAVES`) from ``name.weight`` / ``name.bias``;
+        ``conv1d``: weights stored ``(in, out)`` already (GPT-2's ``Conv1D``)."""
         return {
-            leaf: self.take(f"{name}.{MODULE_LEAVES[leaf][0]}", s, MODULE_LEAVES[leaf][1]) for leaf, s in shapes.items()
+            leaf: self.take(f"{name}.{MODULE_LEAVES[leaf][0]}", s, _transposed(leaf, conv1d))
+            for leaf, s in shapes.items()
         }
 
-    def stacked(self, pattern: str, n: int, shapes: Mapping[str, tuple[int, ...]] | tuple[int, ...]):
+    def stacked(
+        self, pattern: str, n: int, shapes: Mapping[str, tuple[int, ...]] | tuple[int, ...], *, conv1d: bool = False
+    ):
         """:meth:`module` of ``pattern.format(i)`` for i < n, stacked on a leading layer axis (``shapes`` include
         it); a bare shape is a bias-free projection ``pattern.weight``, transposed to ``(in, out)``."""
         if not isinstance(shapes, Mapping):
             return self.stack(f"{pattern}.weight", n, shapes[1:], transpose=True)
         return {
-            leaf: self.stack(f"{pattern}.{MODULE_LEAVES[leaf][0]}", n, s[1:], MODULE_LEAVES[leaf][1])
+            leaf: self.stack(f"{pattern}.{MODULE_LEAVES[leaf][0]}", n, s[1:], _transposed(leaf, conv1d))
             for leaf, s in shapes.items()
         }
+
+    def head(self, embed, tied: bool, names: tuple[str, ...] = ("lm_head.weight",)):
+        """The output head's weight: the first of ``names`` the checkpoint has (of ``embed``'s shape), else for
+        a ``tied`` checkpoint ``embed`` itself (placing the parameters gives the head its own device buffer);
+        an untied checkpoint without one misses ``names[0]``."""
+        name = next((n for n in names if self.has(n)), None)
+        if name is None and tied:
+            return embed
+        return self.take(name or names[0], tuple(np.shape(embed)))
 
     def finish(self, what: str) -> None:
         """Raise ModelError if any tensor was missing, mis-shaped, or left over."""
@@ -312,6 +325,10 @@ class TensorTaker:
                 + "; ".join(problems)
                 + ". Check that config.json belongs to these weights."
             )
+
+
+def _transposed(leaf: str, conv1d: bool) -> bool:
+    return MODULE_LEAVES[leaf][1] and not conv1d
 
 
 def _some(items: list[str], n: int = 6) -> str:

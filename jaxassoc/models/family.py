@@ -46,7 +46,7 @@ class Family:
     """``new_body(config, body)``: the body module (zero parameters) with the structure of ``body`` (None:
     the full structure); causal families' bodies are :class:`jaxassoc.models.layers.CausalBody`."""
     axes: Mapping[str, Axes]
-    """Parameter path (``"body/blocks/c_attn/w"``, ``"head/W"``) -> its logical axes: the sharding table."""
+    """Parameter path (``"body/layers/attn/q/w"``, ``"head/W"``) -> its logical axes: the sharding table."""
     units: Callable[[Any], Mapping[str, int]]
     """``units(config)``: heads along the ``heads`` / ``kv_heads`` axes (a head is never split over devices)."""
 

@@ -32,22 +32,6 @@ def zeros(*shape: int) -> nnx.Param:
     return nnx.Param(jnp.zeros(shape, jnp.float32))
 
 
-class LayerNorm(nnx.Module):
-    """LayerNorm (Ba et al. 2016) with parameters ``scale`` and ``bias``, computed in float32."""
-
-    def __init__(self, dim: int, eps: float, *, lead: tuple[int, ...] = ()):
-        self.scale = zeros(*lead, dim)
-        self.bias = zeros(*lead, dim)
-        self.eps = eps
-
-    def __call__(self, x: Float[Array, "... D"]) -> Float[Array, "... D"]:
-        x32 = x.astype(jnp.float32)
-        mean = x32.mean(-1, keepdims=True)
-        var = jnp.square(x32 - mean).mean(-1, keepdims=True)
-        y = (x32 - mean) * jax.lax.rsqrt(var + self.eps)
-        return (y * self.scale[...].astype(jnp.float32) + self.bias[...].astype(jnp.float32)).astype(x.dtype)
-
-
 def layer_norm(x: Float[Array, "... D"], eps: float, scale: Array | None = None, bias: Array | None = None) -> Array:
     """LayerNorm in float32 with an optional scale and bias (None: left out; MPT has no bias, OLMo neither)."""
     x32 = x.astype(jnp.float32)
@@ -58,17 +42,6 @@ def layer_norm(x: Float[Array, "... D"], eps: float, scale: Array | None = None,
     if bias is not None:
         y = y + bias.astype(jnp.float32)
     return y.astype(x.dtype)
-
-
-class Dense(nnx.Module):
-    """``x @ w + b`` with ``w`` stored ``(in, out)``."""
-
-    def __init__(self, n_in: int, n_out: int, *, lead: tuple[int, ...] = ()):
-        self.w = zeros(*lead, n_in, n_out)
-        self.b = zeros(*lead, n_out)
-
-    def __call__(self, x: Float[Array, "... I"]) -> Float[Array, "... O"]:
-        return x @ self.w[...] + self.b[...]
 
 
 def rms_norm(x: Float[Array, "... D"], weight: Float[Array, " D"], eps: float) -> Float[Array, "... D"]:
@@ -212,21 +185,37 @@ def rope_frequencies(head_dim: int, theta: float, scaling: RopeScaling | None = 
 
 
 def rope_tables(
-    positions: Int[Array, "B T"], head_dim: int, theta: float, dtype, scaling: RopeScaling | None = None
+    positions: Int[Array, "B T"],
+    rotary_dim: int,
+    theta: float,
+    dtype,
+    scaling: RopeScaling | None = None,
+    *,
+    pairs: bool = False,
 ) -> tuple[Array, Array]:
-    """cos and sin of the rotary angles ``pos * f_i`` (:func:`rope_frequencies` of ``head_dim``, ``theta``
-    and ``scaling``), each ``(B, T, head_dim)`` in the "rotate half" layout."""
-    inv_freq = jnp.asarray(rope_frequencies(head_dim, theta, scaling))
+    """cos and sin ``(B, T, rotary_dim)`` of the rotary angles ``pos * f_i`` (:func:`rope_frequencies` of
+    ``rotary_dim``, ``theta`` and ``scaling``): in the "rotate half" layout (the angles, then again), or with
+    ``pairs`` each angle twice in a row for the interleaved pair it turns (GPT-J)."""
+    inv_freq = jnp.asarray(rope_frequencies(rotary_dim, theta, scaling))
     angles = positions.astype(jnp.float32)[..., None] * inv_freq
-    angles = jnp.concatenate([angles, angles], axis=-1)
+    angles = jnp.repeat(angles, 2, axis=-1) if pairs else jnp.concatenate([angles, angles], axis=-1)
     return jnp.cos(angles).astype(dtype), jnp.sin(angles).astype(dtype)
 
 
-def apply_rope(x: Float[Array, "B T H d"], cos: Float[Array, "B T d"], sin: Float[Array, "B T d"]) -> Array:
-    """Rotate each head's vector by its position's angles (HF "rotate half" layout)."""
-    half = x.shape[-1] // 2
-    rotated = jnp.concatenate([-x[..., half:], x[..., :half]], axis=-1)
-    return x * cos[:, :, None, :] + rotated * sin[:, :, None, :]
+def apply_rope(
+    x: Float[Array, "B T H d"], cos: Float[Array, "B T r"], sin: Float[Array, "B T r"], *, pairs: bool = False
+) -> Float[Array, "B T H d"]:
+    """Rotate the first ``r`` dimensions of each head by its position's angles (Su et al. 2021, eq. 34) and keep
+    the rest (partial rotary: GPT-NeoX, GPT-J): the HF "rotate half" layout (dimension ``i`` turns with ``i +
+    r/2``), or with ``pairs`` the interleaved one (dimensions ``2i`` and ``2i + 1``, GPT-J)."""
+    r = cos.shape[-1]
+    rot = x[..., :r]
+    if pairs:
+        turned = jnp.stack([-rot[..., 1::2], rot[..., ::2]], axis=-1).reshape(rot.shape)
+    else:
+        turned = jnp.concatenate([-rot[..., r // 2 :], rot[..., : r // 2]], axis=-1)
+    rotated = rot * cos[:, :, None, :] + turned * sin[:, :, None, :]
+    return rotated if r == x.shape[-1] else jnp.concatenate([rotated, x[..., r:]], axis=-1)
 
 
 def positions_from_mask(attention_mask: Int[Array, "B T"]) -> Int[Array, "B T"]:
@@ -352,8 +341,9 @@ def write_columns(k_all: Array, v_all: Array, k: Array, v: Array, start) -> tupl
 
 
 class CausalBlock(nnx.Module):
-    """A decoder block split where the key/value cache sits: ``project`` gives the queries, keys and values
-    of its input, ``attend`` the block output from those queries over (cached) keys and values."""
+    """A decoder layer with sub-modules ``attn`` (:class:`~jaxassoc.models.attention.Attention`) and ``mlp``
+    and its norms, split where the key/value cache sits: ``project`` gives the queries, keys and values of
+    its input, ``attend`` the layer output from those queries over (cached) keys and values."""
 
     def project(self, h: Float[Array, "B t D"], positions: Any) -> tuple[Array, Array, Array]:
         """Queries, keys and values; ``positions`` is what the body's ``layer_positions`` gives."""
@@ -370,29 +360,29 @@ class CausalBlock(nnx.Module):
 
 
 class CausalBody(nnx.Module):
-    """A causal decoder body: ``embed_inputs(ids, positions)``, a stacked :class:`CausalBlock` (``stack``), then
-    ``final_norm``. Subclasses name their parameters as their checkpoint layout is read
-    (``<family>/params.py``) and give ``cache_dims``, and optionally ``window`` (a sliding window on
-    position ids) with ``local_layers`` (which layers use it; None: all), ``block_positions`` /
-    ``layer_positions`` (rotary tables) and ``attention_bias`` (ALiBi)."""
+    """A causal decoder body holding, by these names, the token embeddings ``embed``, the ``n_layers`` layers
+    ``layers`` (one :class:`CausalBlock` whose parameters are stacked on a leading axis, scanned) and
+    ``final_norm``. Subclasses build them and may set ``window`` (a sliding window on position ids) with
+    ``local_layers`` (which layers use it; None: all) and override ``embed_inputs``, ``head_input``,
+    ``block_positions`` / ``layer_positions`` (rotary tables) and ``attention_bias`` (ALiBi)."""
 
+    n_layers: int
     window: int | None = None
     local_layers: tuple[bool, ...] | None = None
 
     @property
-    def stack(self) -> CausalBlock:
-        raise NotImplementedError
-
-    @property
     def cache_dims(self) -> tuple[int, int, int]:
         """(layers, key/value heads, head dim) of the key/value cache."""
-        raise NotImplementedError
+        return self.n_layers, self.layers.attn.kv_heads, self.layers.attn.head_dim
 
     def embed_inputs(self, input_ids: Int[Array, "B T"], positions: Int[Array, "B T"]) -> Float[Array, "B T D"]:
-        raise NotImplementedError
+        """The layers' input: the token embeddings (learned-position families add theirs). Indexing clamps an
+        id past the table (a padding id, ``vocab_size``) to the last row: finite, where ``jnp.take`` gives NaN."""
+        return self.embed[...][input_ids]
 
-    def final_norm(self, h: Float[Array, "B T D"]) -> Float[Array, "B T D"]:
-        raise NotImplementedError
+    def head_input(self, h: Float[Array, "B T D"]) -> Float[Array, "B T D"]:
+        """The last layer's output as the head reads it: after ``final_norm``."""
+        return self.final_norm(h)
 
     def block_positions(self, positions: Int[Array, "B T"], dtype) -> Any:
         """What the blocks need of the position ids (computed once, outside the layer scan): the ids
@@ -410,7 +400,7 @@ class CausalBody(nnx.Module):
 
     def _layer_masks(self, allowed, query_positions, key_positions):
         """(global, local or None, per-layer flags ``(L,)``): what each layer of the scan attends with."""
-        n_layers = self.cache_dims[0]
+        n_layers = self.n_layers
         if self.window is None:
             return allowed, None, jnp.zeros(n_layers, bool)
         local = window_allowed(allowed, query_positions, key_positions, self.window)
@@ -434,8 +424,8 @@ class CausalBody(nnx.Module):
             out = block(h, self.layer_positions(at, flag), mask, bias)
             return out, (out if all_layers else None)
 
-        h, per_layer = scan_layers(self.stack, step, x, flags)
-        hidden = self.final_norm(h)
+        h, per_layer = scan_layers(self.layers, step, x, flags)
+        hidden = self.head_input(h)
         if not all_layers:
             return ForwardOutput(hidden=hidden, layers=None)
         return ForwardOutput(hidden=hidden, layers=(x, *(per_layer[i] for i in range(per_layer.shape[0] - 1)), hidden))
@@ -489,5 +479,5 @@ class CausalBody(nnx.Module):
             k_all, v_all = write_columns(k_all, v_all, k, v, start)
             return block.attend(h, q, k_all, v_all, mask, bias), (k_all, v_all)
 
-        h, (k, v) = scan_layers(self.stack, step, x, (flags, cache.k, cache.v))
-        return self.final_norm(h), KVCache(k, v)
+        h, (k, v) = scan_layers(self.layers, step, x, (flags, cache.k, cache.v))
+        return self.head_input(h), KVCache(k, v)

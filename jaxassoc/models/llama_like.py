@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -28,7 +28,7 @@ from jaxassoc.errors import ModelError
 from jaxassoc.models.attention import Attention
 from jaxassoc.models.base import Head
 from jaxassoc.models.checkpoint import LayerStack, TensorTaker
-from jaxassoc.models.family import param_shapes
+from jaxassoc.models.family import Family, param_shapes
 from jaxassoc.models.layers import CausalBlock, CausalBody, RopeScaling, required_fields, rope_tables, zeros
 from jaxassoc.models.mlp import GatedMLP, MoE
 from jaxassoc.models.norms import ParameterFreeLayerNorm, RMSNorm
@@ -66,8 +66,7 @@ class LlamaLikeConfig:
     attn_logit_softcapping: float | None = None  # Gemma 2: c tanh(s / c) on the attention scores
     final_logit_softcapping: float | None = None  # Gemma: the head's soft-cap of the logits
     mlp_activation: str = "silu"  # the gate's activation: silu (SwiGLU) or a GELU (Gemma's GeGLU)
-    rope_local_theta: float | None = None  # Gemma 3: the local layers' rotary base (and global linear scaling:
-    rope_linear_factor: float = 1.0  # positions divided by rope_linear_factor)
+    rope_local_theta: float | None = None  # Gemma 3: the local layers' rotary base (unscaled)
 
     @property
     def max_positions(self) -> int:
@@ -136,21 +135,13 @@ class LlamaLike(CausalBody):
         self.embed = zeros(c.vocab_size, c.hidden_size)
         self.layers = LlamaLikeBlock(config, lead=(c.num_hidden_layers,))
         self.final_norm = make_norm(c)
+        self.n_layers = c.num_hidden_layers
         self.window = c.sliding_window
         self.local_layers = c.local_layers
         self.config = config
 
-    @property
-    def stack(self) -> LlamaLikeBlock:
-        return self.layers
-
-    @property
-    def cache_dims(self) -> tuple[int, int, int]:
-        c = self.config
-        return c.num_hidden_layers, c.num_key_value_heads, c.head_dim
-
     def embed_inputs(self, input_ids, positions):
-        embedded = self.embed[...][input_ids]
+        embedded = super().embed_inputs(input_ids, positions)
         if self.config.embed_scale:
             return embedded * jnp.asarray(math.sqrt(self.config.hidden_size), embedded.dtype)
         return embedded
@@ -158,25 +149,16 @@ class LlamaLike(CausalBody):
     def block_positions(self, positions, dtype):
         """The rotary ``(cos, sin)``; Gemma 3: (global, local) tables, computed once outside the layer scan."""
         c = self.config
+        full = rope_tables(positions, c.head_dim, c.rope_theta, dtype, c.rope_scaling)
         if c.rope_local_theta is None:
-            return rope_tables(positions, c.head_dim, c.rope_theta, dtype, c.rope_scaling)
-        full = linear_rope_tables(positions, c.head_dim, c.rope_theta, c.rope_linear_factor, dtype)
-        return full, linear_rope_tables(positions, c.head_dim, c.rope_local_theta, 1.0, dtype)
+            return full
+        return full, rope_tables(positions, c.head_dim, c.rope_local_theta, dtype)
 
     def layer_positions(self, at, local):
         if self.config.rope_local_theta is None:
             return at
         full, windowed = at
         return jax.tree.map(lambda glob, loc: jnp.where(local, loc, glob), full, windowed)
-
-
-def linear_rope_tables(positions, head_dim: int, theta: float, factor: float, dtype) -> tuple[jax.Array, jax.Array]:
-    """cos and sin ``(B, T, d)`` of the rotary angles ``pos * theta^(-2i/d) / factor`` (linear scaling as
-    transformers' Gemma 3 computes it: the inverse frequencies divided by ``factor``)."""
-    inv_freq = 1.0 / (theta ** (jnp.arange(0, head_dim, 2, dtype=jnp.float32) / head_dim)) / factor
-    angles = positions.astype(jnp.float32)[..., None] * inv_freq
-    angles = jnp.concatenate([angles, angles], axis=-1)
-    return jnp.cos(angles).astype(dtype), jnp.sin(angles).astype(dtype)
 
 
 def new_body(config: Any, body: Mapping | None = None) -> LlamaLike:
@@ -219,10 +201,7 @@ def params_from_hf(tensors: Mapping[str, np.ndarray], config: Any) -> dict[str, 
         if norm in layer:
             layers[norm] = take.stacked(f"layers.{{}}.{hf_names[norm]}", n, layer[norm])
     embed = take.take("embed_tokens.weight", shapes["embed"])
-    if take.has("lm_head.weight") or not config.tie_word_embeddings:
-        head_W = take.take("lm_head.weight", shapes["embed"])
-    else:
-        head_W = embed  # untied: placing the params gives it its own device buffer
+    head_W = take.head(embed, config.tie_word_embeddings)
     body = {"embed": embed, "layers": layers}
     if "final_norm" in shapes:
         body["final_norm"] = take.module("norm", shapes["final_norm"])
@@ -310,6 +289,27 @@ and the dense expert computation needs no all-to-all."""
 def units(config: Any) -> dict[str, int]:
     """The query / key-value heads the ``heads`` / ``kv_heads`` axes hold (a head is never split)."""
     return {"heads": config.num_attention_heads, "kv_heads": config.num_key_value_heads}
+
+
+def family(
+    name: str,
+    config_from_hf: Callable[[dict], LlamaLikeConfig],
+    *,
+    model_types: Mapping[str, str] | None = None,
+    params: Callable[[Mapping[str, np.ndarray], LlamaLikeConfig], dict] = params_from_hf,
+) -> Family:
+    """The Family of a llama-like member: its config reader (and, for fused checkpoints, its parameter
+    reader); the rest is this decoder's. A mixture of experts is sharded by :data:`MOE_AXES`."""
+    return Family(
+        name=name,
+        model_types=model_types or {name: name},
+        objective="causal",
+        config_from_hf=config_from_hf,
+        params_from_hf=params,
+        new_body=new_body,
+        axes=MOE_AXES if name == "mixtral" else AXES,
+        units=units,
+    )
 
 
 def config_from_fields(

@@ -237,14 +237,15 @@ TOKENIZER_FILES: tuple[tuple[str, ...], ...] = (
 )
 
 
-ZERO_ALLOWED = frozenset({"decoder_start_token_id", "padding_idx", "rotary_dim"})
-"""Integer fields of a family config for which 0 is meaningful (a token id, no rotary dimensions)."""
+ZERO_ALLOWED = frozenset({"decoder_start_token_id", "padding_idx", "rotary_dim", "position_offset"})
+"""Integer fields of a family config for which 0 is meaningful (a token id, no rotary dimensions, no offset)."""
 
 
 def check_sizes(config: Any, family: str) -> None:
     """ModelError naming a size, count or id of a family's config (read from the checkpoint's config.json or
     GGUF metadata) that is negative, or 0 where 0 means nothing (``n_head: 0`` loaded; a negative size
     failed inside XLA)."""
+    hf_names = dict(getattr(config, "hf_names", ()))
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
         if isinstance(value, bool) or not isinstance(value, int):
@@ -252,7 +253,8 @@ def check_sizes(config: Any, family: str) -> None:
         low = 0 if field.name in ZERO_ALLOWED else 1
         if value < low:
             raise ModelError(
-                f"the {family} config's {field.name}={value} (from the checkpoint's config) must be >= {low}; the "
+                f"the {family} config's {hf_names.get(field.name, field.name)}={value} (from the checkpoint's "
+                f"config) must be >= {low}; the "
                 "config is damaged or edited: restore the checkpoint's own config.json"
             )
 

@@ -1,4 +1,5 @@
-"""Feed-forward layers as NNX modules: the SwiGLU MLP and a mixture of SwiGLU experts."""
+"""Feed-forward layers as NNX modules: the two-layer MLP, the gated (SwiGLU / GeGLU) MLP and a mixture of
+SwiGLU experts."""
 
 from __future__ import annotations
 
@@ -9,6 +10,19 @@ from jaxtyping import Array, Float
 
 from jaxassoc.models.layers import ACTIVATIONS
 from jaxassoc.models.linear import Linear
+
+
+class MLP(nnx.Module):
+    """The transformer feed-forward layer (Vaswani et al. 2017, eq. 2): ``down(act(up(x)))``, with biases
+    unless ``bias=False`` (MPT). State: ``{"up", "down"}``."""
+
+    def __init__(self, dim: int, hidden: int, *, activation: str, bias: bool = True, lead: tuple[int, ...] = ()):
+        self.up = Linear(dim, hidden, bias=bias, lead=lead)
+        self.down = Linear(hidden, dim, bias=bias, lead=lead)
+        self.activation = activation
+
+    def __call__(self, x: Float[Array, "... D"]) -> Float[Array, "... D"]:
+        return self.down(ACTIVATIONS[self.activation](self.up(x)))
 
 
 class GatedMLP(nnx.Module):

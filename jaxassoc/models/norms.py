@@ -31,6 +31,20 @@ class RMSNorm(nnx.Module):
         return norm(x, self.scale[...], self.eps)
 
 
+class LayerNorm(nnx.Module):
+    """LayerNorm (Ba et al. 2016) in float32 with a learned ``scale`` and, unless ``bias=False`` (MPT), a
+    ``bias``. State: ``{"scale", "bias"}`` or ``{"scale"}``."""
+
+    def __init__(self, dim: int, eps: float, *, bias: bool = True, lead: tuple[int, ...] = ()):
+        self.scale = zeros(*lead, dim)
+        if bias:
+            self.bias = zeros(*lead, dim)
+        self.eps = eps
+
+    def __call__(self, x: Float[Array, "... D"]) -> Float[Array, "... D"]:
+        return layer_norm(x, self.eps, self.scale[...], self.bias[...] if hasattr(self, "bias") else None)
+
+
 class ParameterFreeLayerNorm(nnx.Module):
     """LayerNorm without scale or bias, in float32 (OLMo's ``OlmoLayerNorm``). State: none."""
 

@@ -109,7 +109,7 @@ def _key_name(key) -> str:
 
 
 def param_path(path) -> str:
-    """``"body/blocks/c_attn/w"`` from a pytree key path."""
+    """``"body/layers/attn/q/w"`` from a pytree key path."""
     return "/".join(_key_name(k) for k in path)
 
 

@@ -22,21 +22,13 @@ import jax.numpy as jnp
 from flax import nnx
 from jaxtyping import Array, Int
 
+from jaxassoc.models.attention import Attention
 from jaxassoc.models.base import ForwardOutput
 from jaxassoc.models.bert.config import BertConfig
-from jaxassoc.models.layers import (
-    ACTIVATIONS,
-    Dense,
-    LayerNorm,
-    attention,
-    head_scale,
-    merge_heads,
-    padding_allowed,
-    positions_from_mask,
-    scan_layers,
-    split_heads,
-    zeros,
-)
+from jaxassoc.models.layers import ACTIVATIONS, padding_allowed, positions_from_mask, scan_layers, zeros
+from jaxassoc.models.linear import Linear
+from jaxassoc.models.mlp import MLP
+from jaxassoc.models.norms import LayerNorm
 
 
 def position_ids(attention_mask: Int[Array, "B T"], config: BertConfig) -> Int[Array, "B T"]:
@@ -48,39 +40,35 @@ def position_ids(attention_mask: Int[Array, "B T"], config: BertConfig) -> Int[A
 
 
 class BertBlock(nnx.Module):
-    """One encoder layer (all layers' parameters stacked on a leading axis of size ``lead``)."""
+    """One encoder layer, post-LayerNorm: ``attn_norm(h + attn(h))`` then ``mlp_norm(h + mlp(h))`` (all layers'
+    parameters stacked on a leading axis of size ``lead``)."""
 
     def __init__(self, config: BertConfig, *, lead: tuple[int, ...] = ()):
         c = config
-        D, F, eps = c.hidden_size, c.intermediate_size, c.layer_norm_eps
-        self.query = Dense(D, D, lead=lead)
-        self.key = Dense(D, D, lead=lead)
-        self.value = Dense(D, D, lead=lead)
-        self.attn_out = Dense(D, D, lead=lead)
-        self.attn_ln = LayerNorm(D, eps, lead=lead)
-        self.ffn_in = Dense(D, F, lead=lead)
-        self.ffn_out = Dense(F, D, lead=lead)
-        self.ffn_ln = LayerNorm(D, eps, lead=lead)
-        self.config = config
+        D, eps = c.hidden_size, c.layer_norm_eps
+        head_dim = D // c.num_heads
+        self.attn = Attention(
+            D, c.num_heads, c.num_heads, head_dim, eps=eps, qkv_bias=True, o_bias=True, rotary=None, lead=lead
+        )
+        self.attn_norm = LayerNorm(D, eps, lead=lead)
+        self.mlp = MLP(D, c.intermediate_size, activation=c.activation, lead=lead)
+        self.mlp_norm = LayerNorm(D, eps, lead=lead)
 
     def __call__(self, h, allowed):
-        c = self.config
-        heads = [split_heads(dense(h), c.num_heads) for dense in (self.query, self.key, self.value)]
-        a = merge_heads(attention(*heads, allowed, head_scale(c.hidden_size // c.num_heads)))
-        h = self.attn_ln(h + self.attn_out(a))
-        return self.ffn_ln(h + self.ffn_out(ACTIVATIONS[c.activation](self.ffn_in(h))))
+        h = self.attn_norm(h + self.attn.attend(*self.attn.project(h, None), allowed))
+        return self.mlp_norm(h + self.mlp(h))
 
 
 class MLMTransform(nnx.Module):
-    """The MLM head's transform before the decoder: dense -> activation -> LayerNorm."""
+    """The MLM head's transform before the decoder: dense -> activation -> LayerNorm (``norm``)."""
 
     def __init__(self, config: BertConfig):
-        self.dense = Dense(config.hidden_size, config.hidden_size)
-        self.ln = LayerNorm(config.hidden_size, config.layer_norm_eps)
+        self.dense = Linear(config.hidden_size, config.hidden_size, bias=True)
+        self.norm = LayerNorm(config.hidden_size, config.layer_norm_eps)
         self.activation = config.mlm_activation
 
     def __call__(self, h):
-        return self.ln(ACTIVATIONS[self.activation](self.dense(h)))
+        return self.norm(ACTIVATIONS[self.activation](self.dense(h)))
 
 
 class Bert(nnx.Module):
@@ -89,11 +77,11 @@ class Bert(nnx.Module):
     def __init__(self, config: BertConfig, *, mlm: bool = True):
         c = config
         D = c.hidden_size
-        self.word = zeros(c.vocab_size, D)
-        self.position = zeros(c.max_position_embeddings, D)
+        self.embed = zeros(c.vocab_size, D)
+        self.positions = zeros(c.max_position_embeddings, D)
         self.token_type = zeros(c.type_vocab_size, D)
-        self.embed_ln = LayerNorm(D, c.layer_norm_eps)
-        self.blocks = BertBlock(config, lead=(c.num_layers,))
+        self.embed_norm = LayerNorm(D, c.layer_norm_eps)
+        self.layers = BertBlock(config, lead=(c.num_layers,))
         self.mlm_transform = MLMTransform(config) if mlm else None
         self.config = config
 
@@ -103,18 +91,18 @@ class Bert(nnx.Module):
         """Head input (last layer after the MLM transform, or the last layer itself for encoder-only bodies)
         and optionally HF's ``hidden_states``: embedding output, then every layer's output."""
         embedded = (
-            jnp.take(self.word[...], input_ids, axis=0)
-            + jnp.take(self.position[...], position_ids(attention_mask, self.config), axis=0)
+            jnp.take(self.embed[...], input_ids, axis=0)
+            + jnp.take(self.positions[...], position_ids(attention_mask, self.config), axis=0)
             + self.token_type[...][0]
         )
-        embedded = self.embed_ln(embedded)
+        embedded = self.embed_norm(embedded)
         allowed = padding_allowed(attention_mask)
 
         def step(block, h, _):
             out = block(h, allowed)
             return out, (out if all_layers else None)
 
-        h, per_layer = scan_layers(self.blocks, step, embedded)
+        h, per_layer = scan_layers(self.layers, step, embedded)
         hidden = h if self.mlm_transform is None else self.mlm_transform(h)
         layers = (embedded, *(per_layer[i] for i in range(per_layer.shape[0]))) if all_layers else None
         return ForwardOutput(hidden=hidden, layers=layers)

@@ -17,18 +17,17 @@ from jaxassoc.models.family import param_shapes
 
 # Tensors this port deliberately leaves out: pooler, next-sentence head, position-id buffers.
 _IGNORED = ("pooler.", "cls.seq_relationship.", "embeddings.position_ids", "embeddings.token_type_ids")
-# Module path in BertBlock -> HF name inside ``encoder.layer.<i>.``; leaf -> HF suffix.
+# Sub-module of a BertBlock -> HF name inside ``encoder.layer.<i>.``
 _BLOCK = {
-    "query": "attention.self.query",
-    "key": "attention.self.key",
-    "value": "attention.self.value",
-    "attn_out": "attention.output.dense",
-    "attn_ln": "attention.output.LayerNorm",
-    "ffn_in": "intermediate.dense",
-    "ffn_out": "output.dense",
-    "ffn_ln": "output.LayerNorm",
+    ("attn", "q"): "attention.self.query",
+    ("attn", "k"): "attention.self.key",
+    ("attn", "v"): "attention.self.value",
+    ("attn", "o"): "attention.output.dense",
+    ("attn_norm",): "attention.output.LayerNorm",
+    ("mlp", "up"): "intermediate.dense",
+    ("mlp", "down"): "output.dense",
+    ("mlp_norm",): "output.LayerNorm",
 }
-_LEAF = {"scale": "weight", "bias": "bias", "w": "weight", "b": "bias"}
 
 
 def params_from_hf(tensors: Mapping[str, np.ndarray], config: BertConfig) -> dict:
@@ -39,31 +38,30 @@ def params_from_hf(tensors: Mapping[str, np.ndarray], config: BertConfig) -> dic
     """
     c = config
     shapes = param_shapes(nnx.eval_shape(lambda: new_body(config)))
-    D, V = c.hidden_size, c.vocab_size
+    V = c.vocab_size
     t = TensorTaker(tensors, prefixes=(f"{c.model_type}.",), ignore=_IGNORED, outside=("cls.", "lm_head."))
 
-    def module(hf: str, leaves: dict, stacked: bool = False) -> dict:  # nn.Linear weights are (out, in)
-        if stacked:
-            return {
-                leaf: t.stack(f"encoder.layer.{{}}.{hf}.{_LEAF[leaf]}", c.num_layers, shape[1:], transpose=leaf == "w")
-                for leaf, shape in leaves.items()
-            }
-        return {leaf: t.take(f"{hf}.{_LEAF[leaf]}", shape, transpose=leaf == "w") for leaf, shape in leaves.items()}
-
+    layers: dict = {}
+    for path, hf in _BLOCK.items():
+        leaves = shapes["layers"][path[0]] if len(path) == 1 else shapes["layers"][path[0]][path[1]]
+        parent = layers if len(path) == 1 else layers.setdefault(path[0], {})
+        parent[path[-1]] = t.stacked(f"encoder.layer.{{}}.{hf}", c.num_layers, leaves)
     body = {
-        "word": t.take("embeddings.word_embeddings.weight", shapes["word"]),
-        "position": t.take("embeddings.position_embeddings.weight", shapes["position"]),
+        "embed": t.take("embeddings.word_embeddings.weight", shapes["embed"]),
+        "positions": t.take("embeddings.position_embeddings.weight", shapes["positions"]),
         "token_type": t.take("embeddings.token_type_embeddings.weight", shapes["token_type"]),
-        "embed_ln": module("embeddings.LayerNorm", shapes["embed_ln"]),
-        "blocks": {name: module(hf, shapes["blocks"][name], stacked=True) for name, hf in _BLOCK.items()},
+        "embed_norm": t.module("embeddings.LayerNorm", shapes["embed_norm"]),
+        "layers": layers,
     }
     names = _mlm_names(c.model_type)
     head = None
     if any(k.startswith(names["head"]) for k in t.tensors):
         mlm = shapes["mlm_transform"]
-        body["mlm_transform"] = {"dense": module(names["dense"], mlm["dense"]), "ln": module(names["ln"], mlm["ln"])}
-        decoder = names["decoder"] + ".weight"
-        W = t.take(decoder, (V, D)) if t.has(decoder) or not c.tie_word_embeddings else body["word"]
+        body["mlm_transform"] = {
+            "dense": t.module(names["dense"], mlm["dense"]),
+            "norm": t.module(names["ln"], mlm["norm"]),
+        }
+        W = t.head(body["embed"], c.tie_word_embeddings, (names["decoder"] + ".weight",))
         # HF applies ``decoder.bias``; tied checkpoints may store only the shared ``bias`` it is tied to,
         # old ones store both (equal), untied transformers-5 ones both (only ``decoder.bias`` is used).
         biases = [t.take(n, (V,)) for n in (names["decoder"] + ".bias", names["bias"]) if t.has(n)]

@@ -13,6 +13,7 @@ from jaxassoc.models.gemma2.config import (
     softcap,
     with_scaling,
 )
+from jaxassoc.models.layers import RopeScaling
 from jaxassoc.models.llama_like import LlamaLikeConfig
 
 
@@ -39,12 +40,12 @@ def config_from_hf(hf_config: dict) -> LlamaLikeConfig:
     attn_cap = hf_config.get("attn_logit_softcapping")
     if attn_cap is not None:
         refuse(model_type, "attn_logit_softcapping", attn_cap, "Gemma 3 has no attention soft-capping: only None")
-    factor = float(full.get("factor", 1.0)) if full.get("rope_type") == "linear" else 1.0
+    linear = RopeScaling("linear", float(full.get("factor", 1.0))) if full.get("rope_type") == "linear" else None
     return LlamaLikeConfig(
         **common_fields(hf_config, model_type, pattern=int(hf_config.get("sliding_window_pattern") or 6)),
         qk_norm=True,
         rope_theta=float(full["rope_theta"]),
         final_logit_softcapping=softcap(hf_config, "final_logit_softcapping", None),
         rope_local_theta=float(local["rope_theta"]),
-        rope_linear_factor=factor,
+        rope_scaling=linear,
     )

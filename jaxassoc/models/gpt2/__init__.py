@@ -1,19 +1,10 @@
-"""GPT-2 (``model_type`` gpt2): ``config`` (GPT2Config), ``params`` (HF tensors -> module state),
-``modeling`` (the NNX body), ``sharding`` (logical axes). ``FAMILY`` is what :mod:`jaxassoc.models.family` registers."""
+"""GPT-2 (Radford et al. 2019, "Language Models are Unsupervised Multitask Learners"; ``model_type`` gpt2):
+``config`` reads a HF config into a GPTLikeConfig, ``params`` says where the checkpoint keeps each
+parameter; the body and its axes are the GPT-like decoder's (:mod:`jaxassoc.models.gpt_like`). ``FAMILY`` is
+what :mod:`jaxassoc.models.family` registers."""
 
-from jaxassoc.models.family import Family
+from jaxassoc.models import gpt_like
 from jaxassoc.models.gpt2.config import config_from_hf
-from jaxassoc.models.gpt2.modeling import new_body
-from jaxassoc.models.gpt2.params import params_from_hf
-from jaxassoc.models.gpt2.sharding import AXES, units
+from jaxassoc.models.gpt2.params import LAYOUT
 
-FAMILY = Family(
-    name="gpt2",
-    model_types={"gpt2": "gpt2"},
-    objective="causal",
-    config_from_hf=config_from_hf,
-    params_from_hf=params_from_hf,
-    new_body=new_body,
-    axes=AXES,
-    units=units,
-)
+FAMILY = gpt_like.family("gpt2", config_from_hf, LAYOUT)

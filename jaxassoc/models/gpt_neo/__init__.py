@@ -1,20 +1,9 @@
-"""GPT-Neo (``model_type`` gpt_neo): ``config`` (GPTNeoConfig), ``params`` (HF tensors -> module
-state), ``modeling`` (the NNX body), ``sharding`` (logical axes). ``FAMILY`` is what
-:mod:`jaxassoc.models.family` registers."""
+"""GPT-Neo (Black et al. 2021; ``model_type`` gpt_neo): ``config`` reads a HF config into a GPTLikeConfig,
+``params`` says where the checkpoint keeps each parameter; the body and its axes are the GPT-like decoder's
+(:mod:`jaxassoc.models.gpt_like`). ``FAMILY`` is what :mod:`jaxassoc.models.family` registers."""
 
-from jaxassoc.models.family import Family
+from jaxassoc.models import gpt_like
 from jaxassoc.models.gpt_neo.config import config_from_hf
-from jaxassoc.models.gpt_neo.modeling import new_body
-from jaxassoc.models.gpt_neo.params import params_from_hf
-from jaxassoc.models.gpt_neo.sharding import AXES, units
+from jaxassoc.models.gpt_neo.params import LAYOUT
 
-FAMILY = Family(
-    name="gpt_neo",
-    model_types={"gpt_neo": "gpt_neo"},
-    objective="causal",
-    config_from_hf=config_from_hf,
-    params_from_hf=params_from_hf,
-    new_body=new_body,
-    axes=AXES,
-    units=units,
-)
+FAMILY = gpt_like.family("gpt_neo", config_from_hf, LAYOUT)

@@ -3,39 +3,12 @@ layer types other than global / local, other activations)."""
 
 from __future__ import annotations
 
-import dataclasses
-
 from jaxassoc.errors import ModelError
+from jaxassoc.models.gpt_like import GPTLikeConfig
 from jaxassoc.models.layers import check_activation, required_fields
 
 MODEL_TYPES: tuple[str, ...] = ("gpt_neo",)
 ATTENTION_TYPES: tuple[str, ...] = ("global", "local")
-
-
-@dataclasses.dataclass(frozen=True)
-class GPTNeoConfig:
-    """The hyper-parameters the forward pass needs (hashable: a static argument under jit)."""
-
-    vocab_size: int
-    max_position_embeddings: int
-    hidden_size: int
-    num_layers: int
-    num_heads: int
-    intermediate_size: int
-    attention_layers: tuple[str, ...]
-    """Each layer's attention, ``"global"`` or ``"local"`` (a window of ``window_size`` positions)."""
-    window_size: int
-    layer_norm_epsilon: float
-    activation: str
-    tie_word_embeddings: bool
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden_size // self.num_heads
-
-    @property
-    def max_positions(self) -> int:
-        return self.max_position_embeddings
 
 
 def _attention_layers(hf_config: dict, num_layers: int) -> tuple[str, ...]:
@@ -69,8 +42,11 @@ def _attention_layers(hf_config: dict, num_layers: int) -> tuple[str, ...]:
     return layers
 
 
-def config_from_hf(hf_config: dict) -> GPTNeoConfig:
-    """A GPTNeoConfig from a HF ``config.json``; ModelError naming each field value the port does not implement."""
+def config_from_hf(hf_config: dict) -> GPTLikeConfig:
+    """GPT-Neo (Black et al. 2021) as a GPTLikeConfig: GPT-2's decoder with unscaled float32 scores, no q/k/v
+    biases, and local layers (``attention_types``) that see their own and the ``window_size - 1`` previous
+    positions (transformers' ``tril(ones) XOR tril(ones, -window_size)``, here on position ids, so padding
+    and packing keep it); ModelError naming each field value the port does not implement."""
     model_type = hf_config.get("model_type")
     if model_type not in MODEL_TYPES:
         raise ModelError(f"gpt_neo port: model_type {model_type!r} is not one of {MODEL_TYPES}")
@@ -79,18 +55,27 @@ def config_from_hf(hf_config: dict) -> GPTNeoConfig:
         heads = int(hf_config["num_heads"])
         num_layers = int(hf_config["num_layers"])
         window = int(hf_config.get("window_size", 256))
-        config = GPTNeoConfig(
+        config = GPTLikeConfig(
+            model_type="gpt_neo",
+            hf_names=(
+                ("num_hidden_layers", "num_layers"),
+                ("num_attention_heads", "num_heads"),
+                ("sliding_window", "window_size"),
+            ),
             vocab_size=int(hf_config["vocab_size"]),
-            max_position_embeddings=int(hf_config["max_position_embeddings"]),
             hidden_size=hidden,
-            num_layers=num_layers,
-            num_heads=heads,
             intermediate_size=int(hf_config.get("intermediate_size") or 4 * hidden),
-            attention_layers=_attention_layers(hf_config, num_layers),
-            window_size=window,
-            layer_norm_epsilon=float(hf_config.get("layer_norm_epsilon", 1e-5)),
+            num_hidden_layers=num_layers,
+            num_attention_heads=heads,
+            max_position_embeddings=int(hf_config["max_position_embeddings"]),
+            layer_norm_eps=float(hf_config.get("layer_norm_epsilon", 1e-5)),
             activation=check_activation(hf_config.get("activation_function", "gelu_new"), "activation_function"),
             tie_word_embeddings=bool(hf_config.get("tie_word_embeddings", True)),
+            qkv_bias=False,
+            attn_scale=1.0,
+            f32_scores=True,
+            sliding_window=window,
+            local_layers=tuple(kind == "local" for kind in _attention_layers(hf_config, num_layers)),
         )
     if hidden % heads:
         raise ModelError(f"gpt_neo config: hidden_size = {hidden} is not a multiple of num_heads = {heads}")

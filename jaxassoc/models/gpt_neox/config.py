@@ -4,39 +4,11 @@ embeddings, attention without biases, other activations)."""
 
 from __future__ import annotations
 
-import dataclasses
-
 from jaxassoc.errors import ModelError
+from jaxassoc.models.gpt_like import GPTLikeConfig
 from jaxassoc.models.layers import check_activation, required_fields
 
 MODEL_TYPES: tuple[str, ...] = ("gpt_neox",)
-
-
-@dataclasses.dataclass(frozen=True)
-class GPTNeoXConfig:
-    """The hyper-parameters the forward pass needs (hashable: a static argument under jit)."""
-
-    vocab_size: int
-    hidden_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    intermediate_size: int
-    layer_norm_eps: float
-    activation: str
-    rotary_dim: int
-    """Leading dimensions of each head that rotate (``int(head_dim * partial_rotary_factor)``)."""
-    rope_theta: float
-    use_parallel_residual: bool
-    max_position_embeddings: int
-    tie_word_embeddings: bool
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden_size // self.num_attention_heads
-
-    @property
-    def max_positions(self) -> int:
-        return self.max_position_embeddings
 
 
 def _rope(hf_config: dict) -> tuple[str, float, float]:
@@ -49,8 +21,11 @@ def _rope(hf_config: dict) -> tuple[str, float, float]:
     return rope_type, float(theta), float(factor)
 
 
-def config_from_hf(hf_config: dict) -> GPTNeoXConfig:
-    """A GPTNeoXConfig from a HF ``config.json``; ModelError naming each field value the port does not implement."""
+def config_from_hf(hf_config: dict) -> GPTLikeConfig:
+    """GPT-NeoX / Pythia (Black et al. 2022; Biderman et al. 2023) as a GPTLikeConfig: rotary positions on the
+    first ``rotary_pct`` of each head ("rotate half" within them), biases everywhere, the parallel residual
+    (``use_parallel_residual``) or the sequential one; ModelError naming each field value the port does not
+    implement."""
     model_type = hf_config.get("model_type")
     if model_type not in MODEL_TYPES:
         raise ModelError(f"gpt_neox port: model_type {model_type!r} is not one of {MODEL_TYPES}")
@@ -68,19 +43,21 @@ def config_from_hf(hf_config: dict) -> GPTNeoXConfig:
     with required_fields("gpt_neox"):
         hidden = int(hf_config["hidden_size"])
         heads = int(hf_config["num_attention_heads"])
-        config = GPTNeoXConfig(
+        config = GPTLikeConfig(
+            model_type="gpt_neox",
             vocab_size=int(hf_config["vocab_size"]),
             hidden_size=hidden,
+            intermediate_size=int(hf_config["intermediate_size"]),
             num_hidden_layers=int(hf_config["num_hidden_layers"]),
             num_attention_heads=heads,
-            intermediate_size=int(hf_config["intermediate_size"]),
+            max_position_embeddings=int(hf_config["max_position_embeddings"]),
             layer_norm_eps=float(hf_config.get("layer_norm_eps", 1e-5)),
             activation=check_activation(hf_config.get("hidden_act", "gelu"), "hidden_act"),
+            tie_word_embeddings=bool(hf_config.get("tie_word_embeddings", False)),
+            positions="rotary",
             rotary_dim=int(hidden // heads * factor),
             rope_theta=theta,
-            use_parallel_residual=bool(hf_config.get("use_parallel_residual", True)),
-            max_position_embeddings=int(hf_config["max_position_embeddings"]),
-            tie_word_embeddings=bool(hf_config.get("tie_word_embeddings", False)),
+            residual="parallel" if hf_config.get("use_parallel_residual", True) else "sequential",
         )
     if hidden % heads:
         raise ModelError(f"gpt_neox config: hidden_size = {hidden} is not a multiple of num_attention_heads = {heads}")

@@ -1,20 +1,9 @@
-"""GPT-J (``model_type`` gptj): ``config`` (GPTJConfig), ``params`` (HF tensors -> module
-state), ``modeling`` (the NNX body), ``sharding`` (logical axes). ``FAMILY`` is what
-:mod:`jaxassoc.models.family` registers."""
+"""GPT-J (Wang & Komatsuzaki 2021; ``model_type`` gptj): ``config`` reads a HF config into a GPTLikeConfig,
+``params`` says where the checkpoint keeps each parameter; the body and its axes are the GPT-like decoder's
+(:mod:`jaxassoc.models.gpt_like`). ``FAMILY`` is what :mod:`jaxassoc.models.family` registers."""
 
-from jaxassoc.models.family import Family
+from jaxassoc.models import gpt_like
 from jaxassoc.models.gptj.config import config_from_hf
-from jaxassoc.models.gptj.modeling import new_body
-from jaxassoc.models.gptj.params import params_from_hf
-from jaxassoc.models.gptj.sharding import AXES, units
+from jaxassoc.models.gptj.params import LAYOUT
 
-FAMILY = Family(
-    name="gptj",
-    model_types={"gptj": "gptj"},
-    objective="causal",
-    config_from_hf=config_from_hf,
-    params_from_hf=params_from_hf,
-    new_body=new_body,
-    axes=AXES,
-    units=units,
-)
+FAMILY = gpt_like.family("gptj", config_from_hf, LAYOUT)

@@ -3,41 +3,18 @@ activations, a missing or odd ``rotary_dim``)."""
 
 from __future__ import annotations
 
-import dataclasses
-
 from jaxassoc.errors import ModelError
+from jaxassoc.models.gpt_like import GPTLikeConfig
 from jaxassoc.models.layers import check_activation, required_fields
 
 MODEL_TYPES: tuple[str, ...] = ("gptj",)
 
 
-@dataclasses.dataclass(frozen=True)
-class GPTJConfig:
-    """The hyper-parameters the forward pass needs (hashable: a static argument under jit)."""
-
-    vocab_size: int
-    n_positions: int
-    n_embd: int
-    n_layer: int
-    n_head: int
-    n_inner: int
-    rotary_dim: int
-    """Leading dimensions of each head that rotate, in interleaved pairs (0, 1), (2, 3), ..."""
-    layer_norm_epsilon: float
-    activation: str
-    tie_word_embeddings: bool
-
-    @property
-    def head_dim(self) -> int:
-        return self.n_embd // self.n_head
-
-    @property
-    def max_positions(self) -> int:
-        return self.n_positions
-
-
-def config_from_hf(hf_config: dict) -> GPTJConfig:
-    """A GPTJConfig from a HF ``config.json``; ModelError naming each field value the port does not implement."""
+def config_from_hf(hf_config: dict) -> GPTLikeConfig:
+    """GPT-J (Wang & Komatsuzaki 2021) as a GPTLikeConfig: parallel blocks fed by one LayerNorm, rotary
+    positions (base 10000) on the first ``rotary_dim`` dimensions of each head in interleaved pairs, float32
+    scores, biases on the MLP and the output head only; ModelError naming each field value the port does not
+    implement."""
     model_type = hf_config.get("model_type")
     if model_type not in MODEL_TYPES:
         raise ModelError(f"gptj port: model_type {model_type!r} is not one of {MODEL_TYPES}")
@@ -53,15 +30,31 @@ def config_from_hf(hf_config: dict) -> GPTJConfig:
                 f"dimensions in 2..head_dim ({d // heads}); transformers' GPT-J rotates with a table of the "
                 "hidden size when it is null, which does not fit a head"
             )
-        return GPTJConfig(
+        return GPTLikeConfig(
+            model_type="gptj",
+            hf_names=(
+                ("hidden_size", "n_embd"),
+                ("intermediate_size", "n_inner"),
+                ("num_hidden_layers", "n_layer"),
+                ("num_attention_heads", "n_head"),
+                ("max_position_embeddings", "n_positions"),
+            ),
             vocab_size=int(hf_config["vocab_size"]),
-            n_positions=int(hf_config["n_positions"]),
-            n_embd=d,
-            n_layer=int(hf_config["n_layer"]),
-            n_head=heads,
-            n_inner=int(hf_config.get("n_inner") or 4 * d),
-            rotary_dim=int(rotary_dim),
-            layer_norm_epsilon=float(hf_config.get("layer_norm_epsilon", 1e-5)),
+            hidden_size=d,
+            intermediate_size=int(hf_config.get("n_inner") or 4 * d),
+            num_hidden_layers=int(hf_config["n_layer"]),
+            num_attention_heads=heads,
+            max_position_embeddings=int(hf_config["n_positions"]),
+            layer_norm_eps=float(hf_config.get("layer_norm_epsilon", 1e-5)),
             activation=check_activation(hf_config.get("activation_function", "gelu_new"), "activation_function"),
             tie_word_embeddings=bool(hf_config.get("tie_word_embeddings", False)),
+            positions="rotary",
+            rotary_dim=int(rotary_dim),
+            rotary_pairs=True,
+            residual="parallel",
+            shared_norm=True,
+            qkv_bias=False,
+            o_bias=False,
+            head_bias=True,
+            f32_scores=True,
         )

@@ -1,19 +1,9 @@
-"""MPT (``model_type`` mpt): ``config`` (MptConfig), ``params`` (HF tensors -> module state), ``modeling``
-(the NNX body with ALiBi), ``sharding`` (logical axes). ``FAMILY`` is what :mod:`jaxassoc.models.family` registers."""
+"""MPT (MosaicML 2023; ``model_type`` mpt): ``config`` reads a HF config into a GPTLikeConfig,
+``params`` says where the checkpoint keeps each parameter; the body and its axes are the GPT-like decoder's
+(:mod:`jaxassoc.models.gpt_like`). ``FAMILY`` is what :mod:`jaxassoc.models.family` registers."""
 
-from jaxassoc.models.family import Family
+from jaxassoc.models import gpt_like
 from jaxassoc.models.mpt.config import config_from_hf
-from jaxassoc.models.mpt.modeling import new_body
-from jaxassoc.models.mpt.params import params_from_hf
-from jaxassoc.models.mpt.sharding import AXES, units
+from jaxassoc.models.mpt.params import LAYOUT
 
-FAMILY = Family(
-    name="mpt",
-    model_types={"mpt": "mpt"},
-    objective="causal",
-    config_from_hf=config_from_hf,
-    params_from_hf=params_from_hf,
-    new_body=new_body,
-    axes=AXES,
-    units=units,
-)
+FAMILY = gpt_like.family("mpt", config_from_hf, LAYOUT)

@@ -3,10 +3,8 @@ the port does not implement."""
 
 from __future__ import annotations
 
-import dataclasses
-import math
-
 from jaxassoc.errors import ModelError
+from jaxassoc.models.gpt_like import GPTLikeConfig
 from jaxassoc.models.layers import required_fields
 
 MODEL_TYPES: tuple[str, ...] = ("mpt",)
@@ -32,33 +30,11 @@ _REFUSED = {
 _NORM_TYPES = ("low_precision_layernorm", "layernorm")  # the same LayerNorm in float32
 
 
-@dataclasses.dataclass(frozen=True)
-class MptConfig:
-    """The hyper-parameters the forward pass needs (hashable: a static argument under jit)."""
-
-    vocab_size: int
-    d_model: int
-    n_heads: int
-    n_layers: int
-    expansion_ratio: int
-    max_seq_len: int
-    layer_norm_epsilon: float
-    softmax_scale: float
-    clip_qkv: float | None
-    alibi_bias_max: int
-    tie_word_embeddings: bool
-
-    @property
-    def max_positions(self) -> int:
-        return self.max_seq_len
-
-    @property
-    def head_dim(self) -> int:
-        return self.d_model // self.n_heads
-
-
-def config_from_hf(hf_config: dict) -> MptConfig:
-    """An MptConfig from a HF ``config.json`` dict; ModelError naming each field value the port does not implement."""
+def config_from_hf(hf_config: dict) -> GPTLikeConfig:
+    """MPT (MosaicML 2023) as a GPTLikeConfig: no biases, LayerNorms with a scale only, a fused ``Wqkv``
+    optionally clamped to ``±clip_qkv``, ALiBi in place of position embeddings (slopes ``2^(-i *
+    alibi_bias_max / n)``), an erf-GELU MLP, the head tied to the word embeddings; ModelError naming each
+    field value the port does not implement."""
     if hf_config.get("model_type") not in MODEL_TYPES:
         raise ModelError(f"mpt port: model_type {hf_config.get('model_type')!r} is not one of {MODEL_TYPES}")
     attn = hf_config.get("attn_config") or {}
@@ -85,16 +61,30 @@ def config_from_hf(hf_config: dict) -> MptConfig:
             raise ModelError(f"MPT config: d_model={d_model} is not a multiple of n_heads={n_heads}")
         softmax_scale = attn.get("softmax_scale")
         clip_qkv = attn.get("clip_qkv")
-        return MptConfig(
+        return GPTLikeConfig(
+            model_type="mpt",
+            hf_names=(
+                ("hidden_size", "d_model"),
+                ("num_hidden_layers", "n_layers"),
+                ("num_attention_heads", "n_heads"),
+                ("max_position_embeddings", "max_seq_len"),
+                ("intermediate_size", "expansion_ratio"),
+            ),
             vocab_size=int(hf_config["vocab_size"]),
-            d_model=d_model,
-            n_heads=n_heads,
-            n_layers=int(hf_config["n_layers"]),
-            expansion_ratio=int(hf_config.get("expansion_ratio", 4)),
-            max_seq_len=int(hf_config["max_seq_len"]),
-            layer_norm_epsilon=float(hf_config.get("layer_norm_epsilon", 1e-5)),
-            softmax_scale=float(softmax_scale) if softmax_scale is not None else 1.0 / math.sqrt(d_model / n_heads),
-            clip_qkv=float(clip_qkv) if clip_qkv else None,  # 0 / None: no clipping, as in transformers
-            alibi_bias_max=int(attn.get("alibi_bias_max", 8)),
+            hidden_size=d_model,
+            intermediate_size=int(hf_config.get("expansion_ratio", 4)) * d_model,
+            num_hidden_layers=int(hf_config["n_layers"]),
+            num_attention_heads=n_heads,
+            max_position_embeddings=int(hf_config["max_seq_len"]),
+            layer_norm_eps=float(hf_config.get("layer_norm_epsilon", 1e-5)),
+            activation="gelu",
             tie_word_embeddings=bool(hf_config.get("tie_word_embeddings", True)),
+            positions="alibi",
+            alibi_bias_max=int(attn.get("alibi_bias_max", 8)),
+            qkv_bias=False,
+            o_bias=False,
+            mlp_bias=False,
+            norm_bias=False,
+            attn_scale=float(softmax_scale) if softmax_scale is not None else None,
+            clip_qkv=float(clip_qkv) if clip_qkv else None,  # 0 / None: no clipping, as in transformers
         )

@@ -1,19 +1,9 @@
-"""OPT (``model_type`` opt): ``config`` (OPTConfig), ``params`` (HF tensors -> module state), ``modeling``
-(the NNX body), ``sharding`` (logical axes). ``FAMILY`` is what :mod:`jaxassoc.models.family` registers."""
+"""OPT (Zhang et al. 2022; ``model_type`` opt): ``config`` reads a HF config into a GPTLikeConfig,
+``params`` says where the checkpoint keeps each parameter; the body and its axes are the GPT-like decoder's
+(:mod:`jaxassoc.models.gpt_like`). ``FAMILY`` is what :mod:`jaxassoc.models.family` registers."""
 
-from jaxassoc.models.family import Family
+from jaxassoc.models import gpt_like
 from jaxassoc.models.opt.config import config_from_hf
-from jaxassoc.models.opt.modeling import new_body
-from jaxassoc.models.opt.params import params_from_hf
-from jaxassoc.models.opt.sharding import AXES, units
+from jaxassoc.models.opt.params import LAYOUT
 
-FAMILY = Family(
-    name="opt",
-    model_types={"opt": "opt"},
-    objective="causal",
-    config_from_hf=config_from_hf,
-    params_from_hf=params_from_hf,
-    new_body=new_body,
-    axes=AXES,
-    units=units,
-)
+FAMILY = gpt_like.family("opt", config_from_hf, LAYOUT)

@@ -2,18 +2,8 @@
 checkpoints with fused query/key/value and gate/up projections (``params`` splits them). The body and its
 axes are the llama-like decoder's (:mod:`jaxassoc.models.llama_like`)."""
 
-from jaxassoc.models.family import Family
-from jaxassoc.models.llama_like import AXES, new_body, units
+from jaxassoc.models import llama_like
 from jaxassoc.models.phi3.config import config_from_hf
 from jaxassoc.models.phi3.params import params_from_hf
 
-FAMILY = Family(
-    name="phi3",
-    model_types={"phi3": "phi3"},
-    objective="causal",
-    config_from_hf=config_from_hf,
-    params_from_hf=params_from_hf,
-    new_body=new_body,
-    axes=AXES,
-    units=units,
-)
+FAMILY = llama_like.family("phi3", config_from_hf, params=params_from_hf)
