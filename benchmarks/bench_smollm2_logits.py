@@ -88,7 +88,7 @@ def main():
     from jaxassoc.models.gguf import read_gguf
     from jaxassoc.models.heads import last_positions, logits_at
     from jaxassoc.models.llama import FAMILY as llama
-    from jaxassoc.models.partitioning import device_params
+    from jaxassoc.models.mesh import device_params
     from jaxassoc.resources import smollm2_gguf
 
     torch.set_num_threads(args.threads)

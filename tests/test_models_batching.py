@@ -10,6 +10,7 @@ from jaxassoc.errors import InputError
 from jaxassoc.models import cast_params, load_model, run_batched
 from jaxassoc.models.base import Head
 from jaxassoc.models.batching import bucket_length
+from jaxassoc.models.multihost import data_mesh
 
 
 @pytest.fixture(scope="module")
@@ -91,8 +92,11 @@ def test_sharded_run_over_8_devices_equals_one_device(model):
     rng = np.random.default_rng(1)
     seqs = [rng.integers(1, 300, rng.integers(1, 30)).tolist() for _ in range(21)]
     one = run_batched(fn, model.params, seqs, batch_size=6, pad_id=0)
-    many = run_batched(fn, model.params, seqs, batch_size=6, pad_id=0, shard=True)
+    many = run_batched(fn, model.params, seqs, batch_size=6, pad_id=0, mesh=data_mesh())
     assert max(float(np.abs(a - b).max()) for a, b in zip(one, many)) <= 1e-5
+    with pytest.warns(DeprecationWarning, match="shard= is deprecated"):  # the alias of the last release
+        old = run_batched(fn, model.params, seqs[:4], batch_size=6, pad_id=0, shard=True)
+    assert max(float(np.abs(a - b).max()) for a, b in zip(old, one[:4])) <= 1e-5
 
 
 def test_per_row_outputs_are_not_cut_when_asked(model):

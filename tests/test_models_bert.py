@@ -16,7 +16,7 @@ from jaxassoc.models.bert import FAMILY as bert
 from jaxassoc.models.bert.modeling import position_ids
 from jaxassoc.models.checkpoint import read_weights
 from jaxassoc.models.heads import head_logits
-from jaxassoc.models.partitioning import device_params
+from jaxassoc.models.mesh import device_params
 from jaxassoc.resources import minilm_dir
 
 

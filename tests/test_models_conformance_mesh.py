@@ -9,11 +9,10 @@ from family_specs import all_specs
 from jax.sharding import NamedSharding
 
 from jaxassoc.models import load_model, model_limits, run_batched
-from jaxassoc.models.batching import model_shard
 from jaxassoc.models.decoding import greedy_generate
 from jaxassoc.models.heads import head_logits
+from jaxassoc.models.mesh import make_mesh
 from jaxassoc.models.packing import run_packed
-from jaxassoc.models.partitioning import make_mesh
 
 SPECS = all_specs()
 
@@ -46,7 +45,7 @@ def test_a_2x4_mesh_gives_the_single_device_results(tiny_checkpoint, spec):
     assert (
         _diff(
             run_batched(logits, one.params, seqs, **kw),
-            run_batched(logits, many.params, seqs, shard=model_shard(many), **kw),
+            run_batched(logits, many.params, seqs, mesh=many.mesh, **kw),
         )
         <= 1e-5
     )
@@ -55,7 +54,7 @@ def test_a_2x4_mesh_gives_the_single_device_results(tiny_checkpoint, spec):
     assert (
         _diff(
             run_packed(logprobs, one.params, seqs, **kw),
-            run_packed(logprobs, many.params, seqs, shard=model_shard(many), **kw),
+            run_packed(logprobs, many.params, seqs, mesh=many.mesh, **kw),
         )
         <= 1e-5
     )

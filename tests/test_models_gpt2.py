@@ -14,7 +14,7 @@ from jaxassoc.models.base import Forward
 from jaxassoc.models.checkpoint import read_weights
 from jaxassoc.models.gpt2 import FAMILY as gpt2
 from jaxassoc.models.heads import head_logits
-from jaxassoc.models.partitioning import device_params
+from jaxassoc.models.mesh import device_params
 
 
 @pytest.fixture(scope="module")

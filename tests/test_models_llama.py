@@ -19,7 +19,7 @@ from jaxassoc.models import layers
 from jaxassoc.models.base import Forward
 from jaxassoc.models.heads import head_logits
 from jaxassoc.models.llama import FAMILY as llama
-from jaxassoc.models.partitioning import device_params
+from jaxassoc.models.mesh import device_params
 
 VOCAB = PORT_LLAMA.fields["vocab_size"]
 

@@ -38,8 +38,8 @@ def test_every_member_has_the_same_paths_for_the_same_sub_layers(family):
     flagged = set().union(*(added for flag, added in FLAGGED.items() if getattr(config, flag)))
     expected = SHARED | flagged | (NORMS if config.norm != "layer" else set())
     assert paths == expected, sorted(paths ^ expected)
-    axes = {p.removeprefix("body/") for p in family_for(config.model_type).axes if p.startswith("body/")}
-    assert paths <= axes  # every parameter has its logical axes
+    axes = {p.removeprefix("body/") for p in family_for(config.model_type).param_axes(config) if p.startswith("body/")}
+    assert paths == axes  # every parameter has its logical axes
 
 
 def test_the_flags_differ_where_the_families_do():
@@ -72,7 +72,7 @@ def test_a_variant_built_from_flags_alone_matches_transformers(tiny_checkpoint):
     from safetensors.numpy import load_file
 
     from jaxassoc.models.heads import head_logits
-    from jaxassoc.models.partitioning import device_params
+    from jaxassoc.models.mesh import device_params
 
     folder = tiny_checkpoint(PORT)
     hf = json.loads((folder / "config.json").read_text())

@@ -1,4 +1,4 @@
-"""Model-parallel sharding (jaxassoc.models.partitioning): the per-family partition tables, the
+"""Model-parallel sharding (jaxassoc.models.mesh): the per-family partition tables, the
 replicate-and-log rule, mesh validation, and — on the 8 simulated CPU devices ``tests/conftest.py`` starts
 JAX with — a 2×4 fsdp×tp mesh giving the single-device results for tiny GPT-2, Llama (GQA) and BERT
 checkpoints, with each device holding only its slice of every sharded weight."""
@@ -18,16 +18,20 @@ from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.set_exact import set_exact
 from jaxassoc.metrics.set_optax import SolverSettings, set_optax
 from jaxassoc.models import load_model, model_limits, run_batched
-from jaxassoc.models.batching import model_shard
 from jaxassoc.models.checkpoint import LayerStack
 from jaxassoc.models.decoding import greedy_generate
 from jaxassoc.models.heads import head_logits
 from jaxassoc.models.loading import check_dtype
+from jaxassoc.models.mesh import make_mesh, param_path, param_specs
 from jaxassoc.models.packing import run_packed
-from jaxassoc.models.partitioning import family_axes, head_units, make_mesh, param_path, param_specs
 from jaxassoc.models.sizing import bytes_per_device
 
 MESH_2x4 = types.SimpleNamespace(shape={"data": 1, "fsdp": 2, "tp": 4})  # param_specs reads only .shape
+
+
+def _axes(model):
+    """The model's parameters' logical axes, from their metadata."""
+    return model.port.param_axes(model.config)
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama", "bert", "roberta"])
@@ -37,16 +41,17 @@ def test_every_weight_has_a_partition_annotation(tiny_checkpoint, tmp_path, fami
         "/".join(str(getattr(k, "key", getattr(k, "name", k))) for k in path)
         for path, _ in jax.tree_util.tree_leaves_with_path(model.params)
     }
-    assert names <= set(family_axes(model.family))  # every leaf annotated (param_specs raises otherwise)
-    specs = param_specs(model.params, model.family, MESH_2x4, head_units(model.family, model.config))
+    axes = _axes(model)
+    assert names <= set(axes)  # every leaf annotated (param_specs raises otherwise)
+    specs = param_specs(model.params, axes, MESH_2x4)
     assert all(isinstance(s, P) for s in jax.tree.leaves(specs, is_leaf=lambda x: isinstance(x, P)))
 
 
 def test_a_dimension_the_axis_does_not_divide_is_replicated_and_logged_once(tiny_checkpoint, tmp_path, caplog):
     # 4 query heads shard over tp=4; 2 KV heads do not, though their width (2 × 8) is a multiple of 4
     model = load_model(tiny_checkpoint("llama"))
-    with caplog.at_level(logging.WARNING, logger="jaxassoc.models.partitioning"):
-        specs = param_specs(model.params, "llama", MESH_2x4, head_units("llama", model.config))
+    with caplog.at_level(logging.WARNING, logger="jaxassoc.models.mesh"):
+        specs = param_specs(model.params, _axes(model), MESH_2x4)
     attn = specs["body"]["layers"]["attn"]
     assert attn["q"]["w"] == P(None, "fsdp", "tp") and attn["o"]["w"] == P(None, "tp", "fsdp")
     assert attn["k"]["w"] == P(None, "fsdp", None) and attn["v"]["w"] == P(None, "fsdp", None)
@@ -59,12 +64,12 @@ def test_a_dimension_the_axis_does_not_divide_is_replicated_and_logged_once(tiny
 def test_a_vocabulary_the_axis_does_not_divide_is_replicated(tiny_checkpoint, tmp_path):
     model = load_model(tiny_checkpoint("gpt2"))
     mesh = types.SimpleNamespace(shape={"data": 1, "fsdp": 1, "tp": 3})  # vocab 320, 4 heads, MLP 128
-    specs = param_specs(model.params, "gpt2", mesh, head_units("gpt2", model.config))
+    specs = param_specs(model.params, _axes(model), mesh)
     layers = specs["body"]["layers"]
     assert specs["head"].W == P(None, None) and layers["attn"]["q"]["w"] == P(None, None, None)
     assert layers["mlp"]["up"]["w"] == P(None, None, None)
     mesh.shape["tp"] = 2
-    specs = param_specs(model.params, "gpt2", mesh, head_units("gpt2", model.config))
+    specs = param_specs(model.params, _axes(model), mesh)
     assert specs["head"].W == P("tp", None) and specs["body"]["layers"]["mlp"]["up"]["w"] == P(None, None, "tp")
 
 
@@ -148,13 +153,13 @@ def _mesh_report(folder, mesh, seqs) -> dict:
     kw = dict(batch_size=4, **model_limits(one))
     r["logits_layers"] = _diff(
         run_batched(_logits_and_layers(one), one.params, seqs, **kw),
-        run_batched(_logits_and_layers(many), many.params, seqs, shard=model_shard(many), **kw),
+        run_batched(_logits_and_layers(many), many.params, seqs, mesh=many.mesh, **kw),
     )
     if one.decoder is not None:
         kw = dict(tokens_per_batch=32, **model_limits(one))
         r["packed"] = _diff(
             run_packed(_token_logprobs(one), one.params, seqs, **kw),
-            run_packed(_token_logprobs(many), many.params, seqs, shard=model_shard(many), **kw),
+            run_packed(_token_logprobs(many), many.params, seqs, mesh=many.mesh, **kw),
         )
         r["greedy_equal"] = greedy_generate(one, seqs[:5], max_new_tokens=4) == greedy_generate(
             many, seqs[:5], max_new_tokens=4
@@ -176,7 +181,7 @@ def _mesh_report(folder, mesh, seqs) -> dict:
     shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), many.params)
     device0 = jax.devices()[0]
     r["sizing"] = [
-        bytes_per_device(shapes, many.family, dict(mesh.shape), head_units(many.family, many.config), 4),
+        bytes_per_device(shapes, _axes(many), dict(mesh.shape), 4),
         sum(
             sh.data.size * sh.data.dtype.itemsize
             for leaf in jax.tree.leaves(many.params)
@@ -256,3 +261,10 @@ def test_the_replicated_kv_heads_are_logged_once_per_load(mesh_run):
     logs = [x for x in mesh_run[1] if "replicated along a mesh axis" in x]
     assert len(logs) == 1, mesh_run[1]  # only Llama (2 KV heads over tp=4); GPT-2 and BERT divide
     assert "body/layers/attn/k/w (kv_heads=2 over tp=4)" in logs[0]
+
+
+def test_the_renamed_modules_keep_their_old_names_for_one_release():
+    from jaxassoc.models import mesh, multihost, partitioning, sharding
+
+    assert partitioning.make_mesh is mesh.make_mesh and partitioning.place_params is mesh.place_params
+    assert sharding.data_mesh is multihost.data_mesh and sharding.shard_batch is multihost.shard_batch

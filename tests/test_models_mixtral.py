@@ -18,9 +18,9 @@ from safetensors.numpy import load_file
 from jaxassoc.errors import ModelError
 from jaxassoc.models.base import Forward
 from jaxassoc.models.heads import head_logits
+from jaxassoc.models.mesh import device_params
 from jaxassoc.models.mixtral import FAMILY as mixtral
 from jaxassoc.models.mlp import moe
-from jaxassoc.models.partitioning import device_params
 
 VOCAB = PORT.fields["vocab_size"]
 

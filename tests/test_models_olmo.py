@@ -17,8 +17,8 @@ from jaxassoc.models import load_model
 from jaxassoc.models.base import Forward
 from jaxassoc.models.checkpoint import read_weights
 from jaxassoc.models.heads import head_logits
+from jaxassoc.models.mesh import device_params
 from jaxassoc.models.olmo import FAMILY as olmo
-from jaxassoc.models.partitioning import device_params
 
 SPEC = next(s for s in SPECS if s.name == "olmo")
 

@@ -15,8 +15,8 @@ from family_specs.opt import SPECS
 from jaxassoc.errors import ModelError
 from jaxassoc.models import load_model
 from jaxassoc.models.checkpoint import read_weights
+from jaxassoc.models.mesh import device_params
 from jaxassoc.models.opt import FAMILY as opt
-from jaxassoc.models.partitioning import device_params
 
 POST_LN = next(s for s in SPECS if s.name == "opt-postln-proj")
 

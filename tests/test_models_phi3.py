@@ -14,7 +14,7 @@ from safetensors.numpy import load_file
 from jaxassoc.errors import ModelError
 from jaxassoc.models import load_model
 from jaxassoc.models.base import Forward
-from jaxassoc.models.partitioning import device_params
+from jaxassoc.models.mesh import device_params
 from jaxassoc.models.phi3 import FAMILY as phi3
 
 

@@ -16,7 +16,7 @@ from jaxassoc.errors import ModelError
 from jaxassoc.models import load_model
 from jaxassoc.models.base import Forward
 from jaxassoc.models.heads import head_logits
-from jaxassoc.models.partitioning import device_params
+from jaxassoc.models.mesh import device_params
 from jaxassoc.models.qwen2 import FAMILY as qwen2
 
 

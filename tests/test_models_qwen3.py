@@ -18,7 +18,7 @@ from safetensors.numpy import load_file
 from jaxassoc.errors import ModelError
 from jaxassoc.models.base import Forward
 from jaxassoc.models.heads import head_logits
-from jaxassoc.models.partitioning import device_params
+from jaxassoc.models.mesh import device_params
 from jaxassoc.models.qwen3 import FAMILY as qwen3
 
 VOCAB = PORT.fields["vocab_size"]

@@ -14,9 +14,8 @@ from safetensors.numpy import load_file, save_file
 
 from jaxassoc.errors import ConfigError, InputError, ModelError
 from jaxassoc.models import load_model
-from jaxassoc.models.family import family_named
 from jaxassoc.models.heads import head_logits
-from jaxassoc.models.partitioning import make_mesh
+from jaxassoc.models.mesh import make_mesh
 from jaxassoc.models.t5.config import config_from_hf
 from jaxassoc.readouts.rpam_prompts import PromptTemplate, rpam_inputs, tokenize_attributes
 
@@ -65,10 +64,8 @@ def _compare(ref, model, padding_side):
     np.testing.assert_allclose(
         np.asarray(ours.hidden)[real], out.encoder_last_hidden_state.numpy()[real], atol=1e-4, rtol=0
     )
-    hidden = (
-        family_named(model.family)
-        .body_module(model.config, body)
-        .decode(ours.hidden, mask, jnp.asarray(DECODER), jnp.asarray(DECODER_MASK))
+    hidden = model.port.decode(
+        body, ours.hidden, mask, jnp.asarray(DECODER), jnp.asarray(DECODER_MASK), config=model.config
     )
     logits = np.asarray(head_logits(model.head, hidden))
     dec_real = DECODER_MASK.astype(bool)
@@ -188,7 +185,7 @@ def test_metrics_without_an_encoder_decoder_readout_refuse(v11):
     with pytest.raises(ModelError, match="seq2seq model: greedy decoding needs a causal LM"):
         greedy_generate(model, [[5, 6]], max_new_tokens=2)
     with pytest.raises(ModelError, match="t5 family is seq2seq: it has no key/value-cache decoding"):
-        family_named("t5").init_cache(model.config, 1, 4)
+        model.port.init_cache(model.config, 1, 4)
 
 
 @pytest.mark.slow
@@ -207,6 +204,6 @@ def test_mesh_2x4_equals_one_device(v11):
     attrs = tokenize_attributes(one.tokenizer, ["math", "computer", "nurse", "pleasant"], TP1)
     targets = ["flower", "doctor", "the engineer"]
     a = rpam_inputs(one, targets, attrs, TP1, batch_size=4)
-    b = rpam_inputs(many, targets, attrs, TP1, batch_size=4, shard=many.mesh)
+    b = rpam_inputs(many, targets, attrs, TP1, batch_size=4, mesh=many.mesh)
     assert max(float(np.abs(getattr(a, f) - getattr(b, f)).max()) for f in ("first_logits", "log_partition")) < 1e-4
     assert float(np.abs(np.log(a.continuation) - np.log(b.continuation)).max()) < 1e-4

@@ -1,4 +1,4 @@
-"""Data-parallel feeding across processes (jaxassoc.models.sharding): which rows each process feeds (a pure
+"""Data-parallel feeding across processes (jaxassoc.models.multihost): which rows each process feeds (a pure
 function, checked against an itertools enumeration), the single-host path on the 8 simulated CPU devices (in
 process), and a real two-process run (jax.distributed on localhost, gloo CPU collectives) whose every process
 gets all rows back, equal to an unsharded run."""
@@ -15,7 +15,7 @@ import time
 import pytest
 
 from jaxassoc.errors import ConfigError
-from jaxassoc.models.sharding import process_rows
+from jaxassoc.models.multihost import process_rows
 
 
 @pytest.mark.parametrize("n_processes,devices_each,per_device", [(1, 8, 2), (2, 4, 1), (4, 2, 3), (3, 1, 5)])
@@ -44,7 +44,7 @@ def test_single_host_rpam_on_8_simulated_devices_equals_one_device(tiny_checkpoi
     import numpy as np
 
     from jaxassoc.models import load_model
-    from jaxassoc.models.sharding import data_mesh, replicate, shard_batch, to_host
+    from jaxassoc.models.multihost import data_mesh, replicate, shard_batch, to_host
     from jaxassoc.readouts.rpam_prompts import PromptTemplate, rpam_inputs, tokenize_attributes
 
     assert jax.process_count() == 1 and len(jax.devices()) == 8
@@ -60,7 +60,7 @@ def test_single_host_rpam_on_8_simulated_devices_equals_one_device(tiny_checkpoi
     attrs = tokenize_attributes(model.tokenizer, ["he", "music", "math", "xylophone"], tp1)
     targets = ["doctor", "nurse", "a test of words", "music", "art"]
     one = rpam_inputs(model, targets, attrs, tp1, batch_size=4)
-    many = rpam_inputs(model, targets, attrs, tp1, batch_size=4, shard=True)
+    many = rpam_inputs(model, targets, attrs, tp1, batch_size=4, mesh=data_mesh())
     diff = max(
         float(np.abs(getattr(one, f) - getattr(many, f)).max())
         for f in ("first_logits", "continuation", "log_partition")
@@ -78,16 +78,17 @@ TWO_PROCESSES = textwrap.dedent(
     jax.distributed.initialize(coordinator_address=f"localhost:{port}", num_processes=2, process_id=pid)
     import numpy as np
     from jaxassoc.models import load_model, run_batched
+    from jaxassoc.models.multihost import data_mesh
     assert jax.process_count() == 2 and jax.device_count() == 4 and jax.local_device_count() == 2
     model = load_model(folder)
     fn = jax.jit(lambda p, ids, mask: model.forward(p["body"], ids, mask).hidden)
     rng = np.random.default_rng(1)
     seqs = [rng.integers(1, 300, rng.integers(1, 30)).tolist() for _ in range(21)]
     one = run_batched(fn, model.params, seqs, batch_size=6, pad_id=0)
-    many = run_batched(fn, model.params, seqs, batch_size=6, pad_id=0, shard=True)
+    many = run_batched(fn, model.params, seqs, batch_size=6, pad_id=0, mesh=data_mesh())
     assert len(many) == len(seqs) and all(m.shape == o.shape for m, o in zip(many, one))
     print("maxdiff", max(float(np.abs(a - b).max()) for a, b in zip(one, many)))
-    from jaxassoc.models.sharding import all_processes
+    from jaxassoc.models.multihost import all_processes
     assert all_processes(True) and not all_processes(pid == 0) and not all_processes(pid == 1)
     print("agreed")
     """

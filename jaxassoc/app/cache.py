@@ -31,7 +31,7 @@ from jax.experimental.compilation_cache import compilation_cache
 from omegaconf import OmegaConf
 
 from jaxassoc import io
-from jaxassoc.models.sharding import all_processes
+from jaxassoc.models.multihost import all_processes
 from jaxassoc.readouts.cache import (  # noqa: F401 (the app's and plugins' names)
     ENTRY_SUFFIX,
     cache_key,

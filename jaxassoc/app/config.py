@@ -111,7 +111,7 @@ class ModelConfig:
 
 @dataclass
 class MeshConfig:
-    """Devices as a ``(data, fsdp, tp)`` mesh (``jaxassoc.models.partitioning``): the sizes multiply to the
+    """Devices as a ``(data, fsdp, tp)`` mesh (``jaxassoc.models.mesh``): the sizes multiply to the
     device count, one of them may be -1 (all devices the others leave); all 1: one device, no mesh."""
 
     name: str = "single"  # single | data | fsdp_tp (the conf/mesh file chosen)

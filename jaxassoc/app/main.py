@@ -44,7 +44,7 @@ from jaxassoc.app.registry import Job, JobResult, get_metric, load_metrics, metr
 from jaxassoc.errors import ConfigError, JaxassocError
 from jaxassoc.io import remove_stale_temporaries
 from jaxassoc.memory import release_freed_memory
-from jaxassoc.models.sharding import all_processes
+from jaxassoc.models.multihost import all_processes
 
 log = logging.getLogger("jaxassoc")
 

@@ -24,7 +24,7 @@ from jaxassoc.errors import ConfigError, ModelError
 from jaxassoc.memory import release_freed_memory
 from jaxassoc.models.base import LanguageModel
 from jaxassoc.models.loading import load_model
-from jaxassoc.models.partitioning import make_mesh
+from jaxassoc.models.mesh import make_mesh
 from jaxassoc.progress import stage
 from jaxassoc.resources import EMBEDDED, glove_files
 

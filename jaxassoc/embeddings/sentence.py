@@ -17,7 +17,7 @@ from jaxtyping import Array, Float, Int
 
 from jaxassoc.errors import InputError
 from jaxassoc.models.base import LanguageModel
-from jaxassoc.models.batching import model_limits, model_shard, run_batched
+from jaxassoc.models.batching import model_limits, run_batched
 
 
 def mean_pool(hidden: Float[Array, "B T D"], mask: Int[Array, "B T"]) -> Float[Array, "B D"]:
@@ -64,7 +64,7 @@ def token_states(
         [list(ids) for ids in enc["input_ids"]],
         batch_size=batch_size,
         progress=progress,
-        shard=model_shard(model),
+        mesh=model.mesh,
         **limits,
     )
     return states, [list(map(tuple, o)) for o in enc["offset_mapping"]]

@@ -30,10 +30,12 @@
   its ``forward_cached`` takes optional ``positions`` / ``allowed`` to lay out cache columns otherwise).
 - ``continuations``: many continuations of one prompt scored over its keys/values in one pass, packed
   end to end after it with a block-causal mask (RPAM's multi-token attributes).
-- ``partitioning``: model-parallel sharding. Per-family tables give every weight logical axes (``embed``,
+- ``mesh``: model-parallel sharding. Every weight carries logical axes as parameter metadata (``embed``,
   ``vocab``, ``heads``, ``kv_heads``, ``mlp``, ``layers``), mapped onto a ``("data", "fsdp", "tp")`` mesh
   (``make_mesh``); ``load_model(..., mesh=mesh)`` places each weight sharded as it is read, and
-  ``run_batched`` / ``run_packed`` split batches over the mesh with ``shard=batching.model_shard(model)``.
+  ``run_batched`` / ``run_packed`` split batches over the mesh with ``mesh=model.mesh``. ``multihost``:
+  several processes, each feeding its own rows of a batch and gathering every output
+  (``multihost.Feeder`` serves every batch loop).
 """
 
 from jaxassoc.models.base import ForwardOutput, Head, LanguageModel, Provenance, VocabInfo

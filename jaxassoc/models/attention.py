@@ -45,13 +45,14 @@ class Attention(nnx.Module):
         rotary: str | None = "half",
         lead: tuple[int, ...] = (),
     ):
-        self.q = Linear(dim, heads * head_dim, bias=qkv_bias, lead=lead)
-        self.k = Linear(dim, kv_heads * head_dim, bias=qkv_bias, lead=lead)
-        self.v = Linear(dim, kv_heads * head_dim, bias=qkv_bias, lead=lead)
+        self.q = Linear(dim, heads * head_dim, axes=("embed", "heads"), heads=heads, bias=qkv_bias, lead=lead)
+        kv = dict(axes=("embed", "kv_heads"), heads=kv_heads, bias=qkv_bias, lead=lead)
+        self.k = Linear(dim, kv_heads * head_dim, **kv)
+        self.v = Linear(dim, kv_heads * head_dim, **kv)
         if qk_norm:
             self.q_norm = RMSNorm(head_dim, eps, plus_one=norm_plus_one, lead=lead)
             self.k_norm = RMSNorm(head_dim, eps, plus_one=norm_plus_one, lead=lead)
-        self.o = Linear(heads * head_dim, dim, bias=o_bias, lead=lead)
+        self.o = Linear(heads * head_dim, dim, axes=("heads", "embed"), heads=heads, bias=o_bias, lead=lead)
         self.heads, self.kv_heads, self.head_dim, self.clip = heads, kv_heads, head_dim, clip
         self.scale = head_scale(head_dim) if scale is None else scale
         self.softcap = softcap

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Callable, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -126,7 +126,8 @@ class LanguageModel:
     """A loaded port: parameters, tokenizer, and the jit-compiled forward function."""
 
     name: str
-    family: str  # "gpt2" | "bert" | "roberta" | "llama"
+    family: str  # the architecture's name as reports print it: "gpt2", "roberta" (of the bert port), "llama"...
+    port: Any  # the jaxassoc.models.family.Family that reads, builds and runs it (no look-up by name)
     objective: Literal["causal", "masked", "seq2seq"]
     config: Any  # the family's frozen config dataclass (hashable: a static argument under jit)
     params: dict  # {"body": pytree, "head": Head}
@@ -136,8 +137,7 @@ class LanguageModel:
     forward: Forward  # forward(body, input_ids, attention_mask, all_layers=False); jitted once per config
     max_positions: int  # the context length
     decoder: Decoder | None = None  # causal ports: KV-cache decoding; None for encoders
-    mesh: Any = None  # the jax.sharding.Mesh the params are sharded over (models.partitioning); None: one device
-    module_of: Callable[[dict], Any] | None = None  # params -> the NNX module holding them (models.family)
+    mesh: Any = None  # the jax.sharding.Mesh the params are sharded over (models.mesh); None: one device
 
     @property
     def head(self) -> Head:
@@ -147,7 +147,7 @@ class LanguageModel:
     def module(self) -> Any:
         """The model as a Flax NNX module (``family.LanguageModule``: ``body`` and ``head``) holding the
         current params, so ``nnx.split(model.module)`` gives them back as NNX state."""
-        return self.module_of(self.params)
+        return self.port.module(self.config, self.params)
 
     def with_params(self, params: dict) -> "LanguageModel":
         """The same model with other parameters (e.g. a perturbed head or a bf16 copy)."""

@@ -7,6 +7,7 @@ bucket. Outputs come back per sequence, in the input order, with padding removed
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable, Sequence
 
 import jax
@@ -16,8 +17,7 @@ from jax.sharding import Mesh
 
 from jaxassoc.errors import ConfigError, InputError
 from jaxassoc.models.base import LanguageModel
-from jaxassoc.models.partitioning import batch_size_multiple, is_placed_on
-from jaxassoc.models.sharding import data_mesh, replicate, shard_batch, to_host
+from jaxassoc.models.multihost import Feeder, data_mesh, in_batches
 
 DEFAULT_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048)
 FINE_BUCKETS = (8, 12, 16, 20, 24, 32, 40, 48, 64, 96, 128, 256, 512, 1024, 2048)
@@ -90,22 +90,15 @@ def _unpad(leaf: np.ndarray, row: int, n_tokens: int, length: int, padding_side:
     return x
 
 
-def batch_mesh(shard: bool | Mesh, params: Any) -> tuple[Mesh | None, Any]:
-    """The mesh a batch is split over and the params to run it with. ``True``: all devices along
-    ``"data"``, params replicated; a Mesh: leaves already sharded over it (a model loaded with
-    ``load_model(..., mesh=mesh)``) kept as they are, other leaves (small inputs a metric adds, such as
-    row indices) replicated over it; ``False``: no mesh."""
+def legacy_shard(shard: bool | Mesh | None, mesh: Mesh | None) -> Mesh | None:
+    """The mesh a batch is split over, from the ``shard=`` of earlier releases (deprecated: pass ``mesh=``;
+    ``shard=True`` was ``mesh=multihost.data_mesh()``, ``shard=False`` ``mesh=None``)."""
+    if shard is None:
+        return mesh
+    warnings.warn("shard= is deprecated: pass mesh=model.mesh (or multihost.data_mesh())", DeprecationWarning, 2)
     if isinstance(shard, Mesh):
-        return shard, jax.tree.map(lambda x: x if is_placed_on(x, shard) else replicate(x, shard), params)
-    if shard:
-        mesh = data_mesh()
-        return mesh, replicate(params, mesh)
-    return None, params
-
-
-def model_shard(model: LanguageModel) -> bool | Mesh:
-    """What to pass as ``shard=`` for ``model``: the mesh its params are sharded over, else False."""
-    return model.mesh if model.mesh is not None else False
+        return shard
+    return data_mesh() if shard else None
 
 
 def run_batched(
@@ -119,22 +112,22 @@ def run_batched(
     padding_side: str = "right",
     max_length: int | None = None,
     vocab_size: int | None = None,
-    shard: bool | Mesh = False,
+    mesh: Mesh | None = None,
     progress: bool = False,
     per_token: bool = True,
+    shard: bool | Mesh | None = None,
 ) -> list:
     """``fn(params, ids, mask)`` over all sequences; one output pytree (NumPy) per sequence, in input order.
 
     ``fn`` should be jitted: shapes are ``(B, bucket)`` with one fixed ``B`` per call, so it compiles at
     most once per bucket (``fn._cache_size()`` counts compilations). ``B`` is ``batch_size``, or the
-    next power of two >= the number of sequences when that is smaller; with ``shard=True`` it is rounded
-    up to a multiple of the device count, the batch axis is split over all devices and ``params`` are
-    replicated; with ``shard=mesh`` (a ``("data", "fsdp", "tp")`` mesh, see
-    :mod:`jaxassoc.models.partitioning`), ``params`` should already be sharded over it
-    (``load_model(..., mesh=mesh)``; :func:`model_shard`), ``B`` is rounded up to a multiple of
-    ``data × fsdp`` and the batch is split over those axes. With several
+    next power of two >= the number of sequences when that is smaller. With a ``mesh`` (``model.mesh``, a
+    ``("data", "fsdp", "tp")`` mesh of :mod:`jaxassoc.models.mesh`, or ``multihost.data_mesh()`` for plain
+    data parallelism) ``B`` is rounded up to a multiple of ``data × fsdp``, the batch is split over those
+    axes and params not already sharded over the mesh are replicated over it (``multihost.Feeder``). ``shard``
+    is the deprecated spelling of ``mesh`` (``legacy_shard``). With several
     processes (multi-host) each feeds its own rows and every process gets all outputs back
-    (:mod:`jaxassoc.models.sharding`). Output leaves whose axis 1 has the padded length are cut to each
+    (:mod:`jaxassoc.models.multihost`). Output leaves whose axis 1 has the padded length are cut to each
     sequence's tokens (e.g. hidden states ``(T, D)``); other leaves are returned per row as they are. Pass
     ``per_token=False`` when every output is per row and one of its axes could equal a bucket length
     (e.g. logits of 16 attribute words): then nothing is cut.
@@ -144,26 +137,14 @@ def run_batched(
     if batch_size < 1:
         raise ConfigError(f"batch_size={batch_size} must be at least 1")
     check_sequences(sequences, max_length, vocab_size)
-    B = min(batch_size, 1 << (len(sequences) - 1).bit_length())
-    mesh, params = batch_mesh(shard, params)
-    if mesh is not None:
-        n_dev = batch_size_multiple(mesh)
-        B = -(-B // n_dev) * n_dev
+    feed = Feeder(params, legacy_shard(shard, mesh))
+    B = feed.rows(min(batch_size, 1 << (len(sequences) - 1).bit_length()))
     order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))
-    groups = [order[i : i + B] for i in range(0, len(order), B)]
-    if progress:
-        from tqdm.auto import tqdm
-
-        groups = tqdm(groups, desc="batches", unit="batch")
     results: list = [None] * len(sequences)
-    for group in groups:
+    for group in in_batches([order[i : i + B] for i in range(0, len(order), B)], progress):
         batch = [sequences[i] for i in group]
         length = bucket_length(max(len(s) for s in batch), buckets, max_length)
-        ids, mask = pad_batch(batch, length, B, pad_id, padding_side)
-        if mesh is not None:
-            ids, mask = shard_batch((ids, mask), mesh)
-        out = fn(params, ids, mask)
-        out = to_host(out) if mesh is not None else jax.tree.map(np.asarray, out)  # to_host: all rows on every process
+        out = feed(fn, *pad_batch(batch, length, B, pad_id, padding_side))
         for row, i in enumerate(group):
             n = len(sequences[i])
             if per_token:

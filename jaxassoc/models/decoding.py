@@ -17,7 +17,7 @@ from jaxtyping import Array, Bool, Int
 
 from jaxassoc.errors import InputError, ModelError
 from jaxassoc.models.base import Decoder, LanguageModel
-from jaxassoc.models.batching import FINE_BUCKETS, model_limits, model_shard, run_batched
+from jaxassoc.models.batching import FINE_BUCKETS, model_limits, run_batched
 from jaxassoc.models.heads import head_logits
 
 
@@ -88,7 +88,7 @@ def greedy_generate(
         padding_side="left",
         per_token=False,
         progress=progress,
-        shard=model_shard(model),
+        mesh=model.mesh,
         **{**limits, "max_length": limits["max_length"] - max_new_tokens},
     )
     return [[int(t) for t in out if t >= 0] for out in outs]

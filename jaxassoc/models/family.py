@@ -24,10 +24,7 @@ from jaxtyping import Array, Bool, Float, Int
 from jaxassoc.errors import ModelError
 from jaxassoc.models.base import Decoder, ForwardOutput, Head
 from jaxassoc.models.heads import head_logits
-
-Axes = tuple[str | None, ...]
-"""Logical axes of one parameter (``partitioning.RULES`` maps them onto the mesh), e.g. ``("layers",
-"embed", "heads")``; None: never sharded."""
+from jaxassoc.models.mesh import HEAD_AXES, ParamAxes, module_axes
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -45,14 +42,18 @@ class Family:
     new_body: Callable[[Any, Mapping | None], nnx.Module]
     """``new_body(config, body)``: the body module (zero parameters) with the structure of ``body`` (None:
     the full structure); causal families' bodies are :class:`jaxassoc.models.layers.CausalBody`."""
-    axes: Mapping[str, Axes]
-    """Parameter path (``"body/layers/attn/q/w"``, ``"head/W"``) -> its logical axes: the sharding table."""
-    units: Callable[[Any], Mapping[str, int]]
-    """``units(config)``: heads along the ``heads`` / ``kv_heads`` axes (a head is never split over devices)."""
 
     def abstract_body(self, config: Any, body: Mapping | None = None) -> nnx.Module:
-        """The body module with ``jax.ShapeDtypeStruct`` parameters (``nnx.eval_shape``): nothing allocated."""
-        return nnx.eval_shape(lambda: self.new_body(config, body))
+        """The body module with ``jax.ShapeDtypeStruct`` parameters (``nnx.eval_shape``): nothing allocated.
+        ModelError naming any parameter created without logical axes."""
+        module = nnx.eval_shape(lambda: self.new_body(config, body))
+        module_axes(module, self.name)
+        return module
+
+    def param_axes(self, config: Any) -> Mapping[str, ParamAxes]:
+        """Parameter path (``"body/layers/attn/q/w"``, ``"head/W"``) -> its logical axes and heads, read from
+        the parameters' metadata (the full body's; cached per config)."""
+        return _param_axes(self, config)
 
     def body_module(self, config: Any, body: Mapping) -> nnx.Module:
         """The body module holding the arrays of the pytree ``body`` (no copy)."""
@@ -69,6 +70,25 @@ class Family:
     ) -> ForwardOutput:
         """The head input and, on request, every layer's hidden states (HF ``hidden_states`` order)."""
         return self.body_module(config, body)(input_ids, attention_mask, all_layers=all_layers)
+
+    def decode(
+        self,
+        body: Mapping,
+        encoder_hidden: Float[Array, "B S D"],
+        encoder_mask: Int[Array, "B S"],
+        decoder_ids: Int[Array, "B T"],
+        decoder_mask: Int[Array, "B T"],
+        *,
+        config: Any,
+    ) -> Float[Array, "B T D"]:
+        """Seq2seq families: the teacher-forced decoder's head input over ``forward``'s encoder states."""
+        if self.objective != "seq2seq":
+            raise ModelError(f"the {self.name} family is {self.objective}: it has no encoder-decoder decode")
+        return self.body_module(config, body).decode(encoder_hidden, encoder_mask, decoder_ids, decoder_mask)
+
+    def module(self, config: Any, params: Mapping) -> "LanguageModule":
+        """The whole model (``{"body", "head"}`` params) as one NNX module holding those arrays."""
+        return LanguageModule(self.body_module(config, params["body"]), params["head"])
 
     def init_cache(self, config: Any, batch: int, length: int, dtype=jnp.float32):
         """An empty key/value cache for ``batch`` rows of ``length`` columns (causal families)."""
@@ -105,6 +125,11 @@ class Family:
 
 
 @functools.lru_cache(maxsize=64)
+def _param_axes(family: Family, config: Any) -> dict[str, ParamAxes]:
+    return {**module_axes(family.abstract_body(config), family.name), **HEAD_AXES}
+
+
+@functools.lru_cache(maxsize=64)
 def _graphdef(family: Family, config: Any, keys: tuple[str, ...]) -> nnx.GraphDef:
     return nnx.split(family.abstract_body(config, dict.fromkeys(keys)))[0]
 
@@ -137,14 +162,6 @@ def registry() -> dict[str, Family]:
             raise ModelError(f"model_type {clash} claimed by two families: {out[clash[0]].name} and {family.name}")
         out.update(dict.fromkeys(family.model_types, family))
     return out
-
-
-def family_named(name: str) -> Family:
-    """The Family a loaded model's ``LanguageModel.family`` name belongs to (e.g. ``roberta`` -> bert)."""
-    for family in registry().values():
-        if name == family.name or name in family.model_types.values():
-            return family
-    raise ModelError(f"unknown model family {name!r}; known: {sorted({f.name for f in registry().values()})}")
 
 
 def family_for(model_type: str | None) -> Family:
@@ -186,13 +203,11 @@ class LanguageModule(nnx.Module):
 
 
 __all__ = [
-    "Axes",
     "Family",
     "LanguageModule",
     "OutputHead",
     "family_folders",
     "family_for",
-    "family_named",
     "param_shapes",
     "registry",
 ]

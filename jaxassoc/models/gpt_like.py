@@ -136,12 +136,12 @@ class GPTLike(CausalBody):
     def __init__(self, config: GPTLikeConfig):
         c = config
         D, E = c.hidden_size, c.word_embed_dim or c.hidden_size
-        self.embed = zeros(c.vocab_size, E)
+        self.embed = zeros(c.vocab_size, E, axes=("vocab", "embed"))
         if c.positions == "learned":
-            self.positions = zeros(c.max_position_embeddings + c.position_offset, D)
+            self.positions = zeros(c.max_position_embeddings + c.position_offset, D, axes=(None, "embed"))
         if E != D:
-            self.project_in = Linear(E, D)
-            self.project_out = Linear(D, E)
+            self.project_in = Linear(E, D, axes=(None, "embed"))
+            self.project_out = Linear(D, E, axes=("embed", None))
         self.layers = GPTLikeBlock(config, lead=(c.num_hidden_layers,))
         if c.final_norm:
             self.final_norm = LayerNorm(D, c.layer_norm_eps, bias=c.norm_bias)
@@ -266,34 +266,6 @@ def _split_qkv(t: TensorTaker, layout: Layout, config: GPTLikeConfig, shapes: Ma
     return {name: {leaf: LayerStack(layers) for leaf, layers in leaves.items()} for name, leaves in parts.items()}
 
 
-L, E = "layers", "embed"
-AXES = {
-    "body/embed": ("vocab", E),
-    "body/positions": (None, E),
-    "body/project_in/w": (None, E),
-    "body/project_out/w": (E, None),
-    **{f"body/layers/{n}/{k}": (L, None) for n in ("attn_norm", "mlp_norm") for k in ("scale", "bias")},
-    **{f"body/layers/attn/{n}/w": (L, E, "heads") for n in "qkv"},
-    **{f"body/layers/attn/{n}/b": (L, "heads") for n in "qkv"},
-    "body/layers/attn/o/w": (L, "heads", E),
-    "body/layers/attn/o/b": (L, None),
-    "body/layers/mlp/up/w": (L, E, "mlp"),
-    "body/layers/mlp/up/b": (L, "mlp"),
-    "body/layers/mlp/down/w": (L, "mlp", E),
-    "body/layers/mlp/down/b": (L, None),
-    "body/final_norm/scale": (None,),
-    "body/final_norm/bias": (None,),
-    "head/W": ("vocab", E),
-    "head/b": ("vocab",),
-}
-"""Each parameter path's logical axes (``partitioning.RULES`` maps them onto the mesh)."""
-
-
-def units(config: GPTLikeConfig) -> dict[str, int]:
-    """The heads the ``heads`` axis holds (a head is never split)."""
-    return {"heads": config.num_attention_heads}
-
-
 def family(name: str, config_from_hf: Callable[[dict], GPTLikeConfig], layout: Layout) -> Family:
     """The Family of a GPT-like member: its config reader and checkpoint layout; the rest is this decoder's."""
     return Family(
@@ -303,6 +275,4 @@ def family(name: str, config_from_hf: Callable[[dict], GPTLikeConfig], layout: L
         config_from_hf=config_from_hf,
         params_from_hf=functools.partial(params_from_hf, layout=layout),
         new_body=new_body,
-        axes=AXES,
-        units=units,
     )

@@ -26,10 +26,30 @@ from jaxtyping import Array, Bool, Float, Int
 from jaxassoc.errors import ModelError
 from jaxassoc.models.base import ForwardOutput
 
+Axes = tuple[str | None, ...]
+"""Logical axes of one parameter, one per dimension (``mesh.RULES`` maps them onto the mesh), e.g.
+``("layers", "embed", "heads")``; None: never sharded."""
 
-def zeros(*shape: int) -> nnx.Param:
-    """A float32 parameter of ``shape`` (its values come from a checkpoint)."""
-    return nnx.Param(jnp.zeros(shape, jnp.float32))
+
+def zeros(*shape: int, axes: Axes, heads: int | None = None, lead: tuple[int, ...] = ()) -> nnx.Param:
+    """A float32 parameter of ``lead + shape`` (its values come from a checkpoint) carrying its logical ``axes``
+    (``nnx.Param`` metadata ``out_sharding``, read by ``nnx.get_partition_spec``); ``lead`` stacks several
+    layers (their axis ``"layers"``, an expert axis after it unsharded). ``heads``: how many heads its
+    ``heads`` / ``kv_heads`` dimension holds (a head is never split over devices)."""
+    full = (*lead_axes(lead), *axes)
+    if len(full) != len(lead) + len(shape):
+        raise ModelError(f"a parameter of shape {(*lead, *shape)} was given {len(full)} logical axes {full}")
+    metadata = {} if heads is None else {"heads": heads}
+    return nnx.Param(jnp.zeros((*lead, *shape), jnp.float32), out_sharding=full, eager_sharding=False, **metadata)
+
+
+HEAD_AXES = ("heads", "kv_heads")
+"""The logical axes that hold whole heads."""
+
+
+def lead_axes(lead: tuple[int, ...]) -> Axes:
+    """The logical axes of stacked dimensions: the layers', then unsharded ones (a mixture's experts)."""
+    return ("layers", *(None,) * (len(lead) - 1)) if lead else ()
 
 
 def layer_norm(x: Float[Array, "... D"], eps: float, scale: Array | None = None, bias: Array | None = None) -> Array:

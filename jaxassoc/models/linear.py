@@ -5,17 +5,28 @@ from __future__ import annotations
 from flax import nnx
 from jaxtyping import Array, Float
 
-from jaxassoc.models.layers import zeros
+from jaxassoc.models.layers import HEAD_AXES, Axes, zeros
 
 
 class Linear(nnx.Module):
-    """``x @ w + b`` (``b`` only with ``bias``); ``lead`` stacks the parameters of several layers on
-    leading axes (``layers.scan_layers``). State: ``{"w"}`` or ``{"w", "b"}``."""
+    """``x @ w + b`` (``b`` only with ``bias``); ``axes``: the logical axes of ``(in, out)`` (the bias takes
+    the output's, but is never split along ``embed``: FSDP shards weights), ``heads`` the heads one holds; ``lead`` stacks the parameters of several layers
+    on leading axes (``layers.scan_layers``). State: ``{"w"}`` or ``{"w", "b"}``."""
 
-    def __init__(self, n_in: int, n_out: int, *, bias: bool = False, lead: tuple[int, ...] = ()):
-        self.w = zeros(*lead, n_in, n_out)
+    def __init__(
+        self,
+        n_in: int,
+        n_out: int,
+        *,
+        axes: Axes,
+        heads: int | None = None,
+        bias: bool = False,
+        lead: tuple[int, ...] = (),
+    ):
+        self.w = zeros(n_in, n_out, axes=axes, heads=heads, lead=lead)
         if bias:
-            self.b = zeros(*lead, n_out)
+            out = None if axes[1] == "embed" else axes[1]
+            self.b = zeros(n_out, axes=(out,), heads=heads if out in HEAD_AXES else None, lead=lead)
 
     def __call__(self, x: Float[Array, "... I"]) -> Float[Array, "... O"]:
         y = x @ self.w[...]

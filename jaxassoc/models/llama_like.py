@@ -132,7 +132,7 @@ class LlamaLike(CausalBody):
 
     def __init__(self, config: LlamaLikeConfig):
         c = config
-        self.embed = zeros(c.vocab_size, c.hidden_size)
+        self.embed = zeros(c.vocab_size, c.hidden_size, axes=("vocab", "embed"))
         self.layers = LlamaLikeBlock(config, lead=(c.num_hidden_layers,))
         self.final_norm = make_norm(c)
         self.n_layers = c.num_hidden_layers
@@ -250,47 +250,6 @@ def _fused_experts(take: TensorTaker, i: int, config: Any, shapes: dict) -> dict
     }
 
 
-L, E = "layers", "embed"
-AXES = {
-    "body/embed": ("vocab", E),
-    "body/layers/attn_norm/scale": (L, None),
-    "body/layers/attn/q/w": (L, E, "heads"),
-    "body/layers/attn/k/w": (L, E, "kv_heads"),
-    "body/layers/attn/v/w": (L, E, "kv_heads"),
-    "body/layers/attn/q/b": (L, "heads"),  # qkv_bias (Qwen2)
-    "body/layers/attn/k/b": (L, "kv_heads"),
-    "body/layers/attn/v/b": (L, "kv_heads"),
-    "body/layers/attn/q_norm/scale": (L, None),  # qk_norm (Qwen3): one head dimension, shared by the heads
-    "body/layers/attn/k_norm/scale": (L, None),
-    "body/layers/attn/o/w": (L, "heads", E),
-    "body/layers/mlp_norm/scale": (L, None),
-    "body/layers/post_attn_norm/scale": (L, None),  # post_norms (Gemma)
-    "body/layers/post_mlp_norm/scale": (L, None),
-    "body/layers/mlp/gate/w": (L, E, "mlp"),
-    "body/layers/mlp/up/w": (L, E, "mlp"),
-    "body/layers/mlp/down/w": (L, "mlp", E),
-    "body/final_norm/scale": (None,),
-    "head/W": ("vocab", E),
-}
-"""Each parameter path's logical axes (``partitioning.RULES`` maps them onto the mesh)."""
-
-MOE_AXES = {
-    **{path: axes for path, axes in AXES.items() if not path.startswith("body/layers/mlp/")},
-    "body/layers/mlp/router/w": (L, E, None),
-    "body/layers/mlp/gate/w": (L, None, E, "mlp"),
-    "body/layers/mlp/up/w": (L, None, E, "mlp"),
-    "body/layers/mlp/down/w": (L, None, "mlp", E),
-}
-"""The axes with a mixture of experts (Mixtral): the experts' axis is not sharded; each expert's hidden
-(``mlp``) dimension is split over tensor parallelism instead, so every device holds a slice of every expert
-and the dense expert computation needs no all-to-all."""
-
-
-def units(config: Any) -> dict[str, int]:
-    """The query / key-value heads the ``heads`` / ``kv_heads`` axes hold (a head is never split)."""
-    return {"heads": config.num_attention_heads, "kv_heads": config.num_key_value_heads}
-
-
 def family(
     name: str,
     config_from_hf: Callable[[dict], LlamaLikeConfig],
@@ -299,7 +258,7 @@ def family(
     params: Callable[[Mapping[str, np.ndarray], LlamaLikeConfig], dict] = params_from_hf,
 ) -> Family:
     """The Family of a llama-like member: its config reader (and, for fused checkpoints, its parameter
-    reader); the rest is this decoder's. A mixture of experts is sharded by :data:`MOE_AXES`."""
+    reader); the rest is this decoder's."""
     return Family(
         name=name,
         model_types=model_types or {name: name},
@@ -307,8 +266,6 @@ def family(
         config_from_hf=config_from_hf,
         params_from_hf=params,
         new_body=new_body,
-        axes=MOE_AXES if name == "mixtral" else AXES,
-        units=units,
     )
 
 

@@ -22,8 +22,8 @@ import numpy as np
 from jaxassoc.errors import ConfigError, ModelError
 from jaxassoc.models.base import Forward, LanguageModel, Provenance, VocabInfo
 from jaxassoc.models.checkpoint import read_weights, sha256_files
-from jaxassoc.models.family import LanguageModule, family_for
-from jaxassoc.models.partitioning import device_params, head_units, place_params
+from jaxassoc.models.family import family_for
+from jaxassoc.models.mesh import device_params, place_params
 from jaxassoc.resources import EMBEDDED
 
 
@@ -65,7 +65,7 @@ def load_model(
     (downloaded at ``revision`` with huggingface_hub). ``dtype``: parameter dtype (float32, bfloat16,
     float16). The output head is untied from the input embeddings. ``progress``: progress bars while
     weight files are read (per file) or a GGUF is dequantised (per tensor). ``mesh``: a
-    ``jax.sharding.Mesh`` with axes ``("data", "fsdp", "tp")`` (:func:`jaxassoc.models.partitioning.make_mesh`):
+    ``jax.sharding.Mesh`` with axes ``("data", "fsdp", "tp")`` (:func:`jaxassoc.models.mesh.make_mesh`):
     each weight is placed sharded by its family's partition table, each device's slice cut from the host
     tensors and cast on its own; None: one device.
     """
@@ -89,6 +89,7 @@ def load_model(
     try:
         config = spec.config_from_hf(hf_config)
         check_sizes(config, spec.name)
+        axes = spec.param_axes(config)  # a parameter without logical axes is refused here
         params = spec.params_from_hf(tensors, config)
     except ModelError as e:
         raise ModelError(f"{path}: {e}") from None
@@ -96,15 +97,13 @@ def load_model(
     if mesh is None:
         params = device_params(params, DTYPES[dtype])
     else:
-        params = place_params(params, family, mesh, head_units(family, config), DTYPES[dtype])
+        params = place_params(params, axes, mesh, DTYPES[dtype])
     check_finite(params, tensors, path, dtype)
-
-    def module_of(params: dict) -> LanguageModule:
-        return LanguageModule(spec.body_module(config, params["body"]), params["head"])
 
     return LanguageModel(
         name=name or _default_name(source, path),
         family=family,
+        port=spec,
         objective=spec.objective,
         config=config,
         params=params,
@@ -121,7 +120,6 @@ def load_model(
         max_positions=int(config.max_positions),
         decoder=spec.decoder(config),
         mesh=mesh,
-        module_of=module_of,
     )
 
 

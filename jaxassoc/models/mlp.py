@@ -17,8 +17,8 @@ class MLP(nnx.Module):
     unless ``bias=False`` (MPT). State: ``{"up", "down"}``."""
 
     def __init__(self, dim: int, hidden: int, *, activation: str, bias: bool = True, lead: tuple[int, ...] = ()):
-        self.up = Linear(dim, hidden, bias=bias, lead=lead)
-        self.down = Linear(hidden, dim, bias=bias, lead=lead)
+        self.up = Linear(dim, hidden, axes=("embed", "mlp"), bias=bias, lead=lead)
+        self.down = Linear(hidden, dim, axes=("mlp", "embed"), bias=bias, lead=lead)
         self.activation = activation
 
     def __call__(self, x: Float[Array, "... D"]) -> Float[Array, "... D"]:
@@ -30,9 +30,9 @@ class GatedMLP(nnx.Module):
     GeGLU with a GELU (Gemma: ``gelu_pytorch_tanh``). State: ``{"gate", "up", "down"}``."""
 
     def __init__(self, dim: int, hidden: int, *, activation: str = "silu", lead: tuple[int, ...] = ()):
-        self.gate = Linear(dim, hidden, lead=lead)
-        self.up = Linear(dim, hidden, lead=lead)
-        self.down = Linear(hidden, dim, lead=lead)
+        self.gate = Linear(dim, hidden, axes=("embed", "mlp"), lead=lead)
+        self.up = Linear(dim, hidden, axes=("embed", "mlp"), lead=lead)
+        self.down = Linear(hidden, dim, axes=("mlp", "embed"), lead=lead)
         self.activation = activation
 
     def __call__(self, x: Float[Array, "... D"]) -> Float[Array, "... D"]:
@@ -72,10 +72,10 @@ class MoE(nnx.Module):
     "down"}`` (each ``{"w"}``; the experts' weights stacked on an expert axis after the layer axis)."""
 
     def __init__(self, dim: int, hidden: int, experts: int, k: int, *, lead: tuple[int, ...] = ()):
-        self.router = Linear(dim, experts, lead=lead)
-        self.gate = Linear(dim, hidden, lead=(*lead, experts))
-        self.up = Linear(dim, hidden, lead=(*lead, experts))
-        self.down = Linear(hidden, dim, lead=(*lead, experts))
+        self.router = Linear(dim, experts, axes=("embed", None), lead=lead)
+        self.gate = Linear(dim, hidden, axes=("embed", "mlp"), lead=(*lead, experts))
+        self.up = Linear(dim, hidden, axes=("embed", "mlp"), lead=(*lead, experts))
+        self.down = Linear(hidden, dim, axes=("mlp", "embed"), lead=(*lead, experts))
         self.k = k
 
     def __call__(self, x: Float[Array, "B T D"]) -> Float[Array, "B T D"]:

@@ -22,7 +22,7 @@ class RMSNorm(nnx.Module):
     ``plus_one``: Gemma's ``x / rms(x) * (1 + scale)`` (:func:`gemma_rms_norm`). State: ``{"scale"}``."""
 
     def __init__(self, dim: int, eps: float, *, plus_one: bool = False, lead: tuple[int, ...] = ()):
-        self.scale = zeros(*lead, dim)
+        self.scale = zeros(dim, axes=(None,), lead=lead)
         self.eps = eps
         self.plus_one = plus_one
 
@@ -36,9 +36,9 @@ class LayerNorm(nnx.Module):
     ``bias``. State: ``{"scale", "bias"}`` or ``{"scale"}``."""
 
     def __init__(self, dim: int, eps: float, *, bias: bool = True, lead: tuple[int, ...] = ()):
-        self.scale = zeros(*lead, dim)
+        self.scale = zeros(dim, axes=(None,), lead=lead)
         if bias:
-            self.bias = zeros(*lead, dim)
+            self.bias = zeros(dim, axes=(None,), lead=lead)
         self.eps = eps
 
     def __call__(self, x: Float[Array, "... D"]) -> Float[Array, "... D"]:

@@ -17,11 +17,11 @@ from typing import Any, Callable, Sequence
 
 import jax
 import numpy as np
+from jax.sharding import Mesh
 
 from jaxassoc.errors import ConfigError
-from jaxassoc.models.batching import FINE_BUCKETS, batch_mesh, bucket_length, check_sequences
-from jaxassoc.models.partitioning import batch_size_multiple
-from jaxassoc.models.sharding import shard_batch, to_host
+from jaxassoc.models.batching import FINE_BUCKETS, bucket_length, check_sequences, legacy_shard
+from jaxassoc.models.multihost import Feeder, in_batches
 
 DEFAULT_ROW_LENGTH = 64  # measured on SmolLM2 (2 CPU threads): rows of 64 run 9% faster than 128 or 32
 
@@ -75,16 +75,17 @@ def run_packed(
     max_length: int | None = None,
     vocab_size: int | None = None,
     progress: bool = False,
-    shard=False,
+    mesh: Mesh | None = None,
+    shard: bool | Mesh | None = None,
 ) -> list:
     """``fn(params, ids, segments)`` over packed rows; per sequence, each output leaf cut to its tokens.
 
     Every output leaf must have the row length on axis 1 (per-token outputs). ``row_length`` defaults to
     64 or the smallest fine bucket that holds the longest sequence (at most the context). Batches have at
     most ``max(1, tokens_per_batch // row_length)`` rows, all the same number, spread evenly so the last
-    batch is not mostly empty rows (empty rows are all padding). ``shard``: as in ``run_batched`` (True:
-    all devices, params replicated; a mesh the params are sharded over): the rows of a batch, rounded up
-    to a multiple of the batch devices, are split over them.
+    batch is not mostly empty rows (empty rows are all padding). ``mesh``: as in ``run_batched`` (``shard`` its
+    deprecated spelling): the rows of a batch, rounded up to a multiple of the batch devices, are split
+    over them.
     """
     check_sequences(sequences, max_length, vocab_size)
     longest = max(len(s) for s in sequences)
@@ -99,25 +100,17 @@ def run_packed(
     n_rows = max(1, tokens_per_batch // row_length)
     n_rows = -(-len(rows) // -(-len(rows) // n_rows))  # same number of batches, rows spread evenly
     batches = [rows[i : i + n_rows] for i in range(0, len(rows), n_rows)]
-    mesh, params = batch_mesh(shard, params)
-    if mesh is not None:  # whole rows per device: pad the batch with empty rows
-        n_rows = -(-n_rows // batch_size_multiple(mesh)) * batch_size_multiple(mesh)
-    if progress:
-        from tqdm.auto import tqdm
-
-        batches = tqdm(batches, desc="packed batches", unit="batch")
+    feed = Feeder(params, legacy_shard(shard, mesh))
+    n_rows = feed.rows(n_rows)  # whole rows per device: pad the batch with empty rows
     results: list = [None] * len(sequences)
-    for batch in batches:
+    for batch in in_batches(batches, progress):
         ids = np.full((n_rows, row_length), pad_id, dtype=np.int32)
         segments = np.zeros((n_rows, row_length), dtype=np.int32)
         placed = []
         for r, members in enumerate(batch):
             ids[r], segments[r], starts = packed_row(sequences, members, row_length, pad_id)
             placed += [(r, m, s) for m, s in zip(members, starts)]
-        if mesh is not None:
-            ids, segments = shard_batch((ids, segments), mesh)
-        out = fn(params, ids, segments)
-        out = to_host(out) if mesh is not None else jax.tree.map(np.asarray, out)
+        out = feed(fn, ids, segments)
         for r, m, start in placed:
             stop = start + len(sequences[m])
             results[m] = jax.tree.map(lambda leaf: leaf[r, start:stop], out)

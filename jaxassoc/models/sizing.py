@@ -1,6 +1,6 @@
 """How many bytes of a model's weights each device holds on a mesh, computed without devices or weights.
 
-The same partition rules as loading (:func:`jaxassoc.models.partitioning.param_specs`: a dimension is split
+The same partition rules as loading (:func:`jaxassoc.models.mesh.param_specs`: a dimension is split
 over its mesh axis only when the axis divides it and its heads) applied to the parameter *shapes* of a
 family's config, so a user can check that a model fits before asking for the hardware:
 
@@ -18,7 +18,7 @@ from typing import Any, Mapping, NamedTuple
 import jax
 import numpy as np
 
-from jaxassoc.models.partitioning import MESH_AXES, param_specs
+from jaxassoc.models.mesh import MESH_AXES, ParamAxes, param_specs
 
 
 class MeshShape(NamedTuple):
@@ -27,13 +27,12 @@ class MeshShape(NamedTuple):
     shape: dict[str, int]
 
 
-def bytes_per_device(
-    shapes: Any, family: str, sizes: Mapping[str, int], units: Mapping[str, int], itemsize: int
-) -> int:
-    """Bytes of the parameter tree ``shapes`` (leaves with ``.shape``) one device holds on a mesh of axis
-    ``sizes`` (``{"data", "fsdp", "tp"}``), at ``itemsize`` bytes per value."""
+def bytes_per_device(shapes: Any, axes: Mapping[str, ParamAxes], sizes: Mapping[str, int], itemsize: int) -> int:
+    """Bytes of the parameter tree ``shapes`` (leaves with ``.shape``; their logical ``axes``:
+    ``Family.param_axes``) one device holds on a mesh of axis ``sizes`` (``{"data", "fsdp", "tp"}``), at
+    ``itemsize`` bytes per value."""
     mesh = MeshShape({axis: int(sizes.get(axis, 1)) for axis in MESH_AXES})
-    specs = param_specs(shapes, family, mesh, units, log=False)
+    specs = param_specs(shapes, axes, mesh, log=False)
 
     def leaf_bytes(leaf, spec) -> int:
         split = [mesh.shape[axis] if axis else 1 for axis in (*spec, *[None] * (len(leaf.shape) - len(spec)))]
@@ -83,7 +82,7 @@ HARDWARE: dict[str, Hardware] = {
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2}
 
 
-def abstract_params(hf_config: dict) -> tuple[str, Any, dict]:
+def abstract_params(hf_config: dict) -> tuple[Any, Any, dict]:
     """``(family, config, {"body", "head"})`` of a HF config with ``jax.ShapeDtypeStruct`` leaves, from the
     family's NNX module under ``nnx.eval_shape`` (nothing allocated). The head is untied, shaped like the
     input embedding."""
@@ -92,32 +91,29 @@ def abstract_params(hf_config: dict) -> tuple[str, Any, dict]:
     from jaxassoc.models.family import family_for
 
     family = family_for(hf_config["model_type"])
-    name = family.model_types[hf_config["model_type"]]
     config = family.config_from_hf(hf_config)
     body = nnx.state(family.abstract_body(config)).to_pure_dict()
     embedding = next(
         path.removeprefix("body/")
-        for path, axes in family.axes.items()
-        if path.startswith("body/") and axes == ("vocab", "embed")
+        for path, axes in family.param_axes(config).items()
+        if path.startswith("body/") and axes.names == ("vocab", "embed")
     )
     head = {"W": body[embedding]}
-    return name, config, {"body": body, "head": head}
+    return family, config, {"body": body, "head": head}
 
 
 def sizing_rows() -> list[dict]:
     """One row per (model, hardware, mesh, dtype): GiB of weights per device and whether they fit."""
-    from jaxassoc.models.partitioning import head_units
-
     rows = []
     for model, hf_config in MODELS.items():
         family, config, shapes = abstract_params(hf_config)
-        units = head_units(family, config)
+        axes = family.param_axes(config)
         for hardware, spec in HARDWARE.items():
             for sizes in spec.meshes:
                 full = {"data": 1, "fsdp": 1, "tp": 1, **sizes}
                 row = {"model": model, "params_b": total_bytes(shapes, 1) / 1e9, "hardware": hardware, "mesh": full}
                 for dtype, itemsize in DTYPE_BYTES.items():
-                    gib = bytes_per_device(shapes, family, full, units, itemsize) / 2**30
+                    gib = bytes_per_device(shapes, axes, full, itemsize) / 2**30
                     row[dtype] = gib
                     row[f"{dtype}_fits"] = gib <= 0.8 * spec.memory_gib
                 rows.append(row)

@@ -32,7 +32,7 @@ import numpy as np
 
 from jaxassoc.code_identity import jaxassoc_code, module_code
 from jaxassoc.io import atomic_write, host_name
-from jaxassoc.models.sharding import all_processes
+from jaxassoc.models.multihost import all_processes
 
 log = logging.getLogger("jaxassoc")
 

@@ -32,11 +32,10 @@ from jax.sharding import Mesh
 
 from jaxassoc.errors import ConfigError, InputError
 from jaxassoc.models.base import LanguageModel
-from jaxassoc.models.batching import FINE_BUCKETS, batch_mesh, bucket_length, check_sequences, model_limits, pad_batch
+from jaxassoc.models.batching import FINE_BUCKETS, bucket_length, check_sequences, model_limits, pad_batch
 from jaxassoc.models.continuations import pack_continuations, prefix_and_continuations
 from jaxassoc.models.heads import head_logits
-from jaxassoc.models.partitioning import batch_size_multiple
-from jaxassoc.models.sharding import shard_batch, to_host
+from jaxassoc.models.multihost import Feeder, in_batches
 from jaxassoc.readouts.cache import cached_arrays, model_key
 from jaxassoc.readouts.rpam_seq2seq import encode_encoder_prompts, seq2seq_factors
 
@@ -187,7 +186,7 @@ def _run_rows(
     rows,
     *,
     batch_size: int,
-    shard: bool | Mesh,
+    mesh: Mesh | None,
     progress: bool,
     buckets: Sequence[int],
 ) -> list:
@@ -197,20 +196,13 @@ def _run_rows(
     limits = model_limits(model)
     check_sequences([list(p) for p, _ in rows], limits["max_length"], limits["vocab_size"])
     check_sequences([list(t) for _, conts in rows for t in conts] or [[0]], None, limits["vocab_size"])
-    B = min(batch_size, 1 << (len(rows) - 1).bit_length())
-    mesh, params = batch_mesh(shard, params)
-    if mesh is not None:
-        B = -(-B // batch_size_multiple(mesh)) * batch_size_multiple(mesh)
+    feed = Feeder(params, mesh)
+    B = feed.rows(min(batch_size, 1 << (len(rows) - 1).bit_length()))
     packed = [sum(len(t) - 1 for t in conts) for _, conts in rows]
     order = sorted(range(len(rows)), key=lambda i: (packed[i], len(rows[i][0])))
-    groups = [order[i : i + B] for i in range(0, len(order), B)]
-    if progress:
-        from tqdm.auto import tqdm
-
-        groups = tqdm(groups, desc="batches", unit="batch")
     fn = functools.partial(_prompt_scores, decoder=model.decoder)
     results: list = [None] * len(rows)
-    for group in groups:
+    for group in in_batches([order[i : i + B] for i in range(0, len(order), B)], progress):
         P = bucket_length(max(len(rows[i][0]) for i in group), buckets, limits["max_length"])
         n = max(packed[i] for i in group)
         L = bucket_length(n, CONTINUATION_BUCKETS, None) if n else 0
@@ -218,11 +210,7 @@ def _run_rows(
         cont = np.zeros((3, B, L), dtype=np.int32)
         for r, i in enumerate(group):
             cont[:, r] = pack_continuations(rows[i][1], L)
-        batch = (ids, mask, *cont)
-        if mesh is not None:
-            batch = shard_batch(batch, mesh)
-        out = fn(params, *batch)
-        out = to_host(out) if mesh is not None else jax.tree.map(np.asarray, out)
+        out = feed(fn, ids, mask, *cont)
         for r, i in enumerate(group):
             results[i] = tuple(leaf[r] for leaf in out)
     return results
@@ -237,7 +225,7 @@ def rpam_inputs(
     needed: np.ndarray | None = None,
     add_bos: bool | None = None,
     batch_size: int = 32,
-    shard: bool | Mesh = False,
+    mesh: Mesh | None = None,
     progress: bool = False,
     buckets: Sequence[int] = PROMPT_BUCKETS,
 ) -> RpamInputs:
@@ -286,13 +274,13 @@ def rpam_inputs(
             [list(w) for w in wanted],
             C,
             batch_size=batch_size,
-            shard=shard,
+            mesh=mesh,
             progress=progress,
             buckets=buckets,
         )
     else:
         first_logits, log_partition, factor, n_rows = _causal_factors(
-            model, params, unique, wanted, C, batch_size=batch_size, shard=shard, progress=progress, buckets=buckets
+            model, params, unique, wanted, C, batch_size=batch_size, mesh=mesh, progress=progress, buckets=buckets
         )
     continuation = np.ones((T, C), dtype=np.float64)
     for c in multi:
@@ -311,14 +299,14 @@ def _causal_factors(
     C: int,
     *,
     batch_size: int,
-    shard: bool | Mesh,
+    mesh: Mesh | None,
     progress: bool,
     buckets: Sequence[int],
 ):
     """First-token logits ``(U, C)``, log-partitions ``(U,)`` and ``{(prompt, attribute ids): mean subword
     probability}`` of the distinct prompts, each run once with its continuations packed after it."""
     rows = _work_rows(list(unique), [list(w) for w in wanted], CONTINUATION_BUCKETS[-1])
-    outs = _run_rows(model, params, rows, batch_size=batch_size, shard=shard, progress=progress, buckets=buckets)
+    outs = _run_rows(model, params, rows, batch_size=batch_size, mesh=mesh, progress=progress, buckets=buckets)
     first_logits = np.empty((len(unique), C), dtype=np.float32)
     log_partition = np.empty(len(unique), dtype=np.float64)
     factor: dict[tuple[int, tuple[int, ...]], float] = {}  # (prompt, continuation) -> mean subword probability
@@ -343,7 +331,7 @@ def cached_rpam_inputs(
     cache_dir: Path | None = None,
     add_bos: bool | None = None,
     batch_size: int = 32,
-    shard: bool | Mesh = False,
+    mesh: Mesh | None = None,
     progress: bool = False,
     buckets: Sequence[int] = PROMPT_BUCKETS,
 ) -> RpamInputs:
@@ -364,8 +352,8 @@ def cached_rpam_inputs(
         "scorer": "seq2seq_teacher_forced" if model.objective == "seq2seq" else "packed_continuations_one_pass",
         "batch_size": batch_size,
         "buckets": list(buckets),
-        "devices": jax.device_count() if shard is not False else 1,
-        **({"mesh": dict(shard.shape)} if isinstance(shard, Mesh) else {}),  # fsdp/tp change the sums
+        "devices": jax.device_count() if mesh is not None else 1,
+        **({"mesh": dict(mesh.shape)} if mesh is not None else {}),  # fsdp/tp change the sums
     }
 
     def compute() -> dict[str, np.ndarray]:
@@ -377,7 +365,7 @@ def cached_rpam_inputs(
             needed=needed,
             add_bos=add_bos,
             batch_size=batch_size,
-            shard=shard,
+            mesh=mesh,
             progress=progress,
             buckets=buckets,
         )

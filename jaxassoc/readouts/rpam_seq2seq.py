@@ -22,11 +22,9 @@ from jax.sharding import Mesh
 
 from jaxassoc.errors import InputError
 from jaxassoc.models.base import LanguageModel
-from jaxassoc.models.batching import batch_mesh, bucket_length, check_sequences, model_limits, pad_batch
-from jaxassoc.models.family import family_named
+from jaxassoc.models.batching import bucket_length, check_sequences, model_limits, pad_batch
 from jaxassoc.models.heads import head_logits, next_token_logprobs
-from jaxassoc.models.partitioning import batch_size_multiple
-from jaxassoc.models.sharding import shard_batch, to_host
+from jaxassoc.models.multihost import Feeder, in_batches
 
 DECODER_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 
@@ -47,9 +45,8 @@ def encode_encoder_prompts(model: LanguageModel, prompts: Sequence[str], *, add_
 def _scores(params, enc_ids, enc_mask, dec_ids, dec_mask, *, family, config):
     """The first decoder step's logits of the rows ``params["rows"]`` and its log-partition, and
     ``log p(dec[t+1] | dec[<=t], prompt)`` at every decoder step (0 past the row's tokens)."""
-    body = family_named(family).body_module(config, params["body"])
-    encoded = body(enc_ids, enc_mask).hidden
-    hidden = body.decode(encoded, enc_mask, dec_ids, dec_mask)
+    encoded = family.forward(params["body"], enc_ids, enc_mask, config=config).hidden
+    hidden = family.decode(params["body"], encoded, enc_mask, dec_ids, dec_mask, config=config)
     first = head_logits(params["head"], hidden[:, 0]).astype(jnp.float32)
     steps = next_token_logprobs(params["head"], hidden, dec_ids, dec_mask) if dec_ids.shape[1] > 1 else None
     return first[:, params["rows"]], jax.nn.logsumexp(first, axis=-1), steps
@@ -61,7 +58,7 @@ def run_rows(
     rows: list[tuple[tuple[int, ...], tuple[int, ...]]],
     *,
     batch_size: int,
-    shard: bool | Mesh,
+    mesh: Mesh | None,
     progress: bool,
     buckets: Sequence[int],
 ) -> list:
@@ -69,28 +66,17 @@ def run_rows(
     limits = model_limits(model)
     check_sequences([list(p) for p, _ in rows], limits["max_length"], limits["vocab_size"])
     check_sequences([list(d) for _, d in rows], None, limits["vocab_size"])
-    B = min(batch_size, 1 << (len(rows) - 1).bit_length())
-    mesh, params = batch_mesh(shard, params)
-    if mesh is not None:
-        B = -(-B // batch_size_multiple(mesh)) * batch_size_multiple(mesh)
+    feed = Feeder(params, mesh)
+    B = feed.rows(min(batch_size, 1 << (len(rows) - 1).bit_length()))
     order = sorted(range(len(rows)), key=lambda i: (len(rows[i][1]), len(rows[i][0])))
-    groups = [order[i : i + B] for i in range(0, len(order), B)]
-    if progress:
-        from tqdm.auto import tqdm
-
-        groups = tqdm(groups, desc="batches", unit="batch")
-    fn = functools.partial(_scores, family=model.family, config=model.config)
+    fn = functools.partial(_scores, family=model.port, config=model.config)
     results: list = [None] * len(rows)
-    for group in groups:
+    for group in in_batches([order[i : i + B] for i in range(0, len(order), B)], progress):
         P = bucket_length(max(len(rows[i][0]) for i in group), buckets, limits["max_length"])
         L = bucket_length(max(len(rows[i][1]) for i in group), DECODER_BUCKETS, None)
         enc = pad_batch([list(rows[i][0]) for i in group], P, B, limits["pad_id"], "right")
         dec = pad_batch([list(rows[i][1]) for i in group], L, B, limits["pad_id"], "right")
-        batch = (*enc, *dec)
-        if mesh is not None:
-            batch = shard_batch(batch, mesh)
-        out = fn(params, *batch)
-        out = to_host(out) if mesh is not None else jax.tree.map(np.asarray, out)
+        out = feed(fn, *enc, *dec)
         for r, i in enumerate(group):
             results[i] = tuple(None if leaf is None else leaf[r] for leaf in out)
     return results
@@ -104,7 +90,7 @@ def seq2seq_factors(
     C: int,
     *,
     batch_size: int,
-    shard: bool | Mesh,
+    mesh: Mesh | None,
     progress: bool,
     buckets: Sequence[int],
 ):
@@ -113,7 +99,7 @@ def seq2seq_factors(
     multi-token attributes."""
     start = int(model.config.decoder_start_token_id)
     rows = [(prompt, (start, *tokens)) for prompt, conts in zip(unique, wanted) for tokens in (conts or [()])]
-    outs = run_rows(model, params, rows, batch_size=batch_size, shard=shard, progress=progress, buckets=buckets)
+    outs = run_rows(model, params, rows, batch_size=batch_size, mesh=mesh, progress=progress, buckets=buckets)
     first_logits = np.empty((len(unique), C), dtype=np.float32)
     log_partition = np.empty(len(unique), dtype=np.float64)
     factor: dict[tuple[int, tuple[int, ...]], float] = {}

@@ -35,11 +35,10 @@ from jaxassoc.metrics.set_exact import check_set_inputs, set_from_logits
 from jaxassoc.metrics.set_score import set_word_scores
 from jaxassoc.metrics.stereotype_alignment import AlignmentResult, alignment, human_group_indices, pair_scores
 from jaxassoc.models import LanguageModel, model_limits
-from jaxassoc.models.batching import batch_mesh, check_sequences, model_shard
+from jaxassoc.models.batching import check_sequences
 from jaxassoc.models.heads import head_logits
+from jaxassoc.models.multihost import Feeder
 from jaxassoc.models.packing import pack_rows, packed_row
-from jaxassoc.models.partitioning import batch_size_multiple
-from jaxassoc.models.sharding import shard_batch, to_host
 from jaxassoc.progress import stage
 from jaxassoc.readouts.cache import cached_arrays, model_key
 
@@ -131,9 +130,8 @@ def _packed_hidden(
     """The last hidden states (T, D) of ``sequences`` packed as ``rows`` (lists of sequence indices), in
     batches of exactly ``batch_rows`` rows of ``row_length`` tokens (empty rows pad the last), so the
     model compiles once for every chunk of every template."""
-    mesh, params = batch_mesh(model_shard(model), model.params)
-    if mesh is not None:
-        batch_rows = -(-batch_rows // batch_size_multiple(mesh)) * batch_size_multiple(mesh)
+    feed = Feeder(model.params, model.mesh)
+    batch_rows = feed.rows(batch_rows)
     pad_id = model_limits(model)["pad_id"]
     forward = functools.partial(_hidden, forward=model.forward)
     hidden: dict[int, np.ndarray] = {}
@@ -144,10 +142,7 @@ def _packed_hidden(
         for r, members in enumerate(rows[at : at + batch_rows]):
             ids[r], segments[r], starts = packed_row(sequences, members, row_length, pad_id)
             placed += [(r, m, s) for m, s in zip(members, starts)]
-        if mesh is not None:
-            ids, segments = shard_batch((ids, segments), mesh)
-        out = forward(params, ids, segments)
-        out = to_host(out) if mesh is not None else np.asarray(out)
+        out = feed(forward, ids, segments)
         for r, m, start in placed:
             hidden[m] = out[r, start : start + len(sequences[m])]
     return [hidden[m] for m in sorted(hidden)]

@@ -42,7 +42,6 @@ from jaxassoc.data import AbcData
 from jaxassoc.data.stereotypes import MASK
 from jaxassoc.errors import ConfigError, InputError, ModelError
 from jaxassoc.models import LanguageModel, model_limits, run_batched
-from jaxassoc.models.batching import model_shard
 from jaxassoc.readouts.cache import cached_arrays, model_key
 from jaxassoc.readouts.stereotypes import chunk_stage, default_words, head_terms, scores_from_terms, trait_tokens
 
@@ -131,7 +130,7 @@ def write_in_head_inputs(model: LanguageModel, problems: MaskedProblems, batch_s
             sequences,
             batch_size=batch_size,
             per_token=False,
-            shard=model_shard(model),
+            mesh=model.mesh,
             **model_limits(model),
         )
         x[rows, step] = np.stack(out)

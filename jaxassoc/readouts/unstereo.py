@@ -23,7 +23,7 @@ from jaxassoc.data import unstereo as data
 from jaxassoc.errors import InputError, ModelError
 from jaxassoc.metrics.unstereo import DEFAULT_AUFC_UNITS, ETAS, LOG10_THRESHOLD, AufcUnits, unstereo_eval
 from jaxassoc.models.base import LanguageModel
-from jaxassoc.models.batching import model_limits, model_shard
+from jaxassoc.models.batching import model_limits
 from jaxassoc.models.heads import next_token_logprobs
 from jaxassoc.models.packing import run_packed
 
@@ -75,7 +75,7 @@ def score_sentences(
         sequences,
         tokens_per_batch=tokens_per_batch,
         progress=progress,
-        shard=model_shard(model),
+        mesh=model.mesh,
         **model_limits(model),
     )
     return np.array([row.astype(np.float64).sum() for row in per_token])

@@ -22,7 +22,6 @@ from jaxassoc.app import datasets, model_loading, tables
 from jaxassoc.app.config import MetricConfig, check_range
 from jaxassoc.app.registry import Job, JobResult
 from jaxassoc.errors import ConfigError
-from jaxassoc.models.batching import model_shard
 from jaxassoc.progress import stage
 from jaxassoc.readouts import rpam, rpam_downstream
 from jaxassoc.readouts.rpam_prompts import PromptTemplate
@@ -100,7 +99,7 @@ def run(job: Job) -> JobResult:
         normalise=cfg.normalise,
         add_bos=job.model.add_bos,
         batch_size=job.model.batch_size,
-        shard=model_shard(model),
+        mesh=model.mesh,
         progress=not job.quiet,
         cache_dir=job.cache_dir,
     )

@@ -1,10 +1,9 @@
 """BERT and RoBERTa (``model_type`` bert, roberta): ``config`` (BertConfig), ``params`` (HF tensors ->
-module state), ``modeling`` (the NNX body), ``sharding`` (logical axes). ``FAMILY`` is what :mod:`jaxassoc.models.family` registers."""
+module state), ``modeling`` (the NNX body, its parameters' logical axes declared where they are made). ``FAMILY`` is what :mod:`jaxassoc.models.family` registers."""
 
 from jaxassoc.models.bert.config import config_from_hf
 from jaxassoc.models.bert.modeling import new_body
 from jaxassoc.models.bert.params import params_from_hf
-from jaxassoc.models.bert.sharding import AXES, units
 from jaxassoc.models.family import Family
 
 FAMILY = Family(
@@ -14,6 +13,4 @@ FAMILY = Family(
     config_from_hf=config_from_hf,
     params_from_hf=params_from_hf,
     new_body=new_body,
-    axes=AXES,
-    units=units,
 )

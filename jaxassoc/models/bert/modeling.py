@@ -63,7 +63,7 @@ class MLMTransform(nnx.Module):
     """The MLM head's transform before the decoder: dense -> activation -> LayerNorm (``norm``)."""
 
     def __init__(self, config: BertConfig):
-        self.dense = Linear(config.hidden_size, config.hidden_size, bias=True)
+        self.dense = Linear(config.hidden_size, config.hidden_size, axes=("embed", None), bias=True)
         self.norm = LayerNorm(config.hidden_size, config.layer_norm_eps)
         self.activation = config.mlm_activation
 
@@ -77,9 +77,9 @@ class Bert(nnx.Module):
     def __init__(self, config: BertConfig, *, mlm: bool = True):
         c = config
         D = c.hidden_size
-        self.embed = zeros(c.vocab_size, D)
-        self.positions = zeros(c.max_position_embeddings, D)
-        self.token_type = zeros(c.type_vocab_size, D)
+        self.embed = zeros(c.vocab_size, D, axes=("vocab", "embed"))
+        self.positions = zeros(c.max_position_embeddings, D, axes=(None, "embed"))
+        self.token_type = zeros(c.type_vocab_size, D, axes=(None, "embed"))
         self.embed_norm = LayerNorm(D, c.layer_norm_eps)
         self.layers = BertBlock(config, lead=(c.num_layers,))
         self.mlm_transform = MLMTransform(config) if mlm else None

@@ -71,8 +71,9 @@ class Attention(nnx.Module):
 
     def __init__(self, config: T5Config, lead: tuple[int, ...]):
         D, inner = config.d_model, config.num_heads * config.d_kv
-        self.q, self.k, self.v = zeros(*lead, D, inner), zeros(*lead, D, inner), zeros(*lead, D, inner)
-        self.o = zeros(*lead, inner, D)
+        heads = dict(heads=config.num_heads, lead=lead)
+        self.q, self.k, self.v = (zeros(D, inner, axes=("embed", "heads"), **heads) for _ in range(3))
+        self.o = zeros(inner, D, axes=("heads", "embed"), **heads)
         self.heads = config.num_heads
 
     def __call__(self, x, memory, allowed, bias):
@@ -86,10 +87,13 @@ class FeedForward(nnx.Module):
     def __init__(self, config: T5Config, lead: tuple[int, ...]):
         D, F = config.d_model, config.d_ff
         if config.gated:
-            self.wi_0, self.wi_1 = zeros(*lead, D, F), zeros(*lead, D, F)
+            self.wi_0, self.wi_1 = (
+                zeros(D, F, axes=("embed", "mlp"), lead=lead),
+                zeros(D, F, axes=("embed", "mlp"), lead=lead),
+            )
         else:
-            self.wi = zeros(*lead, D, F)
-        self.wo = zeros(*lead, F, D)
+            self.wi = zeros(D, F, axes=("embed", "mlp"), lead=lead)
+        self.wo = zeros(F, D, axes=("mlp", "embed"), lead=lead)
         self.activation, self.gated = config.activation, config.gated
 
     def __call__(self, x):
@@ -101,8 +105,8 @@ class FeedForward(nnx.Module):
 class EncoderBlock(nnx.Module):
     def __init__(self, config: T5Config, *, lead: tuple[int, ...] = ()):
         D = config.d_model
-        self.attn_norm, self.attn = zeros(*lead, D), Attention(config, lead)
-        self.ffn_norm, self.ffn = zeros(*lead, D), FeedForward(config, lead)
+        self.attn_norm, self.attn = zeros(D, axes=(None,), lead=lead), Attention(config, lead)
+        self.ffn_norm, self.ffn = zeros(D, axes=(None,), lead=lead), FeedForward(config, lead)
         self.eps = config.layer_norm_epsilon
 
     def __call__(self, h, allowed, bias):
@@ -114,9 +118,9 @@ class EncoderBlock(nnx.Module):
 class DecoderBlock(nnx.Module):
     def __init__(self, config: T5Config, *, lead: tuple[int, ...] = ()):
         D = config.d_model
-        self.self_norm, self.self_attn = zeros(*lead, D), Attention(config, lead)
-        self.cross_norm, self.cross_attn = zeros(*lead, D), Attention(config, lead)
-        self.ffn_norm, self.ffn = zeros(*lead, D), FeedForward(config, lead)
+        self.self_norm, self.self_attn = zeros(D, axes=(None,), lead=lead), Attention(config, lead)
+        self.cross_norm, self.cross_attn = zeros(D, axes=(None,), lead=lead), Attention(config, lead)
+        self.ffn_norm, self.ffn = zeros(D, axes=(None,), lead=lead), FeedForward(config, lead)
         self.eps = config.layer_norm_epsilon
 
     def __call__(self, h, memory, allowed, bias, cross_allowed):
@@ -130,16 +134,16 @@ class Stack(nnx.Module):
     """Encoder or decoder: the first layer's relative-bias table, the stacked blocks, the final norm."""
 
     def __init__(self, config: T5Config, block, n_layers: int):
-        self.rel_bias = zeros(config.num_buckets, config.num_heads)
+        self.rel_bias = zeros(config.num_buckets, config.num_heads, axes=(None, None))
         self.blocks = block(config, lead=(n_layers,))
-        self.final_norm = zeros(config.d_model)
+        self.final_norm = zeros(config.d_model, axes=(None,))
 
 
 class T5(nnx.Module):
     """The T5 body: shared embeddings, encoder and decoder stacks (the head is ``params["head"]``)."""
 
     def __init__(self, config: T5Config):
-        self.shared = zeros(config.vocab_size, config.d_model)
+        self.shared = zeros(config.vocab_size, config.d_model, axes=("vocab", "embed"))
         self.encoder = Stack(config, EncoderBlock, config.num_layers)
         self.decoder = Stack(config, DecoderBlock, config.num_decoder_layers)
         self.config = config
