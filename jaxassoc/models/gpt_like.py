@@ -31,7 +31,7 @@ from jaxassoc.models.attention import Attention
 from jaxassoc.models.base import Head
 from jaxassoc.models.checkpoint import LayerStack, TensorTaker
 from jaxassoc.models.family import Family, param_shapes
-from jaxassoc.models.layers import CausalBlock, CausalBody, rope_tables, zeros
+from jaxassoc.models.layers import CausalBlock, CausalBody, check_activation, rope_tables, zeros
 from jaxassoc.models.linear import Linear
 from jaxassoc.models.mlp import MLP
 from jaxassoc.models.norms import LayerNorm
@@ -85,6 +85,37 @@ class GPTLikeConfig:
     @property
     def max_positions(self) -> int:
         return self.max_position_embeddings
+
+
+GPT2_NAMES = (
+    ("hidden_size", "n_embd"),
+    ("intermediate_size", "n_inner"),
+    ("num_hidden_layers", "n_layer"),
+    ("num_attention_heads", "n_head"),
+    ("max_position_embeddings", "n_positions"),
+)
+"""Our fields -> their names in GPT-2-style HF configs (GPT-2, GPT-J)."""
+
+
+def gpt2_style_config(hf_config: Mapping[str, Any], model_type: str, *, tie_default: bool, **fields) -> GPTLikeConfig:
+    """A GPTLikeConfig of the fields GPT-2-style HF configs name alike (``n_embd``, ``n_layer``, ``n_head``,
+    ``n_positions``, ``n_inner`` (default 4 × ``n_embd``), ``layer_norm_epsilon``, ``activation_function``)
+    and the family's own ``fields``. KeyError for a missing required field (``layers.required_fields``)."""
+    d_model = int(hf_config["n_embd"])
+    return GPTLikeConfig(
+        model_type=model_type,
+        hf_names=GPT2_NAMES,
+        vocab_size=int(hf_config["vocab_size"]),
+        hidden_size=d_model,
+        intermediate_size=int(hf_config.get("n_inner") or 4 * d_model),
+        num_hidden_layers=int(hf_config["n_layer"]),
+        num_attention_heads=int(hf_config["n_head"]),
+        max_position_embeddings=int(hf_config["n_positions"]),
+        layer_norm_eps=float(hf_config.get("layer_norm_epsilon", 1e-5)),
+        activation=check_activation(hf_config.get("activation_function", "gelu_new"), "activation_function"),
+        tie_word_embeddings=bool(hf_config.get("tie_word_embeddings", tie_default)),
+        **fields,
+    )
 
 
 class GPTLikeBlock(CausalBlock):

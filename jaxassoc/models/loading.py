@@ -266,10 +266,9 @@ def _transformers_config(folder: Path):
         except (ValueError, OSError):  # AutoTokenizer's fallback, e.g. a model_type transformers lacks
             return transformers.PreTrainedConfig.from_pretrained(folder)
     except Exception as e:
-        reason = " ".join(str(e).split())
         raise ModelError(
-            f"{folder / 'config.json'} is rejected by transformers ({type(e).__name__}: {reason}); fix the field "
-            "it names, or restore the checkpoint's own config.json"
+            f"{folder / 'config.json'} is rejected by transformers ({_reason(e)}); fix the field it names, or "
+            "restore the checkpoint's own config.json"
         ) from None
 
 
@@ -285,11 +284,15 @@ def _read_tokenizer(folder: Path, config):
     try:
         return transformers.AutoTokenizer.from_pretrained(folder, config=config)
     except Exception as e:
-        reason = " ".join(str(e).split())
         raise ModelError(
-            f"cannot load a tokenizer from {folder} ({type(e).__name__}: {reason}); "
-            "the folder needs tokenizer.json or the tokenizer files of its model"
+            f"cannot load a tokenizer from {folder} ({_reason(e)}); the folder needs tokenizer.json or the "
+            "tokenizer files of its model"
         ) from None
+
+
+def _reason(e: Exception) -> str:
+    """An exception from transformers as one line: its type and its message's words."""
+    return f"{type(e).__name__}: {' '.join(str(e).split())}"
 
 
 _FINITE_CHUNK = 1 << 22  # elements per finiteness test: bounds the float32 copy XLA may make of a chunk

@@ -4,8 +4,8 @@ not implement (cross-attention, scores scaled by the inverse layer index)."""
 from __future__ import annotations
 
 from jaxassoc.errors import ModelError
-from jaxassoc.models.gpt_like import GPTLikeConfig
-from jaxassoc.models.layers import check_activation, required_fields
+from jaxassoc.models.gpt_like import GPTLikeConfig, gpt2_style_config
+from jaxassoc.models.layers import required_fields
 
 MODEL_TYPES: tuple[str, ...] = ("gpt2",)
 
@@ -23,24 +23,5 @@ def config_from_hf(hf_config: dict) -> GPTLikeConfig:
         if hf_config.get(field, supported) != supported:
             raise ModelError(f"GPT-2 config field {field}={hf_config[field]!r} is not supported (only {supported!r})")
     with required_fields("gpt2"):
-        d_model = int(hf_config["n_embd"])
-        return GPTLikeConfig(
-            model_type="gpt2",
-            hf_names=(
-                ("hidden_size", "n_embd"),
-                ("intermediate_size", "n_inner"),
-                ("num_hidden_layers", "n_layer"),
-                ("num_attention_heads", "n_head"),
-                ("max_position_embeddings", "n_positions"),
-            ),
-            vocab_size=int(hf_config["vocab_size"]),
-            hidden_size=d_model,
-            intermediate_size=int(hf_config.get("n_inner") or 4 * d_model),
-            num_hidden_layers=int(hf_config["n_layer"]),
-            num_attention_heads=int(hf_config["n_head"]),
-            max_position_embeddings=int(hf_config["n_positions"]),
-            layer_norm_eps=float(hf_config.get("layer_norm_epsilon", 1e-5)),
-            activation=check_activation(hf_config.get("activation_function", "gelu_new"), "activation_function"),
-            tie_word_embeddings=bool(hf_config.get("tie_word_embeddings", True)),
-            attn_scale=None if hf_config.get("scale_attn_weights", True) else 1.0,
-        )
+        scale = None if hf_config.get("scale_attn_weights", True) else 1.0
+        return gpt2_style_config(hf_config, "gpt2", tie_default=True, attn_scale=scale)

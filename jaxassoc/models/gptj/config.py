@@ -4,8 +4,8 @@ activations, a missing or odd ``rotary_dim``)."""
 from __future__ import annotations
 
 from jaxassoc.errors import ModelError
-from jaxassoc.models.gpt_like import GPTLikeConfig
-from jaxassoc.models.layers import check_activation, required_fields
+from jaxassoc.models.gpt_like import GPTLikeConfig, gpt2_style_config
+from jaxassoc.models.layers import required_fields
 
 MODEL_TYPES: tuple[str, ...] = ("gptj",)
 
@@ -30,24 +30,10 @@ def config_from_hf(hf_config: dict) -> GPTLikeConfig:
                 f"dimensions in 2..head_dim ({d // heads}); transformers' GPT-J rotates with a table of the "
                 "hidden size when it is null, which does not fit a head"
             )
-        return GPTLikeConfig(
-            model_type="gptj",
-            hf_names=(
-                ("hidden_size", "n_embd"),
-                ("intermediate_size", "n_inner"),
-                ("num_hidden_layers", "n_layer"),
-                ("num_attention_heads", "n_head"),
-                ("max_position_embeddings", "n_positions"),
-            ),
-            vocab_size=int(hf_config["vocab_size"]),
-            hidden_size=d,
-            intermediate_size=int(hf_config.get("n_inner") or 4 * d),
-            num_hidden_layers=int(hf_config["n_layer"]),
-            num_attention_heads=heads,
-            max_position_embeddings=int(hf_config["n_positions"]),
-            layer_norm_eps=float(hf_config.get("layer_norm_epsilon", 1e-5)),
-            activation=check_activation(hf_config.get("activation_function", "gelu_new"), "activation_function"),
-            tie_word_embeddings=bool(hf_config.get("tie_word_embeddings", False)),
+        return gpt2_style_config(
+            hf_config,
+            "gptj",
+            tie_default=False,
             positions="rotary",
             rotary_dim=int(rotary_dim),
             rotary_pairs=True,
