@@ -31,7 +31,7 @@ from jaxassoc.models.attention import Attention
 from jaxassoc.models.base import Head
 from jaxassoc.models.checkpoint import LayerStack, TensorTaker
 from jaxassoc.models.family import Family, param_shapes
-from jaxassoc.models.layers import CausalBlock, CausalBody, check_activation, rope_tables, zeros
+from jaxassoc.models.layers import CausalBlock, CausalBody, DecoderSizes, check_activation, rope_tables, zeros
 from jaxassoc.models.linear import Linear
 from jaxassoc.models.mlp import MLP
 from jaxassoc.models.norms import LayerNorm
@@ -41,16 +41,10 @@ RESIDUALS = ("sequential", "parallel", "post")
 
 
 @dataclasses.dataclass(frozen=True)
-class GPTLikeConfig:
+class GPTLikeConfig(DecoderSizes):
     """The hyper-parameters of a GPT-like forward pass (hashable: a static argument under jit). Each member
     family's ``config_from_hf`` sets them from its HF config and refuses what none covers."""
 
-    model_type: str
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
     max_position_embeddings: int
     layer_norm_eps: float
     activation: str  # the MLP's (layers.ACTIVATIONS)

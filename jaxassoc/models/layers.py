@@ -360,6 +360,19 @@ def write_columns(k_all: Array, v_all: Array, k: Array, v: Array, start) -> tupl
     return k_all, v_all
 
 
+@dataclasses.dataclass(frozen=True)
+class DecoderSizes:
+    """The sizes every decoder builder's config starts with (``llama_like.LlamaLikeConfig``,
+    ``gpt_like.GPTLikeConfig``); frozen and hashable, a static argument under jit."""
+
+    model_type: str
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+
+
 class CausalBlock(nnx.Module):
     """A decoder layer with sub-modules ``attn`` (:class:`~jaxassoc.models.attention.Attention`) and ``mlp``
     and its norms, split where the key/value cache sits: ``project`` gives the queries, keys and values of

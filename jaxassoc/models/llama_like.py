@@ -29,22 +29,24 @@ from jaxassoc.models.attention import Attention
 from jaxassoc.models.base import Head
 from jaxassoc.models.checkpoint import LayerStack, TensorTaker
 from jaxassoc.models.family import Family, param_shapes
-from jaxassoc.models.layers import CausalBlock, CausalBody, RopeScaling, required_fields, rope_tables, zeros
+from jaxassoc.models.layers import (
+    CausalBlock,
+    CausalBody,
+    DecoderSizes,
+    RopeScaling,
+    required_fields,
+    rope_tables,
+    zeros,
+)
 from jaxassoc.models.mlp import GatedMLP, MoE
 from jaxassoc.models.norms import ParameterFreeLayerNorm, RMSNorm
 
 
 @dataclasses.dataclass(frozen=True)
-class LlamaLikeConfig:
+class LlamaLikeConfig(DecoderSizes):
     """The hyper-parameters of a llama-like forward pass and its flags (hashable: a static argument under
     jit). Each member family's ``config_from_hf`` sets them from its HF config and refuses what none covers."""
 
-    model_type: str
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
     num_key_value_heads: int
     head_dim: int
     rms_norm_eps: float  # every norm's epsilon
