@@ -331,3 +331,18 @@ def test_weights_that_overflow_in_float16_are_named_by_parameter(tmp_path, gpt2_
         r"infinity in float16",
     ):
         load_model(folder, dtype="float16")
+
+
+def test_a_config_field_the_port_does_not_read_is_refused_unless_it_is_the_default(tmp_path, gpt2_folder):
+    """ConfigTaker: an option transformers knows, set to another value than its default, that the port never
+    reads (GPT-2's reorder_and_upcast_attn) is refused by name; inert fields (dropout, ids) and the default
+    value load."""
+    folder = _copy(gpt2_folder, tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "reorder_and_upcast_attn": False, "resid_pdrop": 0.3}))
+    load_model(folder)
+    (folder / "config.json").write_text(json.dumps({**config, "reorder_and_upcast_attn": True, "n_ctx": 7}))
+    with pytest.raises(
+        ModelError, match=r"gpt2 port does not implement the config field\(s\) reorder_and_upcast_attn = True"
+    ):
+        load_model(folder)

@@ -24,6 +24,7 @@ from jaxtyping import Array, Bool, Float, Int
 from jaxassoc.errors import ModelError
 from jaxassoc.models.base import Decoder, ForwardOutput, Head
 from jaxassoc.models.heads import head_logits
+from jaxassoc.models.hf_config import ConfigTaker
 from jaxassoc.models.mesh import HEAD_AXES, ParamAxes, module_axes
 
 
@@ -42,6 +43,14 @@ class Family:
     new_body: Callable[[Any, Mapping | None], nnx.Module]
     """``new_body(config, body)``: the body module (zero parameters) with the structure of ``body`` (None:
     the full structure); causal families' bodies are :class:`jaxassoc.models.layers.CausalBody`."""
+
+    def read_config(self, hf_config: Mapping[str, Any]) -> Any:
+        """``config_from_hf`` of a HF config, then ModelError naming every field the port did not read whose
+        value is not transformers' default (:class:`~jaxassoc.models.hf_config.ConfigTaker`)."""
+        taker = ConfigTaker(hf_config)
+        config = self.config_from_hf(taker)
+        taker.finish(self.name)
+        return config
 
     def abstract_body(self, config: Any, body: Mapping | None = None) -> nnx.Module:
         """The body module with ``jax.ShapeDtypeStruct`` parameters (``nnx.eval_shape``): nothing allocated.

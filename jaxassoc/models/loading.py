@@ -87,7 +87,7 @@ def load_model(
         tokenizer = _read_tokenizer(path, transformers_config)
     spec = _family_of(hf_config, path)
     try:
-        config = spec.config_from_hf(hf_config)
+        config = spec.read_config(hf_config)
         check_sizes(config, spec.name)
         axes = spec.param_axes(config)  # a parameter without logical axes is refused here
         params = spec.params_from_hf(tensors, config)

@@ -91,7 +91,7 @@ def abstract_params(hf_config: dict) -> tuple[Any, Any, dict]:
     from jaxassoc.models.family import family_for
 
     family = family_for(hf_config["model_type"])
-    config = family.config_from_hf(hf_config)
+    config = family.read_config(hf_config)
     body = nnx.state(family.abstract_body(config)).to_pure_dict()
     embedding = next(
         path.removeprefix("body/")

@@ -5,6 +5,7 @@ any other rope type, partial rotary (Phi-4-mini), other activations."""
 from __future__ import annotations
 
 from jaxassoc.errors import ModelError
+from jaxassoc.models.hf_config import superseded
 from jaxassoc.models.llama.config import partial_rotary_factor
 from jaxassoc.models.llama_like import LlamaLikeConfig, config_from_fields
 
@@ -12,6 +13,7 @@ from jaxassoc.models.llama_like import LlamaLikeConfig, config_from_fields
 def _rope_theta(hf_config: dict) -> float:
     """``rope_theta`` of an unscaled rotary embedding (transformers 4 or 5 fields); ModelError naming any
     other rope type (transformers reads Phi-3's 'su' and 'yarn' as 'longrope')."""
+    superseded(hf_config, "original_max_position_embeddings")  # read only by longrope, refused below
     params = hf_config.get("rope_parameters") or {}
     scaling = hf_config.get("rope_scaling") or params
     rope_type = scaling.get("rope_type") or scaling.get("type") or "default"

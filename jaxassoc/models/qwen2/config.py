@@ -6,6 +6,7 @@ partial rotary, other activations, layer types other than full / sliding attenti
 from __future__ import annotations
 
 from jaxassoc.errors import ModelError
+from jaxassoc.models.hf_config import superseded
 from jaxassoc.models.layers import required_fields, rope_scaling_from_hf
 from jaxassoc.models.llama.config import partial_rotary_factor
 from jaxassoc.models.llama_like import LlamaLikeConfig, config_from_fields
@@ -17,6 +18,7 @@ def local_layers(hf_config: dict, n_layers: int) -> tuple[bool, ...]:
     """Which layers use the sliding window: transformers 5's ``layer_types`` if given, else its default from
     ``use_sliding_window`` and ``max_window_layers`` (layers from ``max_window_layers`` on slide)."""
     layer_types = hf_config.get("layer_types")
+    superseded(hf_config, "max_window_layers")  # layer_types, when given, decides
     window = hf_config.get("sliding_window") if hf_config.get("use_sliding_window") else None
     if layer_types is None:
         first = int(hf_config.get("max_window_layers", 28))

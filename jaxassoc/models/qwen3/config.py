@@ -5,6 +5,7 @@ SiLU, layer types other than full and sliding-window attention."""
 from __future__ import annotations
 
 from jaxassoc.errors import ModelError
+from jaxassoc.models.hf_config import superseded
 from jaxassoc.models.layers import required_fields, unscaled_rope_theta
 from jaxassoc.models.llama_like import LlamaLikeConfig, config_from_fields
 
@@ -20,6 +21,7 @@ def _window(hf_config: dict, n_layers: int) -> tuple[int | None, tuple[bool, ...
     """(window, which layers use it) as transformers' LlamaLikeConfig derives them: the window only with
     ``use_sliding_window``; ``layer_types``, or else the layers from ``max_window_layers`` on."""
     window = hf_config.get("sliding_window") if hf_config.get("use_sliding_window", False) else None
+    superseded(hf_config, "max_window_layers")  # layer_types, when given, decides
     types = hf_config.get("layer_types") or [
         "sliding_attention"
         if window is not None and i >= int(hf_config.get("max_window_layers", 28))
