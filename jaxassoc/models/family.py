@@ -25,7 +25,7 @@ from jaxassoc.errors import ModelError
 from jaxassoc.models.base import Decoder, ForwardOutput, Head
 from jaxassoc.models.heads import head_logits
 from jaxassoc.models.hf_config import ConfigTaker
-from jaxassoc.models.mesh import HEAD_AXES, ParamAxes, module_axes
+from jaxassoc.models.mesh import OUTPUT_HEAD_AXES, ParamAxes, module_axes
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -135,7 +135,7 @@ class Family:
 
 @functools.lru_cache(maxsize=64)
 def _param_axes(family: Family, config: Any) -> dict[str, ParamAxes]:
-    return {**module_axes(family.abstract_body(config), family.name), **HEAD_AXES}
+    return {**module_axes(family.abstract_body(config), family.name), **OUTPUT_HEAD_AXES}
 
 
 @functools.lru_cache(maxsize=64)

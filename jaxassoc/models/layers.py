@@ -375,18 +375,11 @@ class DecoderSizes:
 
 class CausalBlock(nnx.Module):
     """A decoder layer with sub-modules ``attn`` (:class:`~jaxassoc.models.attention.Attention`) and ``mlp``
-    and its norms, split where the key/value cache sits: ``project`` gives the queries, keys and values of
-    its input, ``attend`` the layer output from those queries over (cached) keys and values."""
-
-    def project(self, h: Float[Array, "B t D"], positions: Any) -> tuple[Array, Array, Array]:
-        """Queries, keys and values; ``positions`` is what the body's ``layer_positions`` gives."""
-        raise NotImplementedError
-
-    def attend(
-        self, h: Float[Array, "B t D"], q, k, v, allowed: Bool[Array, "B 1 t T"], bias=None
-    ) -> Float[Array, "B t D"]:
-        """The block output; ``bias``: the body's ``attention_bias`` (None for most families)."""
-        raise NotImplementedError
+    and its norms, split where the key/value cache sits. A builder's block defines ``project(h, positions)``
+    (queries, keys and values of its input; ``positions`` is what the body's ``layer_positions`` gives) and
+    ``attend(h, q, k, v, allowed, bias=None)`` (the layer output from those queries over the (cached) keys
+    and values; ``bias`` the body's ``attention_bias``): ``llama_like.LlamaLikeBlock``,
+    ``gpt_like.GPTLikeBlock``."""
 
     def __call__(self, h, positions, allowed, bias=None):
         return self.attend(h, *self.project(h, positions), allowed, bias)

@@ -45,7 +45,7 @@ class ParamAxes(NamedTuple):
     heads: int | None = None
 
 
-HEAD_AXES = {"head/W": ParamAxes(("vocab", "embed")), "head/b": ParamAxes(("vocab",))}
+OUTPUT_HEAD_AXES = {"head/W": ParamAxes(("vocab", "embed")), "head/b": ParamAxes(("vocab",))}
 """The output head's axes (every family's head is ``Head(W (vocab, d_model), b (vocab,))``)."""
 
 
@@ -211,7 +211,7 @@ def is_placed_on(params: Any, mesh: Mesh) -> bool:
 
 
 __all__ = [
-    "HEAD_AXES",
+    "OUTPUT_HEAD_AXES",
     "ParamAxes",
     "RULES",
     "module_axes",

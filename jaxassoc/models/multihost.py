@@ -20,6 +20,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jaxassoc.errors import ConfigError
+from jaxassoc.models.mesh import batch_size_multiple, is_placed_on
 
 
 def data_mesh() -> Mesh:
@@ -124,8 +125,6 @@ class Feeder:
     gets all outputs back. Every batch loop of the library runs through one."""
 
     def __init__(self, params: Any, mesh: Mesh | None):
-        from jaxassoc.models.mesh import is_placed_on
-
         self.mesh = mesh
         if mesh is not None:
             params = jax.tree.map(lambda x: x if is_placed_on(x, mesh) else replicate(x, mesh), params)
@@ -133,8 +132,6 @@ class Feeder:
 
     def rows(self, n: int) -> int:
         """``n`` rows rounded up to a multiple of the devices the batch axis is split over."""
-        from jaxassoc.models.mesh import batch_size_multiple
-
         per = 1 if self.mesh is None else batch_size_multiple(self.mesh)
         return -(-n // per) * per
 
