@@ -134,18 +134,24 @@ def test_an_entry_written_by_other_jaxassoc_code_is_a_miss(tmp_path, monkeypatch
 
 def test_two_computations_of_one_entry_at_once_compute_it_once(tmp_path, log):
     calls, results = [], []
+    started, release = threading.Event(), threading.Event()
 
-    def slow():
+    def slow():  # holds the claim until the other computation has said it waits (no sleeps: any load)
         calls.append(1)
-        time.sleep(1.0)
+        started.set()
+        assert release.wait(timeout=60)
         return {"x": np.arange(4)}
 
     workers = [
         threading.Thread(target=lambda: results.append(cached_arrays(tmp_path, "demo", PARTS, slow))) for _ in range(2)
     ]
-    for worker in workers:
-        worker.start()
-        time.sleep(0.2)  # the first holds the claim when the second asks
+    workers[0].start()
+    assert started.wait(timeout=60)  # the first holds the claim when the second asks
+    workers[1].start()
+    deadline = time.monotonic() + 60
+    while "is computing demo" not in log.text and time.monotonic() < deadline:
+        time.sleep(0.01)
+    release.set()
     for worker in workers:
         worker.join()
     assert len(calls) == 1 and len(results) == 2
