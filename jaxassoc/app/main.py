@@ -427,7 +427,7 @@ def run_job(cfg: DictConfig, output_dir: Path) -> JobResult | None:
     if inputs["model_files"] is None:  # a hub model that this job downloaded: fingerprint the snapshot
         inputs = job_inputs(job, provenance)
     for stem, figure in result.figures.items():
-        store.atomic_write(output_dir / f"{stem}.png", lambda p, f=figure: f.savefig(p, format="png", dpi=120))
+        report.figures.save(figure, output_dir / stem)  # <stem>.png (200 dpi), .pdf and .svg, tight bounding box
     summary = {"seconds": round(seconds, 3)}
     store.write_results(
         output_dir,

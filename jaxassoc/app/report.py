@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
-from jaxassoc.app import store, tables  # noqa: E402
+from jaxassoc.app import figures, store, tables  # noqa: E402
 from jaxassoc.app.registry import get_metric  # noqa: E402
 from jaxassoc.errors import ConfigError  # noqa: E402
 
@@ -363,8 +363,8 @@ def ranking_tables(ranked: pd.DataFrame, overall: pd.DataFrame) -> list[tuple[st
 
 
 def _save(out: Path, name: str, fig) -> str:
-    store.atomic_write(out / name, lambda p: fig.savefig(p, format="png", dpi=120))
-    plt.close(fig)
+    """Write the figure as ``name`` (PNG) and its PDF and SVG (:func:`jaxassoc.app.figures.save`)."""
+    figures.save(fig, out / name)
     return name
 
 
