@@ -19,3 +19,4 @@ if [ ! -f "$stamp" ]; then
   touch "$stamp"
   echo "setup: installed into .venv in $(( $(date +%s) - start )) s" >&2
 fi
+[[ ",$extra," != *,test,* ]] || command -v chromium >/dev/null || command -v chromium-browser >/dev/null || { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } || echo "setup: the HTML report's browser test (tests/test_report_html.py, slow) needs chromium: sudo apt-get install chromium (Debian/Ubuntu), or put chromium on PATH" >&2
