@@ -67,7 +67,7 @@ def _numpy_random_effects(es, v):
     tau2 = max(0.0, (q - (len(es) - 1)) / (w.sum() - (w**2).sum() / w.sum()))
     ws = 1 / (v + tau2)
     ces, var = (ws * es).sum() / ws.sum(), 1 / ws.sum()
-    return ces, var, tau2, scipy.stats.norm.sf(ces / np.sqrt(var))
+    return ces, var, tau2, 2 * scipy.stats.norm.sf(abs(ces) / np.sqrt(var))  # two-sided, the default
 
 
 def _jaxassoc(cli, cwd, *overrides, check=True):

@@ -271,7 +271,7 @@ def test_ceat_on_own_file_gives_the_builtin_suites_results(tmp_path, monkeypatch
 def test_two_words_a_set_give_p_one_sixth_and_a_caveat_in_the_table_and_the_log(tmp_path, cli):
     words = ["dataset=custom_weat", "dataset.X=[engineer,programmer]", "dataset.Y=[nurse,teacher]"]
     words += ["dataset.A=[he,man]", "dataset.B=[she,woman]"]
-    base = ["metric=weat", "model=glove-6b-50d", *words, "cache_dir=null"]
+    base = ["metric=weat", "model=glove-6b-50d", *words, "cache_dir=null", "stats.alternative=greater"]
     proc = cli("jaxassoc", *base, "hydra.run.dir=run", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     row = pd.read_parquet(tmp_path / "run" / "aggregates.parquet").iloc[0]

@@ -233,3 +233,24 @@ def test_the_older_prng_key_gives_the_same_resamples():
 
 def _mean_difference(a, b):
     return a.mean() - b.mean()
+
+
+def test_one_sided_ci_is_the_one_sided_percentile_bound():
+    """Beside a one-sided test the CI is one-sided: [the 5 % quantile, inf) for "greater" at 95 %
+    (scipy's ``alternative="greater"`` percentile interval), (-inf, the 95 % quantile] for "less"."""
+    x = np.random.default_rng(3).normal(0.2, 1.0, size=40).astype(np.float32)
+    two = bootstrap_ci(KEY, mean, (x,), n_resamples=2000)
+    greater = bootstrap_ci(KEY, mean, (x,), n_resamples=2000, alternative="greater")
+    less = bootstrap_ci_groups(KEY, mean, (x,), n_resamples=2000, alternative="less")
+    samples = np.asarray(two.samples)
+    np.testing.assert_allclose(float(greater.low), np.percentile(samples, 5), rtol=1e-6)
+    assert float(greater.high) == np.inf and float(less.low) == -np.inf
+    np.testing.assert_allclose(float(less.high), np.percentile(np.asarray(less.samples), 95), rtol=1e-6)
+    assert float(two.low) < float(greater.low)  # the one-sided bound is the tighter one on its side
+    ref = st.bootstrap(
+        (x,), np.mean, method="percentile", n_resamples=4000, alternative="greater", rng=np.random.default_rng(1)
+    )
+    assert ref.confidence_interval.high == np.inf
+    assert abs(float(greater.low) - ref.confidence_interval.low) < 0.1 * (float(two.high) - float(two.low))
+    with pytest.raises(ConfigError, match="'sideways'"):
+        bootstrap_ci(KEY, mean, (x,), n_resamples=2000, alternative="sideways")

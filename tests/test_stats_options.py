@@ -96,10 +96,18 @@ def test_alternative_reaches_weat_rpam_and_ceat_p_values():
 def test_alternative_and_confidence_change_the_weat_job(glove, monkeypatch, tmp_path):
     use_tiny_suite(monkeypatch)
     base = run_metric(_static(glove), tmp_path).aggregates.set_index("test")
+    greater = run_metric(_static(glove, "stats.alternative=greater"), tmp_path).aggregates.set_index("test")
     less = run_metric(_static(glove, "stats.alternative=less"), tmp_path).aggregates.set_index("test")
+    assert set(base["alternative"]) == {"two-sided"}  # the default: a two-sided p beside a two-sided CI
     for test in ("W1", "W2"):  # one-sided p's of opposite directions, both counting the observed arrangement
-        assert less.loc[test, "p_raw"] != base.loc[test, "p_raw"]
-        assert base.loc[test, "p_raw"] + less.loc[test, "p_raw"] >= 1.0 - 1e-6
+        assert less.loc[test, "p_raw"] != greater.loc[test, "p_raw"]
+        assert greater.loc[test, "p_raw"] + less.loc[test, "p_raw"] >= 1.0 - 1e-6
+        assert base.loc[test, "p_raw"] == pytest.approx(
+            min(1.0, 2 * min(greater.loc[test, "p_raw"], less.loc[test, "p_raw"]))
+        )
+        # a one-sided CI beside a one-sided p: [lo, inf) for greater, (-inf, hi] for less, lo above the two-sided lo
+        assert greater.loc[test, "ci_high_raw"] == np.inf and less.loc[test, "ci_low_raw"] == -np.inf
+        assert base.loc[test, "ci_low_raw"] <= greater.loc[test, "ci_low_raw"] <= base.loc[test, "d_raw"]
     assert set(less["alternative"]) == {"less"}
     narrow = run_metric(_static(glove, "stats.confidence=0.5"), tmp_path).aggregates.set_index("test")
     width = lambda t: t["ci_high_raw"] - t["ci_low_raw"]  # noqa: E731
@@ -243,7 +251,7 @@ def test_permutation_library_caps_partitions_and_draws_keys_by_fold_in():
     with pytest.raises(ConfigError, match="exact_bound must lie in 0..10,000,000"):
         permutation_test(KEY, np.arange(6.0), 3, exact_bound=10**9)
     values = np.random.default_rng(0).normal(size=30).astype(np.float32)
-    res = permutation_test(KEY, values, 12, exact_bound=0, n_permutations=5000)
+    res = permutation_test(KEY, values, 12, exact_bound=0, n_permutations=5000, alternative="greater")
     observed = difference_of_sums(jnp.asarray(values), jnp.arange(30) < 12)
     keys = jax.random.split(KEY, 5000)  # the documented keys, all at once (the test streams them)
     s = jax.vmap(lambda k: difference_of_sums(jnp.asarray(values), _random_partition(k, 30, 12)))(keys)

@@ -38,7 +38,7 @@ from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray
 from jaxassoc.errors import ConfigError, InputError
 from jaxassoc.metrics.weat import is_constant, unit_rows
 from jaxassoc.stats.keys import check_key
-from jaxassoc.stats.permutation import ALTERNATIVES
+from jaxassoc.stats.permutation import ALTERNATIVES, DEFAULT_ALTERNATIVE
 
 N_DRAWS = 10_000
 
@@ -69,7 +69,7 @@ class CeatResult(NamedTuple):
 
 @functools.partial(jax.jit, static_argnames=("alternative",))
 def random_effects(
-    effect_sizes: Float[Array, " N"], variances: Float[Array, " N"], *, alternative: str = "greater"
+    effect_sizes: Float[Array, " N"], variances: Float[Array, " N"], *, alternative: str = DEFAULT_ALTERNATIVE
 ) -> RandomEffects:
     """DerSimonian–Laird τ², combined effect size, its variance and the p-value of ``alternative``."""
     if alternative not in ALTERNATIVES:
@@ -187,7 +187,7 @@ def ceat(
     *,
     n_draws: int = N_DRAWS,
     chunk: int = 1000,
-    alternative: str = "greater",
+    alternative: str = DEFAULT_ALTERNATIVE,
 ) -> CeatResult:
     """CEAT (Guo & Caliskan 2021): ``n_draws`` random draws, random-effects combination, p of ``alternative``."""
     x = check_contextual_set("X", x)
@@ -211,7 +211,7 @@ def ceat_single_group(
     *,
     n_draws: int = N_DRAWS,
     chunk: int = 1000,
-    alternative: str = "greater",
+    alternative: str = DEFAULT_ALTERNATIVE,
 ) -> CeatResult:
     """Cao et al.'s per-group CEAT: group set G against attributes A and B (p of ``alternative``)."""
     group = check_contextual_set("group", group)

@@ -99,7 +99,7 @@ def rpam_test(
     ties: str = stats.DEFAULT_TIES,
     n_bootstrap: int = 10_000,
     confidence: float = 0.95,
-    alternative: str = "greater",
+    alternative: str = stats.DEFAULT_ALTERNATIVE,
 ) -> RpamTestResult:
     """RPAM Test: d (Eq. 1), WEAT's permutation p-value on s (``alternative``), and a bootstrap CI of d.
 

@@ -190,7 +190,7 @@ def sc_weat(
     exact_bound: int = 1_000_000,
     n_permutations: int = 100_000,
     ties: str = stats.DEFAULT_TIES,
-    alternative: str = "greater",
+    alternative: str = stats.DEFAULT_ALTERNATIVE,
 ) -> ScWeatResult:
     """SC-WEAT of every row of ``w`` (Caliskan et al. 2017, suppl.): :func:`sc_weat_effect_size` and its
     permutation p-value.
@@ -379,12 +379,12 @@ def weat(
     ties: str = stats.DEFAULT_TIES,
     n_bootstrap: int = 10_000,
     confidence: float = 0.95,
-    alternative: str = "greater",
+    alternative: str = stats.DEFAULT_ALTERNATIVE,
 ) -> WeatResult:
     """A full WEAT: d and S (Eq. 1-3), the permutation p-value (Eq. 4) and a bootstrap CI.
 
-    p is P[S(Xi, Yi) >= S(X, Y)] (``alternative="greater"``; ``"less"``: <=; ``"two-sided"``:
-    min(1, 2 min(greater, less))) over re-partitions of X ∪ Y into sets of sizes |X|, |Y|, the observed
+    p is two-sided by default, min(1, 2 min(greater, less)), beside a two-sided CI; ``alternative="greater"``
+    is Eq. 4's P[S(Xi, Yi) >= S(X, Y)] (``"less"``: <=), beside a one-sided CI (docs/methods.md §2.4), over re-partitions of X ∪ Y into sets of sizes |X|, |Y|, the observed
     one counted, computed on the per-target associations (S is a difference of their sums): exact
     enumeration when the number of partitions is at most ``exact_bound`` (p >= 1/N), else
     ``n_permutations`` random permutations drawn with ``key`` and p = (k + 1)/(n_permutations + 1);
@@ -447,11 +447,12 @@ def association_test(
     ties: str = stats.DEFAULT_TIES,
     n_bootstrap: int = 10_000,
     confidence: float = 0.95,
-    alternative: str = "greater",
+    alternative: str = stats.DEFAULT_ALTERNATIVE,
     scale: Float[ArrayLike, ""] | None = None,
 ) -> AssociationTest:
     """Eq. 4's permutation p of S = Σ_X s − Σ_Y s (``alternative``: greater, less or two-sided) and a
-    bootstrap CI of d at ``confidence`` (targets of X and of Y resampled within their sets), from any
+    bootstrap CI of d at ``confidence`` with the same sidedness (one-sided: [lo, inf) or (-inf, hi]; targets
+    of X and of Y resampled within their sets), from any
     per-target scores ``s`` (X first): WEAT's cosine associations, RPAM's relative probabilities, ...
 
     When s is constant (:func:`is_constant`; ``scale``: the magnitude of the means s is a difference of),
@@ -463,7 +464,12 @@ def association_test(
         key_perm, s, n_x, exact_bound=exact_bound, n_permutations=n_permutations, alternative=alternative, ties=ties
     )
     ci = stats.bootstrap_ci_groups(
-        key_boot, _EffectSize(ddof), (s[:n_x], s[n_x:]), n_resamples=n_bootstrap, confidence=confidence
+        key_boot,
+        _EffectSize(ddof),
+        (s[:n_x], s[n_x:]),
+        n_resamples=n_bootstrap,
+        confidence=confidence,
+        alternative=alternative,
     )
     defined = ~is_constant(s, scale)
     p, low, high = (jnp.where(defined, v, jnp.nan) for v in (perm.p_value, ci.low, ci.high))

@@ -43,6 +43,7 @@ from jaxassoc.metrics.ceat import ceat, pad_contexts
 from jaxassoc.metrics.weat import check_distinct_words
 from jaxassoc.models.base import LanguageModel
 from jaxassoc.readouts.weat import small_test_columns
+from jaxassoc.stats.permutation import DEFAULT_ALTERNATIVE
 
 FALLBACKS = ("word", "templates", "drop")
 UNDEFINED_DRAWS = (
@@ -183,7 +184,7 @@ def run_ceat_suite(
     n_draws: int = 10_000,
     chunk: int = 1000,
     max_oov_share: float = 0.2,
-    alternative: str = "greater",
+    alternative: str = DEFAULT_ALTERNATIVE,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """CEAT per test: one aggregate row per test and the per-draw table (``test``, ``draw``,
     ``effect_size``, ``variance``). Test i draws with ``fold_in(key, positions[i])``."""

@@ -7,10 +7,11 @@
   ``paired_bootstrap`` (difference of two statistics on the same resamples);
 - permutation test of a two-group statistic, exact or Monte Carlo: ``permutation_test``,
   ``permutation_test_batch``, with WEAT's ``difference_of_sums`` as the default statistic (SC-WEAT: ``difference_of_means``);
+- multiple comparisons: ``multiple.holm``, ``multiple.benjamini_hochberg``;
 - ``StatsOptions``: the options of a permutation test and bootstrap CI (WEAT, SC-WEAT, RPAM Test) as one value.
 """
 
-from jaxassoc.stats import small_samples
+from jaxassoc.stats import multiple, small_samples
 from jaxassoc.stats.bootstrap import (
     BootstrapResult,
     PairedBootstrapResult,
@@ -31,6 +32,7 @@ from jaxassoc.stats.correlation import (
 )
 from jaxassoc.stats.options import StatsOptions
 from jaxassoc.stats.permutation import (
+    DEFAULT_ALTERNATIVE,
     DEFAULT_TIES,
     PermutationResult,
     difference_of_means,
@@ -41,6 +43,7 @@ from jaxassoc.stats.permutation import (
 )
 
 __all__ = [
+    "DEFAULT_ALTERNATIVE",
     "DEFAULT_TIES",
     "BootstrapResult",
     "CorrelationResult",
@@ -54,6 +57,7 @@ __all__ = [
     "f1_score",
     "kendall_tau_b",
     "kendall_test",
+    "multiple",
     "paired_bootstrap",
     "pearson",
     "pearson_test",

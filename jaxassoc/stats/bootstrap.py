@@ -9,12 +9,15 @@ one, which compares equal to its twins); a new lambda compiles anew on every cal
 
 The CI is the percentile interval: the (1 - confidence)/2 and (1 + confidence)/2 quantiles of the
 resampled statistics, linearly interpolated (numpy's default, as ``scipy.stats.bootstrap(...,
-method="percentile")``). A resample whose statistic is NaN (e.g. a constant resample of a correlation)
+method="percentile")``). Beside a one-sided test (``alternative="greater"``) it is one-sided too: the
+(1 - confidence) quantile up to +inf (``"less"``: -inf up to the confidence quantile), so that the interval
+excludes 0 where the test rejects at 1 - confidence (docs/methods.md §2.4). A resample whose statistic is NaN (e.g. a constant resample of a correlation)
 makes the interval NaN, as in scipy: check ``samples``.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Callable, NamedTuple
 
@@ -75,6 +78,12 @@ def min_resamples(confidence: float) -> int:
     """The fewest resamples whose (1 - confidence)/2 and (1 + confidence)/2 percentiles are not the
     extremes of the draws: 2 / (1 - confidence), i.e. 40 for a 95 % CI and 200 for a 99 % one."""
     return math.ceil(2 / (1 - confidence) - 1e-9)
+
+
+def _sided(alternative: str) -> str:
+    if alternative not in ("two-sided", "greater", "less"):
+        raise ConfigError(f"bootstrap: alternative={alternative!r} is not one of 'two-sided', 'greater', 'less'.")
+    return alternative
 
 
 def _check_settings(what: str, n_resamples, confidence) -> None:
@@ -145,11 +154,18 @@ def _bootstrap(key, groups, *, fn, n_resamples: int, batch_size: int) -> tuple[A
     return estimate, resampled.reshape(-1)[:n_resamples]
 
 
-@jax.jit
-def _percentile_ci(samples: Float[Array, " R"], confidence: Float[Array, ""]) -> tuple[Array, Array]:
-    """The (1 - confidence)/2 and (1 + confidence)/2 quantiles, linearly interpolated (numpy's default)."""
+@functools.partial(jax.jit, static_argnames="alternative")
+def _percentile_ci(
+    samples: Float[Array, " R"], confidence: Float[Array, ""], alternative: str = "two-sided"
+) -> tuple[Array, Array]:
+    """The (1 - confidence)/2 and (1 + confidence)/2 quantiles, linearly interpolated (numpy's default);
+    one-sided: [the 1 - confidence quantile, +inf) (``"greater"``) or (-inf, the confidence quantile]."""
     alpha = 1.0 - confidence
     low, high = jnp.quantile(samples, jnp.stack([alpha / 2, 1 - alpha / 2]).astype(samples.dtype))
+    if alternative == "greater":
+        low, high = jnp.quantile(samples, alpha.astype(samples.dtype)), jnp.full_like(high, jnp.inf)
+    elif alternative == "less":
+        low, high = jnp.full_like(low, -jnp.inf), jnp.quantile(samples, (1 - alpha).astype(samples.dtype))
     return low, high
 
 
@@ -197,6 +213,7 @@ def bootstrap_ci(
     *,
     n_resamples: int = 10_000,
     confidence: float = 0.95,
+    alternative: str = "two-sided",
 ) -> BootstrapResult:
     """Percentile bootstrap CI of ``statistic(*data)``; the arrays of ``data`` are resampled jointly by row.
 
@@ -212,7 +229,7 @@ def bootstrap_ci(
     estimate, samples = _bootstrap(
         key, (group,), fn=fn, n_resamples=int(n_resamples), batch_size=batch, work=_work((group,), n_resamples)
     )
-    return BootstrapResult(estimate, *_percentile_ci(samples, float(confidence)), samples)
+    return BootstrapResult(estimate, *_percentile_ci(samples, float(confidence), _sided(alternative)), samples)
 
 
 def bootstrap_ci_groups(
@@ -222,6 +239,7 @@ def bootstrap_ci_groups(
     *,
     n_resamples: int = 10_000,
     confidence: float = 0.95,
+    alternative: str = "two-sided",
 ) -> BootstrapResult:
     """Stratified percentile bootstrap: each group is resampled independently within itself.
 
@@ -239,7 +257,7 @@ def bootstrap_ci_groups(
     estimate, samples = _bootstrap(
         key, structured, fn=fn, n_resamples=int(n_resamples), batch_size=batch, work=_work(structured, n_resamples)
     )
-    return BootstrapResult(estimate, *_percentile_ci(samples, float(confidence)), samples)
+    return BootstrapResult(estimate, *_percentile_ci(samples, float(confidence), _sided(alternative)), samples)
 
 
 def paired_bootstrap(

@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from jaxassoc.stats.permutation import DEFAULT_TIES, smallest_p
+from jaxassoc.stats.permutation import DEFAULT_ALTERNATIVE, DEFAULT_TIES, smallest_p
 
 
 @dataclass
@@ -26,7 +26,7 @@ class StatsOptions:
     n_permutations: int = 100_000  # Monte Carlo permutations (p resolves to 1 / n_permutations)
     n_bootstrap: int = 10_000  # bootstrap resamples of the CI of d
     confidence: float = 0.95  # CI level
-    alternative: str = "greater"  # greater | less | two-sided
+    alternative: str = DEFAULT_ALTERNATIVE  # two-sided | greater | less (the papers' Eq. 4: greater)
     ties: str = DEFAULT_TIES  # inclusive: the observed arrangement counts (p >= 1/N) | strict: Eq. 4 as printed
 
     def as_kwargs(self) -> dict[str, Any]:

@@ -33,6 +33,9 @@ from jaxassoc.stats.compilation import by_work
 from jaxassoc.stats.keys import check_key
 
 ALTERNATIVES = ("greater", "less", "two-sided")
+DEFAULT_ALTERNATIVE = "two-sided"
+"""The p-value's default sidedness, beside a two-sided CI (docs/methods.md §2.4); the source papers' one-sided
+Eq. 4 is ``"greater"``."""
 TIES = ("inclusive", "strict")
 DEFAULT_TIES = "inclusive"
 """The one default of every test's ``ties``: count the observed arrangement (p >= its resolution)."""
@@ -241,7 +244,7 @@ def permutation_test(
     statistic: Callable[[Float[Array, " n"], Bool[Array, " n"]], Float[Array, ""]] = difference_of_sums,
     exact_bound: int = 1_000_000,
     n_permutations: int = 100_000,
-    alternative: str = "greater",
+    alternative: str = DEFAULT_ALTERNATIVE,
     ties: str = DEFAULT_TIES,
 ) -> PermutationResult:
     """One-sided (or two-sided) permutation test that X's items score higher than Y's (docs/methods.md §2).
@@ -283,7 +286,7 @@ def permutation_test_batch(
     statistic: Callable[[Float[Array, " n"], Bool[Array, " n"]], Float[Array, ""]] = difference_of_sums,
     exact_bound: int = 1_000_000,
     n_permutations: int = 100_000,
-    alternative: str = "greater",
+    alternative: str = DEFAULT_ALTERNATIVE,
     ties: str = DEFAULT_TIES,
 ) -> PermutationResult:
     """``permutation_test`` for T tests of equal shape in one jitted call; every field gets a leading T axis.
@@ -308,7 +311,7 @@ def smallest_p(
     *,
     exact_bound: int = 1_000_000,
     n_permutations: int = 100_000,
-    alternative: str = "greater",
+    alternative: str = DEFAULT_ALTERNATIVE,
 ) -> float:
     """The smallest p-value :func:`permutation_test` can report for n items, n_x in group X, when the
     observed arrangement counts (``ties="inclusive"``): 1/C(n, n_x) exact, 1/(n_permutations + 1) Monte
