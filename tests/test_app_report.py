@@ -141,7 +141,8 @@ def test_rank_models_gives_wefe_ranks_with_ties_averaged(tmp_path):
     sweep_dir = fabricated_sweep(tmp_path / "sweep")
     table = report.gather(sweep_dir)
     settings = report.job_settings(sweep_dir, list(dict.fromkeys(table["job"])))
-    ranked, overall = report.rank_models(report.sweep_effects(table, settings))
+    ranked, overall, unranked = report.rank_models(report.sweep_effects(table, settings))
+    assert unranked.empty
     ranks = ranked.pivot(index="test", columns="model", values="rank")
     # T1: |0.5| = |-0.5| tie above 0.1 -> m3 1, m1 and m2 share (2 + 3) / 2; T2: |0.2| twice below 0.3;
     # T3: m2 undefined, |1.0| < |2.0|
@@ -152,15 +153,27 @@ def test_rank_models_gives_wefe_ranks_with_ties_averaged(tmp_path):
     assert means["mean_rank"].to_dict() == pytest.approx({"m1": 5 / 3, "m2": 2.75, "m3": 1.5})
     assert means["tests"].to_dict() == {"m1": 3, "m2": 2, "m3": 3}
     assert overall["model"].tolist() == ["m3", "m1", "m2"]
+    # the ranks the CIs allow: T1 m3's |d| CI [0, 0.2] lies below m1's and m2's [0.4, 0.6], which overlap;
+    # T2 all three overlap; T3 [0.9, 1.1] below [1.9, 2.1]
+    best = ranked.pivot(index="test", columns="model", values="rank_best")
+    worst = ranked.pivot(index="test", columns="model", values="rank_worst")
+    assert best.loc["T1"].to_dict() == {"m1": 2, "m2": 2, "m3": 1} and worst.loc["T1"].to_dict() == {
+        "m1": 3,
+        "m2": 3,
+        "m3": 1,
+    }
+    assert best.loc["T2"].tolist() == [1, 1, 1] and worst.loc["T2"].tolist() == [3, 3, 3]
+    assert (best.loc["T3", "m1"], worst.loc["T3", "m1"], best.loc["T3", "m3"], worst.loc["T3", "m3"]) == (1, 1, 2, 2)
+    assert means["could_be_1st"].to_dict() == {"m1": 2, "m2": 1, "m3": 2}
 
 
 def test_rank_cli_prints_and_writes_the_ranking(tmp_path, capsys):
     sweep_dir = fabricated_sweep(tmp_path / "sweep")
     report.main([str(sweep_dir), "--rank"])
     printed = capsys.readouterr().out
-    assert "mean rank" in printed and "2.5: -0.500 [-0.600, -0.400]" in printed
+    assert "mean rank" in printed and "2.5 (2–3): -0.500 [-0.600, -0.400]" in printed
     text = (sweep_dir / "report" / "report.md").read_text()
-    assert "## Ranking of models" in text and "| T1 | 2.5: 0.500 [0.400, 0.600] |" in text
+    assert "## Ranking of models" in text and "| T1 | 2.5 (2–3): 0.500 [0.400, 0.600] |" in text
     assert "| T3 |" in text and "undefined" in text.split("## Ranking of models")[1]
     assert "| m1 | T1 | 0.500 | [0.400, 0.600] | 0.010 \\* | 50 |" in text  # the metric's section
     assert (sweep_dir / "report" / "forest_toyrank.png").stat().st_size > 0

@@ -21,6 +21,7 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import matplotlib
 
@@ -31,6 +32,7 @@ import pandas as pd  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 from jaxassoc.app import figures, store, tables  # noqa: E402
+from jaxassoc.app import report_html as doc  # noqa: E402
 from jaxassoc.app.registry import get_metric  # noqa: E402
 from jaxassoc.errors import ConfigError  # noqa: E402
 
@@ -159,9 +161,10 @@ def setting_columns(settings: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return pd.DataFrame({SHORT.get(k, k): settings[k].map(_short) for k in keys}, index=settings.index)
 
 
-def labels(settings: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+def labels(settings: pd.DataFrame, keys: list[str], apart: bool = True) -> pd.DataFrame:
     """Per job: ``model`` (the model name and its varying ``model.*`` settings), ``setting`` (the other
-    varying settings) and ``label`` (both); jobs with the same settings are told apart by their folder."""
+    varying settings) and ``label`` (both); jobs with the same settings are told apart by their folder
+    (unless ``apart=False``)."""
     model_keys = [k for k in keys if k.startswith("model.") and k != "model.name"]
     other = [k for k in keys if not k.startswith("model.")]
 
@@ -173,7 +176,7 @@ def labels(settings: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         " ".join([row["model.name"], *(_short(row[k]) for k in model_keys)]) for _, row in settings.iterrows()
     ]
     out["setting"] = [join(row, other) for _, row in settings.iterrows()]
-    twins = out.duplicated(["model", "setting"], keep=False)  # same config in two folders: kept apart
+    twins = out.duplicated(["model", "setting"], keep=False) & apart  # same config in two folders: kept apart
     out.loc[twins, "model"] += " [" + out.index[twins] + "]"
     out["label"] = [m + (f" ({s})" if s else "") for m, s in zip(out["model"], out["setting"])]
     return out
@@ -222,87 +225,149 @@ def _row_label(row) -> str:
     return row["label"] + (f" [{row['series']}]" if row["series"] else "")
 
 
+MARKS = "* p<.05, ** p<.01, *** p<.001"
+
+
+def _interval_text(lo: float, hi: float) -> str:
+    """``[lo, hi]`` (3 decimals); a one-sided interval ``[lo, ∞)`` or ``(−∞, hi]``; "" without one."""
+    if not (np.isfinite(lo) or np.isinf(lo)) or not (np.isfinite(hi) or np.isinf(hi)):
+        return ""
+    left = "(−∞" if np.isneginf(lo) else f"[{lo:.3f}"
+    right = "∞)" if np.isposinf(hi) else f"{hi:.3f}]"
+    return f"{left}, {right}"
+
+
+def _reach(*values) -> float:
+    """Half the width of a symmetric axis that shows every finite value with a margin."""
+    return 1.08 * figures.symmetric_limit(*values)
+
+
+def _clipped(values: pd.Series, reach: float) -> np.ndarray:
+    """CI bounds with ±∞ (a one-sided interval) drawn to the axis edge."""
+    return np.clip(values.to_numpy(dtype=float), -reach, reach)
+
+
 def forest_plot(table: pd.DataFrame, title: str):
-    """Effect sizes with their CIs, one line per (test, job, series), tests in order, p marks at the right."""
+    """Effect sizes with their CIs, one line per (test, job, series), tests in order, p marks at the right;
+    a one-sided CI runs to the axis edge, with an arrow head."""
     table = table.assign(row=table.apply(_row_label, axis=1))
     table = table.iloc[sorted(range(len(table)), key=lambda i: (_natural(table["test"].iloc[i]), table["row"].iloc[i]))]
     rows = list(dict.fromkeys(table["row"]))
     colors = {r: plt.get_cmap("tab10")(i % 10) for i, r in enumerate(rows)}
+    reach = _reach(table["effect"], table["lo"], table["hi"])
     fig, ax = plt.subplots(figsize=(7.0, 1.2 + 0.24 * len(table)))
     y = np.arange(len(table))[::-1]
-    for yi, (_, r) in zip(y, table.iterrows()):
-        ax.errorbar(
-            r["effect"],
-            yi,
-            xerr=[[r["effect"] - r["lo"]], [r["hi"] - r["effect"]]],
-            fmt="o",
-            ms=4,
-            color=colors[r["row"]],
-            capsize=2,
-            lw=1,
-        )
+    lo, hi = _clipped(table["lo"], reach), _clipped(table["hi"], reach)
+    for k, (yi, (_, r)) in enumerate(zip(y, table.iterrows())):
+        color = colors[r["row"]]
+        ax.errorbar(r["effect"], yi, xerr=[[r["effect"] - lo[k]], [hi[k] - r["effect"]]], fmt="o", ms=4, color=color,
+                    capsize=2, lw=1)  # fmt: skip
+        for bound, edge, marker in ((r["lo"], -reach, "<"), (r["hi"], reach, ">")):
+            if np.isinf(bound):
+                ax.plot(edge, yi, marker=marker, color=color, ms=5, clip_on=False)
         if np.isfinite(r["p"]) and tables.stars(r["p"]):
-            ax.annotate(tables.stars(r["p"]), (r["hi"], yi), xytext=(4, -3), textcoords="offset points", fontsize=7)
+            ax.annotate(tables.stars(r["p"]), (hi[k], yi), xytext=(4, -3), textcoords="offset points", fontsize=7)
+    ax.set_xlim(-reach, reach)
     ax.set_yticks(y, [f"{t}  {r}" for t, r in zip(table["test"], table["row"])], fontsize=7)
     ax.axvline(0, color="grey", lw=0.8)
     ax.set_xlabel("effect size with confidence interval")
-    ax.set_title(f"{title}: effect sizes and CIs (* p<.05, ** p<.01, *** p<.001)", fontsize=9)
-    fig.tight_layout()
+    ax.set_title(f"{title}: effect sizes and CIs ({MARKS})", fontsize=9)
     return fig
 
 
 def effect_size_heatmap(table: pd.DataFrame, title: str):
-    """Jobs (and series) x tests heatmap of effect sizes, each cell with its value and significance mark;
-    one row per job, so nothing is averaged."""
+    """Jobs (and series) x tests heatmap of effect sizes, each cell with its value and significance mark
+    (``*``, ``**``, ``***``); one row per job, so nothing is averaged. The colour scale is symmetric and
+    covers the data (``±max |effect|``); each cell's text is black or white by the cell's luminance."""
     table = table.assign(row=table.apply(_row_label, axis=1))
     grid = table.pivot(index="row", columns="test", values="effect")
     marks = table.pivot(index="row", columns="test", values="p")
     columns = sorted(grid.columns, key=_natural)
     grid, marks = grid[columns], marks.reindex(index=grid.index, columns=columns)
+    values = grid.to_numpy(dtype=float)
     fig, ax = plt.subplots(figsize=(max(5.0, 3.5 + 0.7 * grid.shape[1]), max(3.0, 1.5 + 0.45 * grid.shape[0])))
-    limit = float(np.nanmax(np.abs(grid.to_numpy()))) or 1.0
-    image = ax.imshow(grid.to_numpy(dtype=float), cmap="RdBu_r", vmin=-limit, vmax=limit, aspect="auto")
+    limit = figures.symmetric_limit(values)
+    image = ax.imshow(values, cmap="RdBu_r", vmin=-limit, vmax=limit, aspect="auto", interpolation="nearest")
     ax.set_xticks(range(grid.shape[1]), grid.columns, rotation=45, ha="right")
     ax.set_yticks(range(grid.shape[0]), grid.index, fontsize=7)
-    for (i, j), value in np.ndenumerate(grid.to_numpy(dtype=float)):
+    for (i, j), value in np.ndenumerate(values):
         if np.isfinite(value):
             p = marks.iloc[i, j]
             mark = tables.stars(p) if np.isfinite(p) else ""
-            ax.text(
-                j,
-                i,
-                f"{value:.2f}{chr(10) + mark if mark else ''}",
-                ha="center",
-                va="center",
-                fontsize=7,
-                color="white" if abs(value) > 0.6 * limit else "black",
-            )
-    fig.colorbar(image, ax=ax, label="effect size")
-    ax.set_title(f"{title}: effect sizes (* p<.05, ** p<.01, *** p<.001)", fontsize=9)
-    fig.tight_layout()
+            ax.text(j, i, f"{value:.2f}{chr(10) + mark if mark else ''}", ha="center", va="center", fontsize=7,
+                    color=figures.text_colour(image.cmap(image.norm(value))))  # fmt: skip
+    fig.colorbar(image, ax=ax, label=f"effect size (scale ±{limit:.2f}: the largest |value|)")
+    ax.set_xlabel("test")
+    ax.set_title(f"{title}: effect sizes ({MARKS})", fontsize=9)
     return fig
 
 
-def raw_vs_whitened_scatter(table: pd.DataFrame):
-    """WEAT d raw vs whitened, one colour per job (labelled by its varying settings)."""
-    fig, ax = plt.subplots(figsize=(5.0, 4.5))
-    for label, rows in table.groupby("label", sort=False):
-        ax.scatter(rows["effect_size_raw"], rows["effect_size_whitened"], label=label, s=18)
-    lim = 2.1
-    ax.plot([-lim, lim], [-lim, lim], color="grey", lw=0.8)
+def raw_vs_whitened_scatter(table: pd.DataFrame, title: str = "WEAT"):
+    """Effect sizes raw (x) vs ZCA-whitened (y) with their CIs as error bars, one colour and marker per job
+    (the legend names its settings), each point labelled by its test; the diagonal is "whitening leaves
+    d unchanged". ``table``: :func:`effects` rows with a ``label`` (raw and whitened series)."""
+    pair = ["job", "test"]
+    raw = table[table["series"] == "raw"].set_index(pair)
+    whitened = table[table["series"] == "whitened"].set_index(pair)
+    both = raw.join(whitened[["effect", "lo", "hi", "p"]], how="inner", rsuffix="_w").reset_index()
+    reach = _reach(both["effect"], both["lo"], both["hi"], both["effect_w"], both["lo_w"], both["hi_w"])
+    fig, ax = plt.subplots(figsize=(6.4, 5.0))
+    ax.plot(
+        [-reach, reach], [-reach, reach], color="grey", lw=0.8, ls="--", label="y = x: whitening leaves d unchanged"
+    )
     ax.axhline(0, color="grey", lw=0.5)
     ax.axvline(0, color="grey", lw=0.5)
-    ax.set_xlabel("d raw")
-    ax.set_ylabel("d whitened")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
+    markers = "osD^v<>ph*"
+    for k, (label, rows) in enumerate(both.groupby("label", sort=False)):
+        x, y = rows["effect"].to_numpy(float), rows["effect_w"].to_numpy(float)
+
+        def spread(lo, hi, centre):
+            lo, hi = _clipped(lo, reach), _clipped(hi, reach)
+            return np.nan_to_num(np.vstack([centre - lo, hi - centre]).clip(min=0))
+
+        ax.errorbar(x, y, xerr=spread(rows["lo"], rows["hi"], x), yerr=spread(rows["lo_w"], rows["hi_w"], y),
+                    fmt=markers[k % len(markers)], ms=5, capsize=2, elinewidth=0.8, color=plt.get_cmap("tab10")(k % 10),
+                    label=label)  # fmt: skip
+        if len(both) <= 40:
+            for xi, yi, test in zip(x, y, rows["test"]):
+                ax.annotate(str(test), (xi, yi), xytext=(4, 3), textcoords="offset points", fontsize=6)
+    ax.set(xlim=(-reach, reach), ylim=(-reach, reach), aspect="equal")
+    ax.set_xlabel("effect size d, raw (error bars: its CI)")
+    ax.set_ylabel("effect size d, ZCA-whitened (error bars: its CI)")
+    ax.set_title(f"{title}: effect sizes raw vs ZCA-whitened, per test and job", fontsize=9)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), title="job", title_fontsize=7)
     return fig
+
+
+FISHER_NOTE = (
+    "error bars: the row's own CI, else a 95 % CI by Fisher's z from r and n (Spearman: Bonett & Wright's SE); F1: none"
+)
+
+
+def correlation_intervals(table: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """Each correlation row's CI: the row's own ``ci_low`` / ``ci_high`` when it has them, else a 95 % Fisher-z
+    interval from ``correlation`` and ``n`` (:func:`jaxassoc.app.figures.correlation_ci`; none for F1)."""
+    own_lo = table["ci_low"] if "ci_low" in table else pd.Series(np.nan, index=table.index)
+    own_hi = table["ci_high"] if "ci_high" in table else pd.Series(np.nan, index=table.index)
+    statistic = table["statistic"] if "statistic" in table else pd.Series("pearson", index=table.index)
+    n = table["n"] if "n" in table else pd.Series(np.nan, index=table.index)
+    lo, hi = [], []
+    for r, own_l, own_h, stat, size in zip(table["correlation"], own_lo, own_hi, statistic, n):
+        if pd.notna(own_l) and pd.notna(own_h):
+            lo.append(float(own_l))
+            hi.append(float(own_h))
+        else:
+            interval = figures.correlation_ci(float(r), float(size) if pd.notna(size) else np.nan, str(stat))
+            lo.append(interval[0])
+            hi.append(interval[1])
+    return pd.Series(lo, index=table.index, dtype=float), pd.Series(hi, index=table.index, dtype=float)
 
 
 def correlation_bars(table: pd.DataFrame, fixed: str):
     """Correlations with human judgements per benchmark (and statistic, normalisation), one bar per job,
     labelled by the job's model and varying settings (template, sample size, ...): no bar averages jobs.
-    ``fixed`` (the settings all bars share) is the title."""
+    Each bar has its CI (:func:`correlation_intervals`) and its n: in the benchmark's label when its bars
+    share one, else above each bar. ``fixed`` (the settings all bars share) leads the title."""
     table = table[table["correlation"].notna()].copy()
     label = table["benchmark"].astype(str)
     if "statistic" in table:
@@ -310,55 +375,161 @@ def correlation_bars(table: pd.DataFrame, fixed: str):
     if "normalised" in table:
         label += table["normalised"].map({False: " (no norm.)"}).fillna("")
     table["benchmark_label"] = label.str.strip()
-    grid = table.pivot(index="benchmark_label", columns="label", values="correlation")
-    fig, ax = plt.subplots(figsize=(2.5 + 1.2 * grid.shape[0] + 0.3 * grid.shape[1], 4.5))
-    grid.plot.bar(ax=ax, rot=30)
-    plt.setp(ax.get_xticklabels(), ha="right")
-    ax.set_xlabel("")
-    ax.set_ylabel("correlation with human judgements")
+    table["lo"], table["hi"] = correlation_intervals(table)
+    table["n_shown"] = table["n"] if "n" in table else np.nan
+    benchmarks = list(dict.fromkeys(table["benchmark_label"]))
+    jobs = list(dict.fromkeys(table["label"]))
+    width = 0.8 / len(jobs)
+    fig, ax = plt.subplots(figsize=(2.5 + 1.2 * len(benchmarks) + 0.3 * len(jobs), 4.5))
+    common_n = {}
+    for b in benchmarks:
+        ns = table.loc[table["benchmark_label"] == b, "n_shown"].dropna().unique()
+        common_n[b] = int(ns[0]) if len(ns) == 1 else None
+    for k, job in enumerate(jobs):
+        rows = table[table["label"] == job].set_index("benchmark_label").reindex(benchmarks)
+        x = np.arange(len(benchmarks)) - 0.4 + width * (k + 0.5)
+        heights = rows["correlation"].to_numpy(float)
+        present = np.isfinite(heights)
+        ax.bar(x[present], heights[present], width * 0.92, label=job, color=plt.get_cmap("tab10")(k % 10))
+        lo, hi = rows["lo"].to_numpy(float), rows["hi"].to_numpy(float)
+        has = present & np.isfinite(lo) & np.isfinite(hi)
+        if has.any():
+            ax.errorbar(x[has], heights[has], yerr=[heights[has] - lo[has], hi[has] - heights[has]], fmt="none",
+                        ecolor="black", elinewidth=0.8, capsize=2)  # fmt: skip
+        for xi, h, top, b, n in zip(
+            x, heights, np.where(has, np.fmax(hi, heights), heights), benchmarks, rows["n_shown"]
+        ):
+            if np.isfinite(h) and common_n[b] is None and pd.notna(n):
+                ax.annotate(f"n={int(n)}", (xi, max(top, 0)), xytext=(0, 2), textcoords="offset points",
+                            ha="center", va="bottom", fontsize=6, rotation=90)  # fmt: skip
+    ticks = [b + (f"\nn = {common_n[b]}" if common_n[b] is not None else "") for b in benchmarks]
+    ax.set_xticks(np.arange(len(benchmarks)), ticks, rotation=30, ha="right")
+    ax.set_ylabel("correlation with human judgements (F1 for SST-2)")
     ax.axhline(0, color="grey", lw=0.5)
+    low = np.nanmin(np.r_[table["lo"].to_numpy(float), table["correlation"].to_numpy(float), 0.0])
+    high = np.nanmax(np.r_[table["hi"].to_numpy(float), table["correlation"].to_numpy(float), 0.0])
+    ax.set_ylim(min(low, 0) - 0.05, max(high, 0) + 0.15)
     ax.legend(fontsize=7, title="one bar per job", title_fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
-    ax.set_title(fixed, fontsize=8)
-    fig.tight_layout()
+    ax.set_title("\n".join(filter(None, [fixed, FISHER_NOTE])), fontsize=8)
     return fig
 
 
-def rank_models(effects_: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """WEFE-style ranking. Within each (metric, series, setting) and test, the models are ranked by the
-    absolute effect size, ascending: rank 1 is the smallest |effect| (the least biased model), as WEFE
-    ranks absolute metric values; tied models share the mean of their ranks. Returns the per-test ranks
-    (``effects_`` with ``abs_effect`` and ``rank``; undefined effects left out) and the overall table: each
-    model's mean rank over the tests it has a defined effect in (``tests``), best first."""
-    keys = ["metric", "series", "setting"]
-    ranked = effects_[effects_["effect"].notna()].assign(abs_effect=lambda f: f["effect"].abs())
-    ranked["rank"] = ranked.groupby([*keys, "test"])["abs_effect"].rank(method="average", ascending=True)
+# Settings that cannot change an effect size: the permutation p and its significance level, the CI, how
+# forward passes are batched and placed (equal up to floating-point rounding). A ranking is not split by them.
+NO_EFFECT_SIZE = (
+    "stats.exact_bound",
+    "stats.n_permutations",
+    "stats.alternative",
+    "stats.ties",
+    "stats.correction",
+    "stats.alpha",
+    "stats.n_bootstrap",
+    "stats.confidence",
+    "model.batch_size",
+    "model.shard",
+)
+SAME_EFFECT = 1e-4  # jobs of one model whose effects differ by no more than this measured the same effect
+RANK_KEYS = ["metric", "series", "setting"]
+
+
+class Ranking(NamedTuple):
+    """:func:`rank_models`' answer: ``ranked`` (one row per ranked model and test), ``overall`` (mean ranks)
+    and ``unranked`` (effects left out: the only model of their comparison)."""
+
+    ranked: pd.DataFrame
+    overall: pd.DataFrame
+    unranked: pd.DataFrame
+
+
+def _one_entry_per_model(found: pd.DataFrame) -> pd.DataFrame:
+    """Jobs of one model that differ only in settings that cannot change the effect (stats options, batch
+    size) measured one effect: the row of the job with the most bootstrap resamples stands for them
+    (``jobs`` counts them). If their effects differ all the same, each stays, named by its job folder."""
+    found = found.assign(jobs=1)
+    if "n_bootstrap" not in found:
+        found = found.assign(n_bootstrap=np.nan)
+    group = [*RANK_KEYS, "model", "test"]
+    size = found.groupby(group, sort=False)["job"].transform("size")
+    parts = [found[size == 1]]
+    for _, rows in found[size > 1].groupby(group, sort=False):
+        if rows["effect"].max() - rows["effect"].min() <= SAME_EFFECT:
+            best = rows.sort_values(["n_bootstrap", "job"], ascending=[False, True], kind="stable", na_position="last")
+            parts.append(best.iloc[[0]].assign(jobs=len(rows)))
+        else:
+            parts.append(rows.assign(model=rows["model"] + " [" + rows["job"] + "]"))
+    return pd.concat(parts).sort_index(kind="stable")
+
+
+def _abs_interval(effect: pd.Series, lo: pd.Series, hi: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """The CI of |effect| from the CI of the effect (an interval across 0 starts at 0); without a CI, the
+    point itself."""
+    lo = lo.where(lo.notna(), effect).to_numpy(dtype=float)
+    hi = hi.where(hi.notna(), effect).to_numpy(dtype=float)
+    across = (lo <= 0) & (hi >= 0)
+    return np.where(across, 0.0, np.minimum(np.abs(lo), np.abs(hi))), np.maximum(np.abs(lo), np.abs(hi))
+
+
+def _rank_ranges(rows: pd.DataFrame) -> pd.DataFrame:
+    """Each model's plausible ranks in one comparison: from 1 + the number of models whose |effect| CI lies
+    wholly below its own, to n - the number whose CI lies wholly above (overlapping CIs: not told apart)."""
+    low, high = _abs_interval(rows["effect"], rows["lo"], rows["hi"])
+    below = (high[None, :] < low[:, None]).sum(axis=1)
+    above = (low[None, :] > high[:, None]).sum(axis=1)
+    return pd.DataFrame({"rank_best": 1 + below, "rank_worst": len(rows) - above}, index=rows.index)
+
+
+def rank_models(effects_: pd.DataFrame) -> Ranking:
+    """WEFE-style ranking of models. Within each comparison (metric, series, setting: the varying settings
+    that can change an effect size, see :data:`NO_EFFECT_SIZE`) and test, the models are ranked by the
+    absolute effect size, ascending: rank 1 is the smallest |effect| (the least biased model), as WEFE ranks
+    absolute metric values; tied models share the mean of their ranks. ``rank_best``..``rank_worst`` is
+    the range of ranks the CIs allow (:func:`_rank_ranges`): models whose |effect| CIs overlap are not told
+    apart. A comparison with one model is not ranked (``unranked``). ``overall``: each model's mean rank
+    over the tests it has a defined effect in (``tests``) and the number of those where no model is
+    clearly less biased (``could_be_1st``), best first."""
+    found = _one_entry_per_model(effects_[effects_["effect"].notna()])
+    models = found.groupby([*RANK_KEYS, "test"], sort=False)["model"].transform("nunique")
+    unranked = found[models < 2].reset_index(drop=True)
+    ranked = found[models >= 2].assign(abs_effect=lambda f: f["effect"].abs())
+    ranked["rank"] = ranked.groupby([*RANK_KEYS, "test"])["abs_effect"].rank(method="average", ascending=True)
+    ranges = [_rank_ranges(rows) for _, rows in ranked.groupby([*RANK_KEYS, "test"], sort=False)]
+    ranked = ranked.join(pd.concat(ranges) if ranges else pd.DataFrame(columns=["rank_best", "rank_worst"]))
     overall = (
-        ranked.groupby([*keys, "model"], sort=False)["rank"]
-        .agg(mean_rank="mean", tests="size")
+        ranked.assign(first=ranked["rank_best"] == 1)
+        .groupby([*RANK_KEYS, "model"], sort=False)
+        .agg(mean_rank=("rank", "mean"), tests=("rank", "size"), could_be_1st=("first", "sum"))
         .reset_index()
-        .sort_values([*keys, "mean_rank", "model"], kind="stable", ignore_index=True)
+        .sort_values([*RANK_KEYS, "mean_rank", "model"], kind="stable", ignore_index=True)
     )
-    return ranked.reset_index(drop=True), overall
+    return Ranking(ranked.reset_index(drop=True), overall, unranked)
 
 
-def ranking_tables(ranked: pd.DataFrame, overall: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """Per (metric, series, setting): tests x models cells ``rank: effect [lo, hi]``, then the mean ranks."""
+def _rank_cell(r) -> str:
+    span = (
+        f"{int(r['rank_best'])}"
+        if r["rank_best"] == r["rank_worst"]
+        else f"{int(r['rank_best'])}–{int(r['rank_worst'])}"
+    )
+    interval = _interval_text(r["lo"], r["hi"])
+    return f"{r['rank']:g} ({span}): {r['effect']:.3f}" + (f" {interval}" if interval else "")
+
+
+def ranking_tables(ranking: Ranking) -> list[tuple[str, pd.DataFrame]]:
+    """Per comparison (metric, series, setting): tests x models cells ``rank (plausible ranks): effect [lo,
+    hi]``, then the mean ranks."""
+    ranked, overall = ranking.ranked, ranking.overall
     out = []
-    for (metric, series, setting), rows in ranked.groupby(["metric", "series", "setting"], sort=False):
+    for (metric, series, setting), rows in ranked.groupby(RANK_KEYS, sort=False):
         title = " ".join(filter(None, [TITLES.get(metric, metric), series, f"({setting})" if setting else ""]))
-        cell = rows.apply(
-            lambda r: (
-                f"{r['rank']:g}: {r['effect']:.3f}"
-                + (f" [{r['lo']:.3f}, {r['hi']:.3f}]" if np.isfinite(r["lo"]) and np.isfinite(r["hi"]) else "")
-            ),
-            axis=1,
-        )
+        cell = rows.apply(_rank_cell, axis=1)
         wide = rows.assign(cell=cell).pivot(index="test", columns="model", values="cell").fillna("undefined")
         wide = wide.loc[sorted(wide.index, key=_natural)].reset_index()
         wide.columns.name = None
         mean = overall[(overall["metric"] == metric) & (overall["series"] == series) & (overall["setting"] == setting)]
         out.append((f"{title}: rank by |effect size| (1 = smallest)", wide))
-        out.append((f"{title}: mean rank", mean[["model", "mean_rank", "tests"]].reset_index(drop=True)))
+        out.append(
+            (f"{title}: mean rank", mean[["model", "mean_rank", "tests", "could_be_1st"]].reset_index(drop=True))
+        )
     return out
 
 
@@ -375,30 +546,44 @@ def _views(metric: str):
         return None
 
 
-def metric_section(metric: str, rows: pd.DataFrame, settings: pd.DataFrame, sweep_dir: Path, out: Path) -> list[str]:
-    """``report.md`` lines of one metric: its settings, compact tables (from each job's stored aggregates)
-    and plots (written into ``out``)."""
+def _with_notes(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """The rows of ``parts`` as one table, keeping every part's notes (``attrs["notes"]``) once each."""
+    notes = list(dict.fromkeys(n for part in parts for n in part.attrs.get("notes", []) if n))
+    joined = pd.concat(parts, ignore_index=True)
+    joined.attrs = {"notes": notes} if notes else {}
+    return joined
+
+
+def metric_section(metric: str, rows: pd.DataFrame, settings: pd.DataFrame, sweep_dir: Path, out: Path) -> list:
+    """The blocks (:mod:`jaxassoc.app.report_html`) of one metric: its settings, compact tables (from each
+    job's stored aggregates) and plots (written into ``out``)."""
     keys = [k for k in varying(settings) if k != "metric.name"]
     lead = setting_columns(settings, keys)
     title = TITLES.get(metric, metric)
-    lines = [f"## {title} (`metric={metric}`)", "", _settings_line(settings, keys), ""]
-    blocks: dict[str, list[pd.DataFrame]] = {}
+    blocks: list = [doc.Heading(f"{title} (`metric={metric}`)", 2), doc.Paragraph(_settings_line(settings, keys))]
+    found: dict[str, list[pd.DataFrame]] = {}
     view_fn = _views(metric)
     for job in settings.index:
         for name, table in tables.views_of(view_fn, pd.read_parquet(sweep_dir / job / "aggregates.parquet")):
             front = pd.DataFrame({c: [lead.loc[job, c]] * len(table) for c in lead.columns})
-            blocks.setdefault(name, []).append(pd.concat([front, table.reset_index(drop=True)], axis=1))
-    for name, parts in blocks.items():
-        lines += ([f"### {name}", ""] if name else []) + [tables.markdown(pd.concat(parts, ignore_index=True)), ""]
+            joined = pd.concat([front, table.reset_index(drop=True)], axis=1)
+            joined.attrs = dict(table.attrs)
+            found.setdefault(name, []).append(joined)
+    for name, parts in found.items():
+        blocks += ([doc.Heading(name, 3)] if name else []) + [doc.Table(_with_notes(parts))]
     plots = _metric_plots(metric, rows, settings, keys, out)
-    lines += [f"![{name}]({name})" for name in plots] + ([""] if plots else [])
-    return lines
+    if plots:
+        blocks.append(doc.Figures(tuple(plots)))
+    return blocks
 
 
 def _settings_line(settings: pd.DataFrame, keys: list[str]) -> str:
     fixed = [k for k in ("model.name", "dataset.name", "template.name", "whitening.name") if k not in keys]
     parts = [f"{len(settings)} job(s)"]
-    parts += [f"{SHORT[k]}: {', '.join(sorted(set(settings[k].map(_short))))}" for k in fixed if k in settings]
+    for k in fixed:
+        values = sorted(set(settings[k].map(_short)) - {""}) if k in settings else []
+        if values:
+            parts.append(f"{SHORT[k]}: {', '.join(values)}")
     if keys:
         parts.append("varying: " + ", ".join(f"`{k}`" for k in keys))
     return " · ".join(parts)
@@ -414,8 +599,8 @@ def _metric_plots(metric: str, rows: pd.DataFrame, settings: pd.DataFrame, keys:
         plots.append(_save(out, f"forest_{metric}.png", forest_plot(found[found["lo"].notna()], title)))
     if len(found):
         plots.append(_save(out, f"effect_sizes_{metric}.png", effect_size_heatmap(found, title)))
-    if {"effect_size_raw", "effect_size_whitened"} <= set(rows.columns) and rows["effect_size_whitened"].notna().any():
-        plots.append(_save(out, f"raw_vs_whitened_{metric}.png", raw_vs_whitened_scatter(rows)))
+    if {"raw", "whitened"} <= set(found["series"]):
+        plots.append(_save(out, f"raw_vs_whitened_{metric}.png", raw_vs_whitened_scatter(found, title)))
     if {"benchmark", "correlation"} <= set(rows.columns) and rows["correlation"].notna().any():
         fixed = [
             f"{SHORT[k]}={_short(settings[k].iloc[0]).replace('null', 'all')}"
@@ -427,18 +612,35 @@ def _metric_plots(metric: str, rows: pd.DataFrame, settings: pd.DataFrame, keys:
 
 
 def sweep_effects(table: pd.DataFrame, settings: pd.DataFrame) -> pd.DataFrame:
-    """Every metric's effect sizes with the job's ``metric``, ``model``, ``setting`` (labels per metric)."""
+    """Every metric's effect sizes for ranking, with the job's ``metric``, ``model`` (its name and the
+    varying ``model.*`` settings that can change an effect), ``setting`` (the other varying settings that
+    can: dataset, template, seed, ``metric.*``, ``stats.ddof``, ...; not those of :data:`NO_EFFECT_SIZE`)
+    and ``n_bootstrap`` (the job's ``stats.n_bootstrap``, if it has one)."""
     parts = []
     for metric, metric_settings in settings.groupby("metric.name", sort=False):
-        keys = [k for k in varying(metric_settings) if k != "metric.name"]
+        relevant = metric_settings.drop(columns=[c for c in metric_settings.columns if c in NO_EFFECT_SIZE])
+        keys = [k for k in varying(relevant) if k != "metric.name"]
         found = effects(table[table["job"].isin(metric_settings.index)])
-        parts.append(found.join(labels(metric_settings, keys), on="job").assign(metric=metric))
+        if "stats.n_bootstrap" in metric_settings:
+            found["n_bootstrap"] = found["job"].map(
+                pd.to_numeric(metric_settings["stats.n_bootstrap"], errors="coerce")
+            )
+        parts.append(found.join(labels(relevant, keys, apart=False), on="job").assign(metric=metric))
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
+def job_records(sweep_dir: Path, jobs: list[str]) -> dict[str, dict]:
+    """Each job's ``results.json`` record without its aggregate rows: provenance, summary, files."""
+    records = {}
+    for job in jobs:
+        record = json.loads((Path(sweep_dir) / job / store.RESULTS_JSON).read_text())
+        records[job] = {k: v for k, v in record.items() if k not in ("aggregates", "inputs")}
+    return records
+
+
 def write_report(sweep_dir: Path, rank: bool = False) -> Path:
-    """Gather the sweep, write ``report/`` (table, report.md, plots; with ``rank`` the model ranking,
-    also in ``ranking.csv``) inside it; returns the folder."""
+    """Gather the sweep, write ``report/`` (table, report.md, report.html, figures; with ``rank`` the model
+    ranking, also in ``ranking.csv``) inside it; returns the folder."""
     sweep_dir = Path(sweep_dir)
     table = gather(sweep_dir)
     jobs = list(dict.fromkeys(table["job"]))
@@ -446,53 +648,100 @@ def write_report(sweep_dir: Path, rank: bool = False) -> Path:
     out = sweep_dir / "report"
     store.write_table(out, "table", table)
     keys = varying(settings)
-    lines = [
-        f"# jaxassoc report: {sweep_dir.resolve().name}",
-        "",
-        _settings_line(settings, keys)
-        + " · metrics: "
-        + ", ".join(f"{TITLES.get(m, m)}" for m in dict.fromkeys(settings["metric.name"])),
-        "",
-        f"Legend: {tables.LEGEND}. Every table row is one job's; the first columns name the settings that "
-        "vary between the jobs of that metric.",
-        "",
+    title = f"jaxassoc report: {sweep_dir.resolve().name}"
+    blocks: list = [
+        doc.Paragraph(
+            _settings_line(settings, keys)
+            + " · metrics: "
+            + ", ".join(f"{TITLES.get(m, m)}" for m in dict.fromkeys(settings["metric.name"]))
+        ),
+        doc.Paragraph(
+            f"Legend: {tables.LEGEND}. Every table row is one job's; the first columns name the settings that "
+            "vary between the jobs of that metric."
+        ),
     ]
     for metric, metric_settings in settings.groupby("metric.name", sort=False):
         rows = table[table["job"].isin(metric_settings.index)]
-        lines += metric_section(metric, rows, metric_settings, sweep_dir, out)
+        blocks += metric_section(metric, rows, metric_settings, sweep_dir, out)
     skipped = left_out(sweep_dir)
     if skipped:
         print(
             f"jaxassoc-report: {len(skipped)} job(s) left out:", *(f"  {job}: {why}" for job, why in skipped), sep="\n"
         )
-        lines += ["## Jobs left out", "", *(f"- `{job}`: {why}" for job, why in skipped), ""]
+        blocks += [doc.Heading("Jobs left out", 2), doc.Items(tuple(f"`{job}`: {why}" for job, why in skipped))]
     if rank:
-        lines += ranking_lines(table, settings, out)
-    text = "\n".join(lines) + "\n"
+        blocks += ranking_blocks(table, settings, out)
+    text = markdown_text(title, blocks)
     store.atomic_write(out / "report.md", lambda p: p.write_text(text))
+    page = doc.render(title, blocks, out, job_records(sweep_dir, jobs))
+    store.atomic_write(out / "report.html", lambda p: p.write_text(page, encoding="utf-8"))
     store.atomic_write(out / "jobs.json", lambda p: p.write_text(json.dumps(sorted(jobs))))
     return out
 
 
-def ranking_lines(table: pd.DataFrame, settings: pd.DataFrame, out: Path) -> list[str]:
-    """The ranking section of ``report.md``; writes ``ranking.csv`` (per-test ranks) and prints the tables."""
-    ranked, overall = rank_models(sweep_effects(table, settings))
-    if ranked.empty:
+def markdown_text(title: str, blocks: list) -> str:
+    """``report.md``: the title, then the blocks as GitHub-flavoured Markdown."""
+    lines = [f"# {title}", ""]
+    for block in blocks:
+        if isinstance(block, doc.Heading):
+            lines += [f"{'#' * block.level} {block.text}", ""]
+        elif isinstance(block, doc.Paragraph):
+            lines += [block.text, ""]
+        elif isinstance(block, doc.Table):
+            lines += [tables.markdown(block.table), ""]
+        elif isinstance(block, doc.Figures):
+            lines += [f"![{name}]({name})" for name in block.names] + [""]
+        elif isinstance(block, doc.Items):
+            lines += [f"- {item}" for item in block.items] + [""]
+    return "\n".join(lines) + "\n"
+
+
+RANKING_TEXT = (
+    "Per test, models ranked by |effect size| ascending (1 = least biased, as WEFE ranks absolute values); "
+    "ties share their mean rank. In parentheses, the ranks the confidence intervals allow: from 1 + the "
+    "number of models whose |effect| CI lies wholly below the model's to n − the number wholly above, so "
+    "models whose CIs overlap are not told apart (a model whose range starts at 1 is not distinguishable "
+    "from the best). Cells: `rank (plausible ranks): effect [CI]`. Mean rank over the tests with a defined "
+    "effect (`tests`); `could_be_1st`: tests where no model is clearly less biased. Only models are "
+    "ranked: a ranking is split by the settings that can change an effect size (dataset, template, seed, "
+    "`metric.*`, `stats.ddof`, ...) and not by those that cannot (`stats` p-value and CI options, "
+    "`model.batch_size`): the jobs of one model that differ only there count once."
+)
+
+
+def ranking_blocks(table: pd.DataFrame, settings: pd.DataFrame, out: Path) -> list:
+    """The ranking section's blocks; writes ``ranking.csv`` (per-test ranks) and prints the tables. A sweep
+    (or a comparison) with one model is not ranked, and says so."""
+    found = sweep_effects(table, settings)
+    head = [doc.Heading("Ranking of models", 2)]
+    found = found[found["effect"].notna()] if len(found) else found
+    if found.empty:
         print("ranking: no test with an effect size in this sweep")
-        return ["## Ranking of models", "", "No test with an effect size in this sweep.", ""]
-    store.write_table(out, "ranking", ranked.drop(columns=["label"]))
-    lines = [
-        "## Ranking of models",
-        "",
-        "Per test, models ranked by |effect size| ascending (1 = least biased, as WEFE ranks absolute "
-        "values); ties share their mean rank; cells: `rank: effect [CI]`. Mean rank over the tests "
-        "with a defined effect (`tests`).",
-        "",
-    ]
-    for title, shown in ranking_tables(ranked, overall):
+        return [*head, doc.Paragraph("No test with an effect size in this sweep.")]
+    ranking = rank_models(found)
+    models = sorted(set(found["model"]))
+    if ranking.ranked.empty:
+        for stale in ("ranking.parquet", "ranking.csv"):
+            (out / stale).unlink(missing_ok=True)
+        what = f"one model (`{models[0]}`)" if len(models) == 1 else "no test where two or more models have an effect"
+        line = f"Not ranked: the sweep has {what}; a ranking compares two or more models on the same test."
+        print("ranking: " + line.replace("`", ""))
+        return [*head, doc.Paragraph(line)]
+    store.write_table(out, "ranking", ranking.ranked.drop(columns=["label"], errors="ignore"))
+    blocks = [*head, doc.Paragraph(RANKING_TEXT)]
+    for title, shown in ranking_tables(ranking):
         print(f"\n-- {title}\n{tables.text(shown, max_rows=200)}")
-        lines += [f"### {title}", "", tables.markdown(shown), ""]
-    return lines
+        blocks += [doc.Heading(title, 3), doc.Table(shown)]
+    if len(ranking.unranked):
+        alone = ranking.unranked.groupby([*RANK_KEYS, "model"], sort=False)["test"].agg(lambda t: ", ".join(t))
+        items = tuple(
+            " ".join(filter(None, [TITLES.get(metric, metric), series, f"({setting})" if setting else ""]))
+            + f": only `{model}` ({tests})"
+            for (metric, series, setting, model), tests in alone.items()
+        )
+        print("not ranked (one model):", *items, sep="\n  ")
+        blocks += [doc.Paragraph("Not ranked, one model only:"), doc.Items(items)]
+    return blocks
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -501,7 +750,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--rank",
         action="store_true",
-        help="rank the models per test by |effect size| (WEFE-style) and add it to the report",
+        help="rank the models per test by |effect size| (WEFE-style, with the ranks their CIs allow) and add "
+        "it to the report; needs two or more models",
     )
     args = parser.parse_args(argv)
     if not args.sweep_dir.is_dir():
