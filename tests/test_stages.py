@@ -1,10 +1,12 @@
 """The per-stage log line and quiet progress bars of jaxassoc.progress."""
 
+import io
 import logging
 
 import pytest
 
-from jaxassoc.progress import progress, stage
+from jaxassoc import progress as progress_module
+from jaxassoc.progress import bars_wanted, progress, stage
 
 
 def test_stage_logs_one_line_with_count_and_time(caplog):
@@ -38,7 +40,8 @@ def test_stage_that_raises_logs_nothing(caplog):
     assert caplog.records == []
 
 
-def test_progress_bar_on_stderr_unless_quiet(capsys):
+def test_progress_bar_on_stderr_unless_quiet(capsys, monkeypatch):
+    monkeypatch.setattr(progress_module, "bars_wanted", lambda stream=None: True)  # as on a terminal
     assert list(progress(range(5), "scoring", quiet=False)) == list(range(5))
     assert "scoring" in capsys.readouterr().err
     items = [1, 2, 3]
@@ -47,9 +50,25 @@ def test_progress_bar_on_stderr_unless_quiet(capsys):
     assert capsys.readouterr().err == ""
 
 
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_no_progress_bar_when_stderr_is_not_a_terminal(capsys, monkeypatch):
+    """A log file or a pipe gets no carriage-return bars: the stage lines report progress there."""
+    assert bars_wanted(Terminal()) and not bars_wanted(io.StringIO())
+    monkeypatch.delitem(__import__("sys").modules, "ipykernel", raising=False)
+    items = [1, 2, 3]
+    assert progress(items, "scoring", quiet=False) is items  # pytest's captured stderr is no terminal
+    assert capsys.readouterr().err == ""
+
+
 @pytest.mark.slow  # three CLI runs, ~45 s on 2 cores
-def test_cli_stage_lines_and_bars_then_quiet_mode_silences_them(tmp_path, tiny_checkpoint, cli):
-    """A real job on a tiny GPT-2: stage lines and progress bars; quiet=true keeps only the results."""
+def test_cli_stage_lines_and_bars_then_quiet_mode_silences_them(tmp_path, tiny_checkpoint, cli, monkeypatch):
+    """A real job on a tiny GPT-2: stage lines and progress bars (stderr taken for a terminal); quiet=true
+    keeps only the results."""
+    monkeypatch.setattr(progress_module, "bars_wanted", lambda stream=None: True)
     common = [
         "metric=rpam",
         "dataset=wordsim353",

@@ -6,6 +6,12 @@ runs one job; ``jaxassoc -m ...`` sweeps. Every job writes its tables into its H
 (see :mod:`jaxassoc.app.store`); a rerun of the same job finds ``results.json`` there and skips it, unless
 its inputs (config, model files, dataset version) changed or a result file is missing or damaged.
 ``distributed=true`` runs one process per host over all global devices (``docs/multihost.md``).
+
+``jaxassoc --help`` is jaxassoc's own (:mod:`jaxassoc.app.cli`); this module imports nothing heavy (JAX,
+pandas, the models, Hydra) at the top, so that the help and a refused override answer at once: each
+function imports what it uses. Before Hydra runs, :func:`main` composes every job's config and reports
+a mistyped key or choice in jaxassoc's words. A job that fails on a bad input leaves no folder of its own
+behind; a failed job of a sweep does not stop the others (:mod:`jaxassoc.app.sweep_failures`).
 """
 
 from __future__ import annotations
@@ -21,30 +27,19 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import hydra
-import pandas as pd
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
-from jaxassoc import data
-from jaxassoc.app import cache, datasets, model_loading, report, store, sweep_dirs, tables, validation
-from jaxassoc.app.config import AppConfig, MeshConfig, StatsConfig, check_range, register_configs
-from jaxassoc.app.provenance import (
-    code_identity,
-    code_provenance,
-    config_hash,
-    device_kind,
-    files_fingerprint,
-    package_versions,
-)
-from jaxassoc.app.registry import Job, JobResult, get_metric, load_metrics, metric_module, result_of
+from jaxassoc import progress as bars
+from jaxassoc.app import cli, sweep_dirs
 from jaxassoc.errors import ConfigError, JaxassocError
-from jaxassoc.io import remove_stale_temporaries
-from jaxassoc.memory import release_freed_memory
-from jaxassoc.models.multihost import all_processes
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+    from jaxassoc.app.registry import Job, JobResult
 
 log = logging.getLogger("jaxassoc")
 
@@ -56,17 +51,47 @@ JOB_GROUPS = ("model", "metric", "dataset", "template", "whitening", "stats")
 # On import, not in main(): a launcher's worker process resolves its job folder (hydra.sweep.subdir) before
 # it runs _app, and it imports this module to unpickle _app.
 sweep_dirs.register_resolver()
-cache.register_resolver()
+USER_CACHE_RESOLVER = "jaxassoc.user_cache_dir"
+
+
+def _user_cache_dir() -> str:
+    """``${jaxassoc.user_cache_dir:}`` (``cache_dir``'s default), importing the cache module on first use."""
+    from jaxassoc.app import cache
+
+    return str(cache.default_cache_dir())
+
+
+if not OmegaConf.has_resolver(USER_CACHE_RESOLVER):  # the same as cache.register_resolver(), without JAX
+    OmegaConf.register_new_resolver(USER_CACHE_RESOLVER, _user_cache_dir)
 
 
 def main() -> None:
-    """Console entry point (``jaxassoc``, ``python -m jaxassoc``)."""
+    """Console entry point (``jaxassoc``, ``python -m jaxassoc``).
+
+    ``-h``/``--help`` prints jaxassoc's help (:func:`jaxassoc.app.cli.help_text`) without importing JAX.
+    Otherwise every job's config is composed first (:func:`jaxassoc.app.cli.check_overrides`), so a bad
+    override is refused in jaxassoc's words before Hydra creates a folder; then Hydra runs the job or the
+    sweep. A sweep whose jobs failed ends with their summary and exit status 1.
+    """
     os.environ[MAIN_PID] = str(os.getpid())  # a launcher's worker processes inherit it (exit_with_parent)
+    argv = sys.argv[1:]
+    if cli.wants_help(argv):
+        print(cli.help_text())
+        return
     try:
         register()
+        n_jobs = cli.check_overrides(argv)
     except JaxassocError as e:
         sys.exit(f"jaxassoc: error: {e}")
+    import hydra
+
+    from jaxassoc.app import sweep_failures
+
+    sweep_failures.forget()
     hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_PACKAGE}", config_name="config")(_app)()
+    ran = sweep_failures.failures()
+    if ran is not None and ran[1]:
+        sys.exit(sweep_failures.summary(*ran, n_jobs))
 
 
 def register() -> None:
@@ -75,17 +100,33 @@ def register() -> None:
     Idempotent. ``main`` calls it before Hydra composes the config; ``_app`` calls it again, because a
     launcher's worker process (joblib, submitit, SLURM) imports this module but never runs ``main``.
     """
+    from jaxassoc.app.config import register_configs
+    from jaxassoc.app.registry import load_metrics
+
     metrics = load_metrics()
     yamls = {p.stem for p in (CONF_DIR / "metric").glob("*.yaml")}
     register_configs({name: spec.config for name, spec in metrics.items()}, yamls)
 
 
 def _app(cfg: DictConfig) -> None:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
     logging.getLogger("jaxassoc").setLevel(logging.WARNING if cfg.quiet else logging.INFO)
     logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)  # "no TPU" notices on CPU hosts
     logging.getLogger("jax._src.compilation_cache").setLevel(logging.WARNING)  # "Resetting cache" (compile_cache)
-    output_dir = Path(HydraConfig.get().runtime.output_dir)
+    hydra_cfg = HydraConfig.get()
+    output_dir = Path(hydra_cfg.runtime.output_dir)
+    in_sweep = hydra_cfg.mode == RunMode.MULTIRUN
     exit_with_parent()
+    if not bars.bars_wanted():  # a log file: the hub's download bars off too (the stage lines stay)
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+    if in_sweep:
+        from jaxassoc.app import sweep_failures
+
+        sweep_failures.clear(output_dir)
     try:
         register()
         if cfg.distributed:
@@ -93,18 +134,89 @@ def _app(cfg: DictConfig) -> None:
         if cfg.metric.name == "audit":
             run_audit(cfg, output_dir)
         else:
-            validation.check_groups_read(get_metric(cfg.metric.name), list(HydraConfig.get().overrides.task))
+            from jaxassoc.app import validation
+            from jaxassoc.app.registry import get_metric
+
+            validation.check_groups_read(get_metric(cfg.metric.name), list(hydra_cfg.overrides.task))
             result = run_job(cfg, output_dir)
             if result is not None and not cfg.quiet and is_writer():
                 print(console_tables(cfg.metric.name, result))
                 print(f"results: {output_dir}")
-    except JaxassocError as e:
-        sys.exit(f"jaxassoc: error: {e}")
-    except MissingMandatoryValue as e:  # e.g. a model config of the user's own without `source`
-        sys.exit(
-            f"jaxassoc: error: {e.full_key} has no value; set it on the command line ({e.full_key}=...) or in "
-            f"the config file that selects it"
+    except (JaxassocError, MissingMandatoryValue) as e:
+        message = _user_error(e)
+        if in_sweep:
+            _job_failed(output_dir, message, hydra_cfg)
+            return
+        _remove_if_untouched(output_dir, _log_file(hydra_cfg))
+        sys.exit(f"jaxassoc: error: {message}")
+    except Exception as e:
+        if not in_sweep:
+            raise  # a fault of jaxassoc's, not of the input: Hydra prints the traceback
+        log.exception("the job failed")
+        first = (str(e).strip().splitlines() or [""])[0]
+        fault = f"{type(e).__name__}: {first} (a fault, not a bad input: its traceback is in the job's log)"
+        _job_failed(output_dir, fault, hydra_cfg)
+
+
+def _user_error(e: Exception) -> str:
+    """The one-line message of a bad input (``jaxassoc: error: `` follows)."""
+    if isinstance(e, MissingMandatoryValue):  # e.g. a model config of the user's own without `source`
+        return (
+            f"{e.full_key} has no value; set it on the command line ({e.full_key}=...) or in the config file "
+            "that selects it"
         )
+    return str(e)
+
+
+def _log_file(hydra_cfg: Any) -> Path | None:
+    """The job's log file (Hydra's ``job_logging`` file handler), if it has one."""
+    name = OmegaConf.select(hydra_cfg, "job_logging.handlers.file.filename", default=None)
+    return Path(name) if name else None
+
+
+def _job_failed(output_dir: Path, message: str, hydra_cfg: Any) -> None:
+    """A failed job of a sweep: its error into its log and its folder (``error.json``); the sweep goes on."""
+    from jaxassoc.app import sweep_failures
+
+    log.error("jaxassoc: error: %s", message)
+    overrides = [o for o in hydra_cfg.overrides.task if not o.startswith("hydra.")]
+    sweep_failures.record(output_dir, overrides, message, _log_file(hydra_cfg))
+
+
+HYDRA_FILES = (".hydra",)
+"""What Hydra writes into a job's folder before the job runs (besides the job's log file)."""
+
+
+def _remove_if_untouched(output_dir: Path, log_file: Path | None) -> bool:
+    """Remove the folder Hydra made for a job refused before it wrote anything (it holds only ``.hydra/``
+    and the job's log), and the folders above it that this leaves empty, up to the working folder. A folder
+    that holds anything else, the working folder and its parents stay. True when the folder went."""
+    folder, cwd = output_dir.absolute(), Path.cwd().absolute()
+    if folder == cwd or folder in cwd.parents or not folder.is_dir():
+        return False
+    logs = {log_file.absolute()} if log_file is not None else set()
+    entries = list(folder.iterdir())
+    if any(e.name not in HYDRA_FILES and e.absolute() not in logs for e in entries):
+        return False
+    hydra_dir = folder / ".hydra"
+    if hydra_dir.is_dir() and any(not p.is_file() for p in hydra_dir.iterdir()):
+        return False
+    for handler in list(logging.getLogger().handlers):  # Hydra's file handler holds the log open
+        if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename).absolute() in logs:
+            logging.getLogger().removeHandler(handler)
+            handler.close()
+    for path in logs:
+        path.unlink(missing_ok=True)
+    if hydra_dir.is_dir():
+        for path in hydra_dir.iterdir():
+            path.unlink()
+        hydra_dir.rmdir()
+    folder.rmdir()
+    parent = folder.parent
+    while parent != cwd and cwd in parent.parents and not any(parent.iterdir()):
+        parent.rmdir()
+        parent = parent.parent
+    return True
 
 
 MAIN_PID = "JAXASSOC_MAIN_PID"
@@ -177,6 +289,8 @@ def start_distributed(env: Mapping[str, str], timeout_s: int) -> None:
     catch, so the wait is announced first; a process other than 0 polls the coordinator's port itself,
     so that a coordinator that never comes up is one ConfigError instead.
     """
+    from jaxassoc.app.config import check_range
+
     check_range(
         "distributed_timeout_s",
         timeout_s,
@@ -252,6 +366,9 @@ def is_writer() -> bool:
 def make_job(cfg: DictConfig, output_dir: Path) -> Job:
     """Plain objects from the composed config, after checking the model/metric pairing, every value's
     range (the config dataclasses) and that every option set is used by the metric (:mod:`validation`)."""
+    from jaxassoc.app import validation
+    from jaxassoc.app.registry import get_metric
+
     spec = get_metric(cfg.metric.name)
     if cfg.model.kind not in spec.model_kinds:
         raise ConfigError(
@@ -272,11 +389,18 @@ def make_job(cfg: DictConfig, output_dir: Path) -> Job:
 
 def seq2seq_metrics() -> list[str]:
     """The registered metrics that score an encoder-decoder model (``model_kinds`` holds seq2seq)."""
+    from jaxassoc.app.registry import load_metrics
+
     return sorted(name for name, spec in load_metrics().items() if "seq2seq" in spec.model_kinds)
 
 
 def _job_objects(cfg: DictConfig, output_dir: Path) -> Job:
-    """The config groups as dataclass instances (their ``__post_init__`` range-checks every value)."""
+    """The config groups as dataclass instances (their ``__post_init__`` range-checks every value).
+    ``quiet`` (the progress bars) is also on when stderr is not a terminal (:func:`jaxassoc.progress.bars_wanted`)."""
+    from jaxassoc.app import validation
+    from jaxassoc.app.config import AppConfig
+    from jaxassoc.app.registry import Job
+
     validation.check_top_level_keys(cfg.keys(), AppConfig)
     obj = {g: OmegaConf.to_object(cfg[g]) for g in JOB_GROUPS}
     for group, value in obj.items():
@@ -287,7 +411,7 @@ def _job_objects(cfg: DictConfig, output_dir: Path) -> Job:
         **obj,
         seed=int(cfg.seed),
         output_dir=output_dir,
-        quiet=bool(cfg.quiet),
+        quiet=bool(cfg.quiet) or not bars.bars_wanted(),
         cache_dir=Path(cfg.cache_dir).expanduser() if cfg.cache_dir else None,
         mesh=_mesh(cfg),
     )
@@ -297,6 +421,9 @@ def cache_max_bytes(cfg: DictConfig) -> int | None:
     """``cache_max_gb`` in bytes (None: no limit), range-checked."""
     if cfg.get("cache_max_gb") is None:
         return None
+    from jaxassoc.app import cache
+    from jaxassoc.app.config import check_range
+
     check_range(
         "cache_max_gb",
         cfg.cache_max_gb,
@@ -309,6 +436,9 @@ def cache_max_bytes(cfg: DictConfig) -> int | None:
 
 def _mesh(cfg: DictConfig):
     """The device mesh of the job's models (checked against the device count before any model loads)."""
+    from jaxassoc.app import model_loading
+    from jaxassoc.app.config import MeshConfig
+
     mesh_cfg = OmegaConf.to_object(cfg.mesh) if "mesh" in cfg else MeshConfig()
     if cfg.model.kind == "static":
         return None
@@ -318,6 +448,9 @@ def _mesh(cfg: DictConfig):
 def job_provenance(cfg: DictConfig) -> dict[str, Any]:
     """The provenance every row of a job carries (the task adds model and dataset hashes, and replaces
     ``model_revision`` as configured by the commit it resolved to)."""
+    from jaxassoc.app.provenance import code_identity, code_provenance, config_hash, device_kind, package_versions
+    from jaxassoc.app.registry import get_metric, metric_module
+
     spec = get_metric(cfg.metric.name)
     groups = JOB_GROUPS if spec.reads_dataset else tuple(g for g in JOB_GROUPS if g != "dataset")
     resolved = {g: OmegaConf.to_container(cfg[g], resolve=True) for g in groups}
@@ -345,6 +478,10 @@ def job_inputs(job: Job, provenance: dict[str, Any]) -> dict[str, Any]:
     read before any model is loaded: the config hash (from the job's ``provenance``), the code identity
     (jaxassoc's and a plugin metric's), a ``stat`` fingerprint of the model's files and of any other file the config names
     (e.g. ``metric.corpus``), and the dataset's version."""
+    from jaxassoc.app import model_loading
+    from jaxassoc.app.provenance import code_identity, files_fingerprint
+    from jaxassoc.app.registry import get_metric, metric_module
+
     spec = get_metric(job.metric.name)
     groups = [g for g in JOB_GROUPS[1:] if spec.reads_dataset or g != "dataset"]
     model_files = model_loading.model_files(job.model)
@@ -361,6 +498,9 @@ def job_inputs(job: Job, provenance: dict[str, Any]) -> dict[str, Any]:
 def _dataset_version(dataset: Any) -> str | None:
     """A packaged dataset's version; for ``custom_weat`` a hash of its tests' words as read, so an edit of a
     ``.txt`` file its test file names (not itself named by the config) is noticed too."""
+    from jaxassoc import data
+    from jaxassoc.app import datasets
+
     if dataset.name == datasets.CUSTOM_WEAT:
         return datasets.dataset_version(dataset, datasets.weat_suite(dataset))
     return data.dataset_info(dataset.name).version if dataset.name in data.DATASETS else None
@@ -389,6 +529,9 @@ def _file(text: str) -> Path | None:
 def reusable(output_dir: Path, inputs: dict[str, Any], metric: str) -> bool:
     """True (logged) when ``output_dir`` holds a finished result of a job with these inputs; otherwise
     logs why a previous result there is not reused (``weights changed: ...``, ``aggregates.parquet missing``)."""
+    from jaxassoc.app import store
+    from jaxassoc.models.multihost import all_processes
+
     blocker = store.reuse_blocker(output_dir, inputs)
     if all_processes(blocker is None):
         log.info("skip %s: finished results in %s", metric, output_dir)
@@ -403,6 +546,10 @@ def run_job(cfg: DictConfig, output_dir: Path) -> JobResult | None:
 
     First removes the temporaries that killed writers left in ``output_dir`` and the cache, and turns an
     unwritable cache off (with a warning)."""
+    from jaxassoc.app import cache, report, store
+    from jaxassoc.app.registry import get_metric, result_of
+    from jaxassoc.io import remove_stale_temporaries
+
     job = make_job(cfg, output_dir)
     provenance = job_provenance(cfg)
     job = dataclasses.replace(job, cache_dir=cache.usable_cache_dir(job.cache_dir))
@@ -449,6 +596,12 @@ def audit_parts(cfg: DictConfig, overrides: list[str]) -> list[tuple[Any, DictCo
     """Every part's composed config, validated before any part runs. The command line's ``stats.*``
     overrides (range-checked first) reach each part whose metric reads them; a part keeps the defaults of
     the others (logged). A command-line override of a part's own groups (model, dataset, ...) is refused."""
+    import hydra
+
+    from jaxassoc.app import validation
+    from jaxassoc.app.config import StatsConfig
+    from jaxassoc.app.registry import get_metric
+
     if not cfg.audit.parts:
         raise ConfigError("metric=audit needs audit.parts; pick an audit with audit=<name>")
     stray = [
@@ -484,6 +637,13 @@ def run_audit(cfg: DictConfig, output_dir: Path) -> None:
     """The default audit: each part of ``cfg.audit.parts`` is a job composed from its overrides; the
     parts' aggregates are gathered into one report (:mod:`jaxassoc.app.report`). Loaded models are
     released after a part once no later part reads any of them (list a model's parts together)."""
+    import pandas as pd
+    from hydra.core.hydra_config import HydraConfig
+
+    from jaxassoc.app import model_loading, report
+    from jaxassoc.app.registry import JobResult
+    from jaxassoc.memory import release_freed_memory
+
     parts = audit_parts(cfg, list(HydraConfig.get().overrides.task))
     releases = release_points([_model_identity(part_cfg) for _, part_cfg in parts])
     for (part, part_cfg), release in zip(parts, releases):
@@ -526,6 +686,9 @@ def _model_identity(part_cfg: DictConfig) -> tuple:
 def console_tables(metric: str, result: JobResult) -> str:
     """The metric's compact tables (:mod:`jaxassoc.app.tables`; the same ones the report shows), or the
     job's ``summary`` (else its aggregates) for a metric that declares no views."""
+    from jaxassoc.app import tables
+    from jaxassoc.app.registry import get_metric
+
     spec = get_metric(metric)
     if spec.views is None and result.summary is not None:
         return tables.text(result.summary)

@@ -17,6 +17,7 @@ from typing import Any
 import jax
 from jax.sharding import Mesh
 
+from jaxassoc import progress as bars
 from jaxassoc.app.config import MeshConfig, ModelConfig
 from jaxassoc.app.provenance import file_sha256, files_fingerprint
 from jaxassoc.embeddings.static import StaticEmbeddings, load_embedded_glove, load_glove_text, load_word2vec_binary
@@ -66,7 +67,8 @@ def _load_language_model(
     source: str, revision: str | None, dtype: str, name: str, files_key: str, mesh: Mesh | None
 ) -> LanguageModel:
     with stage("model", f"{name} loaded") as loaded:
-        progress = logging.getLogger("jaxassoc").isEnabledFor(logging.INFO)  # off with quiet=true
+        # bars off with quiet=true, and when stderr is not a terminal (a log file keeps every redraw)
+        progress = logging.getLogger("jaxassoc").isEnabledFor(logging.INFO) and bars.bars_wanted()
         model = load_model(source, revision=revision, dtype=dtype, name=name, progress=progress, mesh=mesh)
         placed = "" if mesh is None else ", mesh " + "x".join(f"{a}={n}" for a, n in mesh.shape.items())
         loaded.what += f" ({model.family}, {model.provenance.file_format}, {dtype}{placed})"

@@ -53,9 +53,18 @@ def check_known_keys(group: str, keys: Any, obj: Any) -> None:
     if extra:
         name = getattr(obj, "name", None)
         raise ConfigError(
-            f"{group}.{extra[0]} is not an option of {group}={name}: it would be ignored; its options are "
-            f"{', '.join(sorted(fields))}; remove the override"
+            f"{group}.{extra[0]} is not an option of {group}={name}: it would be ignored"
+            f"{_did_you_mean(extra[0], sorted(fields), group)}; its options are {', '.join(sorted(fields))}; "
+            "remove the override"
         )
+
+
+def _did_you_mean(key: str, keys: list[str], group: str = "") -> str:
+    """`` (did you mean stats.n_permutations?)`` for a key close to valid ones (empty when none is close)."""
+    from jaxassoc.app.cli import closest
+
+    near = [f"{group}.{k}" if group else k for k in closest(key, keys)]
+    return f" (did you mean {' or '.join(near)}?)" if near else ""
 
 
 def check_top_level_keys(keys: Any, schema: type) -> None:
@@ -65,7 +74,8 @@ def check_top_level_keys(keys: Any, schema: type) -> None:
     extra = [k for k in keys if k not in fields]
     if extra:
         raise ConfigError(
-            f"{extra[0]} is not an option of jaxassoc: it would be ignored; the top-level options are "
+            f"{extra[0]} is not an option of jaxassoc: it would be ignored"
+            f"{_did_you_mean(extra[0], sorted(fields - {'hydra'}))}; the top-level options are "
             f"{', '.join(sorted(fields - {'hydra'}))} and the groups' keys (e.g. stats.n_permutations); remove the "
             f"override"
         )
