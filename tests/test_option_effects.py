@@ -38,6 +38,7 @@ STATS_CHANGES = {
     "stats.alternative": "less",
     "stats.ties": "strict",
     "stats.alpha": 0.9,
+    "stats.correction": "holm",
 }
 STATIC = ["metric=weat", "model=glove-6b-50d", "model.source={glove}", "model.name=tiny"]
 TINY_LM = ["model.name=tiny", "model.source={gpt2}", "cache_dir={cache}"]
@@ -137,8 +138,11 @@ SCENARIOS: dict[str, list[Scenario]] = {
     **{
         score: [
             Scenario(
-                [f"metric={score}", *TINY_LM, "dataset=abc"],
+                [f"metric={score}", *TINY_LM, "dataset=abc", "metric.tau_resamples=100"],
                 {
+                    "metric.tau_resamples": 200,
+                    "stats.confidence": 0.5,
+                    "stats.correction": "holm",
                     "metric.templates": [OTHER_CAUSAL_TEMPLATE],
                     "metric.bos": False,
                     "metric.set_transform": "log1m",
@@ -177,6 +181,7 @@ SCENARIOS: dict[str, list[Scenario]] = {
             ["metric=ceat", *TINY_LM, "metric.corpus={corpus}", "metric.n_draws=20", "metric.max_contexts=2"],
             {
                 "stats.alternative": "less",
+                "stats.correction": "holm",
                 "metric.n_draws": 30,
                 "metric.tests": ["W1"],
                 "metric.layer": 0,

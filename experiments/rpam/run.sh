@@ -24,7 +24,7 @@ sample() { [ -n "${1:-}" ] && echo "dataset.sample=$1" || true; }
 run() { /usr/bin/env time -f "%e s wall: $*" "$py" -m jaxassoc -m metric=rpam model="$MODEL" quiet=true \
           hydra.sweep.dir="$OUT" "$@"; }
 
-run dataset=weat_ws template=tp1,tp2 stats.ties=strict                 # Table 2, Figure 2 (Eq. 4's count)
+run dataset=weat_ws template=tp1,tp2 stats.ties=strict stats.alternative=greater  # Table 2, Figure 2 (Eq. 4: one-sided count)
 run dataset=bellezza template=tp1                                      # Table 3 (+ Table 6 ablation row)
 run dataset=bellezza template=tp1 metric.group_size=5                  # Bellezza-5X
 run dataset=wordsim353 template=tp1 $(sample "${SAMPLE_WS:-}")         # Table 3

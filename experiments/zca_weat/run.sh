@@ -14,5 +14,5 @@ paper=glove-6b-100d,word2vec-googlenews,bert-base-cased,roberta-base,gpt2,unsup-
 [ "$models" != paper ] || models=$paper
 sweep=${SWEEP_DIR:-multirun/zca_weat}
 "$py" -m jaxassoc -m metric=weat dataset=weat_caliskan2017 whitening=zca "model=$models" \
-  stats.ties=strict "hydra.sweep.dir=$sweep" "$@"  # the paper's p: Eq. 4 as printed
+  stats.ties=strict stats.alternative=greater "hydra.sweep.dir=$sweep" "$@"  # the paper's p: Eq. 4 as printed (one-sided)
 "$py" experiments/zca_weat/make_tables.py "$sweep"

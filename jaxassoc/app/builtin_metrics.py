@@ -34,7 +34,7 @@ def register_all() -> None:
         config=rpam.RpamMetricConfig,
         model_kinds=("causal", "seq2seq"),
         description="RPAM Test / Valence / similarity on a causal LM or an encoder-decoder (T5)",
-        uses={*(f"stats.{f}" for f in rpam.STATS_USED), "dataset.sample", "template"},
+        uses={*(f"stats.{f}" for f in rpam.STATS_USED), "stats.correction", "dataset.sample", "template"},
         ignores=rpam.ignored_options,
         views=rpam.views,
     )
@@ -45,7 +45,7 @@ def register_all() -> None:
             config=stereotypes.StereotypeMetricConfig,
             model_kinds=("causal", "masked"),
             description=f"{name} stereotype scores aligned with human ratings (Cao et al. 2022)",
-            uses=frozenset(),
+            uses={"stats.confidence", "stats.correction"},
             ignores=stereotypes.ignored_options,
             views=stereotypes.views,
         )
@@ -64,7 +64,7 @@ def register_all() -> None:
         config=ceat.CeatMetricConfig,
         model_kinds=LANGUAGE_MODELS,
         description="CEAT (random-effects WEAT over contextual embeddings) on a WEAT suite",
-        uses={"stats.alternative"},
+        uses={"stats.alternative", "stats.correction"},
         ignores=ceat.ignored_options,
         views=ceat.views,
     )

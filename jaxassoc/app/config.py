@@ -27,6 +27,7 @@ from jaxassoc.errors import ConfigError, JaxassocError
 from jaxassoc.readouts.rpam_prompts import template_slots
 from jaxassoc.stats import StatsOptions
 from jaxassoc.stats.bootstrap import MAX_RESAMPLES, min_resamples
+from jaxassoc.stats.multiple import CORRECTIONS
 from jaxassoc.stats.permutation import ALTERNATIVES, MAX_PARTITIONS, TIES
 
 NO_EFFECT = {"affects_results": False}
@@ -244,6 +245,8 @@ class StatsConfig(StatsOptions):
     """The ``stats`` group: the test options (:class:`jaxassoc.stats.StatsOptions`, their defaults) and ``alpha``."""
 
     alpha: float = 0.05  # significance level of WEAT's raw vs whitened change class
+    # multiple comparisons in the tables: none | holm | bh (docs/methods.md §5.9); the result files keep raw p
+    correction: str = field(default="none", metadata=NO_EFFECT)
 
     def __post_init__(self) -> None:
         check_choice("stats.ddof", self.ddof, (1, 0), "1: sample std, Caliskan et al.; 0: population std, WEFE")
@@ -268,6 +271,7 @@ class StatsConfig(StatsOptions):
         check_choice("stats.alternative", self.alternative, ALTERNATIVES)
         check_choice("stats.ties", self.ties, TIES)
         check_range("stats.alpha", self.alpha, 0, 1, open_low=True, open_high=True, hint="e.g. 0.05")
+        check_choice("stats.correction", self.correction, CORRECTIONS)
 
 
 @dataclass

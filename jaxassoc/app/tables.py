@@ -7,11 +7,17 @@ both: counts as integers, p-values with significance marks (:data:`LEGEND`), a c
 ``ci_low*`` / ``ci_high*`` columns as one ``[lo, hi]`` column, a p below the smallest one its test can
 report (``p_min``: Eq. 4's strict count reads 0) as ``<p_min``, a statistic that a row's
 ``undefined_reason*`` explains as ``undefined``, other missing cells empty, and no column that is empty in
-every row.
+every row. A one-sided CI reads ``[lo, ∞)`` or ``(−∞, hi]``.
+
+A view's table can carry notes (``table.attrs["notes"]``: how its p and CI were computed, its
+multiple-comparison correction) that :func:`console` and :func:`markdown` print under it; :func:`views_of`
+adds the correction (``stats.correction``: a ``<p>_holm`` or ``<p>_bh`` column beside each p column, over
+the tests of that table; docs/methods.md §5.9) or says that the p-values are not corrected.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable
@@ -19,18 +25,23 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from jaxassoc.stats import multiple
+
 View = tuple[str, pd.DataFrame]
 STARS = ((0.001, "***"), (0.01, "**"), (0.05, "*"))
 LEGEND = (
-    "\\* p < .05, \\*\\* p < .01, \\*\\*\\* p < .001 (p as each test reports it: one-sided by default, "
-    "`stats.alternative`); [lo, hi]: the bootstrap confidence interval at `stats.confidence` (default "
-    "95 %; in CEAT's forest plot CES ± 1.96 SE); undefined: the statistic has no value, for the reason in "
-    "`undefined_reason`"
+    "\\* p < .05, \\*\\* p < .01, \\*\\*\\* p < .001 (p two-sided by default, `stats.alternative`; each table's "
+    "note says how its p and CI were computed); [lo, hi]: the bootstrap confidence interval at `stats.confidence` "
+    "(default 95 %), two-sided beside a two-sided p and one-sided ([lo, ∞) or (−∞, hi]) beside a one-sided p, "
+    "so a star and a CI excluding 0 agree up to Monte Carlo error (in CEAT's forest plot CES ± 1.96 SE); "
+    "undefined: the statistic has no value, for the reason in `undefined_reason`"
 )
-P_COLUMN = re.compile(r"p(_value)?(_raw|_whitened)?")
+P_COLUMN = re.compile(r"p(_value)?(_raw|_whitened)?(_holm|_bh)?")
+TEST_P_COLUMN = re.compile(r"p(_value)?(_raw|_whitened)?")
 COUNT_COLUMN = re.compile(r"n|n_.+|.+_total|words_.+|rank|seed|.+_count")
 CI_LOW = re.compile(r"ci_low(.*)")
 REASON = re.compile(r"undefined_reason(.*)")
+SIDES = {"two-sided": "two-sided", "greater": "one-sided (greater)", "less": "one-sided (less)"}
 
 
 def stars(p: float) -> str:
@@ -81,7 +92,7 @@ def present(table: pd.DataFrame) -> pd.DataFrame:
             high = table.get(f"ci_high{low.group(1)}")
             numeric.add(f"ci{low.group(1)}")
             out[f"ci{low.group(1)}"] = [
-                "" if high is None or _missing(lo) or _missing(hi) else f"[{lo:.3f}, {hi:.3f}]"
+                "" if high is None or _missing(lo) or _missing(hi) else _interval(lo, hi)
                 for lo, hi in zip(table[column], table[column] if high is None else high)
             ]
             continue
@@ -96,6 +107,13 @@ def present(table: pd.DataFrame) -> pd.DataFrame:
             explained = reason.map(lambda v: not _missing(v)) & (shown[column] == "")
             shown.loc[explained, column] = "undefined"
     return shown
+
+
+def _interval(lo: float, hi: float) -> str:
+    """``[lo, hi]``; a one-sided interval ``[lo, ∞)`` or ``(−∞, hi]``."""
+    left = "(−∞" if np.isneginf(lo) else f"[{_number(lo, False)}"
+    right = "∞)" if np.isposinf(hi) else f"{_number(hi, False)}]"
+    return f"{left}, {right}"
 
 
 def _cell(column: str, value) -> str:
@@ -120,7 +138,8 @@ def text(table: pd.DataFrame, max_rows: int = 40) -> str:
     """A console rendering of :func:`present` (at most ``max_rows`` rows)."""
     shown = present(table.head(max_rows))
     out = shown.to_string(index=False) if len(shown.columns) else "(no values)"
-    return out + (f"\n... ({len(table) - max_rows} more rows)" if len(table) > max_rows else "")
+    out += f"\n... ({len(table) - max_rows} more rows)" if len(table) > max_rows else ""
+    return "\n".join([out, *(f"  note: {n}" for n in notes(table))])
 
 
 def markdown(table: pd.DataFrame) -> str:
@@ -133,7 +152,24 @@ def markdown(table: pd.DataFrame) -> str:
     header = "| " + " | ".join(cell(c) for c in shown.columns) + " |"
     rule = "|" + "---|" * len(shown.columns)
     rows = ["| " + " | ".join(cell(v) for v in row) + " |" for row in shown.itertuples(index=False)]
-    return "\n".join([header, rule, *rows])
+    notes_ = [f"_Note: {cell(n)}_" for n in notes(table)]
+    return "\n".join([header, rule, *rows, *([""] + notes_ if notes_ else [])])
+
+
+def notes(table: pd.DataFrame) -> list[str]:
+    """The table's notes (``table.attrs["notes"]``), in order."""
+    return list(table.attrs.get("notes", []))
+
+
+def with_notes(table: pd.DataFrame, *new: str) -> pd.DataFrame:
+    """``table`` with ``new`` notes appended (a note it already has is not repeated)."""
+    table.attrs["notes"] = list(dict.fromkeys([*notes(table), *(n for n in new if n)]))
+    return table
+
+
+def concat(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """The rows of ``parts`` as one table, with the notes of every part (each once)."""
+    return with_notes(pd.concat(parts, ignore_index=True), *(n for part in parts for n in notes(part)))
 
 
 def console(views_: list[View]) -> str:
@@ -158,7 +194,81 @@ def generic_views(aggregates: pd.DataFrame) -> list[View]:
     return [("", without_provenance(aggregates).reset_index(drop=True))]
 
 
-def views_of(views: Callable[[pd.DataFrame], list[View]] | None, aggregates: pd.DataFrame) -> list[View]:
-    """``views(aggregates)`` (non-empty tables only), or :func:`generic_views` for a metric without views."""
+def views_of(
+    views: Callable[[pd.DataFrame], list[View]] | None, aggregates: pd.DataFrame, correction: str | None = None
+) -> list[View]:
+    """``views(aggregates)`` (non-empty tables only), or :func:`generic_views` for a metric without views,
+    each with its multiple-comparison correction (:func:`corrected`). ``correction`` (``none``, ``holm``,
+    ``bh``): None reads the job's ``stats.correction`` from its recorded config (``prov_config``)."""
+    if correction is None:
+        correction = recorded_correction(aggregates)
     found = (views or generic_views)(without_provenance(aggregates))
-    return [(title, table) for title, table in found if len(table)]
+    return [(title, corrected(table, correction)) for title, table in found if len(table)]
+
+
+def recorded_correction(aggregates: pd.DataFrame) -> str:
+    """``stats.correction`` of the job whose rows these are (its ``prov_config``), else ``none``."""
+    if "prov_config" not in aggregates or not len(aggregates):
+        return "none"
+    try:
+        return str(json.loads(aggregates["prov_config"].iloc[0]).get("stats", {}).get("correction", "none"))
+    except (TypeError, ValueError):
+        return "none"
+
+
+def corrected(table: pd.DataFrame, correction: str) -> pd.DataFrame:
+    """The table with a ``<p>_holm`` / ``<p>_bh`` column after each test p column (``p``, ``p_value``,
+    ``p_raw``, ``p_whitened``) that holds two or more p-values, adjusted over them
+    (:mod:`jaxassoc.stats.multiple`), and a note saying so; with ``correction="none"``, a note that the
+    p-values are not corrected for the number of tests."""
+    columns = [c for c in table.columns if TEST_P_COLUMN.fullmatch(c) and table[c].notna().sum() >= 2]
+    if not columns:
+        return table
+    m = max(int(table[c].notna().sum()) for c in columns)
+    if correction == "none":
+        return with_notes(
+            table,
+            f"p not corrected for the {m} tests of this table (stats.correction=holm or bh adds the adjusted column)",
+        )
+    out, suffix = table.copy(), multiple.COLUMN_SUFFIX[correction]
+    for column in columns:
+        adjusted = multiple.adjust(out[column].to_numpy(dtype=float), correction)
+        out.insert(out.columns.get_loc(column) + 1, column + suffix, adjusted)
+    what = {"holm": "Holm-adjusted (family-wise error)", "bh": "Benjamini–Hochberg q (false discovery rate)"}
+    return with_notes(
+        out, f"{', '.join(c + suffix for c in columns)}: {what[correction]} over the {m} tests of this table"
+    )
+
+
+def permutations(rows: pd.DataFrame, suffix: str = "") -> pd.Series:
+    """How each row's permutation p was counted: ``exact (12,870)`` (every partition) or ``100,000 random``."""
+    exact, count = rows.get(f"p_exact{suffix}"), rows.get(f"p_resamples{suffix}")
+    if exact is None or count is None:
+        return pd.Series("", index=rows.index)
+    return pd.Series(
+        [
+            "" if _missing(n) else (f"exact ({int(n):,})" if bool(e) else f"{int(n):,} random")
+            for e, n in zip(exact, count)
+        ],
+        index=rows.index,
+    )
+
+
+def test_note(rows: pd.DataFrame, statistic: str = "d", resampled: str = "") -> str:
+    """How the rows' p and CI were computed, from their ``alternative``, ``confidence`` and ``n_bootstrap``:
+    e.g. "p: two-sided permutation test (column permutations); CI of d: two-sided 95 % percentile
+    bootstrap, 10000 resamples of the targets within X and Y"."""
+
+    def values(column: str) -> str:
+        found = [v for v in dict.fromkeys(rows[column]) if not _missing(v)] if column in rows else []
+        return " / ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in found)
+
+    sides = " / ".join(SIDES.get(v, v) for v in (values("alternative") or "two-sided").split(" / "))
+    parts = [f"p: {sides} permutation test (column permutations: exact or random)"]
+    if "confidence" in rows and "n_bootstrap" in rows:
+        level = " / ".join(f"{float(v) * 100:g} %" for v in dict.fromkeys(rows["confidence"].dropna()))
+        parts.append(
+            f"CI of {statistic}: {sides} {level} percentile bootstrap, {values('n_bootstrap')} resamples"
+            + (f" {resampled}" if resampled else "")
+        )
+    return "; ".join(parts)

@@ -384,7 +384,7 @@ def weat(
     """A full WEAT: d and S (Eq. 1-3), the permutation p-value (Eq. 4) and a bootstrap CI.
 
     p is two-sided by default, min(1, 2 min(greater, less)), beside a two-sided CI; ``alternative="greater"``
-    is Eq. 4's P[S(Xi, Yi) >= S(X, Y)] (``"less"``: <=), beside a one-sided CI (docs/methods.md §2.4), over re-partitions of X ∪ Y into sets of sizes |X|, |Y|, the observed
+    is Eq. 4's P[S(Xi, Yi) >= S(X, Y)] (``"less"``: <=), beside a one-sided CI (docs/methods.md §5.8), over re-partitions of X ∪ Y into sets of sizes |X|, |Y|, the observed
     one counted, computed on the per-target associations (S is a difference of their sums): exact
     enumeration when the number of partitions is at most ``exact_bound`` (p >= 1/N), else
     ``n_permutations`` random permutations drawn with ``key`` and p = (k + 1)/(n_permutations + 1);

@@ -387,7 +387,15 @@ def pair_matrix(scores: pd.DataFrame, abc: AbcData, metric: str) -> pd.DataFrame
 
 
 def human_alignment(pairs: pd.DataFrame, abc: AbcData, slot: str) -> tuple[AlignmentResult, list[str]]:
-    """Kendall τ and P@3 against the human ratings, for the human groups among the scored ones.
+    """Kendall τ and P@3 against the human ratings, for the human groups among the scored ones
+    (:func:`aligned_matrices`)."""
+    model, human, present = aligned_matrices(pairs, abc, slot)
+    return alignment(model, human), present
+
+
+def aligned_matrices(pairs: pd.DataFrame, abc: AbcData, slot: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """The model's pair scores and the human ratings as (groups, trait pairs) arrays, row by row the same
+    human groups (returned, in the study's order): the human groups among the scored ones.
 
     ``pairs`` is indexed by group names as they fill ``slot`` (the template's). Human groups mapped to
     the prior noun ("average people") are left out: their prior-normalised scores are 0 by construction.
@@ -403,4 +411,4 @@ def human_alignment(pairs: pd.DataFrame, abc: AbcData, slot: str) -> tuple[Align
     labels = list(dict.fromkeys(ratings.trait_pair))  # the order of abc.trait_pairs
     human = table.loc[present, labels].to_numpy()
     model = pairs.loc[[scored[abc.human_groups[g]] for g in present]].to_numpy()
-    return alignment(model, human), present
+    return model, human, present

@@ -102,6 +102,11 @@ def small_test_columns(
     return ({} if p_min is None else {"p_min": p_min}) | {"caveat": text}
 
 
+def _closer_set(d: float, a: str, b: str) -> str:
+    """The attribute set an SC-WEAT word is closer to: A for d > 0, B for d < 0 (none for 0 or NaN)."""
+    return a if d > 0 else b if d < 0 else ""
+
+
 def _result_columns(prefix: str, res) -> dict:
     return {
         f"d_{prefix}": float(res.d),
@@ -216,6 +221,7 @@ def run_sc_weat_experiment(
                     "word": word,
                     "n_a": len(found[2].kept_words),
                     "n_b": len(found[3].kept_words),
+                    "associated_with": _closer_set(float(res.d[i]), names[2], names[3]),
                     "d": float(res.d[i]),
                     "p": float(res.p_value[i]),
                     "p_exact": bool(res.exact),

@@ -1,4 +1,4 @@
-"""Multiple-comparison corrections of a family of p-values (docs/methods.md §2.5).
+"""Multiple-comparison corrections of a family of p-values (docs/methods.md §5.9).
 
 - ``holm``: Holm's (1979) step-down adjustment; controls the family-wise error rate.
 - ``bh``: Benjamini & Hochberg's (1995) step-up adjustment (q-values); controls the false discovery rate.

@@ -34,7 +34,7 @@ from jaxassoc.stats.keys import check_key
 
 ALTERNATIVES = ("greater", "less", "two-sided")
 DEFAULT_ALTERNATIVE = "two-sided"
-"""The p-value's default sidedness, beside a two-sided CI (docs/methods.md §2.4); the source papers' one-sided
+"""The p-value's default sidedness, beside a two-sided CI (docs/methods.md §5.8); the source papers' one-sided
 Eq. 4 is ``"greater"``."""
 TIES = ("inclusive", "strict")
 DEFAULT_TIES = "inclusive"

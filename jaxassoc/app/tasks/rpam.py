@@ -121,24 +121,31 @@ def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     (correlations with human ratings, SST-2 F1), each with its own columns."""
     test = aggregates["test"] if "test" in aggregates else pd.Series(None, index=aggregates.index, dtype=object)
     benchmark = aggregates["benchmark"].notna() if "benchmark" in aggregates else test.isna()
+    tests = aggregates[test.notna() & (test != "all")]
+    tests = tests.assign(permutations=tables.permutations(tests))
     return [
         (
             "tests",
-            tables.block(
-                aggregates[test.notna() & (test != "all")],
-                [
-                    "test",
-                    "effect_size",
-                    "ci_low",
-                    "ci_high",
-                    "p_value",
-                    "p_min",
-                    "n_targets",
-                    "n_attributes",
-                    "n_multi_token_attributes",
-                    "caveat",
-                    "undefined_reason",
-                ],
+            tables.with_notes(
+                tables.block(
+                    tests,
+                    [
+                        "test",
+                        "name",
+                        "n_targets",
+                        "n_attributes",
+                        "n_multi_token_attributes",
+                        "permutations",
+                        "effect_size",
+                        "ci_low",
+                        "ci_high",
+                        "p_value",
+                        "p_min",
+                        "caveat",
+                        "undefined_reason",
+                    ],
+                ),
+                tables.test_note(tests, resampled="of the targets within X and within Y"),
             ),
         ),
         (
@@ -158,6 +165,8 @@ def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
                         "name",
                         "roles",
                         "p_exact",
+                        "p_resamples",
+                        "n_bootstrap",
                         "alternative",
                         "confidence",
                         "share_positive",

@@ -16,19 +16,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import jax
 import numpy as np
 import pandas as pd
 
 from jaxassoc import data
 from jaxassoc.app import model_loading, tables
 from jaxassoc.app.cache import cached_arrays
-from jaxassoc.app.config import MetricConfig, check_choice, check_unique
+from jaxassoc.app.config import MetricConfig, check_choice, check_range, check_unique
 from jaxassoc.app.registry import Job, JobResult
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.set_score import NAN_POLICIES, TRANSFORMS
+from jaxassoc.metrics.stereotype_alignment import alignment
 from jaxassoc.progress import stage
-from jaxassoc.readouts.stereotypes import check_set_head, human_alignment, is_causal_template, pair_matrix, score_causal
+from jaxassoc.readouts.stereotypes import (
+    aligned_matrices,
+    check_set_head,
+    is_causal_template,
+    pair_matrix,
+    score_causal,
+)
 from jaxassoc.readouts.stereotypes_mlm import score_masked
+from jaxassoc.stats.bootstrap import MAX_RESAMPLES
+from jaxassoc.stats.grouped_kendall import grouped_kendall
 
 PILOT_GROUPS = ("Asian people", "Blacks/African Americans", "Hispanic people", "immigrants")
 SCORES = ("ilps", "ilps_star", "set")
@@ -40,6 +50,7 @@ class StereotypeMetricConfig(MetricConfig):
     bos: bool = True  # causal LMs: a BOS token starts each prompt (changes small models markedly); masked: unused
     set_transform: str = "neg_distance"  # neg_distance (default, finite) | log1m (the original's log(1 - d))
     set_nan_policy: str = "propagate"  # propagate | python (the original's Python-min quirk)
+    tau_resamples: int = 10_000  # Kendall τ's within-group permutations (p) and group bootstrap draws (CI)
 
     def __post_init__(self) -> None:
         if not self.templates:
@@ -47,6 +58,7 @@ class StereotypeMetricConfig(MetricConfig):
         check_unique("metric.templates", self.templates)
         check_choice("metric.set_transform", self.set_transform, TRANSFORMS)
         check_choice("metric.set_nan_policy", self.set_nan_policy, NAN_POLICIES)
+        check_range("metric.tau_resamples", self.tau_resamples, 100, MAX_RESAMPLES, hint="p resolves to 1 / (n + 1)")
 
 
 def set_options_ignored(score: str, transform: str, kind: str) -> dict[str, str]:
@@ -64,6 +76,19 @@ def set_options_ignored(score: str, transform: str, kind: str) -> dict[str, str]
 def ignored_options(job: Job) -> dict[str, str]:
     """The options this job leaves unused (the app refuses them when set)."""
     return set_options_ignored(job.metric.name, job.metric.set_transform, job.model.kind)
+
+
+def tau_note(rows: pd.DataFrame) -> str:
+    """How τ's p and CI were computed (the rows' counts), for the table's note."""
+    if "tau_permutations" not in rows or rows["tau_permutations"].isna().all():
+        return ""
+    n = int(rows["tau_permutations"].max())
+    level = f"{float(rows['confidence'].max()) * 100:g} %"
+    return (
+        f"kendall_tau_overall: τ-b over the n_groups x n_trait_pairs cells; p: two-sided, {n:,} permutations of the "
+        f"model's scores within each group; CI: {level} percentile bootstrap over groups, {n:,} draws "
+        "(docs/methods.md §3.8); the pilot / held-out columns are means of per-group τ over 4 / n_groups − 4 groups"
+    )
 
 
 def usable_templates(abc, objective: str) -> list[str]:
@@ -136,11 +161,17 @@ def run(job: Job) -> JobResult:
             f"set model.kind={model.objective}"
         )
     items, rows = [], []
-    for i, template in enumerate(templates, start=1):
+    keys = jax.random.split(jax.random.key(job.seed), len(templates))
+    for i, (template, key) in enumerate(zip(templates, keys), start=1):
         where = f"template {i}/{len(templates)}"
         with stage(score, f"{where} {template!r} scored"):
             scores = _scores(job, model, abc, template, where)
-        result, present = human_alignment(pair_matrix(scores, abc, score), abc, abc.slot_of(template))
+        model_scores, human, present = aligned_matrices(pair_matrix(scores, abc, score), abc, abc.slot_of(template))
+        result = alignment(model_scores, human)
+        n = cfg.tau_resamples
+        tau = grouped_kendall(
+            key, model_scores, human, n_permutations=n, n_resamples=n, confidence=job.stats.confidence
+        )
         taus, p3 = np.asarray(result.tau_per_group), np.asarray(result.p_at_3_per_group)
         pilot = np.array([g in PILOT_GROUPS for g in present])
         rows.append(
@@ -148,12 +179,19 @@ def run(job: Job) -> JobResult:
                 "template": template,
                 "score": score,
                 "kendall_tau_overall": float(result.tau_overall),
+                "p_value": float(tau.p_value),
+                "ci_low": float(tau.ci_low),
+                "ci_high": float(tau.ci_high),
+                "n_trait_pairs": human.shape[1],
                 "p_at_3_overall": float(result.p_at_3_overall),
                 "kendall_tau_pilot": float(np.nanmean(taus[pilot])),
                 "kendall_tau_heldout": float(np.nanmean(taus[~pilot])),
                 "p_at_3_pilot": float(p3[pilot].mean()),
                 "p_at_3_heldout": float(p3[~pilot].mean()),
                 "n_groups": len(present),
+                "tau_permutations": n,
+                "tau_bootstrap": n,
+                "confidence": job.stats.confidence,
             }
         )
         items.append(
@@ -167,14 +205,17 @@ def run(job: Job) -> JobResult:
             "template": best["template"],
             "kendall_tau_heldout": best["kendall_tau_heldout"],
             "p_at_3_heldout": best["p_at_3_heldout"],
-        },
-        {
-            "template_selection": f"mean over {len(templates)} template(s)",
-            "template": "",
-            "kendall_tau_heldout": aggregates["kendall_tau_heldout"].mean(),
-            "p_at_3_heldout": aggregates["p_at_3_heldout"].mean(),
-        },
+        }
     ]
+    if len(templates) > 1:  # the mean over one template is that template's row
+        summary_rows.append(
+            {
+                "template_selection": f"mean over {len(templates)} templates",
+                "template": "",
+                "kendall_tau_heldout": aggregates["kendall_tau_heldout"].mean(),
+                "p_at_3_heldout": aggregates["p_at_3_heldout"].mean(),
+            }
+        )
     aggregates = pd.concat([aggregates, pd.DataFrame(summary_rows).assign(score=score)], ignore_index=True)
     provenance = {
         **model_loading.model_provenance(job.model, model),
@@ -186,30 +227,39 @@ def run(job: Job) -> JobResult:
 
 
 def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """Kendall tau and P@3 per template, then the template chosen on the pilot groups and the mean over
-    templates, both on the held-out groups."""
+    """Kendall tau (with its p, CI and n) and P@3 per template, then the template chosen on the pilot
+    groups and (with several templates) the mean over templates, both on the held-out groups."""
     chosen = aggregates["template_selection"].notna()
+    per_template = aggregates[~chosen]
     return [
         (
             "per template",
-            tables.block(
-                aggregates[~chosen],
-                [
-                    "template",
-                    "kendall_tau_overall",
-                    "p_at_3_overall",
-                    "kendall_tau_pilot",
-                    "kendall_tau_heldout",
-                    "p_at_3_pilot",
-                    "p_at_3_heldout",
-                    "n_groups",
-                ],
+            tables.with_notes(
+                tables.block(
+                    per_template,
+                    [
+                        "template",
+                        "n_groups",
+                        "n_trait_pairs",
+                        "kendall_tau_overall",
+                        "ci_low",
+                        "ci_high",
+                        "p_value",
+                        "p_at_3_overall",
+                        "kendall_tau_pilot",
+                        "kendall_tau_heldout",
+                        "p_at_3_pilot",
+                        "p_at_3_heldout",
+                    ],
+                ),
+                tau_note(per_template),
             ),
         ),
         (
             "held-out groups",
             tables.block(
-                aggregates[chosen], ["template_selection", "template", "kendall_tau_heldout", "p_at_3_heldout"]
+                aggregates[chosen] if len(per_template) > 1 else aggregates[[]],  # one template: its row says it
+                ["template_selection", "template", "kendall_tau_heldout", "p_at_3_heldout"],
             ),
         ),
     ]

@@ -106,15 +106,38 @@ def run(job: Job) -> JobResult:
 
 
 def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """One row per subset (all pairs, then each MaxPMI threshold): US score, disparity, AuFC (its column
-    names its unit)."""
+    """One row per subset (all pairs, then each MaxPMI subset D_η, named by its η): US score, disparity,
+    AuFC (its column names its unit), with a note on the units."""
+    shown = tables.block(
+        aggregates,
+        ["subset", "n", "us_score", "us_std_error", "preference_disparity", "male_rel_ratio"]
+        + [f"aufc_{units}" for units in AUFC_UNITS],
+    )
+    shown["subset"] = shown["subset"].map(subset_label)
+    units = [u for u in AUFC_UNITS if f"aufc_{u}" in shown]
     return [
         (
             "subsets",
-            tables.block(
-                aggregates,
-                ["subset", "n", "us_score", "us_std_error", "preference_disparity", "male_rel_ratio"]
-                + [f"aufc_{units}" for units in AUFC_UNITS],
+            tables.with_notes(
+                shown,
+                "us_score: % of pairs that are neutral (± us_std_error, its binomial SE, in %); "
+                "preference_disparity: %female − %male, in percentage points; male_rel_ratio: share of the "
+                "non-neutral pairs that prefer the male sentence (0–1); "
+                + "; ".join(AUFC_NOTES[u] for u in units)
+                + "; D_η: the pairs with −η ≤ MaxPMI ≤ η (docs/methods.md §4.4–4.6)",
             ),
         )
     ]
+
+
+AUFC_NOTES = {
+    "log10": "aufc_log10: area under the fairness curve, |FM| in log10 units, ε from 0 to 6 (at most 6)",
+    "ln": "aufc_ln: area under the fairness curve, |FM| in natural-log units, ε from 0 to 6 (at most 6)",
+    "parity": "aufc_parity: the original code's mixed units (log10 unconstrained, ln under MaxPMI filters)",
+}
+
+
+def subset_label(subset) -> str:
+    """``"all pairs"`` for the unconstrained dataset, ``"D_η, η = 0.65"`` for a MaxPMI subset."""
+    text = str(subset)
+    return "all pairs" if text == "unconstrained" else f"D_η, η = {text}"

@@ -370,38 +370,59 @@ def _single_category(job: Job, vectors, suite, key, provenance: dict) -> JobResu
 
 
 def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """The tests (d, CI and p raw and whitened, change class, coverage; undefined reasons when a test has
-    one), then the anisotropy and the similarity rows, each with its own columns."""
+    """The tests (name, set sizes, lost words, how p was counted, d, CI and p raw and whitened, change
+    class; undefined reasons when a test has one) with a note on the p and CI, then the anisotropy and the
+    similarity rows, each with its own columns."""
     if "word" in aggregates:  # metric.single_category=true: one row per target word
+        rows = aggregates.assign(permutations=tables.permutations(aggregates))
         return [
             (
                 "SC-WEAT: each target word against A and B",
-                tables.block(aggregates, ["test", "set", "word", "d", "p", "p_min", "p_exact", "caveat"]),
+                tables.with_notes(
+                    tables.block(
+                        rows,
+                        ["test", "name", "set", "word", "associated_with", "d", "p", "p_min", "permutations", "n_a"]
+                        + ["n_b", "lost_words", "caveat", "undefined_reason"],
+                    ),
+                    tables.test_note(rows).replace("permutation test", "permutation test of A ∪ B")
+                    + "; associated_with: the attribute set the word is closer to (the sign of d)",
+                ),
             )
         ]
     kind = aggregates["test"].where(aggregates["test"].isin(["anisotropy", "similarity"]), "tests")
+    tests = aggregates[kind == "tests"]
+    tests = tests.assign(permutations=tables.permutations(tests, "_raw"))
     return [
         (
             "tests",
-            tables.block(
-                aggregates[kind == "tests"],
-                [
-                    "test",
-                    "d_raw",
-                    "ci_low_raw",
-                    "ci_high_raw",
-                    "p_raw",
-                    "d_whitened",
-                    "ci_low_whitened",
-                    "ci_high_whitened",
-                    "p_whitened",
-                    "p_min",
-                    "change",
-                    "coverage",
-                    "caveat",
-                    "undefined_reason_raw",
-                    "undefined_reason_whitened",
-                ],
+            tables.with_notes(
+                tables.block(
+                    tests,
+                    [
+                        "test",
+                        "name",
+                        "n_x",
+                        "n_y",
+                        "n_a",
+                        "n_b",
+                        "lost_words",
+                        "permutations",
+                        "d_raw",
+                        "ci_low_raw",
+                        "ci_high_raw",
+                        "p_raw",
+                        "d_whitened",
+                        "ci_low_whitened",
+                        "ci_high_whitened",
+                        "p_whitened",
+                        "p_min",
+                        "change",
+                        "caveat",
+                        "undefined_reason_raw",
+                        "undefined_reason_whitened",
+                    ],
+                ),
+                tables.test_note(tests, resampled="of the targets within X and within Y"),
             ),
         ),
         (
@@ -413,9 +434,13 @@ def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
         ),
         (
             "similarity benchmarks (Spearman rho)",
-            tables.block(
-                aggregates[kind == "similarity"],
-                ["benchmark", "n_pairs", "rho_raw", "rho_whitened", "difference", "ci_low", "ci_high", "p_value"],
+            tables.with_notes(
+                tables.block(
+                    aggregates[kind == "similarity"],
+                    ["benchmark", "n_pairs", "rho_raw", "rho_whitened", "difference", "ci_low", "ci_high", "p_value"],
+                ),
+                "difference = rho_whitened − rho_raw; its CI and two-sided p: paired percentile bootstrap over the "
+                "n_pairs word pairs (docs/methods.md §5)",
             ),
         ),
     ]
