@@ -258,7 +258,7 @@ def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
         (
             "held-out groups",
             tables.block(
-                aggregates[chosen] if len(per_template) > 1 else aggregates[[]],  # one template: its row says it
+                aggregates[chosen] if len(per_template) > 1 else aggregates.iloc[:0],  # one template: its row says it
                 ["template_selection", "template", "kendall_tau_heldout", "p_at_3_heldout"],
             ),
         ),
