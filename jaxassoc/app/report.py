@@ -1,17 +1,21 @@
-"""``jaxassoc-report <sweep dir>``: a Markdown report, one table of all rows and PNG plots for a sweep.
+"""``jaxassoc-report <sweep dir>``: a Markdown and an HTML report, one table of all rows and figures for a sweep.
 
 Every finished job of the sweep (a folder with ``results.json``) contributes its aggregate rows.
 ``report.md`` has a header (jobs, models, datasets and the settings that vary across the sweep), then one
 section per metric: its compact tables (the ones the console prints, :mod:`jaxassoc.app.tables`), each row
-led by the settings that vary between that metric's jobs, so nothing is averaged. Plots, one per metric:
+led by the settings that vary between that metric's jobs, so nothing is averaged. ``report.html``
+(:mod:`jaxassoc.app.report_html`) is the same report as one self-contained page, with sortable tables, the
+figures embedded and each job's provenance. Figures, one per metric, each as PNG, PDF and SVG
+(:func:`jaxassoc.app.figures.save`):
 
-- ``forest_<metric>.png``: effect sizes with their confidence intervals, per test and job;
-- ``effect_sizes_<metric>.png``: a jobs x tests heatmap of effect sizes with significance marks;
-- ``raw_vs_whitened_<metric>.png``: WEAT effect sizes raw vs ZCA-whitened;
-- ``correlations_<metric>.png``: correlations with human ratings, one bar per job, labelled by its settings.
+- ``forest_<metric>``: effect sizes with their confidence intervals, per test and job;
+- ``effect_sizes_<metric>``: a jobs x tests heatmap of effect sizes with significance marks;
+- ``raw_vs_whitened_<metric>``: WEAT effect sizes raw vs ZCA-whitened, with both CIs;
+- ``correlations_<metric>``: correlations with human ratings and their CIs, one bar per job, labelled by its
+  settings.
 
-``jaxassoc-report --rank <sweep dir>`` also ranks the models per test (:func:`rank_models`), prints the
-ranking and adds it to the report.
+``jaxassoc-report --rank <sweep dir>`` also ranks the models per test (:func:`rank_models`: only across
+models, with the ranks their CIs allow), prints the ranking and adds it to the report.
 """
 
 from __future__ import annotations
