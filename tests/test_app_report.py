@@ -78,7 +78,8 @@ def test_report_of_a_2x2_sweep_has_per_metric_sections_marks_cis_and_forest_plot
     assert "### tests" in text and "### anisotropy" in text
     tests_table = text.split("### tests")[1].split("###")[0]
     header = tests_table.strip().splitlines()[0]
-    assert header.startswith("| model | dataset | test | d_raw | ci_raw | p_raw | d_whitened | ci_whitened |")
+    assert header.startswith("| model | dataset | test | name |")
+    assert "| d_raw | ci_raw | p_raw | d_whitened | ci_whitened | p_whitened |" in header
     assert "cosine_mean_raw" not in header and "benchmark" not in header  # only this table's columns
     rows = [line for line in tests_table.splitlines() if line.startswith("| tiny_")]
     assert len(rows) == 8  # 2 models x 2 datasets x 2 tests
@@ -92,6 +93,10 @@ def test_report_of_a_2x2_sweep_has_per_metric_sections_marks_cis_and_forest_plot
             assert any(cells[j].strip(" |") for cells in lines[2:]), (lines[0][j], table)
     for name in ("forest_weat.png", "effect_sizes_weat.png", "raw_vs_whitened_weat.png"):
         assert (out / name).stat().st_size > 0 and f"]({name})" in text
+        for vector in (name.replace(".png", ".pdf"), name.replace(".png", ".svg")):
+            assert (out / vector).stat().st_size > 0
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert page.count('<table class="sortable">') == text.count("\n|---|") and "data:image/png;base64," in page
 
 
 def test_present_names_undefined_statistics_and_drops_empty_columns():
@@ -208,9 +213,10 @@ def test_rpam_console_table_prints_counts_as_integers_and_the_share_row_apart():
     text = tables.console(tables.views_of(rpam.views, aggregates))
     assert "nan" not in text.lower() and ".000 " not in text.replace("1.000", "")
     lines = text.splitlines()
-    assert re.fullmatch(r"\s*C1\s+1\.500\s+\[1\.300, 1\.700\]\s+<0\.001 \*\*\*\s+50\s+50", lines[2])
-    assert lines[4].startswith("-- share of tests") and re.fullmatch(r"\s*1\.000\s+0", lines[6])
-    assert "undefined_reason" not in text and "prov_model" not in text and "name" not in lines[1]
+    assert re.fullmatch(r"\s*C1\s+a\s+50\s+50\s+1\.500\s+\[1\.300, 1\.700\]\s+<0\.001 \*\*\*", lines[2])
+    share = next(i for i, line in enumerate(lines) if line.startswith("-- share of tests"))
+    assert re.fullmatch(r"\s*1\.000\s+0", lines[share + 2]) and "share_positive" not in "".join(lines[:share])
+    assert "undefined_reason" not in text and "prov_model" not in text
 
 
 def test_correlation_bars_keep_templates_and_sample_sizes_apart(tmp_path):
