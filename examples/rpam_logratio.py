@@ -8,7 +8,7 @@ s(t) = mean_A p(a, t) − mean_B p(b, t). This variant takes their log-ratio ins
 
 with z the first-token logits and c the App. E continuation factors: the softmax over C cancels, so the
 score needs no normalisation choice, and it does not shrink with the attribute probabilities. d is the
-WEAT effect size of s_log over X ∪ Y (Eq. 1; ddof from ``stats.ddof``), p the one-sided permutation test
+WEAT effect size of s_log over X ∪ Y (Eq. 1; ddof from ``stats.ddof``), p the permutation test (``stats.alternative``, two-sided by default)
 of :func:`jaxassoc.stats.permutation_test` on s_log. Not a published metric: an example of extending
 jaxassoc from user code; its kernel is jit-compiled and differentiable like the built-in ones.
 
@@ -29,12 +29,9 @@ import numpy as np
 import pandas as pd
 from jaxtyping import Array, Float
 
-from jaxassoc import data, stats
-from jaxassoc.app import model_loading
-from jaxassoc.app.config import MetricConfig
-from jaxassoc.app.registry import Job, JobResult, register_metric
-from jaxassoc.errors import ConfigError
+from jaxassoc import stats
 from jaxassoc.metrics import effect_size
+from jaxassoc.plugin import ConfigError, Job, JobResult, MetricConfig, register_metric
 from jaxassoc.readouts.rpam_prompts import PromptTemplate, rpam_inputs, tokenize_attributes
 
 SUITES = ("weat_ws", "weat_caliskan2017")
@@ -74,13 +71,13 @@ def run(job: Job) -> JobResult:
     template = PromptTemplate(
         job.template.name, job.template.text or "These words are associated: {target} and", job.template.quote
     )
-    model = model_loading.language_model(job.model)
-    tests = [t for t in data.load_weat_suite(suite).tests if not cfg.tests or t.id in cfg.tests]
+    model = job.language_model()
+    tests = [t for t in job.weat_suite().tests if not cfg.tests or t.id in cfg.tests]
     unknown = set(cfg.tests) - {t.id for t in tests}
     if unknown:
         raise ConfigError(f"metric.tests names {sorted(unknown)}, which are not in {suite!r}")
     rows, items = [], []
-    for test, key in zip(tests, jax.random.split(jax.random.key(job.seed), len(tests))):
+    for test, key in zip(tests, jax.random.split(job.key(), len(tests))):
         if cfg.swap_gender_roles and test.id in GENDER_ROLE_TESTS:
             test = test.with_roles_swapped()
         x, y, a, b = test.targets_x, test.targets_y, test.attributes_a, test.attributes_b
@@ -110,11 +107,7 @@ def run(job: Job) -> JobResult:
             {"test": test.id, "target": t, "group": "X" if i < len(x) else "Y", "score": float(v)}
             for i, (t, v) in enumerate(zip(x + y, np.asarray(s)))
         ]
-    provenance = {
-        **model_loading.model_provenance(job.model, model),
-        "dataset_version": data.dataset_info(suite).version,
-        "rpam_logratio_version": "1",
-    }
+    provenance = {**job.provenance(model), "rpam_logratio_version": "1"}
     return JobResult(items=pd.DataFrame(items), aggregates=pd.DataFrame(rows), provenance=provenance)
 
 

@@ -93,3 +93,19 @@ def test_api_pages_show_the_key_symbols(built_docs):
         assert not absent, f"docs page {page}.html lacks {absent}"
     rpam_page = (built_docs / "jaxassoc" / "metrics" / "rpam.html").read_text()
     assert "Hodel" in rpam_page and 'id="rpam_effect_size"' in rpam_page
+
+
+def public_modules() -> list[str]:
+    """Every module of jaxassoc whose dotted name has no part starting with ``_``."""
+    jaxassoc = importlib.import_module("jaxassoc")
+    names = [m.name for m in pkgutil.walk_packages(jaxassoc.__path__, "jaxassoc.")]
+    return ["jaxassoc", *(n for n in names if not any(part.startswith("_") for part in n.split(".")))]
+
+
+@pytest.mark.process  # scripts/build_docs.sh: bash and pdoc
+def test_every_public_module_has_a_page(built_docs):
+    modules = public_modules()
+    assert {"jaxassoc.models.heads", "jaxassoc.embeddings.static", "jaxassoc.plugin"} <= set(modules)
+    missing = [m for m in modules if not (built_docs / (m.replace(".", "/") + ".html")).is_file()]
+    assert not missing, f"scripts/build_docs.sh leaves these public modules out of the API docs: {missing}"
+    assert 'id="Job"' in (built_docs / "jaxassoc" / "plugin.html").read_text()

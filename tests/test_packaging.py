@@ -128,6 +128,7 @@ def test_the_wheel_holds_the_configs_and_the_embedded_data(installed):
     configs = {f"jaxassoc/conf/{p.relative_to(REPO / 'conf').as_posix()}" for p in (REPO / "conf").rglob("*.yaml")}
     data = {p.relative_to(REPO).as_posix() for p in (REPO / "jaxassoc" / "data" / "files").rglob("*") if p.is_file()}
     assert {"jaxassoc/conf/__init__.py", "jaxassoc/conf/config.yaml"} <= names
+    assert "jaxassoc/py.typed" in names  # PEP 561: type checkers read jaxassoc's annotations
     assert configs - names == set()
     assert data and data - names == set()
 

@@ -19,32 +19,90 @@ import importlib.metadata
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import pandas as pd
 
-from jaxassoc.app.config import MetricConfig, check_seed
+from jaxassoc.app.config import (
+    DatasetConfig,
+    MetricConfig,
+    ModelConfig,
+    StatsConfig,
+    TemplateConfig,
+    WhiteningConfig,
+    check_seed,
+)
 from jaxassoc.errors import ConfigError
+
+if TYPE_CHECKING:
+    from jax.sharding import Mesh
+    from jaxtyping import PRNGKeyArray
+
+    from jaxassoc.data.weat import WeatSuite
+    from jaxassoc.embeddings.static import StaticEmbeddings
+    from jaxassoc.models.base import LanguageModel
 
 
 @dataclasses.dataclass(frozen=True)
 class Job:
-    """Everything a task needs: the resolved config groups as plain objects."""
+    """Everything a task needs: the resolved config groups as plain objects, and what a metric asks of
+    its job without the app's internals (:mod:`jaxassoc.plugin`): the model (:meth:`language_model`,
+    :meth:`static_embeddings`), the WEAT tests its dataset names (:meth:`weat_suite`), the provenance to
+    record (:meth:`provenance`) and its PRNG key (:meth:`key`)."""
 
-    model: Any
-    metric: Any
-    dataset: Any
-    template: Any
-    whitening: Any
-    stats: Any
+    model: ModelConfig
+    metric: MetricConfig  # the metric's own config class (a MetricConfig subclass)
+    dataset: DatasetConfig  # DatasetConfig, or CustomWeatConfig / CustomSentencesConfig
+    template: TemplateConfig
+    whitening: WhiteningConfig
+    stats: StatsConfig
     seed: int
     output_dir: Path
     quiet: bool = False
     cache_dir: Path | None = None
-    mesh: Any = None  # the jax.sharding.Mesh models are sharded over (mesh config group); None: one device
+    mesh: Mesh | None = None  # the mesh models are sharded over (mesh config group); None: one device
 
     def __post_init__(self) -> None:
         check_seed(self.seed)
+
+    def key(self) -> PRNGKeyArray:
+        """``jax.random.key(seed)``: split it per purpose and per test (docs/methods.md §5.5)."""
+        import jax
+
+        return jax.random.key(self.seed)
+
+    def language_model(self) -> LanguageModel:
+        """The job's causal, masked, encoder or seq2seq model, loaded once per process (an audit's later
+        jobs reuse it) and sharded over the job's mesh."""
+        from jaxassoc.app import model_loading
+
+        return model_loading.language_model(self.model, self.mesh)
+
+    def static_embeddings(self) -> StaticEmbeddings:
+        """The job's static word vectors (``model.kind=static``: GloVe, word2vec)."""
+        from jaxassoc.app import model_loading
+
+        return model_loading.static_embeddings(self.model)
+
+    def weat_suite(self) -> WeatSuite:
+        """The WEAT tests the job's dataset names: a packaged suite or the user's own (``custom_weat``)."""
+        from jaxassoc.app import datasets
+
+        return datasets.weat_suite(self.dataset)
+
+    def provenance(self, model: LanguageModel | StaticEmbeddings | None = None) -> dict[str, Any]:
+        """What a result should record beyond the config (which the app records itself): the model's
+        weight and tokenizer hashes, file format and dtype, and the dataset's version (a packaged
+        dataset's content hash, or a custom WEAT suite's words hash). Return it in ``JobResult.provenance``."""
+        from jaxassoc import data
+        from jaxassoc.app import datasets, model_loading
+
+        out = model_loading.model_provenance(self.model, model) if model is not None else {}
+        if self.dataset.name in datasets.WEAT_DATASETS:
+            out["dataset_version"] = datasets.dataset_version(self.dataset, self.weat_suite())
+        elif self.dataset.name in data.DATASETS:
+            out["dataset_version"] = data.dataset_info(self.dataset.name).version
+        return out
 
 
 @dataclasses.dataclass

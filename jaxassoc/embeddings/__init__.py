@@ -3,7 +3,7 @@
 Field guide (module: what is there; paper):
 
 - :mod:`~jaxassoc.embeddings.static` — word -> vector tables with an explicit OOV policy:
-  ``StaticEmbeddings`` (``lookup(words, name)`` -> ``Lookup``), ``load_embedded_glove`` (GloVe 6B-50d,
+  ``StaticEmbeddings`` (``lookup(words, name=...)`` -> ``Lookup``), ``load_embedded_glove`` (GloVe 6B-50d,
   Pennington et al. 2014, shipped offline), ``load_glove_text``, ``load_word2vec_binary``.
 - :mod:`~jaxassoc.embeddings.whitening` — ZCA whitening (ZCA-WEAT paper, §3.2, Eq. 7-8, 11):
   ``fit_zca`` (μ, W = U (Λ + εI)^{-1/2} Uᵀ, ε = 1e-3) -> ``ZcaStats``, ``apply_zca`` (differentiable

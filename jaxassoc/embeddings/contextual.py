@@ -92,7 +92,7 @@ def _pooled_word_vectors(
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class ContextualWordVectors:
-    """A ``vectors_fn`` for the pipelines: ``lookup(words, name)`` -> Lookup, with per-word provenance."""
+    """A ``vectors_fn`` for the pipelines: ``lookup(words, name=...)`` -> Lookup, with per-word provenance."""
 
     model: LanguageModel
     index: ContextIndex

@@ -5,9 +5,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from jaxassoc.app.cache import cached_arrays
-from jaxassoc.app.config import MetricConfig
-from jaxassoc.app.registry import JobResult, register_metric
+from jaxassoc.plugin import JobResult, MetricConfig, cached_arrays, register_metric
 
 
 @dataclass

@@ -2,6 +2,6 @@
 
 from toy_metric import ToyConfig, run_toy
 
-from jaxassoc.app.registry import register_metric
+from jaxassoc.plugin import register_metric
 
 register_metric("dataless", run=run_toy, config=ToyConfig, model_kinds=("static", "causal"), reads_dataset=False)

@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from jaxassoc.app.registry import register_metric
+from jaxassoc.plugin import register_metric
 
 
 def run_dict(job):

@@ -1,6 +1,6 @@
 """A faulty plugin: it registers a metric under the name of the built-in ``weat``."""
 
-from jaxassoc.app.registry import register_metric
+from jaxassoc.plugin import register_metric
 
 
 def run_shadow(job):

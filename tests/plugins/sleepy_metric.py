@@ -9,9 +9,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from jaxassoc.app.config import MetricConfig
-from jaxassoc.app.registry import JobResult, register_metric
 from jaxassoc.io import atomic_write
+from jaxassoc.plugin import JobResult, MetricConfig, register_metric
 
 
 @dataclass

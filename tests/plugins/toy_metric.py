@@ -10,8 +10,7 @@ import jax
 import numpy as np
 import pandas as pd
 
-from jaxassoc.app.config import MetricConfig
-from jaxassoc.app.registry import JobResult, register_metric
+from jaxassoc.plugin import JobResult, MetricConfig, register_metric
 
 
 @dataclass
