@@ -115,6 +115,7 @@ def _app(cfg: DictConfig) -> None:
     logging.getLogger("jaxassoc").setLevel(logging.WARNING if cfg.quiet else logging.INFO)
     logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)  # "no TPU" notices on CPU hosts
     logging.getLogger("jax._src.compilation_cache").setLevel(logging.WARNING)  # "Resetting cache" (compile_cache)
+    logging.getLogger("fontTools").setLevel(logging.WARNING)  # dozens of INFO lines per PDF figure (font subsetting)
     hydra_cfg = HydraConfig.get()
     output_dir = Path(hydra_cfg.runtime.output_dir)
     in_sweep = hydra_cfg.mode == RunMode.MULTIRUN
