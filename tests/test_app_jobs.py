@@ -45,14 +45,15 @@ def test_weat_job_on_glove_matches_methods_reference_values(tmp_path, cli):
 
 
 def _sc_weat_exact_p(w, a, b):
-    """SC-WEAT's p ("greater", the observed partition counted) by enumerating every re-partition of A ∪ B
-    (float64 NumPy)."""
+    """SC-WEAT's two-sided p (the default: 2 x the smaller one-sided p, the observed partition counted) by
+    enumerating every re-partition of A ∪ B (float64 NumPy)."""
     import itertools
 
     c = np.concatenate([a, b]) @ w / (np.linalg.norm(np.concatenate([a, b]), axis=1) * np.linalg.norm(w))
     observed = c[: len(a)].mean() - c[len(a) :].mean()
     null = [c[list(i)].mean() - np.delete(c, list(i)).mean() for i in itertools.combinations(range(len(c)), len(a))]
-    return float(np.mean(np.array(null) >= observed - 1e-9))
+    greater, less = np.mean(np.array(null) >= observed - 1e-9), np.mean(np.array(null) <= observed + 1e-9)
+    return float(min(1.0, 2 * min(greater, less)))
 
 
 def test_sc_weat_job_on_glove_inline_words_matches_numpy_exact_p(tmp_path, cli):

@@ -448,11 +448,15 @@ def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 
 def plot_effect_size_heatmap(results: Mapping[str, pd.DataFrame], path: str | Path, *, alpha=0.05):
     """Figure 3: one row per model, one column per test; each cell's upper-left triangle is d raw and
-    its lower-right triangle d whitened (colour clipped to [-1.5, 1.5]); significant values are bold
-    with an asterisk."""
+    its lower-right triangle d whitened, on a symmetric colour scale that covers the data (±max |d|), each
+    value in black or white by its triangle's luminance, with its marks (``*``, ``**``, ``***``) and in bold
+    when p < ``alpha``. Written by :func:`jaxassoc.app.figures.save` (PNG, PDF, SVG); returns the PNG."""
+    from jaxassoc.app import figures
+
     models = list(results)
     tests = list(next(iter(results.values()))["test"])
-    cmap, norm = plt.get_cmap("RdBu_r"), matplotlib.colors.Normalize(-1.5, 1.5)
+    limit = figures.symmetric_limit(*(frame[f"d_{kind}"] for frame in results.values() for kind in ("raw", "whitened")))
+    cmap, norm = plt.get_cmap("RdBu_r"), matplotlib.colors.Normalize(-limit, limit)
     fig, ax = plt.subplots(figsize=(1.1 * len(tests) + 2, 0.9 * len(models) + 1.5))
     for i, model in enumerate(models):
         frame = results[model].set_index("test")
@@ -461,38 +465,64 @@ def plot_effect_size_heatmap(results: Mapping[str, pd.DataFrame], path: str | Pa
                 ("raw", [(j, i), (j + 1, i), (j, i + 1)], (0.3, 0.3)),
                 ("whitened", [(j + 1, i), (j + 1, i + 1), (j, i + 1)], (0.7, 0.72)),
             ):
-                d, p = frame.loc[test, f"d_{kind}"], frame.loc[test, f"p_{kind}"]
-                ax.add_patch(Polygon(corners, facecolor=cmap(norm(d)), edgecolor="white"))
-                sig = p < alpha
-                ax.text(j + offset[0], i + offset[1], f"{d:.2f}" + ("*" if sig else ""),
-                        ha="center", va="center", fontsize=7, fontweight="bold" if sig else "normal")  # fmt: skip
+                d, p = float(frame.loc[test, f"d_{kind}"]), float(frame.loc[test, f"p_{kind}"])
+                face = cmap(norm(d)) if np.isfinite(d) else "lightgrey"
+                ax.add_patch(Polygon(corners, facecolor=face, edgecolor="white"))
+                mark = tables.stars(p) if np.isfinite(p) else ""
+                ax.text(j + offset[0], i + offset[1], f"{d:.2f}{mark}" if np.isfinite(d) else "–",
+                        ha="center", va="center", fontsize=7, color=figures.text_colour(face),
+                        fontweight="bold" if p < alpha else "normal")  # fmt: skip
     ax.set_xlim(0, len(tests))
     ax.set_ylim(len(models), 0)
     ax.set_xticks(np.arange(len(tests)) + 0.5, tests)
     ax.set_yticks(np.arange(len(models)) + 0.5, models)
-    fig.colorbar(matplotlib.cm.ScalarMappable(norm, cmap), ax=ax, label="effect size d")
-    ax.set_title("WEAT d: raw (upper left) vs ZCA-whitened (lower right); * p < %.2g" % alpha)
-    return _save(fig, path)
+    fig.colorbar(
+        matplotlib.cm.ScalarMappable(norm, cmap), ax=ax, label=f"effect size d (scale ±{limit:.2f}: the largest |d|)"
+    )
+    ax.set_title(
+        "WEAT d: raw (upper left) vs ZCA-whitened (lower right)\n"
+        f"* p < .05, ** p < .01, *** p < .001; bold: p < {alpha:g}",
+        fontsize=9,
+    )
+    return figures.save(fig, path)[0]
 
 
 def plot_raw_vs_whitened(results: Mapping[str, pd.DataFrame], path: str | Path):
-    """Figure 4: d whitened against d raw for every (model, test), coloured by change class."""
+    """Figure 4: d whitened against d raw for every (model, test), coloured by change class, with both
+    CIs as error bars (where the rows have them); the axes are symmetric and cover the data and CIs.
+    Written by :func:`jaxassoc.app.figures.save` (PNG, PDF, SVG); returns the PNG."""
+    from jaxassoc.app import figures
+
     colours = dict(zip(CHANGE_CLASSES, ("tab:pink", "tab:red", "tab:blue", "tab:gray", "white")))
-    fig, ax = plt.subplots(figsize=(5, 5))
+    frames = list(results.values())
+    bounds = [f[c] for f in frames for c in ("d_raw", "d_whitened", *(c for c in f if c.startswith("ci_")))]
+    reach = 1.08 * figures.symmetric_limit(*bounds)
+    fig, ax = plt.subplots(figsize=(5.5, 5))
     markers = "osv^D<>p"
     for marker, (model, frame) in zip(markers, results.items()):
+        for kind, axis in (("raw", "x"), ("whitened", "y")):
+            lo, hi = frame.get(f"ci_low_{kind}"), frame.get(f"ci_high_{kind}")
+            if lo is None or hi is None:
+                continue
+            centre = frame[f"d_{kind}"].to_numpy(float)
+            spread = np.nan_to_num(
+                np.vstack([centre - np.clip(lo, -reach, reach), np.clip(hi, -reach, reach) - centre])
+            )
+            ax.errorbar(frame.d_raw, frame.d_whitened, **{f"{axis}err": spread.clip(min=0)}, fmt="none",
+                        ecolor="grey", elinewidth=0.7, capsize=2, zorder=1)  # fmt: skip
         ax.scatter(frame.d_raw, frame.d_whitened, c=[colours[c] for c in frame.change],
-                   marker=marker, label=model, edgecolors="black", linewidths=0.4)  # fmt: skip
+                   marker=marker, edgecolors="black", linewidths=0.4, zorder=2)  # fmt: skip
+        ax.scatter([], [], marker=marker, facecolors="none", edgecolors="black", label=model)  # the model's marker
         for _, row in frame.iterrows():
             ax.annotate(row.test, (row.d_raw, row.d_whitened), fontsize=6, xytext=(3, 3),
                         textcoords="offset points")  # fmt: skip
-    lim = (-2, 2)
-    ax.plot(lim, lim, color="black", linewidth=0.8)
-    ax.set(xlim=lim, ylim=lim, xlabel="d raw", ylabel="d whitened")
+    lim = (-reach, reach)
+    ax.plot(lim, lim, color="black", linewidth=0.8, ls="--", label="y = x: whitening leaves d unchanged")
+    ax.set(xlim=lim, ylim=lim, xlabel="d raw (error bars: its CI)", ylabel="d ZCA-whitened (error bars: its CI)")
     for change, colour in colours.items():
-        ax.scatter([], [], c=colour, label=change)
-    ax.legend(fontsize=7)
-    return _save(fig, path)
+        ax.scatter([], [], c=colour, label=change, edgecolors="black", linewidths=0.4)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1))
+    return figures.save(fig, path)[0]
 
 
 def plot_cosine_heatmaps(
