@@ -550,14 +550,6 @@ def _views(metric: str):
         return None
 
 
-def _with_notes(parts: list[pd.DataFrame]) -> pd.DataFrame:
-    """The rows of ``parts`` as one table, keeping every part's notes (``attrs["notes"]``) once each."""
-    notes = list(dict.fromkeys(n for part in parts for n in part.attrs.get("notes", []) if n))
-    joined = pd.concat(parts, ignore_index=True)
-    joined.attrs = {"notes": notes} if notes else {}
-    return joined
-
-
 def metric_section(metric: str, rows: pd.DataFrame, settings: pd.DataFrame, sweep_dir: Path, out: Path) -> list:
     """The blocks (:mod:`jaxassoc.app.report_html`) of one metric: its settings, compact tables (from each
     job's stored aggregates) and plots (written into ``out``)."""
@@ -574,7 +566,7 @@ def metric_section(metric: str, rows: pd.DataFrame, settings: pd.DataFrame, swee
             joined.attrs = dict(table.attrs)
             found.setdefault(name, []).append(joined)
     for name, parts in found.items():
-        blocks += ([doc.Heading(name, 3)] if name else []) + [doc.Table(_with_notes(parts))]
+        blocks += ([doc.Heading(name, 3)] if name else []) + [doc.Table(tables.concat(parts))]
     plots = _metric_plots(metric, rows, settings, keys, out)
     if plots:
         blocks.append(doc.Figures(tuple(plots)))
