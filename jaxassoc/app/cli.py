@@ -244,8 +244,9 @@ def help_text() -> str:
 
 
 def check_overrides(argv: list[str]) -> int | None:
-    """Compose the config of every job the command line asks for, as Hydra will, and raise ConfigError in
-    jaxassoc's words (:func:`explain`) for the first one that fails. Returns the number of jobs of a sweep
+    """Compose the config of the jobs the command line asks for (of a sweep, one per combination of group
+    choices and keys: :func:`representatives`), as Hydra will, and raise ConfigError in jaxassoc's words
+    (:func:`explain`) for the first one that fails. Returns the number of jobs of a sweep
     (``-m``; 1 for a single job), or None when the command line is one this check leaves to Hydra (its
     own flags such as ``--info``, another config, another sweeper). The metrics and schemas must be
     registered first (:func:`jaxassoc.app.main.register`)."""
@@ -267,7 +268,7 @@ def check_overrides(argv: list[str]) -> int | None:
     if jobs is None:
         return None
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
-        for job in jobs:
+        for job in representatives(jobs):
             try:
                 compose(config_name="config", overrides=job)
             except Exception as e:
@@ -313,6 +314,25 @@ def _jobs(overrides: list[str]) -> list[list[str]] | None:
     hydra_overrides = [o.input_line for o in parsed if o.is_hydra_override()]
     task = [o for o in parsed if not o.is_hydra_override()]
     return [hydra_overrides + job for batch in BasicSweeper.split_arguments(task, None) for job in batch]
+
+
+def representatives(jobs: list[list[str]]) -> list[list[str]]:
+    """One job per distinct combination of group choices (``metric=weat``, ``hydra/launcher=...``) and set of
+    other keys: composing those finds every mistyped key or choice of the sweep, without composing each of
+    its jobs (``seed=range(0,1000)``: one job). A bad value of a key the first job of its combination does not
+    show is left to Hydra's own check, which reports it without the ``+key`` hint."""
+    seen, chosen = set(), []
+    for job in jobs:
+        signature = []
+        for override in job:
+            key = override.split("=", 1)[0]
+            plain = key.lstrip("+~")
+            signature.append(override if plain in GROUPS or "/" in plain else key)
+        signature = tuple(sorted(signature))
+        if signature not in seen:
+            seen.add(signature)
+            chosen.append(job)
+    return chosen
 
 
 def explain(e: Exception) -> ConfigError | None:
