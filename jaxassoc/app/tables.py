@@ -257,7 +257,7 @@ def permutations(rows: pd.DataFrame, suffix: str = "") -> pd.Series:
 def test_note(rows: pd.DataFrame, statistic: str = "d", resampled: str = "") -> str:
     """How the rows' p and CI were computed, from their ``alternative``, ``confidence`` and ``n_bootstrap``:
     e.g. "p: two-sided permutation test (column permutations); CI of d: two-sided 95 % percentile
-    bootstrap, 10000 resamples of the targets within X and Y"."""
+    bootstrap, 10,000 resamples of the targets within X and Y"."""
 
     def values(column: str) -> str:
         found = [v for v in dict.fromkeys(rows[column]) if not _missing(v)] if column in rows else []
@@ -268,7 +268,9 @@ def test_note(rows: pd.DataFrame, statistic: str = "d", resampled: str = "") -> 
     if "confidence" in rows and "n_bootstrap" in rows:
         level = " / ".join(f"{float(v) * 100:g} %" for v in dict.fromkeys(rows["confidence"].dropna()))
         parts.append(
-            f"CI of {statistic}: {sides} {level} percentile bootstrap, {values('n_bootstrap')} resamples"
+            f"CI of {statistic}: {sides} {level} percentile bootstrap, "
+            + " / ".join(f"{int(v):,}" for v in dict.fromkeys(rows["n_bootstrap"].dropna()))
+            + " resamples"
             + (f" {resampled}" if resampled else "")
         )
     return "; ".join(parts)
