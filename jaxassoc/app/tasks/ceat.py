@@ -138,23 +138,36 @@ def run(job: Job) -> JobResult:
 
 
 def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """One row per test: the combined effect size, its SE, tau², p, draws and contexts per word."""
+    """One row per test: its name and set sizes, the combined effect size, its SE, tau², p, draws and
+    contexts per word, with a note on how p was computed."""
+    sides = tables.SIDES.get(str(aggregates["alternative"].iloc[0]), "") if "alternative" in aggregates else ""
     return [
         (
             "tests",
-            tables.block(
-                aggregates,
-                [
-                    "test",
-                    "ces",
-                    "ces_se",
-                    "tau_squared",
-                    "p_value",
-                    "n_draws",
-                    "contexts_per_word_mean",
-                    "caveat",
-                    "undefined_reason",
-                ],
+            tables.with_notes(
+                tables.block(
+                    aggregates,
+                    [
+                        "test",
+                        "name",
+                        "n_x",
+                        "n_y",
+                        "n_a",
+                        "n_b",
+                        "lost_words",
+                        "ces",
+                        "ces_se",
+                        "tau_squared",
+                        "p_value",
+                        "n_draws",
+                        "contexts_per_word_mean",
+                        "caveat",
+                        "undefined_reason",
+                    ],
+                ),
+                f"p: {sides or 'two-sided'} normal test of the random-effects mean, z = CES / SE, over n_draws draws "
+                "of one context per word (Guo & Caliskan 2021; docs/methods.md §3.10); no CI column: the forest plot "
+                "draws CES ± 1.96 SE",
             ),
         )
     ]
