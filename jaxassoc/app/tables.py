@@ -41,6 +41,8 @@ TEST_P_COLUMN = re.compile(r"p(_value)?(_raw|_whitened)?")
 COUNT_COLUMN = re.compile(r"n|n_.+|.+_total|words_.+|rank|seed|.+_count")
 CI_LOW = re.compile(r"ci_low(.*)")
 REASON = re.compile(r"undefined_reason(.*)")
+TEST_DESIGN = ["test", "name", "n_x", "n_y", "n_a", "n_b", "lost_words"]
+"""The leading columns of a WEAT-style test table: the test, its name, the set sizes and the lost words."""
 SIDES = {"two-sided": "two-sided", "greater": "one-sided (greater)", "less": "one-sided (less)"}
 
 

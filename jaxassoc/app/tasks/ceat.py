@@ -148,13 +148,7 @@ def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
                 tables.block(
                     aggregates,
                     [
-                        "test",
-                        "name",
-                        "n_x",
-                        "n_y",
-                        "n_a",
-                        "n_b",
-                        "lost_words",
+                        *tables.TEST_DESIGN,
                         "ces",
                         "ces_se",
                         "tau_squared",

@@ -399,13 +399,7 @@ def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
                 tables.block(
                     tests,
                     [
-                        "test",
-                        "name",
-                        "n_x",
-                        "n_y",
-                        "n_a",
-                        "n_b",
-                        "lost_words",
+                        *tables.TEST_DESIGN,
                         "permutations",
                         "d_raw",
                         "ci_low_raw",
