@@ -141,7 +141,7 @@ def _app(cfg: DictConfig) -> None:
             validation.check_groups_read(get_metric(cfg.metric.name), list(hydra_cfg.overrides.task))
             result = run_job(cfg, output_dir)
             if result is not None and not cfg.quiet and is_writer():
-                print(console_tables(cfg.metric.name, result))
+                print(console_tables(cfg.metric.name, result, cfg.stats.correction))
                 print(f"results: {output_dir}")
     except (JaxassocError, MissingMandatoryValue) as e:
         message = _user_error(e)
@@ -659,7 +659,7 @@ def run_audit(cfg: DictConfig, output_dir: Path) -> None:
             result = JobResult(items=pd.DataFrame(), aggregates=stored)
         if not cfg.quiet and is_writer():
             print(f"\n== {part.name} ({time.perf_counter() - start:.1f} s)")
-            print(console_tables(part_cfg.metric.name, result))
+            print(console_tables(part_cfg.metric.name, result, part_cfg.stats.correction))
     if not is_writer():
         return
     folder = report.write_report(output_dir)
@@ -684,16 +684,17 @@ def _model_identity(part_cfg: DictConfig) -> tuple:
     return tuple(OmegaConf.select(model, f, default=None) for f in ("kind", "source", "revision", "dtype"))
 
 
-def console_tables(metric: str, result: JobResult) -> str:
-    """The metric's compact tables (:mod:`jaxassoc.app.tables`; the same ones the report shows), or the
-    job's ``summary`` (else its aggregates) for a metric that declares no views."""
+def console_tables(metric: str, result: JobResult, correction: str = "none") -> str:
+    """The metric's compact tables (:mod:`jaxassoc.app.tables`; the same ones the report shows, with the
+    ``stats.correction`` column), or the job's ``summary`` (else its aggregates) for a metric that declares
+    no views."""
     from jaxassoc.app import tables
     from jaxassoc.app.registry import get_metric
 
     spec = get_metric(metric)
     if spec.views is None and result.summary is not None:
         return tables.text(result.summary)
-    return tables.console(tables.views_of(spec.views, result.aggregates))
+    return tables.console(tables.views_of(spec.views, result.aggregates, correction))
 
 
 if __name__ == "__main__":
