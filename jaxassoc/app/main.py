@@ -547,7 +547,7 @@ def run_job(cfg: DictConfig, output_dir: Path) -> JobResult | None:
 
     First removes the temporaries that killed writers left in ``output_dir`` and the cache, and turns an
     unwritable cache off (with a warning)."""
-    from jaxassoc.app import cache, report, store
+    from jaxassoc.app import cache, figures, store
     from jaxassoc.app.registry import get_metric, result_of
     from jaxassoc.io import remove_stale_temporaries
 
@@ -575,7 +575,7 @@ def run_job(cfg: DictConfig, output_dir: Path) -> JobResult | None:
     if inputs["model_files"] is None:  # a hub model that this job downloaded: fingerprint the snapshot
         inputs = job_inputs(job, provenance)
     for stem, figure in result.figures.items():
-        report.figures.save(figure, output_dir / stem)  # <stem>.png (200 dpi), .pdf and .svg, tight bounding box
+        figures.save(figure, output_dir / stem)  # <stem>.png (200 dpi), .pdf and .svg, tight bounding box
     summary = {"seconds": round(seconds, 3)}
     store.write_results(
         output_dir,
@@ -584,7 +584,7 @@ def run_job(cfg: DictConfig, output_dir: Path) -> JobResult | None:
         provenance,
         summary,
         inputs=inputs,
-        extra_files=tuple(f"{stem}.png" for stem in result.figures),
+        extra_files=tuple(name for stem in result.figures for name in figures.names(stem)),
     )
     return result
 
