@@ -160,3 +160,10 @@ def test_notes_reach_markdown_and_survive_concatenation():
     both = tables.concat([a, b])
     assert tables.notes(both) == ["first", "second", "third"]
     assert tables.markdown(both).splitlines()[-3:] == ["_Note: first_", "_Note: second_", "_Note: third_"]
+
+
+def test_an_unknown_correction_is_refused_by_name(glove, tmp_path):
+    from jaxassoc.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="stats.correction.*holm"):
+        run_metric(static(glove, "stats.correction=bonferroni"), tmp_path)
