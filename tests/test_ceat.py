@@ -51,7 +51,7 @@ def test_ceat_matches_the_original_style_loop_on_the_same_draws():
     sets = [pad_contexts(s) for s in raw]
     key = jax.random.key(3)
     n = 300
-    res = ceat(key, *sets, n_draws=n, chunk=128)
+    res = ceat(key, *sets, n_draws=n, chunk=128, alternative="greater")
     keys = jax.random.split(key, 4)  # the draws ceat made
     idx = [np.asarray(draw_indices(k, s.counts, n)) for k, s in zip(keys, sets)]
     es_ref, v_ref = [], []
@@ -70,7 +70,7 @@ def test_ceat_matches_the_original_style_loop_on_the_same_draws():
     assert float(c.variance) == pytest.approx(var, rel=1e-4)
     assert float(c.tau_squared) == pytest.approx(tau2, rel=1e-3, abs=1e-7)
     assert float(c.p_value) == pytest.approx(p, rel=1e-3, abs=1e-7)
-    again = ceat(key, *sets, n_draws=n, chunk=7)  # same key, other chunking: same numbers
+    again = ceat(key, *sets, n_draws=n, chunk=7, alternative="greater")  # same key, other chunking: same numbers
     np.testing.assert_allclose(np.asarray(again.effect_sizes), np.asarray(res.effect_sizes), rtol=1e-5, atol=1e-6)
 
 
@@ -86,12 +86,12 @@ def test_dersimonian_laird_by_hand():
     ces = sum(a * e for a, e in zip(ws, es)) / sum(ws)
     var = 1 / sum(ws)
     p = 0.5 * math.erfc(ces / math.sqrt(var) / math.sqrt(2))
-    got = random_effects(jnp.array(es), jnp.array(v))
+    got = random_effects(jnp.array(es), jnp.array(v), alternative="greater")
     assert q > 2  # heterogeneous: τ² > 0
     for ours, ref in zip(got, (ces, var, tau2, p)):
         assert float(ours) == pytest.approx(ref, rel=1e-5)
     # homogeneous draws: Q < df, τ² = 0 and CES is the fixed-effect mean
-    homo = random_effects(jnp.array([0.5, 0.51, 0.49]), jnp.array([1.0, 1.0, 1.0]))
+    homo = random_effects(jnp.array([0.5, 0.51, 0.49]), jnp.array([1.0, 1.0, 1.0]), alternative="greater")
     assert float(homo.tau_squared) == 0.0
     assert float(homo.ces) == pytest.approx(0.5, rel=1e-6)
     assert float(homo.variance) == pytest.approx(1 / 3, rel=1e-6)

@@ -110,7 +110,7 @@ def test_rpam_test_exact_p_by_enumeration():
     logits, cont, _ = _data(6)
     p = _p_ref(logits, cont)
     s = _s_ref(p, N_A)
-    res = rpam.rpam_test(jax.random.key(0), jnp.asarray(p), n_x=T_X, n_a=N_A, n_bootstrap=200)
+    res = rpam.rpam_test(jax.random.key(0), jnp.asarray(p), n_x=T_X, n_a=N_A, n_bootstrap=200, alternative="greater")
     observed = s[:T_X].sum() - s[T_X:].sum()
     stats_ = [s[list(idx)].sum() - (s.sum() - s[list(idx)].sum()) for idx in itertools.combinations(range(len(s)), T_X)]
     assert bool(res.exact)

@@ -55,7 +55,7 @@ def test_strict_ties_survive_float_rounding():
     decimals = ["0.1", "0.7", "0.3", "0.2", "0.3", "0.1", "0.7", "0.2", "0.6", "0.3"]
     values = np.array([float(d) for d in decimals], np.float32)
     for ties in ("strict", "inclusive"):
-        res = permutation_test(KEY, values, 5, ties=ties)
+        res = permutation_test(KEY, values, 5, ties=ties, alternative="greater")
         p = brute_force_p([Fraction(d) for d in decimals], 5, "greater", ties)[1]
         assert float(res.p_value) == pytest.approx(p, abs=1e-7), ties
 
@@ -86,7 +86,7 @@ def test_custom_statistic_unequal_groups():
     def mean_difference(v, in_x):
         return jnp.sum(jnp.where(in_x, v, 0.0)) / jnp.sum(in_x) - jnp.sum(jnp.where(in_x, 0.0, v)) / jnp.sum(~in_x)
 
-    res = permutation_test(KEY, values, 3, statistic=mean_difference)
+    res = permutation_test(KEY, values, 3, statistic=mean_difference, alternative="greater")
     _, p, _ = brute_force_p(values, 3, "greater", "inclusive", stat=lambda a, b: sum(a) / len(a) - sum(b) / len(b))
     assert float(res.p_value) == pytest.approx(p, abs=1e-7)
 
@@ -95,9 +95,11 @@ def test_monte_carlo_within_binomial_tolerance_of_exact():
     rng = np.random.default_rng(9)
     values = rng.normal(size=(3, 14)).astype(np.float32)
     values[:, :7] += np.array([0.2, 0.5, 0.9])[:, None]
-    exact = permutation_test_batch(KEY, values, 7)
+    exact = permutation_test_batch(KEY, values, 7, alternative="greater")
     n_perm = 20_000
-    mc = permutation_test_batch(jax.random.key(1), values, 7, exact_bound=0, n_permutations=n_perm)
+    mc = permutation_test_batch(
+        jax.random.key(1), values, 7, exact_bound=0, n_permutations=n_perm, alternative="greater"
+    )
     assert bool(exact.exact.all()) and not bool(mc.exact.any())
     assert (np.asarray(mc.n_resamples) == n_perm).all() and (np.asarray(exact.n_resamples) == math.comb(14, 7)).all()
     for p_exact, p_mc in zip(np.asarray(exact.p_value), np.asarray(mc.p_value)):
@@ -164,25 +166,41 @@ def test_bad_inputs_raise_clear_errors():
 
 def test_the_default_counts_the_observed_arrangement_so_an_exact_p_never_reads_below_one_over_n():
     values = np.array([2.0, 1.9, -1.0, -1.1], np.float32)  # X = {2.0, 1.9} beats every other partition
-    default = permutation_test(KEY, values, 2)
-    assert float(default.p_value) == pytest.approx(1 / 6) == smallest_p(4, 2)  # not 0: 6 partitions
-    assert float(permutation_test(KEY, values, 2, ties="strict").p_value) == 0.0  # Eq. 4 as printed
+    default = permutation_test(KEY, values, 2, alternative="greater")
+    assert (
+        float(default.p_value) == pytest.approx(1 / 6) == smallest_p(4, 2, alternative="greater")
+    )  # not 0: 6 partitions
+    assert (
+        float(permutation_test(KEY, values, 2, ties="strict", alternative="greater").p_value) == 0.0
+    )  # Eq. 4 as printed
     two_sided = permutation_test(KEY, values, 2, alternative="two-sided")
     assert float(two_sided.p_value) == pytest.approx(2 / 6) == smallest_p(4, 2, alternative="two-sided")
+    assert float(permutation_test(KEY, values, 2).p_value) == float(two_sided.p_value)  # the default alternative
 
 
 def test_the_default_monte_carlo_p_is_k_plus_one_over_n_plus_one():
     values = np.arange(40, 0, -1).astype(np.float32)  # the observed split is the unique extreme of C(40, 20)
-    mc = permutation_test(KEY, values, 20, exact_bound=0, n_permutations=100)
-    assert float(mc.p_value) == pytest.approx(1 / 101) == smallest_p(40, 20, exact_bound=0, n_permutations=100)
-    strict = permutation_test(KEY, values, 20, exact_bound=0, n_permutations=100, ties="strict")
+    mc = permutation_test(KEY, values, 20, exact_bound=0, n_permutations=100, alternative="greater")
+    assert (
+        float(mc.p_value)
+        == pytest.approx(1 / 101)
+        == smallest_p(40, 20, exact_bound=0, n_permutations=100, alternative="greater")
+    )
+    strict = permutation_test(KEY, values, 20, exact_bound=0, n_permutations=100, ties="strict", alternative="greater")
     assert float(strict.p_value) == 0.0
     # with draws beyond S: (k + 1) / (n + 1), k counted by the strict run on the same draws (no ties here)
     rng = np.random.default_rng(4)
     noisy = rng.normal(size=30).astype(np.float32)
     noisy[:15] += 0.3
-    k = float(permutation_test(KEY, noisy, 15, exact_bound=0, n_permutations=999, ties="strict").p_value) * 999
-    p = float(permutation_test(KEY, noisy, 15, exact_bound=0, n_permutations=999).p_value)
+    k = (
+        float(
+            permutation_test(
+                KEY, noisy, 15, exact_bound=0, n_permutations=999, ties="strict", alternative="greater"
+            ).p_value
+        )
+        * 999
+    )
+    p = float(permutation_test(KEY, noisy, 15, exact_bound=0, n_permutations=999, alternative="greater").p_value)
     assert round(k) >= 1 and p == pytest.approx((round(k) + 1) / 1000)
 
 

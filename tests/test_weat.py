@@ -210,7 +210,7 @@ def test_exact_permutation_p_matches_itertools(sizes):
     X, Y, A, B = _sets(7, sizes=sizes)
     # shift X towards A so the p-value is not trivially 0.5
     X = X + 0.3 * (A.mean(axis=0) - B.mean(axis=0))
-    res = weat(jax.random.key(1), X, Y, A, B, n_bootstrap=200)
+    res = weat(jax.random.key(1), X, Y, A, B, n_bootstrap=200, alternative="greater")
     st = weat_statistics(X, Y, A, B)
     p_ref, n_ref = _itertools_p(st.associations, sizes[0])
     assert bool(res.exact)
