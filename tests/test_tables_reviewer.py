@@ -159,7 +159,7 @@ def test_notes_reach_markdown_and_survive_concatenation():
     b = tables.with_notes(pd.DataFrame({"test": ["W2"], "p": [0.2]}), "second", "third")
     both = tables.concat([a, b])
     assert tables.notes(both) == ["first", "second", "third"]
-    assert tables.markdown(both).splitlines()[-3:] == ["_Note: first_", "_Note: second_", "_Note: third_"]
+    assert tables.markdown(both).splitlines()[-6:] == ["", "_Note: first_", "", "_Note: second_", "", "_Note: third_"]
 
 
 def test_an_unknown_correction_is_refused_by_name(glove, tmp_path):

@@ -154,8 +154,8 @@ def markdown(table: pd.DataFrame) -> str:
     header = "| " + " | ".join(cell(c) for c in shown.columns) + " |"
     rule = "|" + "---|" * len(shown.columns)
     rows = ["| " + " | ".join(cell(v) for v in row) + " |" for row in shown.itertuples(index=False)]
-    notes_ = [f"_Note: {cell(n)}_" for n in notes(table)]
-    return "\n".join([header, rule, *rows, *([""] + notes_ if notes_ else [])])
+    notes_ = [line for n in notes(table) for line in ("", f"_Note: {cell(n)}_")]  # a paragraph each
+    return "\n".join([header, rule, *rows, *notes_])
 
 
 def notes(table: pd.DataFrame) -> list[str]:
