@@ -207,3 +207,13 @@ def test_job_figures_are_saved_as_png_pdf_and_svg(tmp_path, monkeypatch):
         assert (tmp_path / "job" / f"job_plot.{suffix}").stat().st_size > 0
     with Image.open(tmp_path / "job" / "job_plot.png") as image:
         assert image.info["dpi"] == pytest.approx((figures.DPI, figures.DPI), abs=1)
+
+
+@pytest.mark.parametrize("plot", [report.forest_plot, report.effect_size_heatmap])
+def test_figures_say_what_each_test_id_stands_for(plot):
+    named = TWO_TESTS.assign(name=["Flowers/Insects x Pleasant/Unpleasant", "Jobs/Arts x Male/Female"] * 2)
+    texts = [t.get_text() for t in plot(named, "WEAT").axes[0].texts]
+    key = [t for t in texts if t.startswith("W1: ")]
+    assert key and "W1: Flowers/Insects x Pleasant/Unpleasant; W2: Jobs/Arts x Male/Female" in key[0].replace("\n", " ")
+    assert not [t for t in (t.get_text() for t in plot(TWO_TESTS, "WEAT").axes[0].texts) if t.startswith("W1: ")]
+    plt.close("all")

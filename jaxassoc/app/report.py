@@ -24,6 +24,7 @@ import argparse
 import json
 import re
 import sys
+import textwrap
 from pathlib import Path
 from typing import NamedTuple
 
@@ -187,10 +188,10 @@ def labels(settings: pd.DataFrame, keys: list[str], apart: bool = True) -> pd.Da
 
 
 def effects(rows: pd.DataFrame) -> pd.DataFrame:
-    """The effect sizes of test rows in long form: ``job, test, series, effect, lo, hi, p`` (CEAT's CI:
-    CES ± 1.96 SE). The unnamed series (``effect_size``) is left out where raw / whitened ones exist."""
+    """The effect sizes of test rows in long form: ``job, test, series, effect, lo, hi, p, name`` (the test's
+    name, "" without one; CEAT's CI: CES ± 1.96 SE). The unnamed series (``effect_size``) is left out where raw / whitened ones exist."""
     if "test" not in rows:
-        return pd.DataFrame(columns=["job", "test", "series", "effect", "lo", "hi", "p"])
+        return pd.DataFrame(columns=["job", "test", "series", "effect", "lo", "hi", "p", "name"])
     rows = rows[rows["test"].notna()]
     parts = []
     for series, effect, low, high, p in SERIES:
@@ -213,16 +214,29 @@ def effects(rows: pd.DataFrame) -> pd.DataFrame:
                     "lo": lo.astype(float),
                     "hi": hi.astype(float),
                     "p": picked[p].astype(float) if p in picked else np.nan,
+                    "name": picked["name"].fillna("").astype(str) if "name" in picked else "",
                 }
             )
         )
-    columns = ["job", "test", "series", "effect", "lo", "hi", "p"]
+    columns = ["job", "test", "series", "effect", "lo", "hi", "p", "name"]
     return pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
 
 
 def _natural(label: str) -> tuple:
     """W2 before W10: digit runs compare as numbers."""
     return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", str(label)))
+
+
+def _name_key(ax, table: pd.DataFrame) -> None:
+    """Under the x-axis label, what each test id stands for ("W1: Flowers/Insects x Pleasant/Unpleasant;
+    ..."), when the rows carry test names."""
+    if "name" not in table:
+        return
+    names = {t: n for t, n in zip(table["test"], table["name"]) if n and n != t}
+    if names:
+        text = "; ".join(f"{t}: {names[t]}" for t in sorted(names, key=_natural))
+        ax.annotate(textwrap.fill(text, 130), xy=(0.5, 0.0), xycoords=ax.xaxis.label, xytext=(0, -6),
+                    textcoords="offset points", ha="center", va="top", fontsize=6)  # fmt: skip
 
 
 def _row_label(row) -> str:
@@ -276,6 +290,7 @@ def forest_plot(table: pd.DataFrame, title: str):
     ax.axvline(0, color="grey", lw=0.8)
     ax.set_xlabel("effect size with confidence interval")
     ax.set_title(f"{title}: effect sizes and CIs ({MARKS})", fontsize=9)
+    _name_key(ax, table)
     return fig
 
 
@@ -303,6 +318,7 @@ def effect_size_heatmap(table: pd.DataFrame, title: str):
     fig.colorbar(image, ax=ax, label=f"effect size (scale ±{limit:.2f}: the largest |value|)")
     ax.set_xlabel("test")
     ax.set_title(f"{title}: effect sizes ({MARKS})", fontsize=9)
+    _name_key(ax, table)
     return fig
 
 
