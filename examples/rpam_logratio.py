@@ -8,9 +8,10 @@ s(t) = mean_A p(a, t) − mean_B p(b, t). This variant takes their log-ratio ins
 
 with z the first-token logits and c the App. E continuation factors: the softmax over C cancels, so the
 score needs no normalisation choice, and it does not shrink with the attribute probabilities. d is the
-WEAT effect size of s_log over X ∪ Y (Eq. 1; ddof from ``stats.ddof``), p the permutation test (``stats.alternative``, two-sided by default)
-of :func:`jaxassoc.stats.permutation_test` on s_log. Not a published metric: an example of extending
-jaxassoc from user code; its kernel is jit-compiled and differentiable like the built-in ones.
+WEAT effect size of s_log over X ∪ Y (Eq. 1; ddof from ``stats.ddof``), p the permutation test of
+:func:`jaxassoc.stats.permutation_test` on s_log (``stats.alternative``, two-sided by default). Not a
+published metric: an example of extending jaxassoc from user code, through :mod:`jaxassoc.plugin` only;
+its kernel is jit-compiled and differentiable like the built-in ones.
 
 Use it from the command line without editing jaxassoc::
 

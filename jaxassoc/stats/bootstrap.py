@@ -11,8 +11,8 @@ The CI is the percentile interval: the (1 - confidence)/2 and (1 + confidence)/2
 resampled statistics, linearly interpolated (numpy's default, as ``scipy.stats.bootstrap(...,
 method="percentile")``). Beside a one-sided test (``alternative="greater"``) it is one-sided too: the
 (1 - confidence) quantile up to +inf (``"less"``: -inf up to the confidence quantile), so that the interval
-excludes 0 where the test rejects at 1 - confidence (docs/methods.md §5.8). A resample whose statistic is NaN (e.g. a constant resample of a correlation)
-makes the interval NaN, as in scipy: check ``samples``.
+excludes 0 where the test rejects at 1 - confidence (docs/methods.md §5.8). A resample whose statistic is
+NaN (e.g. a constant resample of a correlation) makes the interval NaN, as in scipy: check ``samples``.
 """
 
 from __future__ import annotations

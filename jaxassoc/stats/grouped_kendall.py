@@ -6,8 +6,8 @@ cells. The cells of one group share that group's prompts, so they are not indepe
 permutes the model's scores *within* each group (H0: within every group, the model's order of the items
 is unrelated to the humans'), and the CI resamples whole groups with replacement (percentile bootstrap).
 
-τ-b = Σ_{i≠j} sgn(x_i − x_j) sgn(y_i − y_j) / sqrt(Σ_{i≠j} |sgn(x_i − x_j)| · Σ_{i≠j} |sgn(y_i − y_j)|), over
-the flattened cells (``scipy.stats.kendalltau``'s τ-b). The p is two-sided and counts the observed
+τ-b = Σ_{i≠j} sgn(x_i − x_j) sgn(y_i − y_j) / sqrt(Σ_{i≠j} |sgn(x_i − x_j)| · Σ_{i≠j} |sgn(y_i − y_j)|),
+over the flattened cells (``scipy.stats.kendalltau``'s τ-b). The p is two-sided and counts the observed
 arrangement: (1 + #{|τ_π| ≥ |τ|}) / (n_permutations + 1), so it never reads below 1 / (n_permutations + 1).
 """
 
@@ -100,7 +100,8 @@ def grouped_kendall(
     x, y = np.asarray(x, np.float32), np.asarray(y, np.float32)
     if x.ndim != 2 or x.shape != y.shape or x.shape[0] < 2 or x.shape[1] < 2:
         raise InputError(
-            f"grouped_kendall: x and y must both be (groups, items) with at least 2 of each; got {x.shape} and {y.shape}"
+            "grouped_kendall: x and y must both be (groups, items) with at least 2 of each; "
+            f"got {x.shape} and {y.shape}"
         )
     if not (np.isfinite(x).all() and np.isfinite(y).all()):
         raise InputError("grouped_kendall: x and y must be finite")

@@ -23,7 +23,8 @@ def holm(p: Float[ArrayLike, " m"]) -> Float[np.ndarray, " m"]:
 
 
 def benjamini_hochberg(p: Float[ArrayLike, " m"]) -> Float[np.ndarray, " m"]:
-    """Benjamini–Hochberg q: sorted ascending, p_(i) m / i made monotone by a running min from the top, capped at 1."""
+    """Benjamini–Hochberg q: sorted ascending, p_(i) m / i made monotone by a running min from the top,
+    capped at 1."""
     return _adjust(p, step_down=False)
 
 
