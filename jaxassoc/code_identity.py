@@ -29,6 +29,24 @@ def source_sha256(files: list[Path], root: Path) -> str:
     return digest.hexdigest()[:16]
 
 
+def _stamped(path: Path) -> tuple[Path, int, int]:
+    """A file with its modification time (ns) and size: a new stamp means the file may have changed."""
+    stat = path.stat()
+    return path, stat.st_mtime_ns, stat.st_size
+
+
+@functools.lru_cache(maxsize=256)
+def _files_sha256(stamped: tuple[tuple[Path, int, int], ...], root: Path) -> str:
+    """:func:`source_sha256` of the files, remembered while their stamps stay the same."""
+    return source_sha256([path for path, _, _ in stamped], root)
+
+
+@functools.cache
+def _distributions() -> dict[str, list[str]]:
+    """Top-level module -> distributions (``importlib.metadata.packages_distributions``, ~0.1 s), once."""
+    return dict(importlib.metadata.packages_distributions())
+
+
 @functools.cache
 def jaxassoc_code() -> dict[str, Any]:
     """``{"version", "source_sha256"}``: what the resume and cache keys compare (computed once per process)."""
@@ -62,20 +80,21 @@ def git_state() -> dict[str, Any]:
 def module_code(module_name: str) -> dict[str, Any]:
     """A plugin module's identity: its name, the hash of its file (a package: every ``.py`` file in its
     folder; a module imported from a zip: its file as the zip holds it) and its distribution's version when
-    it has one. Computed afresh on every call: an edit shows."""
+    it has one. The files are hashed again whenever one's size or modification time changed, so an edit
+    shows; unchanged files are not read again (a cache lookup of a plugin's computation asks on every call)."""
     module = sys.modules.get(module_name)
     file = getattr(module, "__file__", None)
     identity: dict[str, Any] = {"module": module_name, "source_sha256": None, "version": None}
     if file and Path(file).is_file():
         path = Path(file).resolve()
         files = list(path.parent.rglob("*.py")) if path.name == "__init__.py" else [path]
-        identity["source_sha256"] = source_sha256(files, path.parent)
+        identity["source_sha256"] = _files_sha256(tuple(_stamped(f) for f in sorted(files)), path.parent)
     elif file and hasattr(getattr(module, "__loader__", None), "get_data"):  # e.g. imported from a zip
         with contextlib.suppress(OSError):
             identity["source_sha256"] = hashlib.sha256(module.__loader__.get_data(file)).hexdigest()[:16]
     top = module_name.split(".")[0]
     try:
-        names = importlib.metadata.packages_distributions().get(top) or [top]
+        names = _distributions().get(top) or [top]
         identity["version"] = importlib.metadata.version(names[0])
     except importlib.metadata.PackageNotFoundError:
         pass

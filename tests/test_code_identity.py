@@ -6,6 +6,7 @@ import importlib
 import sys
 import zipfile
 import zipimport
+from pathlib import Path
 
 from jaxassoc.code_identity import module_code
 
@@ -44,3 +45,18 @@ def test_a_plugin_module_file_and_package_are_hashed_from_their_files(tmp_path, 
     (package / "helper.py").write_text(SOURCE.format(sign="-"))  # an edit of a file the package imports
     assert module_code("package_plugin")["source_sha256"] != whole["source_sha256"]
     assert module_code("single_plugin") == single and single["version"] is None
+
+
+def test_unchanged_plugin_files_are_not_read_again(tmp_path, monkeypatch):
+    (tmp_path / "stamped_plugin.py").write_text(SOURCE.format(sign=""))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "stamped_plugin", raising=False)
+    importlib.import_module("stamped_plugin")
+    reads = []
+    original = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: reads.append(self.name) or original(self))
+    first = module_code("stamped_plugin")
+    assert module_code("stamped_plugin") == first and reads == ["stamped_plugin.py"]  # the second: no read
+    (tmp_path / "stamped_plugin.py").write_text(SOURCE.format(sign="-"))  # an edit: a new stamp, read again
+    assert module_code("stamped_plugin")["source_sha256"] != first["source_sha256"]
+    assert reads == ["stamped_plugin.py"] * 2
