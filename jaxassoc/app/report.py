@@ -246,15 +246,6 @@ def _row_label(row) -> str:
 MARKS = "* p<.05, ** p<.01, *** p<.001"
 
 
-def _interval_text(lo: float, hi: float) -> str:
-    """``[lo, hi]`` (3 decimals); a one-sided interval ``[lo, ∞)`` or ``(−∞, hi]``; "" without one."""
-    if not (np.isfinite(lo) or np.isinf(lo)) or not (np.isfinite(hi) or np.isinf(hi)):
-        return ""
-    left = "(−∞" if np.isneginf(lo) else f"[{lo:.3f}"
-    right = "∞)" if np.isposinf(hi) else f"{hi:.3f}]"
-    return f"{left}, {right}"
-
-
 def _reach(*values) -> float:
     """Half the width of a symmetric axis that shows every finite value with a margin."""
     return 1.08 * figures.symmetric_limit(*values)
@@ -530,7 +521,7 @@ def _rank_cell(r) -> str:
         if r["rank_best"] == r["rank_worst"]
         else f"{int(r['rank_best'])}–{int(r['rank_worst'])}"
     )
-    interval = _interval_text(r["lo"], r["hi"])
+    interval = tables.interval(r["lo"], r["hi"])
     return f"{r['rank']:g} ({span}): {r['effect']:.3f}" + (f" {interval}" if interval else "")
 
 

@@ -94,7 +94,7 @@ def present(table: pd.DataFrame) -> pd.DataFrame:
             high = table.get(f"ci_high{low.group(1)}")
             numeric.add(f"ci{low.group(1)}")
             out[f"ci{low.group(1)}"] = [
-                "" if high is None or _missing(lo) or _missing(hi) else _interval(lo, hi)
+                "" if high is None or _missing(lo) or _missing(hi) else interval(lo, hi)
                 for lo, hi in zip(table[column], table[column] if high is None else high)
             ]
             continue
@@ -111,8 +111,10 @@ def present(table: pd.DataFrame) -> pd.DataFrame:
     return shown
 
 
-def _interval(lo: float, hi: float) -> str:
-    """``[lo, hi]``; a one-sided interval ``[lo, ∞)`` or ``(−∞, hi]``."""
+def interval(lo: float, hi: float) -> str:
+    """``[lo, hi]``; a one-sided interval ``[lo, ∞)`` or ``(−∞, hi]``; "" when a bound is missing (NaN)."""
+    if _missing(lo) or _missing(hi):
+        return ""
     left = "(−∞" if np.isneginf(lo) else f"[{_number(lo, False)}"
     right = "∞)" if np.isposinf(hi) else f"{_number(hi, False)}]"
     return f"{left}, {right}"
