@@ -18,6 +18,7 @@ from typing import Any
 from jaxassoc.data._files import content_hash
 from jaxassoc.data.ceat import CEAT_FILE, load_ceat_wordlists
 from jaxassoc.data.corpus import WIKITEXT2_FILES, load_wikitext2
+from jaxassoc.data.crows_pairs import CROWS_PAIRS_FILE, load_crows_pairs
 from jaxassoc.data.similarity import (
     SIMLEX999_FILE,
     WORDSIM353_SUBSETS,
@@ -95,6 +96,12 @@ def _entries() -> tuple[DatasetInfo, ...]:
             functools.partial(load_weat_suite, "weat_wefe"),
             "WEAT W1-W10 as in WEFE's WEAT.json (18-name W4-W5, 'short', 'Bill'; variant)",
             ("weat/wefe/WEAT.json", weat),
+        ),
+        DatasetInfo(
+            "crows_pairs",
+            load_crows_pairs,
+            "CrowS-Pairs: 1,508 more/less stereotyping sentence pairs, 9 bias types (Nangia et al. 2020)",
+            (CROWS_PAIRS_FILE, "crows_pairs/SOURCE.md"),
         ),
         DatasetInfo(
             "wordsim353",

@@ -116,8 +116,11 @@ def run_batched(
     progress: bool = False,
     per_token: bool = True,
     shard: bool | Mesh | None = None,
+    aligned: list[list[int]] | None = None,
 ) -> list:
     """``fn(params, ids, mask)`` over all sequences; one output pytree (NumPy) per sequence, in input order.
+    ``aligned``: one integer list per sequence, as long as it (e.g. the tokens a masked copy hides), padded
+    like the ids and passed to ``fn`` as a fourth argument.
 
     ``fn`` should be jitted: shapes are ``(B, bucket)`` with one fixed ``B`` per call, so it compiles at
     most once per bucket (``fn._cache_size()`` counts compilations). ``B`` is ``batch_size``, or the
@@ -137,6 +140,8 @@ def run_batched(
     if batch_size < 1:
         raise ConfigError(f"batch_size={batch_size} must be at least 1")
     check_sequences(sequences, max_length, vocab_size)
+    if aligned is not None and [len(a) for a in aligned] != [len(s) for s in sequences]:
+        raise InputError("run_batched: aligned= needs one list per sequence, each as long as its sequence")
     feed = Feeder(params, legacy_shard(shard, mesh))
     B = feed.rows(min(batch_size, 1 << (len(sequences) - 1).bit_length()))
     order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))
@@ -144,7 +149,10 @@ def run_batched(
     for group in in_batches([order[i : i + B] for i in range(0, len(order), B)], progress):
         batch = [sequences[i] for i in group]
         length = bucket_length(max(len(s) for s in batch), buckets, max_length)
-        out = feed(fn, *pad_batch(batch, length, B, pad_id, padding_side))
+        inputs = pad_batch(batch, length, B, pad_id, padding_side)
+        if aligned is not None:
+            inputs += pad_batch([aligned[i] for i in group], length, B, pad_id, padding_side)[:1]
+        out = feed(fn, *inputs)
         for row, i in enumerate(group):
             n = len(sequences[i])
             if per_token:

@@ -14,45 +14,19 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
 from jaxassoc.data import unstereo as data
-from jaxassoc.errors import InputError, ModelError
+from jaxassoc.errors import InputError
 from jaxassoc.metrics.unstereo import DEFAULT_AUFC_UNITS, ETAS, LOG10_THRESHOLD, AufcUnits, unstereo_eval
 from jaxassoc.models.base import LanguageModel
-from jaxassoc.models.batching import model_limits
-from jaxassoc.models.heads import next_token_logprobs
-from jaxassoc.models.packing import run_packed
+from jaxassoc.readouts.sentence_scores import causal_log_likelihoods, causal_token_ids, start_token
 
 
 def sentence_token_ids(model: LanguageModel, sentences: Sequence[str]) -> list[list[int]]:
     """Token ids of each sentence with the model's BOS prepended (once, whatever the tokenizer default)."""
-    if model.objective != "causal":
-        raise ModelError(f"UnStereoEval scores sentences with a causal LM; {model.name!r} is {model.objective}")
-    if model.vocab.bos_id is None:
-        raise ModelError(f"{model.name!r} has no BOS token: UnStereoEval scores every token after a BOS")
-    bos = model.vocab.bos_id
-    encoded = model.tokenizer(list(sentences), add_special_tokens=False)["input_ids"]
-    for i, ids in enumerate(encoded):
-        if not ids:
-            raise InputError(f"sentence {i} ({sentences[i]!r}) has no tokens: every sentence needs text")
-        if len(ids) + 1 > model.max_positions:
-            raise InputError(
-                f"sentence {i} ({sentences[i][:60]!r}...) has {len(ids)} tokens + BOS, more than "
-                f"the {model.max_positions}-token context of {model.name!r}: shorten or drop it"
-            )
-    return [[bos, *ids] for ids in encoded]
-
-
-@functools.partial(jax.jit, static_argnames=("forward",))
-def _token_logprobs(params, ids, segments, *, forward):
-    """Column t: log p(token t+1 | its sentence up to t), 0 at a sentence's last token and on padding;
-    ``forward`` (static) keeps one compilation per model."""
-    logp = next_token_logprobs(params["head"], forward(params["body"], ids, segments).hidden, ids, segments)
-    return jnp.pad(logp, ((0, 0), (0, 1)))
+    return causal_token_ids(model, sentences, start_token(model, eos_fallback=False, what="UnStereoEval"))
 
 
 def score_sentences(
@@ -69,16 +43,7 @@ def score_sentences(
     if len(sentences) == 0:
         raise InputError("score_sentences needs at least one sentence")
     sequences = sentence_token_ids(model, sentences)
-    per_token = run_packed(
-        functools.partial(_token_logprobs, forward=model.forward),
-        model.params,
-        sequences,
-        tokens_per_batch=tokens_per_batch,
-        progress=progress,
-        mesh=model.mesh,
-        **model_limits(model),
-    )
-    return np.array([row.astype(np.float64).sum() for row in per_token])
+    return causal_log_likelihoods(model, sequences, tokens_per_batch=tokens_per_batch, progress=progress)
 
 
 def run_unstereo(

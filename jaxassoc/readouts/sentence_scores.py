@@ -1,0 +1,142 @@
+"""Sentence scores from a language model, shared by the metrics that compare sentences (UnStereoEval,
+CrowS-Pairs, StereoSet; docs/methods.md §4.3, §6.2).
+
+- Causal LM: log P(sentence | start token) = the sum of log p(token | start token and the earlier tokens),
+  packed end to end into rows of fixed length (:func:`jaxassoc.models.packing.run_packed`): positions
+  restart and attention stays within each sentence, so a sentence's score does not depend on its
+  neighbours.
+- Masked LM: the pseudo-log-likelihood of chosen positions (Salazar et al. 2020; Nangia et al. 2020
+  §3): one copy of the sentence per position with that token masked, log p(the hidden token | the
+  copy) at the mask, every copy of every sentence batched together.
+
+Per-token log-probabilities come back as float32 and are summed on the host in float64. The jitted
+functions (:func:`causal_token_logprobs`, :func:`masked_token_logprobs`) are pure functions of the
+parameters: differentiate them for a training signal.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float, Int
+
+from jaxassoc.errors import InputError, ModelError
+from jaxassoc.models.base import LanguageModel
+from jaxassoc.models.batching import FINE_BUCKETS, model_limits, run_batched
+from jaxassoc.models.heads import gather_positions, head_logits, next_token_logprobs
+from jaxassoc.models.packing import run_packed
+
+
+def start_token(model: LanguageModel, *, eos_fallback: bool, what: str) -> int:
+    """The id a causal sentence score conditions on: the model's BOS token, or its EOS token when it has
+    no BOS and ``eos_fallback``; ModelError naming ``what`` needs it otherwise."""
+    if model.objective != "causal":
+        raise ModelError(f"{what} scores sentences with a causal LM; {model.name!r} is {model.objective}")
+    start = model.vocab.bos_id if model.vocab.bos_id is not None else (model.vocab.eos_id if eos_fallback else None)
+    if start is None:
+        raise ModelError(f"{model.name!r} has no BOS token: {what} scores every token after a BOS")
+    return int(start)
+
+
+def causal_token_ids(model: LanguageModel, sentences: Sequence[str], start_id: int) -> list[list[int]]:
+    """Token ids of each sentence after ``start_id`` (added once, whatever the tokenizer's default)."""
+    encoded = model.tokenizer(list(sentences), add_special_tokens=False)["input_ids"]
+    for i, ids in enumerate(encoded):
+        if not ids:
+            raise InputError(f"sentence {i} ({sentences[i]!r}) has no tokens: every sentence needs text")
+        if len(ids) + 1 > model.max_positions:
+            raise InputError(
+                f"sentence {i} ({sentences[i][:60]!r}...) has {len(ids)} tokens + the start token, more than "
+                f"the {model.max_positions}-token context of {model.name!r}: shorten or drop it"
+            )
+    return [[start_id, *ids] for ids in encoded]
+
+
+@functools.partial(jax.jit, static_argnames=("forward",))
+def causal_token_logprobs(
+    params, ids: Int[Array, "B T"], segments: Int[Array, "B T"], *, forward
+) -> Float[Array, "B T"]:
+    """Column t: log p(token t+1 | its sentence up to t), 0 at a sentence's last token and on padding;
+    ``forward`` (static) keeps one compilation per model."""
+    logp = next_token_logprobs(params["head"], forward(params["body"], ids, segments).hidden, ids, segments)
+    return jnp.pad(logp, ((0, 0), (0, 1)))
+
+
+def causal_log_likelihoods(
+    model: LanguageModel, sequences: list[list[int]], *, tokens_per_batch: int = 1024, progress: bool = False
+) -> np.ndarray:
+    """float64 sum of log p(token | earlier tokens) over each sequence's tokens after its first."""
+    per_token = run_packed(
+        functools.partial(causal_token_logprobs, forward=model.forward),
+        model.params,
+        sequences,
+        tokens_per_batch=tokens_per_batch,
+        progress=progress,
+        mesh=model.mesh,
+        **model_limits(model),
+    )
+    return np.array([row.astype(np.float64).sum() for row in per_token])
+
+
+@functools.partial(jax.jit, static_argnames=("forward", "mask_id"))
+def masked_token_logprobs(
+    params, ids: Int[Array, "B T"], mask: Int[Array, "B T"], hidden_ids: Int[Array, "B T"], *, forward, mask_id: int
+) -> Float[Array, " B"]:
+    """log p(hidden_ids at the mask | ids) for rows holding one mask each (float32); ``hidden_ids`` are the
+    unmasked sequences."""
+    position = jnp.argmax(ids == mask_id, axis=1)
+    x = gather_positions(forward(params["body"], ids, mask).hidden, position)
+    logits = head_logits(params["head"], x).astype(jnp.float32)
+    target = jnp.take_along_axis(hidden_ids, position[:, None], axis=1)
+    return jnp.take_along_axis(logits, target, axis=1)[:, 0] - jax.nn.logsumexp(logits, axis=1)
+
+
+def pseudo_log_likelihoods(
+    model: LanguageModel,
+    sequences: Sequence[Sequence[int]],
+    positions: Sequence[Sequence[int]],
+    *,
+    batch_size: int = 64,
+    progress: bool = False,
+) -> list[np.ndarray]:
+    """For each sequence (with its special tokens) the float32 log p of its token at each of ``positions``
+    when that one token is masked; identical masked copies are run once."""
+    mask_id = model.vocab.mask_id
+    if model.objective != "masked" or model.head is None or mask_id is None:
+        raise ModelError(
+            f"a pseudo-log-likelihood needs a masked LM with its MLM head and a mask token; {model.name!r} is "
+            f"{model.objective}{'' if model.head is not None else ' without an MLM head'}"
+        )
+    copies: dict[tuple[int, ...], int] = {}
+    originals: list[list[int]] = []
+    slots = []
+    for seq, where in zip(sequences, positions):
+        row = []
+        for p in where:
+            masked = list(seq)
+            masked[p] = mask_id
+            key = tuple(masked)
+            if key not in copies:
+                copies[key] = len(originals)
+                originals.append(list(seq))
+            row.append(copies[key])
+        slots.append(row)
+    fn = functools.partial(masked_token_logprobs, forward=model.forward, mask_id=int(mask_id))
+    out = run_batched(
+        fn,
+        model.params,
+        [list(k) for k in copies],
+        aligned=originals,
+        batch_size=batch_size,
+        buckets=FINE_BUCKETS,
+        per_token=False,
+        progress=progress,
+        mesh=model.mesh,
+        **model_limits(model),
+    )
+    logp = np.array([float(o) for o in out], np.float32)
+    return [logp[row] for row in slots]

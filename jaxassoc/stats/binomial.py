@@ -1,0 +1,59 @@
+"""A share of n trials against a hypothesised rate: exact binomial test and Clopper–Pearson interval
+(docs/methods.md §6.4).
+
+The two are inversions of each other: the two-sided p is twice the smaller tail (the "central" test,
+capped at 1), so ``p < 1 - confidence`` exactly when the Clopper–Pearson interval excludes ``p0``; a
+one-sided test (``alternative="greater"`` / ``"less"``) goes with a one-sided interval ``[lo, 1]`` /
+``[0, hi]``. Counts are exact integers: the p-value has no resampling resolution.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from scipy import stats as sps
+
+from jaxassoc.errors import ConfigError
+from jaxassoc.stats.permutation import ALTERNATIVES
+
+
+class BinomialResult(NamedTuple):
+    """``k`` successes of ``n``: their share, its interval and the test of ``share == p0``."""
+
+    share: float
+    low: float
+    high: float
+    p_value: float
+    k: int
+    n: int
+
+
+def binomial_test(
+    k: int, n: int, *, p0: float = 0.5, alternative: str = "two-sided", confidence: float = 0.95
+) -> BinomialResult:
+    """Exact test of ``k`` successes in ``n`` trials against rate ``p0`` with its Clopper–Pearson interval
+    (Clopper & Pearson 1934), sided as ``alternative``."""
+    if alternative not in ALTERNATIVES:
+        raise ConfigError(f"binomial_test: alternative={alternative!r} is not one of {ALTERNATIVES}")
+    if not (0 <= k <= n and n >= 1):
+        raise ConfigError(f"binomial_test: need 0 <= k <= n and n >= 1, got k={k}, n={n}")
+    if not 0 < confidence < 1:
+        raise ConfigError(f"binomial_test: confidence={confidence} must lie strictly between 0 and 1")
+    upper_tail = float(sps.binom.sf(k - 1, n, p0))  # P(K >= k)
+    lower_tail = float(sps.binom.cdf(k, n, p0))  # P(K <= k)
+    alpha = 1 - confidence
+    if alternative == "two-sided":
+        p, low, high = min(1.0, 2 * min(upper_tail, lower_tail)), _lower(k, n, alpha / 2), _upper(k, n, alpha / 2)
+    elif alternative == "greater":
+        p, low, high = upper_tail, _lower(k, n, alpha), 1.0
+    else:
+        p, low, high = lower_tail, 0.0, _upper(k, n, alpha)
+    return BinomialResult(k / n, low, high, p, int(k), int(n))
+
+
+def _lower(k: int, n: int, tail: float) -> float:
+    return 0.0 if k == 0 else float(sps.beta.ppf(tail, k, n - k + 1))
+
+
+def _upper(k: int, n: int, tail: float) -> float:
+    return 1.0 if k == n else float(sps.beta.ppf(1 - tail, k + 1, n - k))
