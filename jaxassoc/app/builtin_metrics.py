@@ -16,7 +16,7 @@ LANGUAGE_MODELS = ("causal", "masked", "encoder")
 
 def register_all() -> None:
     """Register every built-in metric."""
-    from jaxassoc.app.tasks import ceat, intersectional, rpam, stereotypes, unstereo, weat
+    from jaxassoc.app.tasks import ceat, crows_pairs, intersectional, rpam, stereotypes, unstereo, weat
 
     register_metric(
         "weat",
@@ -77,4 +77,15 @@ def register_all() -> None:
         uses=frozenset(),
         ignores=intersectional.ignored_options,
         views=intersectional.views,
+    )
+    register_metric(
+        "crows_pairs",
+        run=crows_pairs.run,
+        config=crows_pairs.CrowsPairsMetricConfig,
+        model_kinds=("causal", "masked"),
+        description="CrowS-Pairs metric score overall and per bias type (Nangia et al. 2020)",
+        uses={"stats.alternative", "stats.confidence", "stats.correction", "dataset.sample"},
+        ignores=crows_pairs.ignored_options,
+        views=crows_pairs.views,
+        dataset="crows_pairs",
     )

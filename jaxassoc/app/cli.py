@@ -279,6 +279,32 @@ def check_overrides(argv: list[str]) -> int | None:
     return len(jobs)
 
 
+def with_default_dataset(argv: list[str], defaults: dict[str, str]) -> list[str]:
+    """``argv`` with ``dataset=<d>`` added when it names no dataset and its metric reads its own dataset by
+    default (``defaults``: metric -> dataset, e.g. ``crows_pairs`` -> ``crows_pairs``; the others read the
+    root config's). A sweep whose metrics would default to different datasets is refused: it needs its
+    ``dataset=`` spelled out."""
+    parsed = _parse_args(argv)
+    if parsed is None:
+        return argv
+    overrides, multirun = parsed
+    if any(o.split("=", 1)[0].lstrip("+~") == "dataset" for o in overrides):
+        return argv
+    jobs = (_jobs(overrides) if multirun else [overrides]) or [overrides]
+    metrics = {next((o.split("=", 1)[1] for o in job if o.split("=", 1)[0] == "metric"), None) for job in jobs}
+    wanted = {defaults.get(m) for m in metrics}
+    if wanted == {None}:
+        return argv
+    if len(wanted) > 1:
+        reads = ", ".join(f"metric={m} {defaults.get(m) or 'the default dataset'}" for m in sorted(metrics, key=str))
+        raise ConfigError(
+            f"the swept metrics read different datasets by default ({reads}): name the dataset(s) with dataset=..., "
+            "or sweep them separately"
+        )
+    at = argv.index(overrides[0]) if overrides else len(argv)  # the overrides stay together for argparse
+    return [*argv[:at], f"dataset={wanted.pop()}", *argv[at:]]
+
+
 def _parse_args(argv: list[str]) -> tuple[list[str], bool] | None:
     """The overrides and whether ``-m`` was given, as Hydra's own argument parser reads ``argv``; None when
     the command line is not a plain run or sweep of jaxassoc's config (left to Hydra)."""

@@ -181,6 +181,30 @@ class CustomWeatConfig(DatasetConfig):
 
 
 @dataclass
+class CrowsPairsConfig(DatasetConfig):
+    """``dataset=crows_pairs``: the packaged CrowS-Pairs file, or your own CSV in its layout (``path``,
+    relative to the folder jaxassoc runs in; ``docs/datasets.md``)."""
+
+    path: Optional[str] = None
+
+
+@dataclass
+class StereoSetConfig(DatasetConfig):
+    """``dataset=stereoset``: StereoSet's published JSON (``dev.json``), which is not packaged: ``path``
+    is required (README, "StereoSet data")."""
+
+    path: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.path is None:
+            raise ConfigError(
+                "dataset=stereoset needs dataset.path=<file.json>: StereoSet's dev.json is not packaged with jaxassoc "
+                "(README, 'StereoSet data', says where to get it and its licence)"
+            )
+
+
+@dataclass
 class CustomSentencesConfig(DatasetConfig):
     """``dataset=custom_sentences``: your own UnStereoEval templates, one a line (``.txt``) or a ``template``
     column (``.csv``), relative to the folder jaxassoc runs in (``docs/datasets.md``)."""
@@ -337,6 +361,8 @@ def register_configs(metric_schemas: dict[str, type], metric_yamls: set[str] = f
         cs.store(group=group, name=f"{group}_schema", node=schema)
     cs.store(group="dataset", name="custom_weat_schema", node=CustomWeatConfig)
     cs.store(group="dataset", name="custom_sentences_schema", node=CustomSentencesConfig)
+    cs.store(group="dataset", name="crows_pairs_schema", node=CrowsPairsConfig)
+    cs.store(group="dataset", name="stereoset_schema", node=StereoSetConfig)
     cs.store(group="metric", name="audit_schema", node=MetricConfig)
     for name, schema in metric_schemas.items():
         cs.store(group="metric", name=f"{name}_schema", node=schema)

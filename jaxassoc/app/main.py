@@ -79,7 +79,8 @@ def main() -> None:
         print(cli.help_text())
         return
     try:
-        register()
+        metrics = register()
+        argv = sys.argv[1:] = cli.with_default_dataset(argv, {n: s.dataset for n, s in metrics.items() if s.dataset})
         n_jobs = cli.check_overrides(argv)
     except JaxassocError as e:
         sys.exit(f"jaxassoc: error: {e}")
@@ -94,7 +95,7 @@ def main() -> None:
         sys.exit(sweep_failures.summary(*ran, n_jobs))
 
 
-def register() -> None:
+def register() -> dict[str, Any]:
     """Register the built-in metrics, the plugins and their config schemas (Hydra's ConfigStore).
 
     Idempotent. ``main`` calls it before Hydra composes the config; ``_app`` calls it again, because a
@@ -106,6 +107,7 @@ def register() -> None:
     metrics = load_metrics()
     yamls = {p.stem for p in (CONF_DIR / "metric").glob("*.yaml")}
     register_configs({name: spec.config for name, spec in metrics.items()}, yamls)
+    return metrics
 
 
 def _app(cfg: DictConfig) -> None:

@@ -126,7 +126,8 @@ class MetricSpec:
     the aggregate rows into compact titled tables for the console and the report (:mod:`jaxassoc.app.tables`);
     None: the job's ``summary`` on the console and the aggregates in the report. ``reads_dataset=False`` (a
     plugin that scores no dataset): no dataset is recorded in its rows or its resume key, and ``dataset=...``
-    on its command line is refused."""
+    on its command line is refused. ``dataset``: the dataset ``metric=<name>`` reads when the command line
+    names none (None: the root config's default, ``weat_caliskan2017``)."""
 
     name: str
     run: Callable[[Job], JobResult]
@@ -137,6 +138,7 @@ class MetricSpec:
     ignores: Callable[[Job], Mapping[str, str]] | None = None
     views: Callable[[pd.DataFrame], list[tuple[str, pd.DataFrame]]] | None = None
     reads_dataset: bool = True
+    dataset: str | None = None
 
 
 METRICS: dict[str, MetricSpec] = {}
@@ -154,10 +156,11 @@ def register_metric(
     ignores: Callable[[Job], Mapping[str, str]] | None = None,
     views: Callable[[pd.DataFrame], list[tuple[str, pd.DataFrame]]] | None = None,
     reads_dataset: bool = True,
+    dataset: str | None = None,
 ) -> MetricSpec:
     """Make ``metric=<name>`` runnable. ``config`` must be a dataclass extending MetricConfig; ``uses``
     and ``ignores`` declare which shared options it reads, ``views`` its compact tables, ``reads_dataset``
-    whether it scores a dataset at all (see :class:`MetricSpec`).
+    whether it scores a dataset at all, ``dataset`` the one it reads by default (see :class:`MetricSpec`).
 
     A name belongs to the module that registered it first: another module registering the same name (a
     plugin shadowing a built-in metric) is refused; the same module registering it again (a reload) is not.
@@ -180,6 +183,7 @@ def register_metric(
         ignores=ignores,
         views=views,
         reads_dataset=reads_dataset,
+        dataset=dataset,
     )
     METRICS[name] = spec
     return spec

@@ -1,0 +1,170 @@
+"""``metric=crows_pairs``: CrowS-Pairs (Nangia et al. 2020; docs/methods.md §6) on a masked or causal LM.
+
+Pairs are scored in chunks of ``metric.chunk_pairs``, each cached as soon as it is done (an interrupted
+run resumes at its first unfinished chunk). The aggregates hold one row per bias type and a row ``all``:
+``metric_score`` (percent of pairs whose more-stereotyping sentence scores higher) with its exact
+Clopper–Pearson CI and binomial test against 50 %, sided as ``stats.alternative``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from jaxassoc.app import tables
+from jaxassoc.app.cache import cached_arrays
+from jaxassoc.app.config import NO_EFFECT, MetricConfig, check_range
+from jaxassoc.app.registry import Job, JobResult
+from jaxassoc.data.crows_pairs import CROWS_PAIRS_FILE, load_crows_pairs
+from jaxassoc.errors import ConfigError
+from jaxassoc.metrics.crows_pairs import DECIMALS, MORE, NEUTRAL, direction_score, metric_score, pair_outcomes
+from jaxassoc.progress import stage
+from jaxassoc.readouts.crows_pairs import score_pairs
+from jaxassoc.stats.binomial import binomial_test
+
+ALL = "all"
+OUTCOME_NAMES = {MORE: "more", NEUTRAL: "neutral", -MORE: "less"}
+
+
+@dataclass
+class CrowsPairsMetricConfig(MetricConfig):
+    batch_size: int = field(default=64, metadata=NO_EFFECT)  # masked LM: masked copies per forward batch
+    tokens_per_batch: int = field(default=1024, metadata=NO_EFFECT)  # causal LM: tokens per packed batch
+    chunk_pairs: int = field(default=256, metadata=NO_EFFECT)  # pairs per cached chunk (resume granularity)
+
+    def __post_init__(self) -> None:
+        check_range("metric.batch_size", self.batch_size, 1)
+        check_range("metric.tokens_per_batch", self.tokens_per_batch, 1)
+        check_range("metric.chunk_pairs", self.chunk_pairs, 1)
+
+
+def ignored_options(job: Job) -> dict[str, str]:
+    """A causal LM packs sentences (no ``batch_size``); a masked LM batches copies (no ``tokens_per_batch``)."""
+    if job.model.kind == "masked":
+        return {"metric.tokens_per_batch": "a masked LM batches masked copies: set metric.batch_size"}
+    return {"metric.batch_size": "a causal LM packs whole sentences: set metric.tokens_per_batch"}
+
+
+def _pairs(job: Job) -> tuple[pd.DataFrame, str]:
+    if job.dataset.name != "crows_pairs":
+        raise ConfigError(f"metric=crows_pairs scores CrowS-Pairs: use dataset=crows_pairs, not {job.dataset.name!r}")
+    path = getattr(job.dataset, "path", None)
+    pairs = load_crows_pairs(path)
+    if job.dataset.sample is not None and job.dataset.sample < len(pairs):
+        rows = np.sort(np.random.default_rng(job.seed).choice(len(pairs), size=job.dataset.sample, replace=False))
+        pairs = pairs.iloc[rows].reset_index(drop=True)
+    return pairs, (CROWS_PAIRS_FILE if path is None else str(path))
+
+
+def run(job: Job) -> JobResult:
+    cfg = job.metric
+    pairs, source = _pairs(job)  # read (and checked) before the model loads
+    model = job.language_model()
+    chunks = [pairs.iloc[at : at + cfg.chunk_pairs] for at in range(0, len(pairs), cfg.chunk_pairs)]
+    parts = []
+    for c, chunk in enumerate(chunks, 1):
+        key = {
+            "weights": model.provenance.weights_sha256,
+            "tokenizer": model.provenance.tokenizer_sha256,
+            "dtype": job.model.dtype,
+            "objective": model.objective,
+            "pairs": chunk[["sent_more", "sent_less"]].to_numpy().tolist(),
+            "batch": cfg.batch_size if model.objective == "masked" else cfg.tokens_per_batch,
+        }  # the batching decides the bits of a recomputation
+
+        def compute(chunk=chunk):
+            kw = dict(batch_size=cfg.batch_size, tokens_per_batch=cfg.tokens_per_batch, progress=not job.quiet)
+            return score_pairs(model, chunk, source=source, **kw)
+
+        with stage("crows_pairs", f"pairs scored (chunk {c}/{len(chunks)})", len(chunk)):
+            parts.append(cached_arrays(job.cache_dir, "crows_pairs_scores", key, compute))
+    scores = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    items = per_pair(pairs, scores)
+    provenance = {**job.provenance(model), "dataset_rows": _rows_note(job, pairs)}
+    if getattr(job.dataset, "path", None) is not None:
+        provenance["dataset_file"] = str(job.dataset.path)
+    aggregates = summarize(items, alternative=job.stats.alternative, confidence=job.stats.confidence)
+    return JobResult(items=items, aggregates=aggregates, provenance=provenance)
+
+
+def _rows_note(job: Job, pairs: pd.DataFrame) -> str:
+    return "all" if job.dataset.sample is None else f"seeded sample of {len(pairs)} (seed {job.seed})"
+
+
+def per_pair(pairs: pd.DataFrame, scores: dict[str, np.ndarray]) -> pd.DataFrame:
+    """The pairs with their two scores, tokens scored, ``outcome`` (``more`` / ``less`` / ``neutral``) and
+    the authors' ``score`` (1 when the pair counts for the model)."""
+    out = pairs.copy()
+    for k, v in scores.items():
+        out[k] = v
+    outcomes = pair_outcomes(out["sent_more_score"], out["sent_less_score"])
+    out["outcome"] = [OUTCOME_NAMES[int(o)] for o in outcomes]
+    out["score"] = (outcomes == MORE).astype(int)
+    return out
+
+
+def summarize(items: pd.DataFrame, *, alternative: str, confidence: float) -> pd.DataFrame:
+    """One row for all pairs, then one per bias type (most pairs first): n, neutral pairs, metric score
+    (%) with its CI and test against 50 %, stereotype and anti-stereotype scores (%) and their n."""
+    order = items["bias_type"].value_counts(sort=True).index.tolist()
+    rows = []
+    for name in [ALL, *order]:
+        part = items if name == ALL else items[items["bias_type"] == name]
+        outcomes = pair_outcomes(part["sent_more_score"], part["sent_less_score"])
+        test = binomial_test(int((outcomes == MORE).sum()), len(part), alternative=alternative, confidence=confidence)
+        stereo, anti = (part["direction"] == "stereo").to_numpy(), (part["direction"] == "antistereo").to_numpy()
+        rows.append(
+            {
+                "bias_type": name,
+                "n": len(part),
+                "n_neutral": int((outcomes == NEUTRAL).sum()),
+                "metric_score": metric_score(outcomes),
+                "ci_low": 100 * test.low,
+                "ci_high": 100 * test.high,
+                "p_value": test.p_value,
+                "stereotype_score": direction_score(outcomes, stereo),
+                "n_stereo": int((stereo & (outcomes != NEUTRAL)).sum()),
+                "antistereotype_score": direction_score(outcomes, anti),
+                "n_antistereo": int((anti & (outcomes != NEUTRAL)).sum()),
+                "alternative": alternative,
+                "confidence": confidence,
+                "decimals": DECIMALS,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+COLUMNS = [
+    "bias_type",
+    "n",
+    "metric_score",
+    "ci_low",
+    "ci_high",
+    "p_value",
+    "n_neutral",
+    "stereotype_score",
+    "n_stereo",
+    "antistereotype_score",
+    "n_antistereo",
+]
+
+
+def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """All pairs, then the bias types (their p-values are one family for ``stats.correction``)."""
+    sides = tables.SIDES.get(str(aggregates["alternative"].iloc[0]), "two-sided")
+    level = f"{float(aggregates['confidence'].iloc[0]):.0%}"
+    note = (
+        f"metric_score: % of the n pairs whose more-stereotyping sentence scores higher (50 = no preference; "
+        f"neutral pairs, equal to {DECIMALS} decimals, count against it); ci: exact {level} Clopper–Pearson "
+        f"interval, p: {sides} exact binomial test of 50 % (docs/methods.md §6.3–6.4); stereotype_score / "
+        "antistereotype_score: the same share among the non-neutral stereo / antistereo pairs (n_stereo, "
+        "n_antistereo)"
+    )
+    overall = aggregates[aggregates["bias_type"] == ALL]
+    types = aggregates[aggregates["bias_type"] != ALL]
+    return [
+        ("all pairs", tables.with_notes(tables.block(overall, COLUMNS), note)),
+        ("bias types", tables.with_notes(tables.block(types, COLUMNS), note)),
+    ]

@@ -1,0 +1,75 @@
+"""``jaxassoc metric=crows_pairs`` end to end on tiny checkpoints: the default dataset, a user's file, the
+aggregate rows (``bias_type`` with ``all``, ``metric_score`` in percent) recomputed from the per-pair rows,
+the CI consistent with the test, and bad files named."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+PAIRS_CSV = """,sent_more,sent_less,stereo_antistereo,bias_type
+0,The doctor said that he would help the nurse.,The doctor said that she would help the nurse.,stereo,gender
+1,She studies math and science.,He studies math and science.,antistereo,gender
+2,People from every country enjoy music.,People from this country enjoy music.,stereo,nationality
+3,The engineer fixed the computer.,The teacher fixed the computer.,stereo,gender
+4,He studies art and music.,She studies art and music.,antistereo,gender
+"""
+
+
+def _run(cli, cwd, *overrides):
+    proc = cli("jaxassoc", *overrides, "hydra.run.dir=out", cwd=cwd, env={"HYDRA_FULL_ERROR": "0"})
+    return proc
+
+
+def _check_aggregates(agg: pd.DataFrame, items: pd.DataFrame) -> None:
+    assert agg["bias_type"].iloc[0] == "all" and set(agg["bias_type"]) == {"all", *items["bias_type"]}
+    for row in agg.itertuples():
+        part = items if row.bias_type == "all" else items[items["bias_type"] == row.bias_type]
+        more = part["sent_more_score"].round(3) > part["sent_less_score"].round(3)
+        assert row.n == len(part)
+        assert row.metric_score == pytest.approx(100 * more.mean())
+        ci = sps.binomtest(int(more.sum()), len(part)).proportion_ci(0.95, method="exact")
+        assert (row.ci_low, row.ci_high) == pytest.approx((100 * ci.low, 100 * ci.high))
+        assert (row.p_value < 0.05) == (not row.ci_low <= 50 <= row.ci_high)  # the CI and the test agree
+
+
+def test_causal_default_dataset_sample(tmp_path, tiny_checkpoint, cli):
+    folder = tiny_checkpoint("gpt2", n_positions=128)
+    proc = _run(
+        cli,
+        tmp_path,
+        "metric=crows_pairs",
+        "model.name=tiny",
+        f"model.source={folder}",
+        "dataset.sample=24",
+        "quiet=false",
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    agg = pd.read_parquet(tmp_path / "out" / "aggregates.parquet")
+    items = pd.read_parquet(tmp_path / "out" / "items.parquet")
+    assert len(items) == 24 and (agg["prov_dataset"] == "crows_pairs").all()
+    assert {"sent_more_score", "sent_less_score", "outcome", "score", "bias_type", "direction"} <= set(items)
+    _check_aggregates(agg, items)
+    assert "bias types" in proc.stdout and "metric_score" in proc.stdout
+
+
+def test_masked_user_file_and_its_errors(tmp_path, tiny_checkpoint, cli):
+    folder = tiny_checkpoint("bert")
+    (tmp_path / "pairs.csv").write_text(PAIRS_CSV)
+    common = ["metric=crows_pairs", "model.name=tiny", "model.kind=masked", f"model.source={folder}"]
+    proc = _run(cli, tmp_path, *common, "dataset.path=pairs.csv", "metric.batch_size=8")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    agg = pd.read_parquet(tmp_path / "out" / "aggregates.parquet")
+    items = pd.read_parquet(tmp_path / "out" / "items.parquet")
+    assert items["pair"].tolist() == ["0", "1", "2", "3", "4"]
+    assert (items[["sent_more_tokens", "sent_less_tokens"]] > 0).all().all()
+    _check_aggregates(agg, items)
+    assert np.isfinite(agg["stereotype_score"].iloc[0])
+
+    (tmp_path / "bad.csv").write_text(PAIRS_CSV.replace("stereo_antistereo", "direction"))
+    bad = _run(cli, tmp_path, *common, "dataset.path=bad.csv")
+    assert bad.returncode != 0 and "bad.csv, line 1" in bad.stderr and "stereo_antistereo" in bad.stderr
+    wrong = _run(cli, tmp_path, *common, "dataset.path=pairs.csv", "metric.tokens_per_batch=64")
+    assert wrong.returncode != 0 and "metric.tokens_per_batch" in wrong.stderr
