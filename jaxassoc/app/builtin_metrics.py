@@ -16,7 +16,7 @@ LANGUAGE_MODELS = ("causal", "masked", "encoder")
 
 def register_all() -> None:
     """Register every built-in metric."""
-    from jaxassoc.app.tasks import ceat, crows_pairs, intersectional, rpam, stereotypes, unstereo, weat
+    from jaxassoc.app.tasks import ceat, crows_pairs, intersectional, rpam, stereotypes, unstereo, weat, wefe
 
     register_metric(
         "weat",
@@ -27,6 +27,16 @@ def register_all() -> None:
         uses={"stats", "whitening"},
         ignores=weat.ignored_options,
         views=weat.views,
+    )
+    register_metric(
+        "wefe",
+        run=wefe.run,
+        config=wefe.WefeMetricConfig,
+        model_kinds=("static", *LANGUAGE_MODELS),
+        description="WEFE's RND, RNSB, MAC, ECT and RIPA on a WEAT suite, static or contextual vectors",
+        uses=frozenset(),
+        ignores=wefe.ignored_options,
+        views=wefe.views,
     )
     register_metric(
         "rpam",

@@ -51,6 +51,7 @@ TITLES = {
     "ceat": "CEAT",
     "unstereo": "UnStereoEval",
     "intersectional": "Intersectional groups",
+    "wefe": "WEFE",
 }
 SHORT = {
     "model.name": "model",
@@ -189,7 +190,8 @@ def labels(settings: pd.DataFrame, keys: list[str], apart: bool = True) -> pd.Da
 
 def effects(rows: pd.DataFrame) -> pd.DataFrame:
     """The effect sizes of test rows in long form: ``job, test, series, effect, lo, hi, p, name`` (the test's
-    name, "" without one; CEAT's CI: CES ± 1.96 SE). The unnamed series (``effect_size``) is left out where raw / whitened ones exist."""
+    name, "" without one; CEAT's CI: CES ± 1.96 SE). The unnamed series (``effect_size``) is left out where
+    raw / whitened ones exist; a row's own ``series`` column names it (WEFE's metrics: ``RND (A)``, ``MAC``)."""
     if "test" not in rows:
         return pd.DataFrame(columns=["job", "test", "series", "effect", "lo", "hi", "p", "name"])
     rows = rows[rows["test"].notna()]
@@ -209,7 +211,9 @@ def effects(rows: pd.DataFrame) -> pd.DataFrame:
                 {
                     "job": picked["job"],
                     "test": picked["test"].astype(str),
-                    "series": series,
+                    "series": picked["series"].fillna("").astype(str)
+                    if series == "" and "series" in picked
+                    else series,
                     "effect": picked[effect].astype(float),
                     "lo": lo.astype(float),
                     "hi": hi.astype(float),

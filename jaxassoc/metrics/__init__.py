@@ -39,6 +39,9 @@ Field guide (module: what is there; paper):
   ``precision_at_3``, ``emergent_scores``, ``human_group_indices``.
 - :mod:`~jaxassoc.metrics.unstereo` — UnStereoEval (Belem et al. 2024): ``unstereo_eval``,
   ``unstereo_metrics``, ``fm_log_ratio``, ``is_neutral``, ``maxpmi_mask``, ``neutrality_curve``, ``aufc``.
+- :mod:`~jaxassoc.metrics.wefe` — WEFE's family (Badilla et al. 2020): ``rnd`` (Garg et al. 2018), ``rnsb``
+  (Sweeney & Najafian 2019; its L2 logistic regression in :mod:`~jaxassoc.metrics.logistic`), ``mac``
+  (Manzini et al. 2019), ``ect`` (Dev & Phillips 2019), ``ripa`` (Ethayarajh et al. 2019), ``check_query``.
 - :mod:`~jaxassoc.metrics.anisotropy` — anisotropy of an embedding space (Ethayarajh 2019; ZCA-WEAT
   Experiment 1): ``anisotropy.anisotropy``, ``pairwise_cosine``, ``cosine_matrix``,
   ``explained_variance_ratio``, ``sample_rows``.
@@ -54,6 +57,7 @@ from jaxassoc.metrics import (
     anisotropy,
     ceat,
     ilps,
+    logistic,
     rpam,
     set_exact,
     set_optax,
@@ -62,6 +66,7 @@ from jaxassoc.metrics import (
     stereotype_alignment,
     unstereo,
     weat,
+    wefe,
 )
 from jaxassoc.metrics.anisotropy import (
     Anisotropy,
@@ -91,6 +96,7 @@ from jaxassoc.metrics.ilps import (
     ilps_star,
     word_initial_mask,
 )
+from jaxassoc.metrics.logistic import fit_logistic, logistic_objective, predict_positive
 from jaxassoc.metrics.rpam import (
     RpamTestResult,
     association_scores,
@@ -156,6 +162,18 @@ from jaxassoc.metrics.weat import (
     weat_effect_size,
     weat_statistics,
 )
+from jaxassoc.metrics.wefe import (
+    RipaResult,
+    RndResult,
+    RnsbResult,
+    check_query,
+    ect,
+    holdout_mask,
+    mac,
+    ripa,
+    rnd,
+    rnsb,
+)
 
 __all__ = [
     # modules (their same-named entry points: weat.weat, ceat.ceat, ilps.ilps, anisotropy.anisotropy,
@@ -171,7 +189,12 @@ __all__ = [
     "stereotype_alignment",
     "unstereo",
     "weat",
+    "wefe",
+    "logistic",
     # result NamedTuples
+    "RipaResult",
+    "RndResult",
+    "RnsbResult",
     "AlignmentResult",
     "AssociationTest",
     "Anisotropy",
@@ -190,6 +213,16 @@ __all__ = [
     "WeatResult",
     "WeatStatistics",
     # functions
+    "check_query",
+    "ect",
+    "fit_logistic",
+    "holdout_mask",
+    "logistic_objective",
+    "mac",
+    "predict_positive",
+    "ripa",
+    "rnd",
+    "rnsb",
     "alignment",
     "association_scale",
     "association_scores",

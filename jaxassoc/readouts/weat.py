@@ -57,14 +57,16 @@ as significant or stable. The paper counts "Not significant" as "Stable" (signif
 Table A1 marks e.g. GloVe W10 (p .069 -> .229) with S. Column ``paper_class`` follows the paper."""
 
 
-def _looked_up(test, lookup) -> tuple[tuple[str, ...], list]:
+def looked_up(test, lookup) -> tuple[tuple[str, ...], list]:
     """The names of a test's four sets (X, Y, A, B) and each set looked up (its kept words and vectors)."""
     names = (test.x_name, test.y_name, test.a_name, test.b_name)
     sets = (test.targets_x, test.targets_y, test.attributes_a, test.attributes_b)
     return names, [lookup(list(words), f"{test.id} {name}") for words, name in zip(sets, names)]
 
 
-def _vectors_fn(vectors: StaticEmbeddings | VectorsFn, max_oov_share: float) -> VectorsFn:
+def lookup_fn(vectors: StaticEmbeddings | VectorsFn, max_oov_share: float) -> VectorsFn:
+    """``vectors_fn(words, name) -> Lookup``: static vectors refuse a set losing more than ``max_oov_share``
+    of its words; a contextual ``vectors_fn`` applies its own fallback."""
     if isinstance(vectors, StaticEmbeddings):
         return lambda words, name: vectors.lookup(words, max_oov_share=max_oov_share, name=name)
     return vectors
@@ -140,10 +142,10 @@ def run_weat_experiment(
     permutations and bootstrap resamples. The word rule (:func:`check_suite_words`) is checked first.
     """
     check_suite_words(suite.tests, getattr(vectors, "normalise", None))
-    lookup = _vectors_fn(vectors, max_oov_share)
+    lookup = lookup_fn(vectors, max_oov_share)
     rows = []
     for test, test_key in zip(suite.tests, jax.random.split(key, len(suite.tests))):
-        names, found = _looked_up(test, lookup)
+        names, found = looked_up(test, lookup)
         kept = tuple(f.kept_words for f in found)
         settings = dict(words=kept, names=names, **options.as_kwargs())
         row = {
@@ -187,10 +189,10 @@ def run_sc_weat_experiment(
     A and B: one row per word with d, its permutation p over re-partitions of A ∪ B (the words of a test
     share the partitions, drawn with the test's key) and the settings used."""
     check_suite_words(suite.tests, getattr(vectors, "normalise", None))
-    lookup = _vectors_fn(vectors, max_oov_share)
+    lookup = lookup_fn(vectors, max_oov_share)
     rows = []
     for test, test_key in zip(suite.tests, jax.random.split(key, len(suite.tests))):
-        names, found = _looked_up(test, lookup)
+        names, found = looked_up(test, lookup)
         words = (*found[0].kept_words, *found[1].kept_words)
         targets = np.concatenate([found[0].vectors, found[1].vectors])
         res = sc_weat(

@@ -7,6 +7,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import jax
 import matplotlib
@@ -20,6 +21,7 @@ from jaxassoc.app.config import MetricConfig, check_choice, check_corpus, check_
 from jaxassoc.app.registry import Job, JobResult
 from jaxassoc.embeddings.contextual import ContextIndex, ContextualWordVectors
 from jaxassoc.embeddings.sentence import sentence_vectors
+from jaxassoc.embeddings.static import StaticEmbeddings
 from jaxassoc.embeddings.whitening import ZcaStats, apply_zca, corpus_word_types, fit_zca, reference_sample, save_zca
 from jaxassoc.io import atomic_write
 from jaxassoc.metrics.anisotropy import cosine_matrix, sample_rows
@@ -113,6 +115,44 @@ def _corpus_sentences(corpus: str) -> list[str]:
     if corpus == "wikitext2":
         return data.wikitext2_sentences("test") + data.wikitext2_sentences("valid")
     return data.load_text_corpus(Path(corpus).expanduser())  # metric.corpus: existence checked with the config
+
+
+class SuiteVectors(NamedTuple):
+    """:func:`suite_vectors`' answer: the ``vectors_fn`` to look the suite's words up with, what it reads
+    from (the static embeddings or the language model), the corpus sentences (contextual models only) and
+    the model's provenance."""
+
+    vectors: StaticEmbeddings | ContextualWordVectors
+    loaded: Any
+    sentences: list[str] | None
+    provenance: dict
+
+
+def suite_vectors(job: Job, suite, cfg, task: str) -> SuiteVectors:
+    """Word vectors of a WEAT suite's words for a job's model: static vectors (GloVe, word2vec) as stored,
+    or a language model's contextual word vectors (Bommasani et al. 2020) from ``cfg.corpus`` at
+    ``cfg.layer`` with ``cfg.max_contexts`` sentences per word and ``cfg.fallback``, extracted through the
+    on-disk cache. The word rule is checked with the model's own spelling key (an uncased tokenizer reads
+    Rose as rose). ``task`` names the progress lines. Used by ``metric=weat`` and ``metric=wefe``."""
+    if job.model.kind == "static":
+        embeddings = model_loading.static_embeddings(job.model)
+        check_suite_words(suite.tests, embeddings.normalise)  # spellings the lookup merges are one word
+        return SuiteVectors(embeddings, embeddings, None, model_loading.model_provenance(job.model, embeddings))
+    model = model_loading.language_model(job.model, job.mesh)
+    sentences = _corpus_sentences(cfg.corpus)
+    vectors = ContextualWordVectors(
+        model,
+        ContextIndex.build(sentences),
+        layer=cfg.layer,
+        max_contexts=cfg.max_contexts,
+        seed=job.seed,
+        fallback=cfg.fallback,
+        batch_size=job.model.batch_size,
+    )
+    check_suite_words(suite.tests, vectors.normalise)
+    with stage(task, "word vectors extracted") as extracted:
+        extracted.count = prefetch_word_vectors(vectors, suite_words(suite), cache_dir=job.cache_dir, quiet=job.quiet)
+    return SuiteVectors(vectors, model, sentences, model_loading.model_provenance(job.model, model))
 
 
 def _words(sentence: str) -> list[str]:
@@ -219,10 +259,11 @@ def run(job: Job) -> JobResult:
     check_suite_words(suite.tests)
     key_weat, key_aniso, key_sim = jax.random.split(jax.random.key(job.seed), 3)
     aggregates, provenance = [], {}
+    found = suite_vectors(job, suite, cfg, "weat")
+    vectors = found.vectors
+    provenance.update(found.provenance)
     if job.model.kind == "static":
-        embeddings = model_loading.static_embeddings(job.model)
-        check_suite_words(suite.tests, embeddings.normalise)  # spellings the lookup merges are one word
-        vectors = embeddings
+        embeddings = found.loaded
         if whitening.name == "zca":
             word_types = (
                 corpus_word_types(" ".join(_corpus_sentences(cfg.corpus)).split())
@@ -236,24 +277,8 @@ def run(job: Job) -> JobResult:
                 max_items=whitening.max_samples,
                 seed=job.seed,
             )
-        provenance.update(model_loading.model_provenance(job.model, embeddings))
     else:
-        model = model_loading.language_model(job.model, job.mesh)
-        sentences = _corpus_sentences(cfg.corpus)
-        vectors = ContextualWordVectors(
-            model,
-            ContextIndex.build(sentences),
-            layer=cfg.layer,
-            max_contexts=cfg.max_contexts,
-            seed=job.seed,
-            fallback=cfg.fallback,
-            batch_size=job.model.batch_size,
-        )
-        check_suite_words(suite.tests, vectors.normalise)  # an uncased tokenizer reads Rose as rose
-        with stage("weat", "word vectors extracted") as extracted:
-            extracted.count = prefetch_word_vectors(
-                vectors, suite_words(suite), cache_dir=job.cache_dir, quiet=job.quiet
-            )
+        model, sentences = found.loaded, found.sentences
         if whitening.name == "zca":
             rng = np.random.default_rng(job.seed)
             if len(sentences) > cfg.reference_sentences:
@@ -273,7 +298,6 @@ def run(job: Job) -> JobResult:
                     progress=not job.quiet,
                 )
                 extracted.count = len(reference.vectors)
-        provenance.update(model_loading.model_provenance(job.model, model))
     if cfg.single_category:
         return _single_category(job, vectors, suite, key_weat, provenance)
     zca = None
