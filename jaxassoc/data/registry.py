@@ -18,6 +18,7 @@ from typing import Any
 from jaxassoc.data._files import content_hash
 from jaxassoc.data.ceat import CEAT_FILE, load_ceat_wordlists
 from jaxassoc.data.corpus import WIKITEXT2_FILES, load_wikitext2
+from jaxassoc.data.seat import SEAT_TEMPLATES_FILE, load_seat_templates
 from jaxassoc.data.similarity import (
     SIMLEX999_FILE,
     WORDSIM353_SUBSETS,
@@ -95,6 +96,12 @@ def _entries() -> tuple[DatasetInfo, ...]:
             functools.partial(load_weat_suite, "weat_wefe"),
             "WEAT W1-W10 as in WEFE's WEAT.json (18-name W4-W5, 'short', 'Bill'; variant)",
             ("weat/wefe/WEAT.json", weat),
+        ),
+        DatasetInfo(
+            "seat_templates",
+            load_seat_templates,
+            "SEAT's bleached sentence templates per word form (after May et al. 2019, §3; jaxassoc's wording)",
+            (SEAT_TEMPLATES_FILE, "seat/SOURCE.md"),
         ),
         DatasetInfo(
             "wordsim353",
