@@ -16,7 +16,7 @@ LANGUAGE_MODELS = ("causal", "masked", "encoder")
 
 def register_all() -> None:
     """Register every built-in metric."""
-    from jaxassoc.app.tasks import ceat, intersectional, rpam, stereotypes, unstereo, weat
+    from jaxassoc.app.tasks import ceat, intersectional, rpam, seat, stereotypes, unstereo, weat
 
     register_metric(
         "weat",
@@ -27,6 +27,16 @@ def register_all() -> None:
         uses={"stats", "whitening"},
         ignores=weat.ignored_options,
         views=weat.views,
+    )
+    register_metric(
+        "seat",
+        run=seat.run,
+        config=seat.SeatMetricConfig,
+        model_kinds=LANGUAGE_MODELS,
+        description="SEAT: WEAT on sentence vectors of a WEAT suite's words in bleached templates",
+        uses={"stats"},
+        ignores=seat.ignored_options,
+        views=seat.views,
     )
     register_metric(
         "rpam",
