@@ -16,7 +16,7 @@ from jaxassoc.app.tasks import weat as weat_job
 from jaxassoc.embeddings import contextual
 from jaxassoc.embeddings.contextual import ContextIndex, ContextualWordVectors
 from jaxassoc.models import load_model
-from jaxassoc.readouts.weat import cached_reference, prefetch_word_vectors
+from jaxassoc.readouts.weat import cached_reference, cached_sentence_vectors, prefetch_word_vectors
 
 SENTENCES = list(dict.fromkeys(family_specs.CORPUS))
 WORDS = ["doctor", "nurse", "music", "science", "zebra"]  # zebra: no context, falls back or is dropped
@@ -134,21 +134,28 @@ def test_weat_job_sweep_over_statistics_reuses_vectors(folder, tmp_path, calls, 
     model_loading._load_language_model.cache_clear()
 
 
-def test_sentence_vectors_hit_is_bit_identical_and_layer_misses(model, folder, tmp_path, monkeypatch):
+def test_sentence_vectors_hit_is_bit_identical_and_layer_pooling_misses(model, tmp_path, monkeypatch):
     from jaxassoc.embeddings.sentence import sentence_vectors
+    from jaxassoc.readouts import weat as weat_readout
 
     counted = []
-    monkeypatch.setattr(weat_job, "sentence_vectors", lambda *a, **k: counted.append(1) or sentence_vectors(*a, **k))
-    job = _job(folder, tmp_path, 100)
-    first = weat_job._sentence_vectors(model, SENTENCES, -1, job)
-    hit = weat_job._sentence_vectors(model, SENTENCES, -1, job)
+    monkeypatch.setattr(
+        weat_readout, "sentence_vectors", lambda *a, **k: counted.append(1) or sentence_vectors(*a, **k)
+    )
+
+    def cached(sentences, layer=-1, pooling="mean"):
+        return cached_sentence_vectors(model, sentences, cache_dir=tmp_path, layer=layer, pooling=pooling, batch_size=4)
+
+    first = cached(SENTENCES)
+    hit = cached(SENTENCES)
     assert len(counted) == 1
-    fresh = sentence_vectors(model, SENTENCES, layer=-1, batch_size=job.model.batch_size)
+    fresh = sentence_vectors(model, SENTENCES, layer=-1, batch_size=4)
     assert hit.dtype == first.dtype == fresh.dtype
     assert np.array_equal(hit, first) and np.array_equal(fresh, first)
-    weat_job._sentence_vectors(model, SENTENCES, 1, job)
-    weat_job._sentence_vectors(model, SENTENCES[:-1], -1, job)
-    assert len(counted) == 3
+    cached(SENTENCES, layer=1)
+    cached(SENTENCES[:-1])
+    assert not np.array_equal(cached(SENTENCES, pooling="first"), first)
+    assert len(counted) == 4
 
 
 @pytest.mark.parametrize(("kind", "refused"), [("bert-encoder", True), ("gpt2", False)])

@@ -201,6 +201,22 @@ SCENARIOS: dict[str, list[Scenario]] = {
             refused=frozenset({"metric.max_oov_share"}),
         ),  # zinnia: no context
     ],
+    "seat": [
+        Scenario(
+            ["metric=seat", *TINY_LM, *STATS_BASE],
+            {
+                **{k: v for k, v in STATS_CHANGES.items() if k != "stats.exact_bound"},
+                "metric.layer": 0,
+                "metric.pooling": "mean",
+            },
+            refused=frozenset({"stats.alpha"}),  # no whitening, no change class
+        ),
+        Scenario(  # 2 pronouns x 4 templates per target set: C(16, 8) = 12,870 partitions
+            ["metric=seat", *TINY_LM, *STATS_BASE, "dataset=custom_weat", "dataset.X=[he,she]", "dataset.Y=[him,his]"]
+            + ["dataset.A=[love,peace]", "dataset.B=[war,pain]"],
+            {"stats.exact_bound": 20_000},
+        ),
+    ],
     "intersectional": [
         Scenario(
             [

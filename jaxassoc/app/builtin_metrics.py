@@ -16,7 +16,7 @@ LANGUAGE_MODELS = ("causal", "masked", "encoder")
 
 def register_all() -> None:
     """Register every built-in metric."""
-    from jaxassoc.app.tasks import ceat, crows_pairs, intersectional, rpam, stereotypes, unstereo, weat, wefe
+    from jaxassoc.app.tasks import ceat, crows_pairs, intersectional, rpam, seat, stereotypes, unstereo, weat, wefe
 
     register_metric(
         "weat",
@@ -37,6 +37,16 @@ def register_all() -> None:
         uses=frozenset(),
         ignores=wefe.ignored_options,
         views=wefe.views,
+    )
+    register_metric(
+        "seat",
+        run=seat.run,
+        config=seat.SeatMetricConfig,
+        model_kinds=LANGUAGE_MODELS,
+        description="SEAT: WEAT on sentence vectors of a WEAT suite's words in bleached templates",
+        uses={"stats"},
+        ignores=seat.ignored_options,
+        views=seat.views,
     )
     register_metric(
         "rpam",

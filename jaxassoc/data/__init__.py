@@ -10,6 +10,7 @@ UnStereoEval loaders live in ``jaxassoc.data.unstereo`` and are imported lazily.
 from jaxassoc.data.ceat import load_ceat_wordlists
 from jaxassoc.data.corpus import detokenize_wikitext, load_text_corpus, load_wikitext2, wikitext2_sentences
 from jaxassoc.data.registry import DATASETS, DatasetInfo, dataset_info, load_dataset
+from jaxassoc.data.seat import SeatTemplates, load_seat_templates
 from jaxassoc.data.similarity import load_simlex999, load_wordsim353
 from jaxassoc.data.sst2 import load_sst2
 from jaxassoc.data.stereotypes import AbcData, load_abc, load_human_ratings
@@ -22,6 +23,7 @@ __all__ = [
     "SUITE_NAMES",
     "AbcData",
     "DatasetInfo",
+    "SeatTemplates",
     "WeatSuite",
     "WeatTest",
     "dataset_info",
@@ -31,6 +33,7 @@ __all__ = [
     "load_ceat_wordlists",
     "load_dataset",
     "load_human_ratings",
+    "load_seat_templates",
     "load_simlex999",
     "load_sst2",
     "load_text_corpus",

@@ -1,5 +1,8 @@
-"""Sentence vectors: mean of a layer's token states over the attention mask (Reimers & Gurevych 2019,
-the pooling of sentence-transformers models such as all-MiniLM-L6-v2; ZCA-WEAT paper, STS-B).
+"""Sentence vectors: a layer's token states pooled over each sentence's tokens (special tokens included).
+``pooling="mean"`` is the mean over the attention mask (Reimers & Gurevych 2019, the pooling of
+sentence-transformers models such as all-MiniLM-L6-v2; ZCA-WEAT paper, STS-B); ``"first"`` is the first
+token (BERT's [CLS]); ``"last"`` the last one (a causal LM's only position that has read the whole
+sentence). SEAT (docs/methods.md §8) picks one per model kind.
 
 ``layer`` indexes the model's ``hidden_states`` (0 = embedding output, -1 = last block). The last block
 is not ``ForwardOutput.hidden`` for masked LMs, whose head input is after the MLM transform.
@@ -15,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from jaxassoc.errors import InputError
+from jaxassoc.errors import ConfigError, InputError
 from jaxassoc.models.base import LanguageModel
 from jaxassoc.models.batching import model_limits, run_batched
 
@@ -24,6 +27,21 @@ def mean_pool(hidden: Float[Array, "B T D"], mask: Int[Array, "B T"]) -> Float[A
     """Mean over the positions where ``mask`` is 1."""
     weights = mask.astype(hidden.dtype)[..., None]
     return (hidden * weights).sum(axis=1) / jnp.maximum(weights.sum(axis=1), 1.0)
+
+
+POOLINGS = ("mean", "first", "last")
+
+
+def pool_states(states: Float[np.ndarray, "T D"], pooling: str) -> Float[np.ndarray, " D"]:
+    """One sentence's vector from its token states (unpadded, special tokens included): their mean, the
+    first or the last one."""
+    if pooling == "mean":
+        return states.mean(axis=0)
+    if pooling == "first":
+        return states[0]
+    if pooling == "last":
+        return states[-1]
+    raise ConfigError(f"pooling {pooling!r}: use one of {list(POOLINGS)}")
 
 
 def check_layer(model: LanguageModel, layer: int) -> None:
@@ -78,12 +96,15 @@ def sentence_vectors(
     batch_size: int = 64,
     max_length: int | None = None,
     progress: bool = False,
+    pooling: str = "mean",
 ) -> Float[np.ndarray, "n D"]:
-    """Mean-pooled ``layer`` states of each sentence (special tokens included, as sentence-transformers
-    does), in input order."""
+    """Pooled ``layer`` states of each sentence (:func:`pool_states`; the default mean includes the special
+    tokens, as sentence-transformers does), in input order."""
     if not sentences:
         raise InputError("sentence_vectors: no sentences given")
+    if pooling not in POOLINGS:
+        raise ConfigError(f"pooling {pooling!r}: use one of {list(POOLINGS)}")
     states, _ = token_states(
         model, sentences, layer=layer, batch_size=batch_size, max_length=max_length, progress=progress
     )
-    return np.stack([s.mean(axis=0) for s in states]).astype(np.float32)
+    return np.stack([pool_states(s, pooling) for s in states]).astype(np.float32)

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from jaxassoc.embeddings.contextual import ContextualWordVectors, contextual_reference
+from jaxassoc.embeddings.sentence import sentence_vectors
 from jaxassoc.embeddings.static import Lookup, StaticEmbeddings
 from jaxassoc.embeddings.whitening import (
     ReferenceSample,
@@ -349,6 +350,37 @@ def _extract(vectors: ContextualWordVectors, words: list[str]) -> dict[str, np.n
         "vectors": np.stack([v if v is not None else np.zeros(dim, dtype) for v, _ in found]),
         "how": np.array([how for _, how in found]),
     }
+
+
+def cached_sentence_vectors(
+    model,
+    sentences: Sequence[str],
+    *,
+    cache_dir: Path | None,
+    layer: int = -1,
+    pooling: str = "mean",
+    batch_size: int = 64,
+    progress: bool = False,
+) -> np.ndarray:
+    """:func:`~jaxassoc.embeddings.sentence.sentence_vectors` through the on-disk cache (key: model,
+    sentences' hash, layer, pooling and batch size)."""
+    parts = {
+        **model_key(model),
+        "sentences": text_sha256(sentences),
+        "layer": layer,
+        "pooling": pooling,
+        "batch_size": batch_size,
+    }
+    return cached_arrays(
+        cache_dir,
+        "sentence_vectors",
+        parts,
+        lambda: {
+            "vectors": sentence_vectors(
+                model, sentences, layer=layer, pooling=pooling, batch_size=batch_size, progress=progress
+            )
+        },
+    )["vectors"]
 
 
 def cached_reference(

@@ -16,11 +16,9 @@ import pandas as pd
 
 from jaxassoc import data
 from jaxassoc.app import datasets, model_loading, store, tables
-from jaxassoc.app.cache import cached_arrays, model_key
 from jaxassoc.app.config import MetricConfig, check_choice, check_corpus, check_range
 from jaxassoc.app.registry import Job, JobResult
 from jaxassoc.embeddings.contextual import ContextIndex, ContextualWordVectors
-from jaxassoc.embeddings.sentence import sentence_vectors
 from jaxassoc.embeddings.static import StaticEmbeddings
 from jaxassoc.embeddings.whitening import ZcaStats, apply_zca, corpus_word_types, fit_zca, reference_sample, save_zca
 from jaxassoc.io import atomic_write
@@ -30,6 +28,7 @@ from jaxassoc.progress import stage
 from jaxassoc.readouts.weat import (
     CHANGE_CLASSES,
     cached_reference,
+    cached_sentence_vectors,
     check_suite_words,
     prefetch_word_vectors,
     run_anisotropy,
@@ -37,7 +36,6 @@ from jaxassoc.readouts.weat import (
     run_similarity_benchmark,
     run_weat_experiment,
     suite_words,
-    text_sha256,
 )
 
 matplotlib.use("Agg")
@@ -197,26 +195,6 @@ def _static_stsb(embeddings, zca, key, stats_cfg) -> dict:
     return _similarity_row("STS-B", key, raw, white, pairs["score"][keep], int((~keep).sum()), stats_cfg)
 
 
-def _sentence_vectors(model, sentences: list[str], layer: int, job: Job) -> np.ndarray:
-    """Mean-pooled sentence vectors through the on-disk cache (model, sentences, layer, batch size)."""
-    parts = {
-        **model_key(model),
-        "sentences": text_sha256(sentences),
-        "layer": layer,
-        "batch_size": job.model.batch_size,
-    }
-    return cached_arrays(
-        job.cache_dir,
-        "sentence_vectors",
-        parts,
-        lambda: {
-            "vectors": sentence_vectors(
-                model, sentences, layer=layer, batch_size=job.model.batch_size, progress=not job.quiet
-            )
-        },
-    )["vectors"]
-
-
 def _contextual_similarity(model, vectors, zca, key, cfg, job: Job) -> list[dict]:
     """WS-353 and SimLex-999 with contextual word vectors; STS-B with mean-pooled sentence vectors."""
     rows, stats_cfg, batch_size = [], job.stats, job.model.batch_size
@@ -238,7 +216,17 @@ def _contextual_similarity(model, vectors, zca, key, cfg, job: Job) -> list[dict
         rows.append(_similarity_row(name, k, (u, v), (apply_zca(zca, u), apply_zca(zca, v)), pairs.score, 0, stats_cfg))
     stsb = data.load_stsb("dev")
     with stage("weat", "STS-B sentence vectors extracted", 2 * len(stsb)):
-        u, v = (_sentence_vectors(model, list(stsb[c]), cfg.layer, job) for c in ("sentence1", "sentence2"))
+        u, v = (
+            cached_sentence_vectors(
+                model,
+                list(stsb[c]),
+                cache_dir=job.cache_dir,
+                layer=cfg.layer,
+                batch_size=job.model.batch_size,
+                progress=not job.quiet,
+            )
+            for c in ("sentence1", "sentence2")
+        )
     rows.append(
         _similarity_row(
             "STS-B",

@@ -1,0 +1,123 @@
+"""SEAT (docs/methods.md §8): the templates fill as documented, d equals a NumPy WEAT on the same sentence
+vectors, the pooled sentence vector equals transformers' on tiny random checkpoints, and words the encoder
+cannot represent or empty sets are refused by name."""
+
+import family_specs
+import jax
+import numpy as np
+import pytest
+import torch
+
+from jaxassoc import data
+from jaxassoc.data import WeatSuite, WeatTest, load_seat_templates, load_weat_suite
+from jaxassoc.embeddings.sentence import sentence_vectors
+from jaxassoc.errors import ConfigError, InputError
+from jaxassoc.models import load_model
+from jaxassoc.readouts.seat import check_encodable, run_seat_experiment, seat_suite
+from jaxassoc.stats import StatsOptions
+
+
+def _suite(x=("rose", "tulip", "daisy"), y=("ant", "moth", "wasp"), a=("love", "happy"), b=("war", "ugly")):
+    test = WeatTest("T1", "flowers/insects", x, y, a, b, "Flowers", "Insects", "Pleasant", "Unpleasant")
+    return WeatSuite("tiny", (test,), "test")
+
+
+def test_templates_fill_as_documented():
+    t = load_seat_templates()
+    assert t.sentences("aster")[0] == "This is an aster." and t.sentences("rose")[0] == "This is a rose."
+    assert t.form_of("Adam") == "name" and "Adam is here." in t.sentences("Adam")
+    assert t.form_of("happy") == "adjective" and "They are happy." in t.sentences("happy")
+    assert t.form_of("children") == "plural" and "These are children." in t.sentences("children")
+    assert t.form_of("kill") == "verb" and "This will kill." in t.sentences("kill")
+    assert t.sentences("he")[0] == "He is here."  # the sentence starts with a capital, the word does not
+    assert t.form_of("freedom") == "mass" and "This is freedom." in t.sentences("freedom")
+    for word in ("aster", "Adam", "happy", "children", "kill", "he", "freedom"):
+        filled = t.sentences(word)
+        assert len(filled) == len(t.templates[t.form_of(word)]) >= 4 and len(set(filled)) == len(filled)
+        assert all(word in s or word.capitalize() in s for s in filled)
+    caliskan = {w for test in load_weat_suite("weat_caliskan2017").tests for s in _sets(test) for w in s}
+    assert set(t.forms) <= caliskan  # every listed form belongs to a packaged word (no stale entry)
+    # The sentence suite: each word once per template of its form, in word order.
+    test = seat_suite(_suite(), t).tests[0]
+    assert test.targets_x[:6] == t.sentences("rose") and len(test.targets_x) == 3 * len(t.templates["noun"])
+    assert len(test.attributes_a) == len(t.templates["mass"]) + len(t.templates["adjective"])
+    assert data.dataset_info("seat_templates").version == data.DATASETS["seat_templates"].version
+
+
+def _sets(test):
+    return (test.targets_x, test.targets_y, test.attributes_a, test.attributes_b)
+
+
+def _numpy_weat_d(x, y, a, b):
+    def unit(m):
+        return m / np.linalg.norm(m, axis=1, keepdims=True)
+
+    def s(w):
+        return (unit(w) @ unit(a).T).mean(1) - (unit(w) @ unit(b).T).mean(1)
+
+    sx, sy = s(x), s(y)
+    return (sx.mean() - sy.mean()) / np.concatenate([sx, sy]).std(ddof=1), sx.sum() - sy.sum()
+
+
+def test_seat_effect_size_equals_a_numpy_weat_on_the_same_sentence_vectors():
+    templates, suite = load_seat_templates(), _suite()
+    sentences = seat_suite(suite, templates).tests[0]
+    rng = np.random.default_rng(0)
+    vectors = {s: rng.normal(size=16).astype(np.float32) for sets in _sets(sentences) for s in sets}
+    options = StatsOptions(n_permutations=2000, n_bootstrap=200)
+    row = run_seat_experiment(suite, templates, vectors, key=jax.random.key(0), options=options).iloc[0]
+    d, S = _numpy_weat_d(*(np.stack([vectors[s] for s in sets]).astype(np.float64) for sets in _sets(sentences)))
+    np.testing.assert_allclose([row["d"], row["effect_size"], row["S"]], [d, d, S], rtol=1e-4, atol=1e-5)
+    assert abs(d) > 0.01  # random vectors: a nonzero d, so the comparison can fail
+    assert (row["n_x"], row["n_a"], row["words_x"], row["words_a"]) == (18, 10, 3, 2)
+    assert row["ci_low"] <= row["d"] <= row["ci_high"] and 0 < row["p_value"] <= 1
+
+
+@pytest.fixture(scope="module")
+def bert(tiny_checkpoint):
+    folder = tiny_checkpoint("bert")
+    return folder, load_model(str(folder))
+
+
+SENTENCES = ["This is a rose.", "The doctor is here.", "They are happy."]
+
+
+@pytest.mark.parametrize("pooling", ["first", "mean", "last"])
+def test_pooled_sentence_vector_matches_transformers_on_a_tiny_bert(bert, pooling):
+    folder, model = bert
+    ours = sentence_vectors(model, SENTENCES, pooling=pooling, batch_size=2)
+    reference = family_specs.load_torch("bert", folder)
+    for text, vector in zip(SENTENCES, ours):
+        enc = model.tokenizer(text, return_tensors="pt")
+        with torch.no_grad():
+            hidden = reference(**enc, output_hidden_states=True).hidden_states[-1][0]
+        expected = {"first": hidden[0], "mean": hidden.mean(0), "last": hidden[-1]}[pooling]
+        np.testing.assert_allclose(vector, expected.numpy(), rtol=1e-4, atol=1e-4)
+    assert not np.allclose(ours, sentence_vectors(model, SENTENCES, pooling="mean" if pooling != "mean" else "first"))
+
+
+def test_last_token_of_a_tiny_causal_lm_matches_transformers(tiny_checkpoint):
+    folder = tiny_checkpoint("gpt2")
+    model = load_model(str(folder))
+    ours = sentence_vectors(model, SENTENCES, pooling="last", batch_size=2)  # unequal lengths: padding inside
+    reference = family_specs.load_torch("gpt2", folder)
+    for text, vector in zip(SENTENCES, ours):
+        with torch.no_grad():
+            hidden = reference(**model.tokenizer(text, return_tensors="pt"), output_hidden_states=True)
+        np.testing.assert_allclose(vector, hidden.hidden_states[-1][0, -1].numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_a_word_the_encoder_cannot_represent_is_refused_naming_test_set_and_word(bert):
+    _, model = bert
+    check_encodable(_suite().tests, model.tokenizer)  # every character seen by the tiny tokenizer
+    with pytest.raises(InputError, match=r"test T1: word set 'Unpleasant': .* 'war☃' .*unknown token '\[UNK\]'"):
+        check_encodable(_suite(b=("ugly", "war☃")).tests, model.tokenizer)
+
+
+def test_an_empty_set_and_an_unknown_pooling_are_refused_by_name():
+    templates, suite = load_seat_templates(), _suite(y=())
+    vectors = {s: np.ones(4, np.float32) for sets in _sets(seat_suite(suite, templates).tests[0]) for s in sets}
+    with pytest.raises(InputError, match="'T1 Insects' is empty"):
+        run_seat_experiment(suite, templates, vectors, key=jax.random.key(0))
+    with pytest.raises(ConfigError, match="pooling 'cls'"):
+        sentence_vectors(object(), ["x"], pooling="cls")
