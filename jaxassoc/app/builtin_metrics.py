@@ -16,7 +16,18 @@ LANGUAGE_MODELS = ("causal", "masked", "encoder")
 
 def register_all() -> None:
     """Register every built-in metric."""
-    from jaxassoc.app.tasks import ceat, crows_pairs, intersectional, rpam, seat, stereotypes, unstereo, weat, wefe
+    from jaxassoc.app.tasks import (
+        ceat,
+        crows_pairs,
+        intersectional,
+        rpam,
+        seat,
+        stereoset,
+        stereotypes,
+        unstereo,
+        weat,
+        wefe,
+    )
 
     register_metric(
         "weat",
@@ -108,4 +119,15 @@ def register_all() -> None:
         ignores=crows_pairs.ignored_options,
         views=crows_pairs.views,
         dataset="crows_pairs",
+    )
+    register_metric(
+        "stereoset",
+        run=stereoset.run,
+        config=stereoset.StereoSetMetricConfig,
+        model_kinds=("causal", "masked"),
+        description="StereoSet LM, SS and ICAT scores per split and domain (Nadeem et al. 2021)",
+        uses={"dataset.sample"},
+        ignores=stereoset.ignored_options,
+        views=stereoset.views,
+        dataset="stereoset",
     )

@@ -66,11 +66,11 @@ def causal_token_logprobs(
     return jnp.pad(logp, ((0, 0), (0, 1)))
 
 
-def causal_log_likelihoods(
+def causal_token_rows(
     model: LanguageModel, sequences: list[list[int]], *, tokens_per_batch: int = 1024, progress: bool = False
-) -> np.ndarray:
-    """float64 sum of log p(token | earlier tokens) over each sequence's tokens after its first."""
-    per_token = run_packed(
+) -> list[np.ndarray]:
+    """Per sequence, float32 log p(token t+1 | tokens up to t) at column t (0 in its last column)."""
+    return run_packed(
         functools.partial(causal_token_logprobs, forward=model.forward),
         model.params,
         sequences,
@@ -79,7 +79,14 @@ def causal_log_likelihoods(
         mesh=model.mesh,
         **model_limits(model),
     )
-    return np.array([row.astype(np.float64).sum() for row in per_token])
+
+
+def causal_log_likelihoods(
+    model: LanguageModel, sequences: list[list[int]], *, tokens_per_batch: int = 1024, progress: bool = False
+) -> np.ndarray:
+    """float64 sum of log p(token | earlier tokens) over each sequence's tokens after its first."""
+    rows = causal_token_rows(model, sequences, tokens_per_batch=tokens_per_batch, progress=progress)
+    return np.array([row.astype(np.float64).sum() for row in rows])
 
 
 @functools.partial(jax.jit, static_argnames=("forward", "mask_id"))
@@ -95,6 +102,44 @@ def masked_token_logprobs(
     return jnp.take_along_axis(logits, target, axis=1)[:, 0] - jax.nn.logsumexp(logits, axis=1)
 
 
+def check_masked_lm(model: LanguageModel, what: str) -> int:
+    """The mask id of a masked LM with its MLM head; ModelError naming ``what`` needs it otherwise."""
+    if model.objective != "masked" or model.head is None or model.vocab.mask_id is None:
+        raise ModelError(
+            f"{what} needs a masked LM with its MLM head and a mask token; {model.name!r} is {model.objective}"
+            f"{'' if model.head is not None else ' without an MLM head'}"
+        )
+    return int(model.vocab.mask_id)
+
+
+def masked_logprobs(
+    model: LanguageModel,
+    masked: list[list[int]],
+    filled: list[list[int]],
+    *,
+    batch_size: int = 64,
+    progress: bool = False,
+) -> np.ndarray:
+    """float32 log p(the token of ``filled`` at the mask | ``masked``), one per sequence; each ``masked``
+    sequence holds one mask and equals its ``filled`` sequence elsewhere."""
+    fn = functools.partial(
+        masked_token_logprobs, forward=model.forward, mask_id=check_masked_lm(model, "masked_logprobs")
+    )
+    out = run_batched(
+        fn,
+        model.params,
+        masked,
+        aligned=filled,
+        batch_size=batch_size,
+        buckets=FINE_BUCKETS,
+        per_token=False,
+        progress=progress,
+        mesh=model.mesh,
+        **model_limits(model),
+    )
+    return np.array([float(o) for o in out], np.float32)
+
+
 def pseudo_log_likelihoods(
     model: LanguageModel,
     sequences: Sequence[Sequence[int]],
@@ -105,12 +150,7 @@ def pseudo_log_likelihoods(
 ) -> list[np.ndarray]:
     """For each sequence (with its special tokens) the float32 log p of its token at each of ``positions``
     when that one token is masked; identical masked copies are run once."""
-    mask_id = model.vocab.mask_id
-    if model.objective != "masked" or model.head is None or mask_id is None:
-        raise ModelError(
-            f"a pseudo-log-likelihood needs a masked LM with its MLM head and a mask token; {model.name!r} is "
-            f"{model.objective}{'' if model.head is not None else ' without an MLM head'}"
-        )
+    mask_id = check_masked_lm(model, "a pseudo-log-likelihood")
     copies: dict[tuple[int, ...], int] = {}
     originals: list[list[int]] = []
     slots = []
@@ -125,18 +165,5 @@ def pseudo_log_likelihoods(
                 originals.append(list(seq))
             row.append(copies[key])
         slots.append(row)
-    fn = functools.partial(masked_token_logprobs, forward=model.forward, mask_id=int(mask_id))
-    out = run_batched(
-        fn,
-        model.params,
-        [list(k) for k in copies],
-        aligned=originals,
-        batch_size=batch_size,
-        buckets=FINE_BUCKETS,
-        per_token=False,
-        progress=progress,
-        mesh=model.mesh,
-        **model_limits(model),
-    )
-    logp = np.array([float(o) for o in out], np.float32)
+    logp = masked_logprobs(model, [list(k) for k in copies], originals, batch_size=batch_size, progress=progress)
     return [logp[row] for row in slots]

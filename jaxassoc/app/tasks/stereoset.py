@@ -1,0 +1,125 @@
+"""``metric=stereoset dataset=stereoset dataset.path=<dev.json>``: StereoSet's LM, SS and ICAT scores
+(Nadeem et al. 2021; docs/methods.md §7) per split (intrasentence, intersentence, overall) and domain."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from jaxassoc.app import tables
+from jaxassoc.app.cache import cached_arrays
+from jaxassoc.app.config import NO_EFFECT, MetricConfig, check_range
+from jaxassoc.app.registry import Job, JobResult
+from jaxassoc.data.stereoset import LABELS, SPLITS, load_stereoset
+from jaxassoc.errors import ConfigError
+from jaxassoc.metrics.stereoset import stereoset_scores
+from jaxassoc.progress import stage
+from jaxassoc.readouts.stereoset import score_candidates
+
+ALL, OVERALL = "all", "overall"
+
+
+@dataclass
+class StereoSetMetricConfig(MetricConfig):
+    batch_size: int = field(default=64, metadata=NO_EFFECT)  # masked LM: masked prompts per forward batch
+    tokens_per_batch: int = field(default=1024, metadata=NO_EFFECT)  # causal LM: tokens per packed batch
+
+    def __post_init__(self) -> None:
+        check_range("metric.batch_size", self.batch_size, 1)
+        check_range("metric.tokens_per_batch", self.tokens_per_batch, 1)
+
+
+def ignored_options(job: Job) -> dict[str, str]:
+    """A causal LM packs sentences (no ``batch_size``); a masked LM batches prompts (no ``tokens_per_batch``)."""
+    if job.model.kind == "masked":
+        return {"metric.tokens_per_batch": "a masked LM batches masked prompts: set metric.batch_size"}
+    return {"metric.batch_size": "a causal LM packs whole sentences: set metric.tokens_per_batch"}
+
+
+def _candidates(job: Job) -> pd.DataFrame:
+    if job.dataset.name != "stereoset":
+        raise ConfigError("metric=stereoset scores StereoSet: use dataset=stereoset dataset.path=<dev.json>")
+    rows = load_stereoset(job.dataset.path)
+    if job.dataset.sample is not None:
+        examples = rows["example"].unique()
+        if job.dataset.sample < len(examples):
+            chosen = np.random.default_rng(job.seed).choice(len(examples), size=job.dataset.sample, replace=False)
+            rows = rows[rows["example"].isin(set(examples[np.sort(chosen)]))].reset_index(drop=True)
+    return rows
+
+
+def run(job: Job) -> JobResult:
+    cfg = job.metric
+    rows = _candidates(job)  # read (and checked) before the model loads
+    model = job.language_model()
+    skipped = None
+    if model.objective == "masked" and (rows["split"] == "intersentence").any():
+        skipped = "intersentence split not scored: a masked LM has no next-sentence head here (docs/methods.md §7.2)"
+        rows = rows[rows["split"] == "intrasentence"].reset_index(drop=True)
+        if not len(rows):
+            raise ConfigError(f"{job.dataset.path}: no intrasentence examples, and a masked LM scores only those")
+    key = {
+        "weights": model.provenance.weights_sha256,
+        "tokenizer": model.provenance.tokenizer_sha256,
+        "dtype": job.model.dtype,
+        "candidates": rows[["split", "context", "sentence", "template_word"]].to_numpy().tolist(),
+        "batch": cfg.batch_size if model.objective == "masked" else cfg.tokens_per_batch,
+    }
+
+    def compute():
+        kw = dict(batch_size=cfg.batch_size, tokens_per_batch=cfg.tokens_per_batch)
+        return {"score": score_candidates(model, rows, **kw)}
+
+    with stage("stereoset", "candidate sentences scored", len(rows)):
+        rows["score"] = cached_arrays(job.cache_dir, "stereoset_scores", key, compute)["score"]
+    provenance = {**job.provenance(model), "dataset_file": str(job.dataset.path), "dataset_rows": _rows_note(job)}
+    if skipped:
+        provenance["note"] = skipped
+    return JobResult(items=rows, aggregates=summarize(rows), provenance=provenance)
+
+
+def _rows_note(job: Job) -> str:
+    return "all" if job.dataset.sample is None else f"seeded sample of {job.dataset.sample} examples (seed {job.seed})"
+
+
+def examples(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per example: split, target, bias_type and its three candidates' scores (``stereotype``,
+    ``anti-stereotype``, ``unrelated``)."""
+    wide = rows.pivot_table(index=["split", "example", "target", "bias_type"], columns="label", values="score")
+    return wide.reset_index()[["split", "example", "target", "bias_type", *LABELS]]
+
+
+def summarize(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows per split (each present split, then ``overall``: both together, as the authors) and domain
+    (``all``, then each bias type): examples, targets, LM, SS and ICAT scores."""
+    wide = examples(rows)
+    present = [s for s in SPLITS if (wide["split"] == s).any()]
+    out = []
+    for split in [*present, OVERALL]:
+        part = wide if split == OVERALL else wide[wide["split"] == split]
+        for domain in [ALL, *sorted(part["bias_type"].unique())]:
+            group = part if domain == ALL else part[part["bias_type"] == domain]
+            scores = stereoset_scores(
+                group["stereotype"], group["anti-stereotype"], group["unrelated"], group["target"]
+            )
+            out.append({"split": split, "domain": domain, **scores._asdict()})
+    return pd.DataFrame(out).rename(columns={"count": "n"})
+
+
+COLUMNS = ["split", "domain", "n", "n_targets", "lm_score", "ss_score", "icat_score"]
+
+
+def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """One table per split (overall last): LM, SS and ICAT by domain."""
+    note = (
+        "lm_score: % of the 2n (meaningful vs unrelated) comparisons won by the meaningful candidate (ideal 100); "
+        "ss_score: % of examples whose stereotype outscores its anti-stereotype (ideal 50); icat_score = lm · "
+        "min(ss, 100 − ss) / 50 (ideal 100); each a macro average over the n_targets target terms, as the "
+        "authors' evaluation (Nadeem et al. 2021 §6.1; docs/methods.md §7.3); no CI or test: the authors define none"
+    )
+    return [
+        (split, tables.with_notes(tables.block(part, COLUMNS), note))
+        for split, part in aggregates.groupby("split", sort=False)
+    ]
