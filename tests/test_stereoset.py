@@ -195,22 +195,34 @@ def _torch_masked(torch_model, tok, row) -> float:
     return float(np.mean(probabilities))
 
 
-def _torch_causal(torch_model, tok, start, row) -> float:
+def _torch_causal(torch_model, tok, start, row, scoring) -> float:
+    """The authors' rules, anew: intrasentence, p(first | start) then the sentence alone (``authors``) or
+    after the start token (``start``); intersentence, the candidate after start + context."""
     import torch
+
+    def logp(ids):
+        with torch.no_grad():
+            return torch.log_softmax(torch_model(torch.tensor([ids])).logits[0].double(), dim=-1)
 
     if row.split == "intrasentence":
         prefix, scored = [start], tok.encode(row.sentence, add_special_tokens=False)
+        if scoring == "authors":
+            alone = logp(scored)
+            terms = [logp([start])[0, scored[0]].item()] + [
+                alone[t - 1, scored[t]].item() for t in range(1, len(scored))
+            ]
+            return float(np.exp(np.mean(terms)))
     else:
-        prefix = [start, *tok.encode(row.context, add_special_tokens=False)]
+        context = row.context if row.context[-1] in ".!?" else row.context + "."
+        prefix = [start, *tok.encode(context, add_special_tokens=False)]
         scored = tok.encode(" " + row.sentence, add_special_tokens=False)
     ids = prefix + scored
-    with torch.no_grad():
-        logp = torch.log_softmax(torch_model(torch.tensor([ids])).logits[0].double(), dim=-1)
-    return float(np.exp(np.mean([logp[t - 1, ids[t]].item() for t in range(len(prefix), len(ids))])))
+    full = logp(ids)
+    return float(np.exp(np.mean([full[t - 1, ids[t]].item() for t in range(len(prefix), len(ids))])))
 
 
-@pytest.mark.parametrize("family", ["bert", "gpt2"])
-def test_candidate_scores_equal_the_authors_rules(family, tiny_checkpoint):
+@pytest.mark.parametrize("family,scoring", [("bert", "authors"), ("gpt2", "authors"), ("llama", "start")])
+def test_candidate_scores_equal_the_authors_rules(family, scoring, tiny_checkpoint):
     from jaxassoc.models.loading import load_model
 
     folder = tiny_checkpoint(family, 7)
@@ -221,8 +233,8 @@ def test_candidate_scores_equal_the_authors_rules(family, tiny_checkpoint):
         want = [_torch_masked(torch_model, model.tokenizer, r) for r in rows.itertuples()]
     else:
         start = model.vocab.bos_id if model.vocab.bos_id is not None else model.vocab.eos_id
-        want = [_torch_causal(torch_model, model.tokenizer, start, r) for r in rows.itertuples()]
-    got = score_candidates(model, rows, batch_size=8)
+        want = [_torch_causal(torch_model, model.tokenizer, start, r, scoring) for r in rows.itertuples()]
+    got = score_candidates(model, rows, scoring=scoring, batch_size=8)
     np.testing.assert_allclose(got, want, rtol=1e-4)
     assert np.ptp(got) > 0
 

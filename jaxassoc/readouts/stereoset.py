@@ -4,11 +4,15 @@
   t_1..t_k; step i fills the context's BLANK with t_<i (decoded) followed by one mask token, and reads
   p(t_i) at the mask; the score is the mean of those k probabilities. All steps of all candidates run
   batched (:func:`~jaxassoc.readouts.sentence_scores.masked_logprobs`).
-- Intrasentence, causal LM: the geometric mean of p(token | start token, earlier tokens) over the
-  sentence's tokens, i.e. exp of the mean log-probability (the authors' per-token average), the start
-  token being BOS (EOS when the model has none).
+- Intrasentence, causal LM: the geometric mean of the sentence's token probabilities, exp of their mean
+  log-probability (the authors' per-token average). As the authors' script (``scoring="authors"``), the
+  first token is scored after the start token alone and every later one after the earlier tokens of the
+  sentence without the start token; ``scoring="start"`` keeps the start token in front of every token
+  (what a model trained with a BOS expects). The start token is BOS, or EOS when the model has none
+  (GPT-2's ``<|endoftext|>``, the authors' choice).
 - Intersentence, causal LM: the same geometric mean over the tokens of the candidate sentence only, after
-  the start token and the context (the candidate tokenised as " " + sentence, after the context's tokens).
+  the start token and the context (a context without final punctuation gets a full stop, as the
+  authors' script; the candidate tokenised as " " + sentence after the context's tokens).
 - Intersentence needs a causal LM: the authors scored masked LMs there with BERT's next-sentence head,
   which jaxassoc's models do not carry, so a masked LM scores the intrasentence split only.
 """
@@ -52,31 +56,56 @@ def masked_intrasentence(model: LanguageModel, rows: pd.DataFrame, *, batch_size
     return np.array([np.exp(logp[owner == n].astype(np.float64)).mean() for n in range(len(rows))])
 
 
-def causal_candidates(model: LanguageModel, rows: pd.DataFrame, *, tokens_per_batch: int = 1024) -> np.ndarray:
-    """Geometric-mean token probability of each candidate (intrasentence: the whole sentence;
-    intersentence: the sentence after its context; module docstring)."""
+CAUSAL_SCORING = ("authors", "start")
+
+
+def _context(context: str) -> str:
+    """The authors' generative script ends a context without final punctuation with a full stop."""
+    return context if context[-1:] in (".", "!", "?") else context + "."
+
+
+def causal_candidates(
+    model: LanguageModel, rows: pd.DataFrame, *, scoring: str = "authors", tokens_per_batch: int = 1024
+) -> np.ndarray:
+    """Geometric-mean token probability of each candidate (module docstring). ``scoring``: ``authors``
+    scores an intrasentence candidate's first token after the start token and the others after the
+    earlier tokens alone, as the authors' script; ``start`` scores every token after the start token."""
     start = start_token(model, eos_fallback=True, what="StereoSet")
-    sequences, spans = [], []
+    sequences, spans, firsts = [], [], []
     for row in rows.itertuples():
         if row.split == "intrasentence":
             prefix, scored = [start], _tokens(model, row.sentence, row.where)
         else:
-            prefix, scored = (
-                [start, *_tokens(model, row.context, row.where)],
-                _tokens(model, " " + row.sentence, row.where),
-            )
+            prefix = [start, *_tokens(model, _context(row.context), row.where)]
+            scored = _tokens(model, " " + row.sentence, row.where)
         if len(prefix) + len(scored) > model.max_positions:
             raise InputError(
                 f"{row.where}: {len(prefix) + len(scored)} tokens, more than the context of {model.name!r}"
             )
-        sequences.append(prefix + scored)
-        spans.append((len(prefix) - 1, len(prefix) + len(scored) - 1))  # columns predicting the scored tokens
-    per_token = causal_token_rows(model, sequences, tokens_per_batch=tokens_per_batch)
-    return np.array([np.exp(row[a:b].astype(np.float64).mean()) for row, (a, b) in zip(per_token, spans)])
+        authors = scoring == "authors" and row.split == "intrasentence"
+        firsts.append(authors)
+        sequences.append(scored if authors else prefix + scored)
+        spans.append((0, len(scored) - 1) if authors else (len(prefix) - 1, len(prefix) + len(scored) - 1))
+        if authors:
+            sequences.append([start, scored[0]])  # p(first token | start token)
+    rows_out = causal_token_rows(model, sequences, tokens_per_batch=tokens_per_batch)
+    scores, at = [], 0
+    for authors, (a, b) in zip(firsts, spans):
+        logp = rows_out[at][a:b].astype(np.float64)
+        if authors:
+            logp = np.concatenate([rows_out[at + 1][:1].astype(np.float64), logp])
+        scores.append(np.exp(logp.mean()))
+        at += 2 if authors else 1
+    return np.array(scores)
 
 
 def score_candidates(
-    model: LanguageModel, rows: pd.DataFrame, *, batch_size: int = 64, tokens_per_batch: int = 1024
+    model: LanguageModel,
+    rows: pd.DataFrame,
+    *,
+    scoring: str = "authors",
+    batch_size: int = 64,
+    tokens_per_batch: int = 1024,
 ) -> np.ndarray:
     """The score of every candidate row of :func:`jaxassoc.data.stereoset.load_stereoset` (for a masked LM,
     intrasentence rows only: module docstring)."""
@@ -84,4 +113,4 @@ def score_candidates(
         if (rows["split"] != "intrasentence").any():
             raise InputError("a masked LM scores StereoSet's intrasentence split only; pass those rows")
         return masked_intrasentence(model, rows, batch_size=batch_size)
-    return causal_candidates(model, rows, tokens_per_batch=tokens_per_batch)
+    return causal_candidates(model, rows, scoring=scoring, tokens_per_batch=tokens_per_batch)

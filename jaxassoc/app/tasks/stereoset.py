@@ -10,23 +10,27 @@ import pandas as pd
 
 from jaxassoc.app import tables
 from jaxassoc.app.cache import cached_arrays
-from jaxassoc.app.config import NO_EFFECT, MetricConfig, check_range
+from jaxassoc.app.config import NO_EFFECT, MetricConfig, check_choice, check_range
 from jaxassoc.app.registry import Job, JobResult
 from jaxassoc.data.stereoset import LABELS, SPLITS, load_stereoset
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.stereoset import stereoset_scores
 from jaxassoc.progress import stage
-from jaxassoc.readouts.stereoset import score_candidates
+from jaxassoc.readouts.stereoset import CAUSAL_SCORING, score_candidates
 
 ALL, OVERALL = "all", "overall"
 
 
 @dataclass
 class StereoSetMetricConfig(MetricConfig):
+    causal_scoring: str = (
+        "authors"  # causal intrasentence: authors (their script's contexts) | start (BOS before every token)
+    )
     batch_size: int = field(default=64, metadata=NO_EFFECT)  # masked LM: masked prompts per forward batch
     tokens_per_batch: int = field(default=1024, metadata=NO_EFFECT)  # causal LM: tokens per packed batch
 
     def __post_init__(self) -> None:
+        check_choice("metric.causal_scoring", self.causal_scoring, CAUSAL_SCORING)
         check_range("metric.batch_size", self.batch_size, 1)
         check_range("metric.tokens_per_batch", self.tokens_per_batch, 1)
 
@@ -34,7 +38,10 @@ class StereoSetMetricConfig(MetricConfig):
 def ignored_options(job: Job) -> dict[str, str]:
     """A causal LM packs sentences (no ``batch_size``); a masked LM batches prompts (no ``tokens_per_batch``)."""
     if job.model.kind == "masked":
-        return {"metric.tokens_per_batch": "a masked LM batches masked prompts: set metric.batch_size"}
+        return {
+            "metric.tokens_per_batch": "a masked LM batches masked prompts: set metric.batch_size",
+            "metric.causal_scoring": "a masked LM fills the blank with masks (docs/methods.md §7.2)",
+        }
     return {"metric.batch_size": "a causal LM packs whole sentences: set metric.tokens_per_batch"}
 
 
@@ -66,10 +73,11 @@ def run(job: Job) -> JobResult:
         "dtype": job.model.dtype,
         "candidates": rows[["split", "context", "sentence", "template_word"]].to_numpy().tolist(),
         "batch": cfg.batch_size if model.objective == "masked" else cfg.tokens_per_batch,
+        "scoring": cfg.causal_scoring,
     }
 
     def compute():
-        kw = dict(batch_size=cfg.batch_size, tokens_per_batch=cfg.tokens_per_batch)
+        kw = dict(scoring=cfg.causal_scoring, batch_size=cfg.batch_size, tokens_per_batch=cfg.tokens_per_batch)
         return {"score": score_candidates(model, rows, **kw)}
 
     with stage("stereoset", "candidate sentences scored", len(rows)):
@@ -92,14 +100,14 @@ def examples(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def summarize(rows: pd.DataFrame) -> pd.DataFrame:
-    """Rows per split (each present split, then ``overall``: both together, as the authors) and domain
-    (``all``, then each bias type): examples, targets, LM, SS and ICAT scores."""
+    """Rows per split and domain (``all``, then each bias type), then ``overall`` (both splits together,
+    all domains, as the authors): examples, targets, LM, SS and ICAT scores."""
     wide = examples(rows)
     present = [s for s in SPLITS if (wide["split"] == s).any()]
     out = []
     for split in [*present, OVERALL]:
         part = wide if split == OVERALL else wide[wide["split"] == split]
-        for domain in [ALL, *sorted(part["bias_type"].unique())]:
+        for domain in [ALL] if split == OVERALL else [ALL, *sorted(part["bias_type"].unique())]:
             group = part if domain == ALL else part[part["bias_type"] == domain]
             scores = stereoset_scores(
                 group["stereotype"], group["anti-stereotype"], group["unrelated"], group["target"]
