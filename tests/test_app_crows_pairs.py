@@ -73,3 +73,28 @@ def test_masked_user_file_and_its_errors(tmp_path, tiny_checkpoint, cli):
     assert bad.returncode != 0 and "bad.csv, line 1" in bad.stderr and "stereo_antistereo" in bad.stderr
     wrong = _run(cli, tmp_path, *common, "dataset.path=pairs.csv", "metric.tokens_per_batch=64")
     assert wrong.returncode != 0 and "metric.tokens_per_batch" in wrong.stderr
+
+
+def test_the_default_dataset_is_the_metrics_own_and_a_mixed_sweep_must_name_it():
+    from jaxassoc.app.cli import with_default_dataset
+    from jaxassoc.errors import ConfigError
+
+    own = {"crows_pairs": "crows_pairs", "stereoset": "stereoset"}
+    assert with_default_dataset(["metric=crows_pairs", "--cfg", "job"], own) == [
+        "dataset=crows_pairs",
+        "metric=crows_pairs",
+        "--cfg",
+        "job",
+    ]
+    assert with_default_dataset(["metric=stereoset", "dataset.path=d.json"], own)[0] == "dataset=stereoset"
+    kept = ["metric=crows_pairs", "dataset=crows_pairs", "dataset.path=x.csv"]
+    assert with_default_dataset(kept, own) == kept
+    assert with_default_dataset(["metric=weat"], own) == ["metric=weat"]
+    assert with_default_dataset(["-m", "metric=crows_pairs", "seed=0,1"], own) == [
+        "-m",
+        "dataset=crows_pairs",
+        "metric=crows_pairs",
+        "seed=0,1",
+    ]
+    with pytest.raises(ConfigError, match="read different datasets by default"):
+        with_default_dataset(["-m", "metric=crows_pairs,weat"], own)
