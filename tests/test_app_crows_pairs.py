@@ -53,6 +53,10 @@ def test_causal_default_dataset_sample(tmp_path, tiny_checkpoint, cli):
     assert {"sent_more_score", "sent_less_score", "outcome", "score", "bias_type", "direction"} <= set(items)
     _check_aggregates(agg, items)
     assert "bias types" in proc.stdout and "metric_score" in proc.stdout
+    report = cli("jaxassoc-report", "out", cwd=tmp_path)
+    assert report.returncode == 0, report.stderr[-2000:]
+    assert (tmp_path / "out" / "report" / "scores_crows_pairs.png").is_file()
+    assert "CrowS-Pairs" in (tmp_path / "out" / "report" / "report.md").read_text()
 
 
 def test_masked_user_file_and_its_errors(tmp_path, tiny_checkpoint, cli):

@@ -52,6 +52,9 @@ TITLES = {
     "unstereo": "UnStereoEval",
     "intersectional": "Intersectional groups",
     "wefe": "WEFE",
+    "seat": "SEAT",
+    "crows_pairs": "CrowS-Pairs",
+    "stereoset": "StereoSet",
 }
 SHORT = {
     "model.name": "model",
@@ -378,6 +381,35 @@ def correlation_intervals(table: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     return pd.Series(lo, index=table.index, dtype=float), pd.Series(hi, index=table.index, dtype=float)
 
 
+def preference_plot(table: pd.DataFrame, title: str):
+    """CrowS-Pairs-style shares: each group's (``bias_type``) ``metric_score`` in percent with its CI, one
+    colour per job, n beside each group, and the line of no preference at 50 %."""
+    groups = list(dict.fromkeys(table["bias_type"]))
+    jobs = list(dict.fromkeys(table["label"]))
+    fig, ax = plt.subplots(figsize=(6.5, 1.2 + 0.32 * len(groups) * max(1, len(jobs) / 2)))
+    step = 0.7 / max(1, len(jobs))
+    for k, job in enumerate(jobs):
+        rows = table[table["label"] == job].set_index("bias_type").reindex(groups)
+        y = np.arange(len(groups))[::-1] + 0.35 - step * (k + 0.5)
+        score = rows["metric_score"].to_numpy(float)
+        lo, hi = rows["ci_low"].to_numpy(float), rows["ci_high"].to_numpy(float)
+        ax.errorbar(score, y, xerr=[score - lo, hi - score], fmt="o", ms=4, capsize=2, lw=1, label=job,
+                    color=plt.get_cmap("tab10")(k % 10))  # fmt: skip
+        for yi, top, p in zip(y, hi, rows["p_value"] if "p_value" in rows else [np.nan] * len(y)):
+            if np.isfinite(top) and pd.notna(p) and tables.stars(float(p)):
+                ax.annotate(tables.stars(float(p)), (top, yi), xytext=(4, -3), textcoords="offset points", fontsize=7)
+    ns = table.groupby("bias_type", sort=False)["n"].unique()
+    ticks = [g + (f" (n = {int(ns[g][0])})" if len(ns[g]) == 1 else "") for g in groups]  # n when all jobs share it
+    ax.set_yticks(np.arange(len(groups))[::-1], ticks, fontsize=7)
+    ax.axvline(50, color="grey", lw=0.8)
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("% of pairs whose more-stereotyping sentence scores higher, with CI (50: no preference)")
+    ax.set_title(f"{title}: metric score per bias type ({MARKS})", fontsize=9)
+    if len(jobs) > 1:
+        ax.legend(fontsize=7, loc="lower right")
+    return fig
+
+
 def correlation_bars(table: pd.DataFrame, fixed: str):
     """Correlations with human judgements per benchmark (and statistic, normalisation), one bar per job,
     labelled by the job's model and varying settings (template, sample size, ...): no bar averages jobs.
@@ -608,6 +640,8 @@ def _metric_plots(metric: str, rows: pd.DataFrame, settings: pd.DataFrame, keys:
         plots.append(_save(out, f"effect_sizes_{metric}.png", effect_size_heatmap(found, title)))
     if {"raw", "whitened"} <= set(found["series"]):
         plots.append(_save(out, f"raw_vs_whitened_{metric}.png", raw_vs_whitened_scatter(found, title)))
+    if {"metric_score", "ci_low", "ci_high", "bias_type"} <= set(rows.columns):
+        plots.append(_save(out, f"scores_{metric}.png", preference_plot(rows, title)))
     if {"benchmark", "correlation"} <= set(rows.columns) and rows["correlation"].notna().any():
         fixed = [
             f"{SHORT[k]}={_short(settings[k].iloc[0]).replace('null', 'all')}"
