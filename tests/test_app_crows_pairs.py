@@ -4,6 +4,8 @@ the CI consistent with the test, and bad files named."""
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -68,6 +70,7 @@ def test_masked_user_file_and_its_errors(tmp_path, tiny_checkpoint, cli):
     agg = pd.read_parquet(tmp_path / "out" / "aggregates.parquet")
     items = pd.read_parquet(tmp_path / "out" / "items.parquet")
     assert items["pair"].tolist() == ["0", "1", "2", "3", "4"]
+    assert (agg["prov_dataset_version"] == hashlib.sha256(PAIRS_CSV.encode()).hexdigest()[:12]).all()  # the user's file
     assert (items[["sent_more_tokens", "sent_less_tokens"]] > 0).all().all()
     _check_aggregates(agg, items)
     assert np.isfinite(agg["stereotype_score"].iloc[0])

@@ -33,3 +33,10 @@ def dataset_version(dataset: Any, suite: WeatSuite) -> str:
         return data.dataset_info(dataset.name).version
     tests = [[t.id, t.targets_x, t.targets_y, t.attributes_a, t.attributes_b] for t in suite.tests]
     return hashlib.sha256(json.dumps(tests).encode()).hexdigest()[:12]
+
+
+def file_version(path: str) -> str:
+    """A short SHA-256 of a user's data file (``dataset.path``): the ``dataset_version`` its results record."""
+    from pathlib import Path
+
+    return hashlib.sha256(Path(path).expanduser().read_bytes()).hexdigest()[:12]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from jaxassoc.app import tables
+from jaxassoc.app import datasets, tables
 from jaxassoc.app.cache import cached_arrays
 from jaxassoc.app.config import NO_EFFECT, MetricConfig, check_range
 from jaxassoc.app.registry import Job, JobResult
@@ -83,8 +83,8 @@ def run(job: Job) -> JobResult:
     scores = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     items = per_pair(pairs, scores)
     provenance = {**job.provenance(model), "dataset_rows": _rows_note(job, pairs)}
-    if getattr(job.dataset, "path", None) is not None:
-        provenance["dataset_file"] = str(job.dataset.path)
+    if getattr(job.dataset, "path", None) is not None:  # the user's file, not the packaged one
+        provenance.update(dataset_file=str(job.dataset.path), dataset_version=datasets.file_version(job.dataset.path))
     aggregates = summarize(items, alternative=job.stats.alternative, confidence=job.stats.confidence)
     return JobResult(items=items, aggregates=aggregates, provenance=provenance)
 

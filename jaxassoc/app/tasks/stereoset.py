@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from jaxassoc.app import tables
+from jaxassoc.app import datasets, tables
 from jaxassoc.app.cache import cached_arrays
 from jaxassoc.app.config import NO_EFFECT, MetricConfig, check_choice, check_range
 from jaxassoc.app.registry import Job, JobResult
@@ -82,7 +82,12 @@ def run(job: Job) -> JobResult:
 
     with stage("stereoset", "candidate sentences scored", len(rows)):
         rows["score"] = cached_arrays(job.cache_dir, "stereoset_scores", key, compute)["score"]
-    provenance = {**job.provenance(model), "dataset_file": str(job.dataset.path), "dataset_rows": _rows_note(job)}
+    provenance = {
+        **job.provenance(model),
+        "dataset_file": str(job.dataset.path),
+        "dataset_version": datasets.file_version(job.dataset.path),
+        "dataset_rows": _rows_note(job),
+    }
     if skipped:
         provenance["note"] = skipped
     return JobResult(items=rows, aggregates=summarize(rows), provenance=provenance)
