@@ -28,6 +28,7 @@ def _raw_lines(relative: str) -> list[str]:
 # --- integrity: the vendored bytes are the ones SOURCE.md hashed --------------------------------------
 
 SOURCE_SHA256 = {
+    "crows_pairs/crows_pairs_anonymized.csv": "dfb36986ce0502abbaf7055b9176da3d08d48e07df1251991b5dfbcbceab9d0c",
     "bellezza/Bellezza_Lexicon.csv": "b581382d6593395315e479cc27cd631ae05f0977d108ee96f6122e0eb043fec9",
     "bellezza/Bellezza_Lexicon_VAST.csv": "730f4cf3909efbd6ba87d37fd9e1e9a1d7eb632497c8c27e24623a19ffaa84e0",
     "simlex999/SimLex-999.txt": "ca00ff8515a36cde32d13c2b83def23f5a167b67db93ebfcfb7dae039ba22c0b",
@@ -47,7 +48,7 @@ def test_vendored_file_matches_source_hash(relative):
 
 
 def test_every_folder_keeps_its_provenance_and_the_total_size_is_small():
-    for folder in ("weat", "wordsim353", "simlex999", "bellezza", "sst2", "stsb", "wikitext2"):
+    for folder in ("weat", "wordsim353", "simlex999", "bellezza", "sst2", "stsb", "wikitext2", "crows_pairs"):
         assert (ROOT / folder / "SOURCE.md").is_file(), folder
     assert (ROOT / "stsb" / "LICENSE.txt").is_file()
     assert (ROOT / "us_stereotypes" / "LICENSE").is_file() and (ROOT / "us_stereotypes" / "COMMIT").is_file()
@@ -59,7 +60,7 @@ def test_every_folder_keeps_its_provenance_and_the_total_size_is_small():
 def test_data_licenses_lists_every_vendored_file():
     notice = (Path(__file__).resolve().parents[1] / "DATA_LICENSES.md").read_text(encoding="utf-8")
     ours = [p for p in ROOT.rglob("*") if p.is_file() and "unstereo_eval" not in p.parts]
-    assert len(ours) == 44
+    assert len(ours) == 46
     assert [p.relative_to(ROOT).as_posix() for p in ours if p.name not in notice] == []
 
 
