@@ -11,6 +11,7 @@ from typing import Any
 from jaxassoc import data
 from jaxassoc.data.custom_weat import load_weat_file, weat_suite_from_sets
 from jaxassoc.data.weat import WeatSuite
+from jaxassoc.errors import ConfigError
 
 CUSTOM_WEAT = "custom_weat"
 WEAT_DATASETS: tuple[str, ...] = (*data.SUITE_NAMES, CUSTOM_WEAT)
@@ -25,6 +26,13 @@ def weat_suite(dataset: Any) -> WeatSuite:
         return load_weat_file(dataset.path)
     sets = {s: getattr(dataset, s) for s in ("X", "Y", "A", "B")}
     return weat_suite_from_sets(sets, test_id=dataset.test, source="the command line (dataset.X, Y, A, B)")
+
+
+def suite_for(metric: str, dataset: Any) -> WeatSuite:
+    """The WEAT suite a metric that scores one runs on; ConfigError naming the metric for another dataset."""
+    if dataset.name not in WEAT_DATASETS:
+        raise ConfigError(f"metric={metric} runs on a WEAT suite: use dataset= one of {list(WEAT_DATASETS)}")
+    return weat_suite(dataset)
 
 
 def dataset_version(dataset: Any, suite: WeatSuite) -> str:

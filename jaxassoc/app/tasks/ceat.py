@@ -69,9 +69,7 @@ def ignored_options(job: Job) -> dict[str, str]:
 
 
 def _tests(job: Job):
-    if job.dataset.name not in datasets.WEAT_DATASETS:
-        raise ConfigError(f"metric=ceat runs on a WEAT suite: use dataset= one of {list(datasets.WEAT_DATASETS)}")
-    suite = datasets.weat_suite(job.dataset)
+    suite = datasets.suite_for("ceat", job.dataset)
     wanted = job.metric.tests or list(suite.ids)
     unknown = [t for t in wanted if t not in suite.ids]
     if unknown:

@@ -20,7 +20,6 @@ from jaxassoc.app.config import MetricConfig, check_choice
 from jaxassoc.app.registry import Job, JobResult
 from jaxassoc.embeddings.contextual import tokenizer_normaliser
 from jaxassoc.embeddings.sentence import POOLINGS
-from jaxassoc.errors import ConfigError
 from jaxassoc.progress import stage
 from jaxassoc.readouts.seat import check_encodable, run_seat_experiment, seat_suite
 from jaxassoc.readouts.weat import cached_sentence_vectors, check_suite_words, suite_words
@@ -52,9 +51,7 @@ def ignored_options(job: Job) -> dict[str, str]:
 
 def run(job: Job) -> JobResult:
     cfg = job.metric
-    if job.dataset.name not in datasets.WEAT_DATASETS:
-        raise ConfigError(f"metric=seat runs on a WEAT suite: use dataset= one of {list(datasets.WEAT_DATASETS)}")
-    suite = datasets.weat_suite(job.dataset)
+    suite = datasets.suite_for("seat", job.dataset)
     check_suite_words(suite.tests)
     templates = data.load_seat_templates()
     model = model_loading.language_model(job.model, job.mesh)

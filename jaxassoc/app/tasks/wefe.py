@@ -92,9 +92,7 @@ def ignored_options(job: Job) -> dict[str, str]:
 
 def run(job: Job) -> JobResult:
     cfg = job.metric
-    if job.dataset.name not in datasets.WEAT_DATASETS:
-        raise ConfigError(f"metric=wefe runs on a WEAT suite: use dataset= one of {list(datasets.WEAT_DATASETS)}")
-    suite = datasets.weat_suite(job.dataset)
+    suite = datasets.suite_for("wefe", job.dataset)
     check_suite_words(suite.tests)
     found = suite_vectors(job, suite, cfg, "wefe")
     with stage("wefe", f"{job.dataset.name} queries scored", len(suite.tests)):
