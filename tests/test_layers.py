@@ -46,5 +46,17 @@ def test_the_app_has_one_task_module_per_metric_and_no_jobs_or_pipelines():
     assert not (app / "jobs").exists() and not (app / "pipelines").exists()
     modules = {spec.run.__module__ for spec in load_metrics().values() if spec.run.__module__.startswith("jaxassoc.")}
     assert modules == {
-        f"jaxassoc.app.tasks.{m}" for m in ("weat", "rpam", "stereotypes", "unstereo", "ceat", "intersectional")
+        f"jaxassoc.app.tasks.{m}"
+        for m in (
+            "weat",
+            "rpam",
+            "stereotypes",
+            "unstereo",
+            "ceat",
+            "intersectional",
+            "crows_pairs",
+            "stereoset",
+            "seat",
+            "wefe",
+        )
     }

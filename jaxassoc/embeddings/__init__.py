@@ -10,7 +10,7 @@ Field guide (module: what is there; paper):
   z = W (x − μ)), ``save_zca`` / ``load_zca``, and the reference samples ``reference_sample`` /
   ``corpus_word_types`` (``ReferenceSample``: corpus word types by default, as docs/methods.md §2 pins).
 - :mod:`~jaxassoc.embeddings.sentence` — sentence vectors by masked mean pooling of a layer (Reimers &
-  Gurevych 2019): ``mean_pool``, ``sentence_vectors``, ``token_states``, ``check_layer`` (a layer index the model has).
+  Gurevych 2019): ``mean_pool``, ``pool_states`` (mean, first or last token), ``sentence_vectors``, ``token_states``, ``check_layer`` (a layer index the model has).
 - :mod:`~jaxassoc.embeddings.contextual` — word vectors from a contextual model, "aggregated" over up to
   20 corpus sentences (Bommasani, Davis & Cardie 2020): ``ContextIndex``, ``ContextualWordVectors``,
   ``contextual_reference`` (token- or sentence-level ZCA reference), ``tokenizer_normaliser`` (a word as the
@@ -28,7 +28,7 @@ from jaxassoc.embeddings.contextual import (
     contextual_reference,
     tokenizer_normaliser,
 )
-from jaxassoc.embeddings.sentence import check_layer, mean_pool, sentence_vectors, token_states
+from jaxassoc.embeddings.sentence import check_layer, mean_pool, pool_states, sentence_vectors, token_states
 from jaxassoc.embeddings.static import (
     Lookup,
     StaticEmbeddings,
@@ -69,5 +69,6 @@ __all__ = [
     "token_states",
     "reference_sample",
     "save_zca",
+    "pool_states",
     "sentence_vectors",
 ]

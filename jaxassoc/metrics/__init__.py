@@ -42,6 +42,11 @@ Field guide (module: what is there; paper):
 - :mod:`~jaxassoc.metrics.wefe` — WEFE's family (Badilla et al. 2020): ``rnd`` (Garg et al. 2018), ``rnsb``
   (Sweeney & Najafian 2019; its L2 logistic regression in :mod:`~jaxassoc.metrics.logistic`), ``mac``
   (Manzini et al. 2019), ``ect`` (Dev & Phillips 2019), ``ripa`` (Ethayarajh et al. 2019), ``check_query``.
+- :mod:`~jaxassoc.metrics.crows_pairs` — the CrowS-Pairs metric from sentence scores (Nangia et al. 2020,
+  §3): ``pair_outcomes`` (the authors' rounding and ties), ``metric_score``, ``direction_score`` and the
+  differentiable stand-in ``soft_metric_score``.
+- :mod:`~jaxassoc.metrics.stereoset` — StereoSet's LM, SS and ICAT scores (Nadeem et al. 2021, §6.1):
+  ``stereoset_scores`` (``StereoSetScores``), ``icat``.
 - :mod:`~jaxassoc.metrics.anisotropy` — anisotropy of an embedding space (Ethayarajh 2019; ZCA-WEAT
   Experiment 1): ``anisotropy.anisotropy``, ``pairwise_cosine``, ``cosine_matrix``,
   ``explained_variance_ratio``, ``sample_rows``.
@@ -56,6 +61,7 @@ attribute stays the module so that ``from jaxassoc.metrics import weat`` keeps m
 from jaxassoc.metrics import (
     anisotropy,
     ceat,
+    crows_pairs,
     ilps,
     logistic,
     rpam,
@@ -63,6 +69,7 @@ from jaxassoc.metrics import (
     set_optax,
     set_score,
     similarity,
+    stereoset,
     stereotype_alignment,
     unstereo,
     weat,
@@ -89,6 +96,7 @@ from jaxassoc.metrics.ceat import (
     weat_draw,
     weat_draws,
 )
+from jaxassoc.metrics.crows_pairs import direction_score, metric_score, pair_outcomes, soft_metric_score
 from jaxassoc.metrics.ilps import (
     base_ilps,
     chain_rule_logprob,
@@ -124,6 +132,7 @@ from jaxassoc.metrics.set_score import (
     transform_distance,
 )
 from jaxassoc.metrics.similarity import SimilarityComparison, compare_whitening, cosine_spearman, pair_cosines
+from jaxassoc.metrics.stereoset import StereoSetScores, icat, stereoset_scores
 from jaxassoc.metrics.stereotype_alignment import (
     AlignmentResult,
     EmergentScores,
@@ -180,17 +189,27 @@ __all__ = [
     # set_exact.set_exact, set_optax.set_optax)
     "anisotropy",
     "ceat",
+    "crows_pairs",
     "ilps",
     "rpam",
     "set_exact",
     "set_optax",
     "set_score",
     "similarity",
+    "stereoset",
     "stereotype_alignment",
     "unstereo",
     "weat",
     "wefe",
     "logistic",
+    # CrowS-Pairs, StereoSet
+    "direction_score",
+    "metric_score",
+    "pair_outcomes",
+    "soft_metric_score",
+    "StereoSetScores",
+    "icat",
+    "stereoset_scores",
     # result NamedTuples
     "RipaResult",
     "RndResult",

@@ -23,7 +23,8 @@ from jaxtyping import Array, Float
 
 NEWTON_STEPS = 50
 """Damped Newton steps of :func:`fit_logistic` (the objective converges in well under 20 on word sets)."""
-_STEP_SIZES = 2.0 ** -jnp.arange(8)  # each Newton step keeps the best of these fractions of the full step
+_STEP_SIZES = tuple(2.0**-i for i in range(8))  # each Newton step keeps the best of these fractions of the full step
+# (a tuple, not an array: importing jaxassoc must not start JAX's backend before jax.distributed.initialize)
 
 
 def _with_intercept(x: Float[Array, "n D"]) -> Float[Array, "n D+1"]:
@@ -59,7 +60,7 @@ def fit_logistic(
         rx = root[:, None] * xt
         inner = jnp.eye(xt.shape[0], dtype=xt.dtype) + rx @ rx.T
         direction = gradient - rx.T @ jax.scipy.linalg.solve(inner, rx @ gradient, assume_a="pos")
-        candidates = w[None, :] - _STEP_SIZES[:, None].astype(w.dtype) * direction[None, :]
+        candidates = w[None, :] - jnp.asarray(_STEP_SIZES, w.dtype)[:, None] * direction[None, :]
         values = jax.vmap(logistic_objective, in_axes=(0, None, None, None, None))(candidates, x, y, mask, c)
         best = jnp.argmin(values)
         return jnp.where(values[best] <= logistic_objective(w, x, y, mask, c), candidates[best], w)

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from scipy import stats as sps
-
 from jaxassoc.errors import ConfigError
 from jaxassoc.stats.permutation import ALTERNATIVES
 
@@ -33,14 +31,16 @@ def binomial_test(
 ) -> BinomialResult:
     """Exact test of ``k`` successes in ``n`` trials against rate ``p0`` with its Clopper–Pearson interval
     (Clopper & Pearson 1934), sided as ``alternative``."""
+    from scipy.special import betainc  # the binomial tails as regularised incomplete beta functions
+
     if alternative not in ALTERNATIVES:
         raise ConfigError(f"binomial_test: alternative={alternative!r} is not one of {ALTERNATIVES}")
     if not (0 <= k <= n and n >= 1):
         raise ConfigError(f"binomial_test: need 0 <= k <= n and n >= 1, got k={k}, n={n}")
     if not 0 < confidence < 1:
         raise ConfigError(f"binomial_test: confidence={confidence} must lie strictly between 0 and 1")
-    upper_tail = float(sps.binom.sf(k - 1, n, p0))  # P(K >= k)
-    lower_tail = float(sps.binom.cdf(k, n, p0))  # P(K <= k)
+    upper_tail = 1.0 if k == 0 else float(betainc(k, n - k + 1, p0))  # P(K >= k)
+    lower_tail = 1.0 if k == n else float(betainc(n - k, k + 1, 1 - p0))  # P(K <= k)
     alpha = 1 - confidence
     if alternative == "two-sided":
         p, low, high = min(1.0, 2 * min(upper_tail, lower_tail)), _lower(k, n, alpha / 2), _upper(k, n, alpha / 2)
@@ -52,8 +52,12 @@ def binomial_test(
 
 
 def _lower(k: int, n: int, tail: float) -> float:
-    return 0.0 if k == 0 else float(sps.beta.ppf(tail, k, n - k + 1))
+    from scipy.special import betaincinv
+
+    return 0.0 if k == 0 else float(betaincinv(k, n - k + 1, tail))
 
 
 def _upper(k: int, n: int, tail: float) -> float:
-    return 1.0 if k == n else float(sps.beta.ppf(1 - tail, k + 1, n - k))
+    from scipy.special import betaincinv
+
+    return 1.0 if k == n else float(betaincinv(k + 1, n - k, 1 - tail))
