@@ -192,3 +192,18 @@ def test_a_pair_sharing_no_tokens_is_named(tiny):
     pairs = PAIRS.iloc[:1].assign(sent_more="math", sent_less="dog", line=7, pair="41")
     with pytest.raises(InputError, match=r"my\.csv, line 7 \(pair 41\).*share no tokens"):
         score_pairs(model, pairs, source="my.csv")
+
+
+def test_copies_equal_once_masked_but_hiding_other_tokens_keep_their_own_targets(tiny_checkpoint):
+    """'He studies math.' and 'She studies math.' masked at the pronoun give one masked sequence with two
+    targets: each keeps its own log-probability (a merge keyed on the masked copy alone would not)."""
+    from jaxassoc.models.loading import load_model
+    from jaxassoc.readouts.sentence_scores import pseudo_log_likelihoods
+
+    model = load_model(tiny_checkpoint("bert", 5))
+    he, she = (model.tokenizer(s)["input_ids"] for s in ("He studies math.", "She studies math."))
+    assert len(he) == len(she) and he[2:] == she[2:] and he[1] != she[1]
+    together = pseudo_log_likelihoods(model, [he, she], [[1], [1]])
+    alone = [pseudo_log_likelihoods(model, [s], [[1]])[0] for s in (he, she)]
+    np.testing.assert_allclose(np.concatenate(together), np.concatenate(alone), rtol=1e-5)
+    assert together[0][0] != together[1][0]

@@ -151,19 +151,17 @@ def pseudo_log_likelihoods(
     """For each sequence (with its special tokens) the float32 log p of its token at each of ``positions``
     when that one token is masked; identical masked copies are run once."""
     mask_id = check_masked_lm(model, "a pseudo-log-likelihood")
-    copies: dict[tuple[int, ...], int] = {}
-    originals: list[list[int]] = []
-    slots = []
+    copies: dict[tuple[tuple[int, ...], int], int] = {}  # (sentence, position): two sentences that differ only
+    masked, originals, slots = [], [], []  # at the masked position give the same copy but other targets
     for seq, where in zip(sequences, positions):
         row = []
         for p in where:
-            masked = list(seq)
-            masked[p] = mask_id
-            key = tuple(masked)
+            key = (tuple(seq), p)
             if key not in copies:
-                copies[key] = len(originals)
+                copies[key] = len(masked)
+                masked.append([*seq[:p], mask_id, *seq[p + 1 :]])
                 originals.append(list(seq))
             row.append(copies[key])
         slots.append(row)
-    logp = masked_logprobs(model, [list(k) for k in copies], originals, batch_size=batch_size, progress=progress)
+    logp = masked_logprobs(model, masked, originals, batch_size=batch_size, progress=progress)
     return [logp[row] for row in slots]
