@@ -242,7 +242,13 @@ def test_candidate_scores_equal_the_authors_rules(family, scoring, tiny_checkpoi
 def test_metric_stereoset_end_to_end(tmp_path, tiny_checkpoint, cli):
     (tmp_path / "dev.json").write_text(json.dumps(DOCUMENT))
     folder = tiny_checkpoint("gpt2", n_positions=128)
-    common = ["metric=stereoset", "model.name=tiny", f"model.source={folder}", "hydra.run.dir=out"]
+    common = [
+        "metric=stereoset",
+        "model.name=tiny",
+        f"model.source={folder}",
+        "hydra.run.dir=out",
+        "metric.chunk_examples=4",
+    ]
     proc = cli("jaxassoc", *common, "dataset.path=dev.json", cwd=tmp_path, env={"HYDRA_FULL_ERROR": "0"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     agg = pd.read_parquet(tmp_path / "out" / "aggregates.parquet")

@@ -28,8 +28,10 @@ class StereoSetMetricConfig(MetricConfig):
     )
     batch_size: int = field(default=64, metadata=NO_EFFECT)  # masked LM: masked prompts per forward batch
     tokens_per_batch: int = field(default=1024, metadata=NO_EFFECT)  # causal LM: tokens per packed batch
+    chunk_examples: int = field(default=500, metadata=NO_EFFECT)  # examples per cached chunk (resume granularity)
 
     def __post_init__(self) -> None:
+        check_range("metric.chunk_examples", self.chunk_examples, 1)
         check_choice("metric.causal_scoring", self.causal_scoring, CAUSAL_SCORING)
         check_range("metric.batch_size", self.batch_size, 1)
         check_range("metric.tokens_per_batch", self.tokens_per_batch, 1)
@@ -67,21 +69,26 @@ def run(job: Job) -> JobResult:
         rows = rows[rows["split"] == "intrasentence"].reset_index(drop=True)
         if not len(rows):
             raise ConfigError(f"{job.dataset.path}: no intrasentence examples, and a masked LM scores only those")
-    key = {
-        "weights": model.provenance.weights_sha256,
-        "tokenizer": model.provenance.tokenizer_sha256,
-        "dtype": job.model.dtype,
-        "candidates": rows[["split", "context", "sentence", "template_word"]].to_numpy().tolist(),
-        "batch": cfg.batch_size if model.objective == "masked" else cfg.tokens_per_batch,
-        "scoring": cfg.causal_scoring,
-    }
+    per_chunk = 3 * cfg.chunk_examples  # three candidates per example, in file order
+    chunks = [rows.iloc[at : at + per_chunk] for at in range(0, len(rows), per_chunk)]
+    scores = []
+    for c, chunk in enumerate(chunks, 1):
+        key = {
+            "weights": model.provenance.weights_sha256,
+            "tokenizer": model.provenance.tokenizer_sha256,
+            "dtype": job.model.dtype,
+            "candidates": chunk[["split", "context", "sentence", "template_word"]].to_numpy().tolist(),
+            "batch": cfg.batch_size if model.objective == "masked" else cfg.tokens_per_batch,
+            "scoring": cfg.causal_scoring,
+        }
 
-    def compute():
-        kw = dict(scoring=cfg.causal_scoring, batch_size=cfg.batch_size, tokens_per_batch=cfg.tokens_per_batch)
-        return {"score": score_candidates(model, rows, **kw)}
+        def compute(chunk=chunk):
+            kw = dict(scoring=cfg.causal_scoring, batch_size=cfg.batch_size, tokens_per_batch=cfg.tokens_per_batch)
+            return {"score": score_candidates(model, chunk, **kw)}
 
-    with stage("stereoset", "candidate sentences scored", len(rows)):
-        rows["score"] = cached_arrays(job.cache_dir, "stereoset_scores", key, compute)["score"]
+        with stage("stereoset", f"candidate sentences scored (chunk {c}/{len(chunks)})", len(chunk)):
+            scores.append(cached_arrays(job.cache_dir, "stereoset_scores", key, compute)["score"])
+    rows["score"] = np.concatenate(scores)
     provenance = {
         **job.provenance(model),
         "dataset_file": str(job.dataset.path),
