@@ -105,3 +105,26 @@ def test_the_default_dataset_is_the_metrics_own_and_a_mixed_sweep_must_name_it()
     ]
     with pytest.raises(ConfigError, match="read different datasets by default"):
         with_default_dataset(["-m", "metric=crows_pairs,weat"], own)
+
+
+def test_a_sweep_table_with_other_metrics_columns_plots_only_the_share_rows(tmp_path):
+    """A sweep's table has every metric's columns: WEAT rows carry an empty bias_type and metric_score,
+    which must not reach the CrowS-Pairs figure (they did in the audit's report, and crashed it)."""
+    from jaxassoc.app import report
+
+    rows = pd.DataFrame(
+        {
+            "job": ["w", "w", "c", "c"],
+            "test": ["W1", "W2", None, None],
+            "effect_size": [0.5, 0.4, np.nan, np.nan],
+            "bias_type": [None, None, "all", "gender"],
+            "n": [np.nan, np.nan, 10, 4],
+            "metric_score": [np.nan, np.nan, 60.0, 50.0],
+            "ci_low": [0.1, 0.0, 26.2, 6.8],
+            "ci_high": [0.9, 0.8, 87.8, 93.2],
+            "p_value": [0.01, 0.2, 0.75, 1.0],
+        }
+    )
+    settings = pd.DataFrame({"model.name": ["m1", "m2"]}, index=["w", "c"])
+    plots = report._metric_plots("crows_pairs", rows, settings, [], tmp_path)
+    assert "scores_crows_pairs.png" in plots and (tmp_path / "scores_crows_pairs.png").is_file()

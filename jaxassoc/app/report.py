@@ -640,8 +640,12 @@ def _metric_plots(metric: str, rows: pd.DataFrame, settings: pd.DataFrame, keys:
         plots.append(_save(out, f"effect_sizes_{metric}.png", effect_size_heatmap(found, title)))
     if {"raw", "whitened"} <= set(found["series"]):
         plots.append(_save(out, f"raw_vs_whitened_{metric}.png", raw_vs_whitened_scatter(found, title)))
-    if {"metric_score", "ci_low", "ci_high", "bias_type"} <= set(rows.columns):
-        plots.append(_save(out, f"scores_{metric}.png", preference_plot(rows, title)))
+    if {"metric_score", "ci_low", "ci_high", "bias_type"} <= set(
+        rows.columns
+    ):  # a sweep's table: every metric's columns
+        shares = rows[rows["metric_score"].notna() & rows["bias_type"].notna()]
+        if len(shares):
+            plots.append(_save(out, f"scores_{metric}.png", preference_plot(shares, title)))
     if {"benchmark", "correlation"} <= set(rows.columns) and rows["correlation"].notna().any():
         fixed = [
             f"{SHORT[k]}={_short(settings[k].iloc[0]).replace('null', 'all')}"
