@@ -128,3 +128,27 @@ def test_a_sweep_table_with_other_metrics_columns_plots_only_the_share_rows(tmp_
     settings = pd.DataFrame({"model.name": ["m1", "m2"]}, index=["w", "c"])
     plots = report._metric_plots("crows_pairs", rows, settings, [], tmp_path)
     assert "scores_crows_pairs.png" in plots and (tmp_path / "scores_crows_pairs.png").is_file()
+
+
+def test_cached_chunks_resume_at_the_first_unfinished_chunk(tmp_path):
+    from jaxassoc.readouts.cache import cached_chunks
+
+    frame = pd.DataFrame({"x": np.arange(7.0)})
+    calls = []
+
+    def compute(chunk, fail_at=None):
+        calls.append(chunk["x"].iloc[0])
+        if chunk["x"].iloc[0] == fail_at:
+            raise KeyboardInterrupt  # the job is killed in its third chunk
+        return {"y": chunk["x"].to_numpy() * 2}
+
+    def key(chunk):
+        return {"x": chunk["x"].tolist()}
+
+    with pytest.raises(KeyboardInterrupt):
+        cached_chunks(tmp_path, "t", frame, 3, key, lambda c: compute(c, fail_at=6.0))
+    assert calls == [0.0, 3.0, 6.0]
+    calls.clear()
+    out = cached_chunks(tmp_path, "t", frame, 3, key, compute)
+    assert calls == [6.0]  # the two finished chunks come from the cache
+    np.testing.assert_array_equal(out["y"], np.arange(7.0) * 2)

@@ -36,6 +36,7 @@ from jaxassoc.readouts.cache import (  # noqa: F401 (the app's and plugins' name
     ENTRY_SUFFIX,
     cache_key,
     cached_arrays,
+    cached_chunks,
     entry_path,
     is_entry,
     model_key,

@@ -240,3 +240,28 @@ def _jsonable(value: Any) -> Any:
     if hasattr(value, "tolist"):
         return value.tolist()
     return str(value)
+
+
+def cached_chunks(
+    cache_dir: Path | None,
+    namespace: str,
+    frame: Any,
+    rows_per_chunk: int,
+    key: Callable[[Any], dict[str, Any]],
+    compute: Callable[[Any], dict[str, np.ndarray]],
+    *,
+    log_as: tuple[str, str] | None = None,
+) -> dict[str, np.ndarray]:
+    """``compute(chunk)`` (arrays with one entry per row) over ``frame`` (a DataFrame) in chunks of
+    ``rows_per_chunk`` rows, each stored under ``key(chunk)`` in ``namespace`` as soon as it is done, so an
+    interrupted job resumes at its first unfinished chunk; the arrays concatenated in row order.
+    ``log_as=(job, what)`` logs one stage line per chunk ("<job>: n <what> (chunk c/k) in s")."""
+    from jaxassoc.progress import stage
+
+    chunks = [frame.iloc[at : at + rows_per_chunk] for at in range(0, len(frame), rows_per_chunk)]
+    parts = []
+    for c, chunk in enumerate(chunks, 1):
+        job, what = log_as or (namespace, "rows")
+        with stage(job, f"{what} (chunk {c}/{len(chunks)})", len(chunk)):
+            parts.append(cached_arrays(cache_dir, namespace, key(chunk), functools.partial(compute, chunk)))
+    return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}

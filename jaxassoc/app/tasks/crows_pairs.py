@@ -14,13 +14,12 @@ import numpy as np
 import pandas as pd
 
 from jaxassoc.app import datasets, tables
-from jaxassoc.app.cache import cached_arrays
+from jaxassoc.app.cache import cached_chunks, model_key
 from jaxassoc.app.config import NO_EFFECT, MetricConfig, check_range
 from jaxassoc.app.registry import Job, JobResult
 from jaxassoc.data.crows_pairs import CROWS_PAIRS_FILE, load_crows_pairs
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.crows_pairs import DECIMALS, MORE, NEUTRAL, direction_score, metric_score, pair_outcomes
-from jaxassoc.progress import stage
 from jaxassoc.readouts.crows_pairs import score_pairs
 from jaxassoc.stats.binomial import binomial_test
 
@@ -62,25 +61,24 @@ def run(job: Job) -> JobResult:
     cfg = job.metric
     pairs, source = _pairs(job)  # read (and checked) before the model loads
     model = job.language_model()
-    chunks = [pairs.iloc[at : at + cfg.chunk_pairs] for at in range(0, len(pairs), cfg.chunk_pairs)]
-    parts = []
-    for c, chunk in enumerate(chunks, 1):
-        key = {
-            "weights": model.provenance.weights_sha256,
-            "tokenizer": model.provenance.tokenizer_sha256,
-            "dtype": job.model.dtype,
-            "objective": model.objective,
-            "pairs": chunk[["sent_more", "sent_less"]].to_numpy().tolist(),
-            "batch": cfg.batch_size if model.objective == "masked" else cfg.tokens_per_batch,
-        }  # the batching decides the bits of a recomputation
+    batch = cfg.batch_size if model.objective == "masked" else cfg.tokens_per_batch
 
-        def compute(chunk=chunk):
-            kw = dict(batch_size=cfg.batch_size, tokens_per_batch=cfg.tokens_per_batch, progress=not job.quiet)
-            return score_pairs(model, chunk, source=source, **kw)
+    def key(chunk: pd.DataFrame) -> dict:  # the batching decides the bits of a recomputation
+        return {**model_key(model), "pairs": chunk[["sent_more", "sent_less"]].to_numpy().tolist(), "batch": batch}
 
-        with stage("crows_pairs", f"pairs scored (chunk {c}/{len(chunks)})", len(chunk)):
-            parts.append(cached_arrays(job.cache_dir, "crows_pairs_scores", key, compute))
-    scores = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    def compute(chunk: pd.DataFrame) -> dict:
+        kw = dict(batch_size=cfg.batch_size, tokens_per_batch=cfg.tokens_per_batch, progress=not job.quiet)
+        return score_pairs(model, chunk, source=source, **kw)
+
+    scores = cached_chunks(
+        job.cache_dir,
+        "crows_pairs_scores",
+        pairs,
+        cfg.chunk_pairs,
+        key,
+        compute,
+        log_as=("crows_pairs", "pairs scored"),
+    )
     items = per_pair(pairs, scores)
     provenance = {**job.provenance(model), "dataset_rows": _rows_note(job, pairs)}
     if getattr(job.dataset, "path", None) is not None:  # the user's file, not the packaged one

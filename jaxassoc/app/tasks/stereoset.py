@@ -9,13 +9,12 @@ import numpy as np
 import pandas as pd
 
 from jaxassoc.app import datasets, tables
-from jaxassoc.app.cache import cached_arrays
+from jaxassoc.app.cache import cached_chunks, model_key
 from jaxassoc.app.config import NO_EFFECT, MetricConfig, check_choice, check_range
 from jaxassoc.app.registry import Job, JobResult
 from jaxassoc.data.stereoset import LABELS, SPLITS, load_stereoset
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.stereoset import stereoset_scores
-from jaxassoc.progress import stage
 from jaxassoc.readouts.stereoset import CAUSAL_SCORING, score_candidates
 
 ALL, OVERALL = "all", "overall"
@@ -69,26 +68,21 @@ def run(job: Job) -> JobResult:
         rows = rows[rows["split"] == "intrasentence"].reset_index(drop=True)
         if not len(rows):
             raise ConfigError(f"{job.dataset.path}: no intrasentence examples, and a masked LM scores only those")
+    batch = cfg.batch_size if model.objective == "masked" else cfg.tokens_per_batch
+
+    def key(chunk: pd.DataFrame) -> dict:
+        candidates = chunk[["split", "context", "sentence", "template_word"]].to_numpy().tolist()
+        return {**model_key(model), "candidates": candidates, "batch": batch, "scoring": cfg.causal_scoring}
+
+    def compute(chunk: pd.DataFrame) -> dict:
+        kw = dict(scoring=cfg.causal_scoring, batch_size=cfg.batch_size, tokens_per_batch=cfg.tokens_per_batch)
+        return {"score": score_candidates(model, chunk, **kw)}
+
     per_chunk = 3 * cfg.chunk_examples  # three candidates per example, in file order
-    chunks = [rows.iloc[at : at + per_chunk] for at in range(0, len(rows), per_chunk)]
-    scores = []
-    for c, chunk in enumerate(chunks, 1):
-        key = {
-            "weights": model.provenance.weights_sha256,
-            "tokenizer": model.provenance.tokenizer_sha256,
-            "dtype": job.model.dtype,
-            "candidates": chunk[["split", "context", "sentence", "template_word"]].to_numpy().tolist(),
-            "batch": cfg.batch_size if model.objective == "masked" else cfg.tokens_per_batch,
-            "scoring": cfg.causal_scoring,
-        }
-
-        def compute(chunk=chunk):
-            kw = dict(scoring=cfg.causal_scoring, batch_size=cfg.batch_size, tokens_per_batch=cfg.tokens_per_batch)
-            return {"score": score_candidates(model, chunk, **kw)}
-
-        with stage("stereoset", f"candidate sentences scored (chunk {c}/{len(chunks)})", len(chunk)):
-            scores.append(cached_arrays(job.cache_dir, "stereoset_scores", key, compute)["score"])
-    rows["score"] = np.concatenate(scores)
+    log_as = ("stereoset", "candidate sentences scored")
+    rows["score"] = cached_chunks(job.cache_dir, "stereoset_scores", rows, per_chunk, key, compute, log_as=log_as)[
+        "score"
+    ]
     provenance = {
         **job.provenance(model),
         "dataset_file": str(job.dataset.path),
