@@ -172,6 +172,10 @@ def _broken(mutate):
             ["data.intrasentence[1] (id intra1), sentences[0]", "missing key 'sentence'"],
         ),
         (lambda d: d.pop("data"), ["key 'data'"]),
+        (
+            lambda d: d["data"]["intrasentence"][3].update(id="intra0"),
+            ["data.intrasentence[3]", "is already data.intrasentence[0]"],
+        ),
     ],
 )
 def test_malformed_files_are_named(mutate, words):

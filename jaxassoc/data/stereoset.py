@@ -55,8 +55,14 @@ def parse_stereoset(document, source: str) -> pd.DataFrame:
     for split in splits:
         if not isinstance(data[split], list):
             raise DataError(f"{source}: data.{split} must be a list of examples")
+        seen: dict[str, int] = {}
         for i, example in enumerate(data[split]):
             rows += _example_rows(example, split, f"{source}: data.{split}[{i}]")
+            first = seen.setdefault(rows[-1]["example"], i)
+            if first != i:  # its candidates would be averaged with the first's
+                raise DataError(
+                    f"{source}: data.{split}[{i}]: id {rows[-1]['example']!r} is already data.{split}[{first}]"
+                )
     if not rows:
         raise DataError(f"{source}: no examples in {', '.join('data.' + s for s in splits)}")
     return pd.DataFrame(rows)
