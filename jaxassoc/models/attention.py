@@ -20,6 +20,7 @@ from jaxtyping import Array, Bool, Float
 from jaxassoc.models.layers import apply_rope, attention, head_scale
 from jaxassoc.models.linear import Linear
 from jaxassoc.models.norms import RMSNorm
+from jaxassoc.models.sites import Tap, tap_site
 
 
 class Attention(nnx.Module):
@@ -86,11 +87,14 @@ class Attention(nnx.Module):
         v: Float[Array, "B S G d"],
         allowed: Bool[Array, "B 1 T S"],
         bias: Array | None = None,
+        tap: Tap | None = None,
     ) -> Float[Array, "B T D"]:
-        """The output projection of the queries' attention over the (cached) keys and values."""
+        """The output projection of the queries' attention over the (cached) keys and values; the heads'
+        outputs before it are the site ``attn.heads`` of ``tap``."""
         B, T = q.shape[:2]
         if self.f32_scores:
             up = jnp.promote_types(q.dtype, jnp.float32)
             q, k = q.astype(up), k.astype(up)
         attended = attention(q, k, v, allowed, self.scale, bias=bias, softcap=self.softcap)
+        attended = tap_site(tap, "attn.heads", attended)
         return self.o(attended.reshape(B, T, -1))

@@ -52,6 +52,8 @@ class ForwardOutput(NamedTuple):
     """Head input: final hidden states after the final norm (and the MLM head transform)."""
     layers: tuple[Float[Array, "B T H"], ...] | None
     """Embedding output followed by each block's output (HF ``hidden_states`` order), when asked."""
+    sites: dict[str, Array] | None = None
+    """The named sites read on the way (:mod:`jaxassoc.models.sites`), by name, when asked."""
 
 
 @dataclasses.dataclass(frozen=True)

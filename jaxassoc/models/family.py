@@ -26,6 +26,7 @@ from jaxassoc.models.base import Decoder, ForwardOutput, Head
 from jaxassoc.models.heads import head_logits
 from jaxassoc.models.hf_config import ConfigTaker
 from jaxassoc.models.mesh import OUTPUT_HEAD_AXES, ParamAxes, module_axes
+from jaxassoc.models.sites import SiteOps
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -76,9 +77,14 @@ class Family:
         *,
         config: Any,
         all_layers: bool = False,
+        sites: SiteOps | None = None,
     ) -> ForwardOutput:
-        """The head input and, on request, every layer's hidden states (HF ``hidden_states`` order)."""
-        return self.body_module(config, body)(input_ids, attention_mask, all_layers=all_layers)
+        """The head input and, on request, every layer's hidden states (HF ``hidden_states`` order) and the
+        named sites ``sites`` reads (after applying its edits; :mod:`jaxassoc.models.sites`)."""
+        module = self.body_module(config, body)
+        if sites is None:
+            return module(input_ids, attention_mask, all_layers=all_layers)
+        return module(input_ids, attention_mask, all_layers=all_layers, sites=sites)
 
     def decode(
         self,

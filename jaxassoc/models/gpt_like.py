@@ -142,16 +142,16 @@ class GPTLikeBlock(CausalBlock):
         """Queries, keys (rotated with rotary positions) and values of the (normalised) layer input."""
         return self.attn.project(x if self.residual == "post" else self.attn_norm(x), rope)
 
-    def attend(self, x, q, k, v, allowed, bias=None):
+    def attend(self, x, q, k, v, allowed, bias=None, tap=None):
         """The layer output from the queries' attention over the given keys and values (see the module doc)."""
-        attended = self.attn.attend(q, k, v, allowed, bias)
+        attended = self.attn.attend(q, k, v, allowed, bias, tap)
         if self.residual == "post":
             x = self.attn_norm(x + attended)
-            return self.mlp_norm(x + self.mlp(x))
+            return self.mlp_norm(x + self.mlp(x, tap))
         if self.residual == "parallel":
-            return x + attended + self.mlp(getattr(self, "mlp_norm", self.attn_norm)(x))
+            return x + attended + self.mlp(getattr(self, "mlp_norm", self.attn_norm)(x), tap)
         x = x + attended
-        return x + self.mlp(self.mlp_norm(x))
+        return x + self.mlp(self.mlp_norm(x), tap)
 
 
 class GPTLike(CausalBody):

@@ -25,6 +25,7 @@ from jaxtyping import Array, Bool, Float, Int
 
 from jaxassoc.errors import ModelError
 from jaxassoc.models.base import ForwardOutput
+from jaxassoc.models.sites import SiteOps, tap_site
 
 Axes = tuple[str | None, ...]
 """Logical axes of one parameter, one per dimension (``mesh.RULES`` maps them onto the mesh), e.g.
@@ -346,6 +347,34 @@ def scan_layers(stack: nnx.Module, step: Callable, carry: Any, xs: Any = None) -
     return jax.lax.scan(body, carry, (state, xs))
 
 
+def scan_blocks(
+    stack: nnx.Module, run_block: Callable, h: Array, xs: Any, *, sites: SiteOps | None, keep: bool
+) -> tuple[Array, Array | None, dict | None]:
+    """:func:`scan_layers` of ``run_block(block, h, x, tap) -> h`` with the named sites of each layer
+    (``resid_pre``, the block's own, ``resid_post``) read and edited through ``sites``: ``(h, every layer's
+    output if keep, the stacked per-layer records)``."""
+
+    def step(block, h, inputs):
+        x, index, stacked = inputs
+        tap = None if sites is None else sites.tap(index, stacked)
+        out = tap_site(tap, "resid_post", run_block(block, tap_site(tap, "resid_pre", h), x, tap))
+        return out, (out if keep else None, None if tap is None else tap.records)
+
+    n_layers = jax.tree.leaves(nnx.state(stack))[0].shape[0]
+    stacked = {} if sites is None else sites.stacked
+    h, (per_layer, records) = scan_layers(stack, step, h, (xs, jnp.arange(n_layers), stacked))
+    return h, per_layer, records
+
+
+def finish_sites(sites: SiteOps | None, hidden: Array, records: dict | None) -> tuple[Array, dict | None]:
+    """The head input after the ``final_norm`` site's edit, and every requested read by name."""
+    if sites is None:
+        return hidden, None
+    model_records: dict = {}
+    hidden = sites.model_site("final_norm", hidden, model_records)
+    return hidden, sites.collect(records, model_records)
+
+
 class KVCache(NamedTuple):
     """Keys and values of every layer for ``T`` columns: each ``(layers, B, T, key/value heads, head_dim)``."""
 
@@ -381,8 +410,8 @@ class CausalBlock(nnx.Module):
     and values; ``bias`` the body's ``attention_bias``): ``llama_like.LlamaLikeBlock``,
     ``gpt_like.GPTLikeBlock``."""
 
-    def __call__(self, h, positions, allowed, bias=None):
-        return self.attend(h, *self.project(h, positions), allowed, bias)
+    def __call__(self, h, positions, allowed, bias=None, tap=None):
+        return self.attend(h, *self.project(h, positions), allowed, bias, tap)
 
 
 class CausalBody(nnx.Module):
@@ -434,27 +463,33 @@ class CausalBody(nnx.Module):
         return allowed, local, jnp.asarray(flags, bool)
 
     def __call__(
-        self, input_ids: Int[Array, "B T"], attention_mask: Int[Array, "B T"], *, all_layers: bool = False
+        self,
+        input_ids: Int[Array, "B T"],
+        attention_mask: Int[Array, "B T"],
+        *,
+        all_layers: bool = False,
+        sites: SiteOps | None = None,
     ) -> ForwardOutput:
         """Final hidden states after the final norm (the head input), and optionally HF's
         ``hidden_states``: the embeddings, then each block's output, the last one after the final norm
-        (so ``layers[-1] == hidden``)."""
+        (so ``layers[-1] == hidden``). ``sites``: the named sites to read and edit on the way
+        (:mod:`jaxassoc.models.sites`); what was read is ``ForwardOutput.sites``."""
         positions = positions_from_mask(attention_mask)
         x = self.embed_inputs(input_ids, positions)
         allowed, local, flags = self._layer_masks(causal_allowed(attention_mask), positions, positions)
         bias = self.attention_bias(positions, positions)
         at = self.block_positions(positions, x.dtype)
 
-        def step(block, h, flag):
+        def run_block(block, h, flag, tap):
             mask = allowed if local is None else jnp.where(flag, local, allowed)
-            out = block(h, self.layer_positions(at, flag), mask, bias)
-            return out, (out if all_layers else None)
+            return block(h, self.layer_positions(at, flag), mask, bias, tap)
 
-        h, per_layer = scan_layers(self.layers, step, x, flags)
-        hidden = self.head_input(h)
+        h, per_layer, records = scan_blocks(self.layers, run_block, x, flags, sites=sites, keep=all_layers)
+        hidden, read = finish_sites(sites, self.head_input(h), records)
         if not all_layers:
-            return ForwardOutput(hidden=hidden, layers=None)
-        return ForwardOutput(hidden=hidden, layers=(x, *(per_layer[i] for i in range(per_layer.shape[0] - 1)), hidden))
+            return ForwardOutput(hidden=hidden, layers=None, sites=read)
+        layers = (x, *(per_layer[i] for i in range(per_layer.shape[0] - 1)), hidden)
+        return ForwardOutput(hidden=hidden, layers=layers, sites=read)
 
     def init_cache(self, batch: int, length: int, dtype=jnp.float32) -> KVCache:
         """An empty cache for ``batch`` rows of ``length`` columns (prompt + new tokens)."""

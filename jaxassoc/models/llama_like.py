@@ -119,12 +119,12 @@ class LlamaLikeBlock(CausalBlock):
         """Queries, rotated keys and values of the layer's normalised input; ``rope`` is ``(cos, sin)``."""
         return self.attn.project(self.attn_norm(x), rope)
 
-    def attend(self, x, q, k, v, allowed, bias=None):
+    def attend(self, x, q, k, v, allowed, bias=None, tap=None):
         """``x + attn`` (queries of x's tokens over the given keys/values), then ``x + mlp(mlp_norm(x))``; with
         ``post_norms`` each sublayer's output is normalised before it is added (Gemma)."""
-        attended = self.attn.attend(q, k, v, allowed, bias)
+        attended = self.attn.attend(q, k, v, allowed, bias, tap)
         x = x + (self.post_attn_norm(attended) if hasattr(self, "post_attn_norm") else attended)
-        out = self.mlp(self.mlp_norm(x))
+        out = self.mlp(self.mlp_norm(x), tap)
         return x + (self.post_mlp_norm(out) if hasattr(self, "post_mlp_norm") else out)
 
 

@@ -10,6 +10,7 @@ from jaxtyping import Array, Float
 
 from jaxassoc.models.layers import ACTIVATIONS
 from jaxassoc.models.linear import Linear
+from jaxassoc.models.sites import Tap, tap_site
 
 
 class MLP(nnx.Module):
@@ -21,8 +22,8 @@ class MLP(nnx.Module):
         self.down = Linear(hidden, dim, axes=("mlp", "embed"), bias=bias, lead=lead)
         self.activation = activation
 
-    def __call__(self, x: Float[Array, "... D"]) -> Float[Array, "... D"]:
-        return self.down(ACTIVATIONS[self.activation](self.up(x)))
+    def __call__(self, x: Float[Array, "... D"], tap: Tap | None = None) -> Float[Array, "... D"]:
+        return self.down(tap_site(tap, "mlp.hidden", ACTIVATIONS[self.activation](self.up(x))))
 
 
 class GatedMLP(nnx.Module):
@@ -35,9 +36,9 @@ class GatedMLP(nnx.Module):
         self.down = Linear(hidden, dim, axes=("mlp", "embed"), lead=lead)
         self.activation = activation
 
-    def __call__(self, x: Float[Array, "... D"]) -> Float[Array, "... D"]:
+    def __call__(self, x: Float[Array, "... D"], tap: Tap | None = None) -> Float[Array, "... D"]:
         act = jax.nn.silu if self.activation == "silu" else ACTIVATIONS[self.activation]
-        return self.down(act(self.gate(x)) * self.up(x))
+        return self.down(tap_site(tap, "mlp.hidden", act(self.gate(x)) * self.up(x)))
 
 
 def routing_weights(router_logits: Float[Array, "... E"], k: int) -> Float[Array, "... E"]:
@@ -56,11 +57,13 @@ def moe(
     up: Float[Array, "E D F"],
     down: Float[Array, "E F D"],
     k: int,
+    tap: Tap | None = None,
 ) -> Float[Array, "B T D"]:
-    """The sparse mixture of SwiGLU experts, computed densely: ``sum_e w_e(h) * down_e(silu(h gate_e) * h up_e)``."""
+    """The sparse mixture of SwiGLU experts, computed densely: ``sum_e w_e(h) * down_e(silu(h gate_e) * h up_e)``;
+    each expert's hidden activations times its weight ``(B, T, E, F)`` are the site ``mlp.hidden``."""
     weights = routing_weights(h @ router, k).astype(h.dtype)
     inner = jax.nn.silu(jnp.einsum("btd,edf->btef", h, gate)) * jnp.einsum("btd,edf->btef", h, up)
-    return jnp.einsum("btef,efd->btd", inner * weights[..., None], down)
+    return jnp.einsum("btef,efd->btd", tap_site(tap, "mlp.hidden", inner * weights[..., None]), down)
 
 
 class MoE(nnx.Module):
@@ -78,5 +81,5 @@ class MoE(nnx.Module):
         self.down = Linear(hidden, dim, axes=("mlp", "embed"), lead=(*lead, experts))
         self.k = k
 
-    def __call__(self, x: Float[Array, "B T D"]) -> Float[Array, "B T D"]:
-        return moe(x, self.router.w[...], self.gate.w[...], self.up.w[...], self.down.w[...], self.k)
+    def __call__(self, x: Float[Array, "B T D"], tap: Tap | None = None) -> Float[Array, "B T D"]:
+        return moe(x, self.router.w[...], self.gate.w[...], self.up.w[...], self.down.w[...], self.k, tap)

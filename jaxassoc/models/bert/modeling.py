@@ -25,10 +25,18 @@ from jaxtyping import Array, Int
 from jaxassoc.models.attention import Attention
 from jaxassoc.models.base import ForwardOutput
 from jaxassoc.models.bert.config import BertConfig
-from jaxassoc.models.layers import ACTIVATIONS, padding_allowed, positions_from_mask, scan_layers, zeros
+from jaxassoc.models.layers import (
+    ACTIVATIONS,
+    finish_sites,
+    padding_allowed,
+    positions_from_mask,
+    scan_blocks,
+    zeros,
+)
 from jaxassoc.models.linear import Linear
 from jaxassoc.models.mlp import MLP
 from jaxassoc.models.norms import LayerNorm
+from jaxassoc.models.sites import SiteOps
 
 
 def position_ids(attention_mask: Int[Array, "B T"], config: BertConfig) -> Int[Array, "B T"]:
@@ -54,9 +62,9 @@ class BertBlock(nnx.Module):
         self.mlp = MLP(D, c.intermediate_size, activation=c.activation, lead=lead)
         self.mlp_norm = LayerNorm(D, eps, lead=lead)
 
-    def __call__(self, h, allowed):
-        h = self.attn_norm(h + self.attn.attend(*self.attn.project(h, None), allowed))
-        return self.mlp_norm(h + self.mlp(h))
+    def __call__(self, h, allowed, tap=None):
+        h = self.attn_norm(h + self.attn.attend(*self.attn.project(h, None), allowed, tap=tap))
+        return self.mlp_norm(h + self.mlp(h, tap))
 
 
 class MLMTransform(nnx.Module):
@@ -86,10 +94,16 @@ class Bert(nnx.Module):
         self.config = config
 
     def __call__(
-        self, input_ids: Int[Array, "B T"], attention_mask: Int[Array, "B T"], *, all_layers: bool = False
+        self,
+        input_ids: Int[Array, "B T"],
+        attention_mask: Int[Array, "B T"],
+        *,
+        all_layers: bool = False,
+        sites: SiteOps | None = None,
     ) -> ForwardOutput:
         """Head input (last layer after the MLM transform, or the last layer itself for encoder-only bodies)
-        and optionally HF's ``hidden_states``: embedding output, then every layer's output."""
+        and optionally HF's ``hidden_states``: embedding output, then every layer's output; ``sites``: the
+        named sites to read and edit (:mod:`jaxassoc.models.sites`)."""
         embedded = (
             jnp.take(self.embed[...], input_ids, axis=0)
             + jnp.take(self.positions[...], position_ids(attention_mask, self.config), axis=0)
@@ -97,15 +111,12 @@ class Bert(nnx.Module):
         )
         embedded = self.embed_norm(embedded)
         allowed = padding_allowed(attention_mask)
-
-        def step(block, h, _):
-            out = block(h, allowed)
-            return out, (out if all_layers else None)
-
-        h, per_layer = scan_layers(self.layers, step, embedded)
-        hidden = h if self.mlm_transform is None else self.mlm_transform(h)
+        h, per_layer, records = scan_blocks(
+            self.layers, lambda block, h, _, tap: block(h, allowed, tap), embedded, None, sites=sites, keep=all_layers
+        )
+        hidden, read = finish_sites(sites, h if self.mlm_transform is None else self.mlm_transform(h), records)
         layers = (embedded, *(per_layer[i] for i in range(per_layer.shape[0]))) if all_layers else None
-        return ForwardOutput(hidden=hidden, layers=layers)
+        return ForwardOutput(hidden=hidden, layers=layers, sites=read)
 
 
 def new_body(config: BertConfig, body: Mapping | None = None) -> Bert:

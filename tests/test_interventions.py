@@ -1,0 +1,193 @@
+"""Named sites and interventions (``jaxassoc.models.sites``, ``jaxassoc.models.interventions``): an identity
+intervention is the plain forward bit for bit, reads equal the layers' hidden states, patching a layer's sites
+from another run reproduces that run, edits vmap and differentiate, and bad sites or edits are refused by name."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from family_specs import TINY, specs_by_family
+from family_specs.t5 import V11
+
+from jaxassoc.errors import ModelError
+from jaxassoc.models import interventions as iv
+from jaxassoc.models import load_model
+from jaxassoc.models.heads import head_logits
+from jaxassoc.models.mesh import make_mesh
+from jaxassoc.models.sites import LAYER_SITES, Add, Apply, Replace, site_names
+
+FAMILIES = ["gpt2", "llama", "bert", "mixtral", "gpt_neox"]
+
+
+@pytest.fixture(scope="module")
+def models(tiny_checkpoint):
+    specs = specs_by_family()
+    return {name: load_model(tiny_checkpoint(TINY.get(name) or specs[name][0])) for name in FAMILIES}
+
+
+def _inputs(model, batch=3, length=7, seed=0):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(3, model.head.W.shape[0], (batch, length))
+    mask = np.ones((batch, length), np.int32)
+    mask[0, -2:] = 0  # one right-padded row
+    return jnp.asarray(ids, jnp.int32), jnp.asarray(mask)
+
+
+def _run(model, ids, mask, **kw):
+    return jax.jit(lambda b, i, m: iv.run(model.port, b, i, m, config=model.config, **kw))(
+        model.params["body"], ids, mask
+    )
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_an_identity_intervention_is_the_plain_forward_bit_for_bit(models, family):
+    model = models[family]
+    ids, mask = _inputs(model)
+    plain = jax.jit(lambda b, i, m: model.forward(b, i, m).hidden)(model.params["body"], ids, mask)
+    L = iv.layer_count(model.params["body"])
+    nothing = {
+        f"layers.*.{kind}": Replace(jnp.zeros((L, 1, 1, 1)), jnp.zeros((L, 1, 1, 1), bool)) for kind in LAYER_SITES
+    }
+    nothing["layers.1.attn.heads"] = Replace(jnp.zeros(()), jnp.zeros((), bool))
+    nothing["final_norm"] = Apply(lambda x: x)
+    edited = jax.jit(lambda b, i, m: iv.run(model.port, b, i, m, config=model.config, edits=nothing).hidden)
+    np.testing.assert_array_equal(np.asarray(edited(model.params["body"], ids, mask)), np.asarray(plain))
+    # returning every site keeps them all in memory: XLA may fuse differently, never by more than rounding
+    out = _run(model, ids, mask, read=site_names(L), edits=nothing)
+    np.testing.assert_allclose(np.asarray(out.hidden), np.asarray(plain), rtol=0, atol=2e-6)
+    assert set(out.sites) == set(site_names(L))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_reads_are_the_layers_hidden_states_and_their_shapes(models, family):
+    model = models[family]
+    ids, mask = _inputs(model)
+    body = model.params["body"]
+    L = iv.layer_count(body)
+    states = jax.jit(lambda b, i, m: model.forward(b, i, m, all_layers=True).layers)(body, ids, mask)
+    out = _run(
+        model, ids, mask, read=["layers.*.resid_pre", "layers.*.resid_post", "final_norm", "layers.0.mlp.hidden"]
+    )
+    for i in range(L - (model.objective == "causal")):  # a causal body's last output is after the final norm
+        np.testing.assert_allclose(out.sites["layers.*.resid_post"][i], states[i + 1], rtol=0, atol=1e-6)
+        np.testing.assert_allclose(out.sites["layers.*.resid_pre"][i], states[i], rtol=0, atol=1e-6)
+    np.testing.assert_array_equal(out.sites["final_norm"], out.hidden)
+    shapes = iv.site_shapes(model.port, body, config=model.config)
+    B, T = ids.shape
+    assert out.sites["layers.0.mlp.hidden"].shape == (B, T, *shapes["mlp.hidden"])
+    assert shapes["attn.heads"][0] * shapes["attn.heads"][1] == body["layers"]["attn"]["o"]["w"].shape[1]
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "bert"])
+def test_patching_every_site_of_a_layer_from_run_b_reproduces_run_b(models, family):
+    model = models[family]
+    ids_a, mask = _inputs(model, seed=1)
+    ids_b, _ = _inputs(model, seed=2)
+    L = iv.layer_count(model.params["body"])
+    layer = L // 2
+    names = [f"layers.{layer}.{kind}" for kind in LAYER_SITES]
+    b = _run(model, ids_b, mask, read=names)
+    a = _run(model, ids_a, mask)
+    patched = _run(model, ids_a, mask, edits=iv.patch(b.sites))
+    assert np.abs(np.asarray(a.hidden - b.hidden)).max() > 1e-3  # the two runs differ
+    np.testing.assert_allclose(patched.hidden, b.hidden, rtol=0, atol=1e-5)
+    # patching only the heads of that layer moves the output but does not make it run B's
+    heads = _run(model, ids_a, mask, edits=iv.patch(b.sites, [f"layers.{layer}.attn.heads"]))
+    assert 1e-6 < np.abs(np.asarray(heads.hidden - a.hidden)).max()
+
+
+def test_an_edit_of_one_layer_leaves_the_layers_before_it_alone(models):
+    model = models["llama"]
+    ids, mask = _inputs(model)
+    before = _run(model, ids, mask, read=["layers.*.resid_post"])
+    after = _run(model, ids, mask, read=["layers.*.resid_post"], edits={"layers.1.mlp.hidden": Replace(jnp.zeros(()))})
+    a, b = np.asarray(before.sites["layers.*.resid_post"]), np.asarray(after.sites["layers.*.resid_post"])
+    np.testing.assert_array_equal(a[:1], b[:1])
+    assert np.abs(a[1] - b[1]).max() > 1e-4
+
+
+def test_head_ablation_vmaps_over_interventions(models):
+    model = models["llama"]
+    ids, mask = _inputs(model)
+    body = model.params["body"]
+    L = iv.layer_count(body)
+    H = iv.site_shapes(model.port, body, config=model.config)["attn.heads"][0]
+    masks = jnp.eye(L * H, dtype=bool).reshape(L * H, L, H)
+
+    def ablated(m):
+        return iv.run(model.port, body, ids, mask, config=model.config, edits=iv.ablate_heads(m, L, H)).hidden
+
+    batched = jax.jit(jax.vmap(ablated))(masks)
+    for k in (0, L * H - 1):
+        one = jax.jit(ablated)(masks[k])
+        np.testing.assert_allclose(batched[k], one, rtol=0, atol=1e-5)
+    assert np.abs(np.asarray(batched[0] - batched[-1])).max() > 1e-5
+
+
+def test_mean_ablation_sets_the_reference_mean(models):
+    model = models["gpt2"]
+    ids, mask = _inputs(model)
+    body = model.params["body"]
+    L = iv.layer_count(body)
+    ref = _run(model, ids, mask, read=["layers.*.attn.heads"]).sites["layers.*.attn.heads"]
+    mean = iv.site_mean(ref, mask, stacked=True)
+    real = np.asarray(ref)[:, np.asarray(mask) > 0]  # (L, real tokens, H, d)
+    np.testing.assert_allclose(mean, real.mean(axis=1), rtol=1e-5, atol=1e-6)
+    H = mean.shape[1]
+    out = _run(model, ids, mask, read=["layers.1.attn.heads"], edits=iv.ablate_heads({1: [0]}, L, H, mean=mean))
+    np.testing.assert_allclose(
+        out.sites["layers.1.attn.heads"][:, :, 0], np.broadcast_to(mean[1, 0], ids.shape + mean.shape[2:]), rtol=1e-6
+    )
+
+
+def test_gradients_through_an_intervention_match_finite_differences(models):
+    model = models["llama"]
+    ids, mask = _inputs(model, batch=1)
+    body, head = model.params["body"], model.params["head"]
+    L = iv.layer_count(body)
+    D = body["embed"].shape[1]
+
+    def score(delta):
+        out = iv.run(model.port, body, ids, mask, config=model.config, edits={"layers.1.resid_post": Add(delta)})
+        logits = head_logits(head, out.hidden[:, -1])
+        return logits[0, 5] - logits[0, 7]
+
+    delta = jnp.zeros((1, ids.shape[1], D))
+    grad = jax.jit(jax.grad(score))(delta)
+    direction = np.random.default_rng(0).normal(size=delta.shape)
+    direction = jnp.asarray(direction / np.linalg.norm(direction), jnp.float32)
+    eps = 1e-2
+    fd = (jax.jit(score)(eps * direction) - jax.jit(score)(-eps * direction)) / (2 * eps)
+    np.testing.assert_allclose(float(jnp.vdot(grad, direction)), float(fd), rtol=2e-2, atol=1e-4)
+    assert L >= 2
+
+
+def test_a_mesh_run_equals_the_single_device_one(tiny_checkpoint, models):
+    one = models["llama"]
+    many = load_model(tiny_checkpoint("llama"), mesh=make_mesh(data=1, fsdp=2, tp=4))
+    ids, mask = _inputs(one, batch=4)
+    L = iv.layer_count(one.params["body"])
+    H = iv.site_shapes(one.port, one.params["body"], config=one.config)["attn.heads"][0]
+    kw = dict(read=["layers.0.attn.heads"], edits=iv.ablate_heads({0: [1]}, L, H))
+    a, b = _run(one, ids, mask, **kw), _run(many, ids, mask, **kw)
+    np.testing.assert_allclose(a.hidden, b.hidden, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(a.sites["layers.0.attn.heads"], b.sites["layers.0.attn.heads"], rtol=0, atol=1e-5)
+
+
+def test_bad_sites_and_edits_are_refused_by_name(models, tiny_checkpoint):
+    model = models["gpt2"]
+    ids, mask = _inputs(model)
+    L = iv.layer_count(model.params["body"])
+    with pytest.raises(ModelError, match=r"unknown site 'layers.0.attn.head'.*valid sites.*attn.heads"):
+        _run(model, ids, mask, read=["layers.0.attn.head"])
+    with pytest.raises(ModelError, match=rf"layer {L} is out of range"):
+        _run(model, ids, mask, read=[f"layers.{L}.attn.heads"])
+    with pytest.raises(ModelError, match=r"head 99 of layer 0 is out of range"):
+        iv.ablate_heads({0: [99]}, L, 2)
+    with pytest.raises(ModelError, match=r"site 'layers.0.attn.heads': value of shape \(5, 3\) does not broadcast"):
+        _run(model, ids, mask, edits={"layers.0.attn.heads": Replace(jnp.zeros((5, 3)))})
+    with pytest.raises(ModelError, match=r"leading layer axis of"):
+        _run(model, ids, mask, edits={"layers.*.mlp.hidden": Replace(jnp.zeros((L + 1, 1)))})
+    t5 = load_model(tiny_checkpoint(V11))
+    with pytest.raises(ModelError, match=r"named sites are not implemented for the t5 family"):
+        iv.run(t5.port, t5.params["body"], ids, mask, config=t5.config, read=["final_norm"])
