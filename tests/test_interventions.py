@@ -10,6 +10,7 @@ from family_specs import TINY, specs_by_family
 from family_specs.t5 import V11
 
 from jaxassoc.errors import ModelError
+from jaxassoc.models import attribution
 from jaxassoc.models import interventions as iv
 from jaxassoc.models import load_model
 from jaxassoc.models.heads import head_logits
@@ -191,3 +192,53 @@ def test_bad_sites_and_edits_are_refused_by_name(models, tiny_checkpoint):
     t5 = load_model(tiny_checkpoint(V11))
     with pytest.raises(ModelError, match=r"named sites are not implemented for the t5 family"):
         iv.run(t5.port, t5.params["body"], ids, mask, config=t5.config, read=["final_norm"])
+
+
+def _logodds(model, out):
+    logits = head_logits(model.params["head"], out.hidden[:, -1])
+    return (logits[:, 5] - logits[:, 7]).sum()
+
+
+def test_grad_times_activation_is_the_activation_times_the_gradient_of_a_replace(models):
+    model = models["gpt2"]
+    ids, mask = _inputs(model)
+    body = model.params["body"]
+    name = "layers.1.mlp.hidden"
+    acts = _run(model, ids, mask, read=[name]).sites[name]
+
+    def replaced(a):
+        return _logodds(model, iv.run(model.port, body, ids, mask, config=model.config, edits={name: Replace(a)}))
+
+    expected = acts * jax.grad(replaced)(acts)
+    got = attribution.grad_times_activation(
+        model.port, body, ids, mask, lambda out: _logodds(model, out), config=model.config, sites=[name]
+    )[name]
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_attribution_patching_is_the_first_order_term_of_exact_patching(models, family):
+    """Patching head (l, h) with a + α (a_corrupt − a) changes the score by α × the estimate + O(α²)."""
+    model = models[family]
+    clean, mask = _inputs(model, seed=3)
+    corrupt, _ = _inputs(model, seed=4)
+    body = model.params["body"]
+    score = lambda out: _logodds(model, out)  # noqa: E731
+    estimate = attribution.attribution_patching(model.port, body, clean, corrupt, mask, score, config=model.config)
+    name = "layers.*.attn.heads"
+    a = _run(model, clean, mask, read=[name]).sites[name]
+    b = _run(model, corrupt, mask, read=[name]).sites[name]
+    L, H = estimate.shape
+
+    @jax.jit
+    def patched(where, alpha):
+        edit = Replace(a + alpha * (b - a), where[:, None, None, :, None])
+        return score(iv.run(model.port, body, clean, mask, config=model.config, edits={name: edit}))
+
+    base = score(_run(model, clean, mask))
+    alpha = 1e-2
+    masks = jnp.eye(L * H, dtype=bool).reshape(L * H, L, H)
+    exact = np.array([(patched(m, alpha) - base) / alpha for m in masks]).reshape(L, H)
+    np.testing.assert_allclose(exact, estimate, rtol=0.05, atol=2e-3 * np.abs(estimate).max())
+    full = np.array([patched(m, 1.0) - base for m in masks]).reshape(L, H)  # exact activation patching
+    assert np.corrcoef(full.ravel(), np.asarray(estimate).ravel())[0, 1] > 0.5
