@@ -39,6 +39,9 @@ SOURCE_SHA256 = {
     "wikitext2/test.txt": "d790b833ef8cf03a90db7bf1271b7520b83c45ce07ba3c1a9699df81e239eca0",
     "wikitext2/valid.txt": "f0737ed31fc1329026e95cb8b98e19c2a182c39c240ab909dc31abf2f8af58e8",
     "wordsim353/combined.csv": "49ff6433ae68abe716fb66433fd870483e289a7a8c74531f59eca847d103fff3",
+    "vig_mediation/professions.json": "32cc82c7761e7cfb14e37e06dc1aa9f758bc8441f79ca7288996d3fc7c24639a",
+    "vig_mediation/professions_male_stereo.json": "1731c96f6783a839aeebc1f7e647f103aeff38a2b81de725813708fe847addd2",
+    "vig_mediation/professions_female_stereo.json": "f0e4d577136a9b5df9c9100a642b19bc4375985e6e5ff66cb3a5198cd2af1383",
 }
 
 
@@ -48,10 +51,21 @@ def test_vendored_file_matches_source_hash(relative):
 
 
 def test_every_folder_keeps_its_provenance_and_the_total_size_is_small():
-    for folder in ("weat", "wordsim353", "simlex999", "bellezza", "sst2", "stsb", "wikitext2", "crows_pairs"):
+    for folder in (
+        "weat",
+        "wordsim353",
+        "simlex999",
+        "bellezza",
+        "sst2",
+        "stsb",
+        "wikitext2",
+        "crows_pairs",
+        "vig_mediation",
+    ):
         assert (ROOT / folder / "SOURCE.md").is_file(), folder
     assert (ROOT / "stsb" / "LICENSE.txt").is_file()
     assert (ROOT / "us_stereotypes" / "LICENSE").is_file() and (ROOT / "us_stereotypes" / "COMMIT").is_file()
+    assert (ROOT / "vig_mediation" / "LICENSE").is_file()
     assert (ROOT / "ceat" / "COMMIT").is_file() and (ROOT / "ceat" / "LICENSE_NOTE.txt").is_file()
     ours = [p for p in ROOT.rglob("*") if p.is_file() and "unstereo_eval" not in p.parts]
     assert sum(p.stat().st_size for p in ours) < 15 * 2**20
@@ -60,7 +74,7 @@ def test_every_folder_keeps_its_provenance_and_the_total_size_is_small():
 def test_data_licenses_lists_every_vendored_file():
     notice = (Path(__file__).resolve().parents[1] / "DATA_LICENSES.md").read_text(encoding="utf-8")
     ours = [p for p in ROOT.rglob("*") if p.is_file() and "unstereo_eval" not in p.parts]
-    assert len(ours) == 46
+    assert len(ours) == 51
     assert [p.relative_to(ROOT).as_posix() for p in ours if p.name not in notice] == []
 
 

@@ -189,6 +189,16 @@ class CrowsPairsConfig(DatasetConfig):
 
 
 @dataclass
+class VigProfessionsConfig(DatasetConfig):
+    """``dataset=vig_professions``: the professions and templates of Vig et al. 2020, or your own: ``path``
+    (a JSON list of [profession, definitional, stereotypical]) and ``templates`` (a text file, one template
+    a line with one ``{}``), relative to the folder jaxassoc runs in (``docs/datasets.md``)."""
+
+    path: Optional[str] = None
+    templates: Optional[str] = None
+
+
+@dataclass
 class StereoSetConfig(DatasetConfig):
     """``dataset=stereoset``: StereoSet's published JSON (``dev.json``), which is not packaged: ``path``
     is required (README, "StereoSet data")."""
@@ -363,6 +373,7 @@ def register_configs(metric_schemas: dict[str, type], metric_yamls: set[str] = f
     cs.store(group="dataset", name="custom_sentences_schema", node=CustomSentencesConfig)
     cs.store(group="dataset", name="crows_pairs_schema", node=CrowsPairsConfig)
     cs.store(group="dataset", name="stereoset_schema", node=StereoSetConfig)
+    cs.store(group="dataset", name="vig_professions_schema", node=VigProfessionsConfig)
     cs.store(group="metric", name="audit_schema", node=MetricConfig)
     for name, schema in metric_schemas.items():
         cs.store(group="metric", name=f"{name}_schema", node=schema)

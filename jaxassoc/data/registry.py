@@ -19,6 +19,7 @@ from jaxassoc.data._files import content_hash
 from jaxassoc.data.ceat import CEAT_FILE, load_ceat_wordlists
 from jaxassoc.data.corpus import WIKITEXT2_FILES, load_wikitext2
 from jaxassoc.data.crows_pairs import CROWS_PAIRS_FILE, load_crows_pairs
+from jaxassoc.data.mediation import PROFESSIONS_FILE, load_vig_professions
 from jaxassoc.data.seat import SEAT_TEMPLATES_FILE, load_seat_templates
 from jaxassoc.data.similarity import (
     SIMLEX999_FILE,
@@ -103,6 +104,12 @@ def _entries() -> tuple[DatasetInfo, ...]:
             load_crows_pairs,
             "CrowS-Pairs: 1,508 more/less stereotyping sentence pairs, 9 bias types (Nangia et al. 2020)",
             (CROWS_PAIRS_FILE, "crows_pairs/SOURCE.md"),
+        ),
+        DatasetInfo(
+            "vig_professions",
+            load_vig_professions,
+            "Vig et al. 2020: 320 professions (Bolukbasi et al. 2016 scores) in 17 templates, he vs. she",
+            (PROFESSIONS_FILE, "vig_mediation/SOURCE.md"),
         ),
         DatasetInfo(
             "seat_templates",
