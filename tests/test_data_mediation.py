@@ -34,7 +34,7 @@ def test_packaged_professions_counts_and_words():
     professions = load_professions()
     assert len(professions) == 320 and len({p.word for p in professions}) == 320
     stereotypes = [p.stereotype for p in professions]
-    assert (stereotypes.count("male"), stereotypes.count("female"), stereotypes.count(None)) == (224, 66, 30)
+    assert (stereotypes.count("male"), stereotypes.count("female"), stereotypes.count(None)) == (229, 70, 21)
     assert professions[0] == Profession("accountant", 0.0, 0.4)
     assert sum(" " in p.word for p in professions) == 29 and not any("_" in p.word for p in professions)
     assert Profession("adjunct professor", 0.0, 0.5) in professions
@@ -50,7 +50,8 @@ def test_the_authors_subset_files_are_split_by_definitional_plus_stereotypical()
         expected = [p for p in professions if sign * (p.definitional + p.stereotypical) > 0]
         assert subset == [(p.word, p.definitional, p.stereotypical) for p in expected]
         gender = "male" if sign > 0 else "female"
-        other = {w for w, _, _ in subset if by_word[w].stereotype != gender}
+        assert all(by_word[w].stereotype == gender for w, _, _ in subset)
+        other = {w for w, _, s in subset if s * sign <= 0}  # the stereotypical score alone would not say so
         assert other == SPLIT_NOT_BY_STEREOTYPICAL[gender]
     assert len(_files.read_json(MALE_STEREO_FILE)) == 229 and len(_files.read_json(FEMALE_STEREO_FILE)) == 70
 

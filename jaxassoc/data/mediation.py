@@ -57,10 +57,12 @@ class Profession:
 
     @property
     def stereotype(self) -> str | None:
-        """``"male"`` for a positive stereotypical score, ``"female"`` for a negative one, None for 0."""
-        if self.stereotypical > 0:
+        """``"male"`` when definitional + stereotypical score > 0, ``"female"`` when < 0, None at 0: the
+        authors' own split (their ``professions_male_stereo.json`` / ``..._female_stereo.json``, tested)."""
+        total = self.definitional + self.stereotypical
+        if total > 0:
             return "male"
-        if self.stereotypical < 0:
+        if total < 0:
             return "female"
         return None
 
