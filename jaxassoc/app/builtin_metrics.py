@@ -20,6 +20,7 @@ def register_all() -> None:
         ceat,
         crows_pairs,
         intersectional,
+        mediation,
         rpam,
         seat,
         stereoset,
@@ -119,6 +120,16 @@ def register_all() -> None:
         ignores=crows_pairs.ignored_options,
         views=crows_pairs.views,
         dataset="crows_pairs",
+    )
+    register_metric(
+        "mediation",
+        run=mediation.run,
+        config=mediation.MediationMetricConfig,
+        model_kinds=("causal",),
+        description="causal mediation analysis of gender bias: effects of every head and top neurons (Vig et al. 2020)",
+        uses={"dataset.sample"},
+        views=mediation.views,
+        dataset="vig_professions",
     )
     register_metric(
         "stereoset",

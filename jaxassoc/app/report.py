@@ -34,6 +34,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 from jaxassoc.app import figures, store, tables  # noqa: E402
@@ -54,6 +55,7 @@ TITLES = {
     "wefe": "WEFE",
     "seat": "SEAT",
     "crows_pairs": "CrowS-Pairs",
+    "mediation": "Causal mediation analysis (Vig et al. 2020)",
     "stereoset": "StereoSet",
 }
 SHORT = {
@@ -410,6 +412,32 @@ def preference_plot(table: pd.DataFrame, title: str):
     return fig
 
 
+def head_effect_heatmaps(table: pd.DataFrame, title: str):
+    """Causal mediation per head: each job's natural indirect and direct effects as layer × head heatmaps
+    (one colour scale per effect, centred on 0), n and the total effect in each panel's title."""
+    jobs = list(dict.fromkeys(table["label"]))[:6]
+    fig, axes = plt.subplots(len(jobs), 2, figsize=(8, 0.5 + 2.6 * len(jobs)), squeeze=False)
+    for row, job in zip(axes, jobs):
+        part = table[table["label"] == job]
+        L, H = int(part["layer"].max()) + 1, int(part["head"].max()) + 1
+        for ax, column, name in zip(row, ("indirect_effect", "direct_effect"), ("indirect", "direct")):
+            grid = np.full((L, H), np.nan)
+            grid[part["layer"].astype(int), part["head"].astype(int)] = part[column].astype(float)
+            scale = float(np.nanmax(np.abs(grid))) or 1.0
+            image = ax.imshow(grid, cmap="RdBu_r", vmin=-scale, vmax=scale, aspect="auto", origin="lower")
+            ax.set_xlabel("head", fontsize=7)
+            ax.set_ylabel("layer", fontsize=7)
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.tick_params(labelsize=6)
+            te, n = float(part["total_effect"].iloc[0]), int(part["n"].iloc[0])
+            ax.set_title(f"{job}: {name} effect (n = {n}, total = {te:.3g})", fontsize=7)
+            fig.colorbar(image, ax=ax, fraction=0.046, pad=0.02).ax.tick_params(labelsize=6)
+    fig.suptitle(f"{title}: effect of each attention head on p(anti)/p(stereo)", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
 def correlation_bars(table: pd.DataFrame, fixed: str):
     """Correlations with human judgements per benchmark (and statistic, normalisation), one bar per job,
     labelled by the job's model and varying settings (template, sample size, ...): no bar averages jobs.
@@ -646,6 +674,10 @@ def _metric_plots(metric: str, rows: pd.DataFrame, settings: pd.DataFrame, keys:
         shares = rows[rows["metric_score"].notna() & rows["bias_type"].notna()]
         if len(shares):
             plots.append(_save(out, f"scores_{metric}.png", preference_plot(shares, title)))
+    if {"component", "layer", "head", "indirect_effect"} <= set(rows.columns):
+        heads = rows[rows["component"] == "head"]
+        if len(heads):
+            plots.append(_save(out, f"heads_{metric}.png", head_effect_heatmaps(heads, title)))
     if {"benchmark", "correlation"} <= set(rows.columns) and rows["correlation"].notna().any():
         fixed = [
             f"{SHORT[k]}={_short(settings[k].iloc[0]).replace('null', 'all')}"

@@ -21,6 +21,14 @@ def head_logits(head: Head, hidden: Float[Array, "... D"]) -> Float[Array, "... 
     return logits if head.softcap is None else head.softcap * jnp.tanh(logits / head.softcap)
 
 
+def token_logits(head: Head, hidden: Float[Array, "B D"], tokens: Int[Array, "B K"]) -> Float[Array, "B K"]:
+    """The logits of ``K`` chosen tokens per row (soft-capped like :func:`head_logits`), without the rest of
+    the vocabulary: ``W[tokens] · hidden + b[tokens]``."""
+    logits = jnp.einsum("bkd,bd->bk", head.W[tokens].astype(hidden.dtype), hidden)
+    logits = logits if head.b is None else logits + head.b[tokens].astype(hidden.dtype)
+    return logits if head.softcap is None else head.softcap * jnp.tanh(logits / head.softcap)
+
+
 def gather_positions(hidden: Float[Array, "B T D"], positions: Int[Array, " B"]) -> Float[Array, "B D"]:
     """The hidden state of each sequence at one position."""
     return jnp.take_along_axis(hidden, positions[:, None, None], axis=1)[:, 0]

@@ -1,0 +1,185 @@
+"""``metric=mediation``: causal mediation analysis of gender bias (Vig et al. 2020; docs/methods.md §10) on a
+causal LM, over ``dataset=vig_professions`` (the professions and the 17 templates).
+
+Examples are scored in batches of one length, each cached as soon as it is done (an interrupted run
+resumes at its first unfinished batch). The aggregates: a row ``component=total`` (the total effect of
+set-gender), one row per head (``component=head``, integer ``layer`` and ``head``) with its natural
+indirect and direct effects, and one per selected neuron (``component=neuron``, ``layer`` and ``neuron``);
+every row carries ``total_effect`` and ``n`` (examples).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from jaxassoc.app import datasets, tables
+from jaxassoc.app.cache import model_key
+from jaxassoc.app.config import NO_EFFECT, MetricConfig, check_range
+from jaxassoc.app.registry import Job, JobResult
+from jaxassoc.data.mediation import load_vig_professions
+from jaxassoc.errors import ConfigError
+from jaxassoc.metrics.mediation import mean_effect, relative_change
+from jaxassoc.progress import stage
+from jaxassoc.readouts import mediation as readout
+from jaxassoc.readouts.cache import cached_arrays
+
+SELECTION = "attribution patching at the profession's position, top per layer"
+
+
+@dataclass
+class MediationMetricConfig(MetricConfig):
+    templates: int | None = None  # the first N of the dataset's templates (None: all 17)
+    neurons_per_layer: int = 5  # neurons per layer whose effects are computed exactly (0: heads only)
+    top_k: int = 10  # components listed in the report's top tables
+    batch_size: int = field(default=32, metadata=NO_EFFECT)  # examples per forward batch
+    head_chunk: int = field(default=16, metadata=NO_EFFECT)  # interventions vmapped per pass
+
+    def __post_init__(self) -> None:
+        if self.templates is not None:
+            check_range("metric.templates", self.templates, 1)
+        check_range("metric.neurons_per_layer", self.neurons_per_layer, 0)
+        check_range("metric.top_k", self.top_k, 1)
+        check_range("metric.batch_size", self.batch_size, 1)
+        check_range("metric.head_chunk", self.head_chunk, 1)
+
+
+def _dataset(job: Job):
+    if job.dataset.name != "vig_professions":
+        raise ConfigError(
+            f"metric=mediation runs Vig et al.'s professions and templates: use dataset=vig_professions, "
+            f"not {job.dataset.name!r}"
+        )
+    data = load_vig_professions(getattr(job.dataset, "path", None), getattr(job.dataset, "templates", None))
+    professions, templates = list(data.professions), list(data.templates)
+    if job.metric.templates is not None:
+        templates = templates[: job.metric.templates]
+    if job.dataset.sample is not None and job.dataset.sample < len(professions):
+        rows = np.sort(np.random.default_rng(job.seed).choice(len(professions), size=job.dataset.sample, replace=False))
+        professions = [professions[i] for i in rows]
+    return professions, templates
+
+
+def run(job: Job) -> JobResult:
+    cfg = job.metric
+    professions, templates = _dataset(job)  # read (and checked) before the model loads
+    model = job.language_model()
+    frame = readout.examples(model, professions, templates)
+    kept = frame[frame["kept"]]
+    if kept.empty:
+        raise ConfigError(
+            f"metric=mediation: no profession of the dataset is one token for {model.name!r} where its set-gender "
+            "word is; nothing to intervene on"
+        )
+    groups = readout.batches(frame, cfg.batch_size)
+    neurons = cfg.neurons_per_layer > 0
+
+    def key(rows: np.ndarray, what: str, **extra) -> dict:
+        return {**model_key(model), what: frame.loc[rows, ["base", "alt"]].to_numpy().tolist(), **extra}
+
+    parts = []
+    with stage("mediation", "examples through every head", len(kept)):
+        for rows, batch in groups:
+            compute = lambda b=batch: readout.head_runs(model, b, chunk=cfg.head_chunk, neurons=neurons)  # noqa: E731
+            parts.append(cached_arrays(job.cache_dir, "mediation_heads", key(rows, "heads", neurons=neurons), compute))
+    order = np.concatenate([rows for rows, _ in groups])
+    runs = {k: np.concatenate([p[k] for p in parts]) for k in ("lo_base", "lo_alt", "head_indirect", "head_direct")}
+    selected = np.zeros((0, 2), int)
+    if neurons:
+        estimate = sum(p["neuron_estimate"] for p in parts)
+        selected = readout.top_neurons(estimate, min(cfg.neurons_per_layer, estimate.shape[1]))
+        found = []
+        with stage("mediation", "examples through the selected neurons", len(kept)):
+            for rows, batch in groups:
+                compute = lambda b=batch: readout.neuron_runs(model, b, selected, chunk=cfg.head_chunk)  # noqa: E731
+                found.append(
+                    cached_arrays(
+                        job.cache_dir, "mediation_neurons", key(rows, "neurons", selected=selected.tolist()), compute
+                    )
+                )
+        runs.update({k: np.concatenate([p[k] for p in found]) for k in ("neuron_indirect", "neuron_direct")})
+        runs["neuron_estimate"] = estimate[selected[:, 0], selected[:, 1]]
+    items = per_example(frame.loc[order], runs)
+    L, H = readout.layer_and_heads(model)
+    aggregates = summarize(runs, L, H, selected).assign(top_k=cfg.top_k)
+    provenance = {
+        **job.provenance(model),
+        "examples_dropped": int((~frame["kept"]).sum()),
+        "neuron_selection": SELECTION,
+    }
+    if getattr(job.dataset, "path", None) is not None:
+        provenance.update(dataset_file=str(job.dataset.path), dataset_version=datasets.file_version(job.dataset.path))
+    return JobResult(items=items, aggregates=aggregates, provenance=provenance)
+
+
+def per_example(frame: pd.DataFrame, runs: dict[str, np.ndarray]) -> pd.DataFrame:
+    """One row per kept example: template, profession, stereotype, set-gender word, ``y_null`` and
+    ``y_set_gender`` (p(anti) / p(stereo)), and its total effect ``y_set_gender / y_null − 1``."""
+    out = frame[["template", "profession", "stereotype", "set_gender"]].reset_index(drop=True)
+    out["y_null"] = np.exp(runs["lo_base"])
+    out["y_set_gender"] = np.exp(runs["lo_alt"])
+    out["total_effect"] = np.asarray(relative_change(runs["lo_alt"], runs["lo_base"]))
+    return out
+
+
+def summarize(runs: dict[str, np.ndarray], n_layers: int, n_heads: int, selected: np.ndarray) -> pd.DataFrame:
+    """The total effect row, one row per head, one per selected neuron (docs/methods.md §10.2)."""
+    lo = runs["lo_base"]
+    n = len(lo)
+    total = float(mean_effect(runs["lo_alt"], lo))
+    heads = pd.DataFrame(
+        {
+            "component": "head",
+            "layer": np.repeat(np.arange(n_layers), n_heads),
+            "head": np.tile(np.arange(n_heads), n_layers),
+            "indirect_effect": np.asarray(mean_effect(runs["head_indirect"], lo)),
+            "direct_effect": np.asarray(mean_effect(runs["head_direct"], lo)),
+        }
+    )
+    parts = [pd.DataFrame({"component": ["total"]}), heads]
+    if len(selected):
+        parts.append(
+            pd.DataFrame(
+                {
+                    "component": "neuron",
+                    "layer": selected[:, 0],
+                    "neuron": selected[:, 1],
+                    "indirect_effect": np.asarray(mean_effect(runs["neuron_indirect"], lo)),
+                    "direct_effect": np.asarray(mean_effect(runs["neuron_direct"], lo)),
+                    "attribution_estimate": runs["neuron_estimate"],
+                }
+            )
+        )
+    out = pd.concat(parts, ignore_index=True)
+    for column in ("layer", "head", "neuron"):
+        if column in out:
+            out[column] = out[column].astype("Int64")
+    out["total_effect"] = total
+    out["n"] = n
+    return out
+
+
+COLUMNS = ["component", "layer", "head", "neuron", "indirect_effect", "direct_effect", "total_effect", "n"]
+
+
+def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The total effect, then the ``metric.top_k`` heads and neurons with the largest indirect effects."""
+    top_k = int(aggregates["top_k"].iloc[0])
+    note = (
+        "effects are mean relative changes of y = p(anti-stereotypical pronoun) / p(stereotypical pronoun) over "
+        "the n examples (docs/methods.md §10.2): total = set-gender; indirect = the original sentence with only "
+        "that component set to its set-gender value; direct = the set-gender sentence with only it kept"
+    )
+    total = aggregates[aggregates["component"] == "total"]
+    out = [("total effect", tables.with_notes(tables.block(total, ["total_effect", "n"]), note))]
+    for component, columns in (("head", ["layer", "head"]), ("neuron", ["layer", "neuron"])):
+        rows = aggregates[aggregates["component"] == component]
+        if len(rows):
+            top = rows.sort_values("indirect_effect", ascending=False, kind="stable").head(top_k)
+            cols = [*columns, "indirect_effect", "direct_effect", "total_effect", "n"]
+            out.append(
+                (f"top {len(top)} {component}s by indirect effect", tables.with_notes(tables.block(top, cols), note))
+            )
+    return out
