@@ -10,9 +10,8 @@ from family_specs import TINY, specs_by_family
 from family_specs.t5 import V11
 
 from jaxassoc.errors import ModelError
-from jaxassoc.models import attribution
+from jaxassoc.models import attribution, load_model
 from jaxassoc.models import interventions as iv
-from jaxassoc.models import load_model
 from jaxassoc.models.heads import head_logits
 from jaxassoc.models.mesh import make_mesh
 from jaxassoc.models.sites import LAYER_SITES, Add, Apply, Replace, site_names
@@ -242,3 +241,25 @@ def test_attribution_patching_is_the_first_order_term_of_exact_patching(models, 
     np.testing.assert_allclose(exact, estimate, rtol=0.05, atol=2e-3 * np.abs(estimate).max())
     full = np.array([patched(m, 1.0) - base for m in masks]).reshape(L, H)  # exact activation patching
     assert np.corrcoef(full.ravel(), np.asarray(estimate).ravel())[0, 1] > 0.5
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_head_ablation_equals_transformers_with_a_hook_zeroing_that_head(models, tiny_checkpoint, family):
+    import torch
+    import torch_hooks
+    from family_specs import load_torch
+
+    model = models[family]
+    ref = load_torch(TINY[family], tiny_checkpoint(family))
+    ids, mask = _inputs(model)
+    body = model.params["body"]
+    L = iv.layer_count(body)
+    H = iv.site_shapes(model.port, body, config=model.config)["attn.heads"][0]
+    for layer, head in ((0, 1), (L - 1, H - 1)):
+        out = _run(model, ids, mask, edits=iv.ablate_heads({layer: [head]}, L, H))
+        ours = np.asarray(head_logits(model.params["head"], out.hidden))
+        theirs = torch_hooks.logits_with_head_patch(
+            ref, torch.tensor(np.asarray(ids), dtype=torch.long), torch.tensor(np.asarray(mask)), layer, head
+        ).numpy()
+        real = np.asarray(mask) > 0
+        assert np.abs(ours[real] - theirs[real]).max() <= 1e-5

@@ -65,3 +65,16 @@ def logits_with_head_patch(model, ids, mask, layer: int, head: int, value: torch
 
     with torch.inference_mode(), _pre_hook(_module(model, layer, 0), patch):
         return model(input_ids=ids, attention_mask=mask).logits
+
+
+def logits_with_neuron_patch(model, ids, mask, layer: int, neuron: int, value: torch.Tensor, position) -> torch.Tensor:
+    """``(B, T, V)`` logits with MLP neuron ``neuron`` of ``layer`` set to ``value[b]`` at ``position[b]`` only."""
+
+    def patch(_, args):
+        x = args[0].clone()
+        for b, p in enumerate(position):
+            x[b, int(p), neuron] = value[b]
+        return (x, *args[1:])
+
+    with torch.inference_mode(), _pre_hook(_module(model, layer, 1), patch):
+        return model(input_ids=ids, attention_mask=mask).logits

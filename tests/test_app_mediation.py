@@ -1,0 +1,69 @@
+"""``jaxassoc metric=mediation`` end to end on a tiny GPT-2 whose tokenizer keeps the pronouns, "man",
+"woman" and a few professions whole: the default dataset follows the metric, one row per head with integer
+``layer`` and ``head``, ``total_effect`` recomputed from the per-example rows, the heatmaps in the report,
+and the inputs the metric cannot take refused by name."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+from family_specs import TINY, tiny_tokenizer
+
+CORPUS = [
+    "The doctor said that he would help the nurse.",
+    "The nurse said that she would help the man.",
+    "The woman said that he ran because she cried.",
+    "The teacher and the engineer said that he and she ran because the man and the woman slept.",
+    "The teacher said that the engineer ran because the teacher and the engineer cried.",
+    "The doctor said that the doctor ran because the nurse and the doctor cried.",
+] * 6
+PROFESSIONS = [["doctor", 0.0, 0.5], ["teacher", 0.0, -0.5], ["engineer", 0.1, 0.6], ["nurse", 0.0, -0.9],
+               ["astronaut", 0.0, 0.3], ["clerk", 0.0, 0.0]]  # fmt: skip
+
+
+def _model(tiny_checkpoint, tmp_path):
+    folder = tiny_checkpoint(TINY["gpt2"], n_positions=64, into=tmp_path)
+    tiny_tokenizer("gpt2", corpus=CORPUS, vocab_size=320).save_pretrained(folder)
+    return folder
+
+
+def test_mediation_on_a_tiny_gpt2(tmp_path, tiny_checkpoint, cli):
+    folder = _model(tiny_checkpoint, tmp_path)
+    (tmp_path / "p.json").write_text(json.dumps(PROFESSIONS))
+    (tmp_path / "t.txt").write_text("The {} said that\nThe {} ran because\n")
+    common = ["metric=mediation", "model.name=tiny", f"model.source={folder}", "hydra.run.dir=out"]
+    proc = cli(
+        "jaxassoc", *common, "dataset.path=p.json", "dataset.templates=t.txt", "metric.neurons_per_layer=2",
+        "metric.batch_size=3", cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    agg = pd.read_parquet(tmp_path / "out" / "aggregates.parquet")
+    items = pd.read_parquet(tmp_path / "out" / "items.parquet")
+    assert (agg["prov_dataset"] == "vig_professions").all()
+    # "astronaut" is not one token for this tokenizer, "clerk" has no stereotype: 4 professions x 2 templates
+    assert len(items) == 8 and set(items["profession"]) == {"doctor", "teacher", "engineer", "nurse"}
+    assert (items.loc[items["stereotype"] == "female", "set_gender"] == "man").all()
+    heads = agg[agg["component"] == "head"]
+    assert len(heads) == 2 * 4 and str(heads["layer"].dtype) == "Int64" and str(heads["head"].dtype) == "Int64"
+    assert sorted(zip(heads["layer"], heads["head"])) == [(i, h) for i in range(2) for h in range(4)]
+    total = agg.loc[agg["component"] == "total", "total_effect"].item()
+    assert np.isclose(total, (items["y_set_gender"] / items["y_null"] - 1).mean(), rtol=1e-4, atol=1e-9)
+    assert (agg["total_effect"] == total).all() and (agg["n"] == 8).all()
+    assert len(agg[agg["component"] == "neuron"]) == 2 * 2
+    assert "top 8 heads by indirect effect" in proc.stdout
+    report = cli("jaxassoc-report", "out", cwd=tmp_path)
+    assert report.returncode == 0, report.stderr[-2000:]
+    assert (tmp_path / "out" / "report" / "heads_mediation.png").is_file()
+
+
+def test_inputs_mediation_cannot_take_are_refused(tmp_path, tiny_checkpoint, cli):
+    common = ["metric=mediation", "model.name=tiny", "hydra.run.dir=out"]
+    wrong = cli("jaxassoc", *common, f"model.source={_model(tiny_checkpoint, tmp_path)}", "dataset=crows_pairs",
+                cwd=tmp_path)  # fmt: skip
+    assert wrong.returncode != 0 and "use dataset=vig_professions, not 'crows_pairs'" in wrong.stderr
+    masked = cli("jaxassoc", *common, f"model.source={tiny_checkpoint('bert')}", "model.kind=masked", cwd=tmp_path)
+    assert masked.returncode != 0 and "mediation" in masked.stderr and "masked" in masked.stderr
+    split = cli("jaxassoc", *common, f"model.source={tiny_checkpoint('gpt2')}", cwd=tmp_path)  # pronouns split
+    assert split.returncode != 0 and "needs 'she' to be one token after a sentence" in split.stderr
