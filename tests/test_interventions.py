@@ -263,3 +263,31 @@ def test_head_ablation_equals_transformers_with_a_hook_zeroing_that_head(models,
         ).numpy()
         real = np.asarray(mask) > 0
         assert np.abs(ours[real] - theirs[real]).max() <= 1e-5
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_an_ablated_model_ablates_every_pass_cached_or_not(models, family):
+    from jaxassoc.models.ablation import ablated
+
+    model = models[family]
+    L = iv.layer_count(model.params["body"])
+    H = iv.site_shapes(model.port, model.params["body"], config=model.config)["attn.heads"][0]
+    cut = ablated(model, heads=[[0, 1], [L - 1, 0]], neurons=[[0, 3]])
+    assert cut.ablation.label == f"heads 0.1 {L - 1}.0; neurons 0.3"
+    ids, mask = _inputs(model)
+    expected = _run(
+        model,
+        ids,
+        mask,
+        edits={**iv.ablate_heads({0: [1], L - 1: [0]}, L, H), **iv.ablate_neurons({0: [3]}, L, cut.ablation.n_neurons)},
+    ).hidden
+    got = cut.forward(cut.params["body"], ids, mask).hidden
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)
+    plain = model.forward(model.params["body"], ids, mask).hidden
+    assert np.abs(np.asarray(got - plain)).max() > 1e-4
+    cache = cut.decoder.init_cache(ids.shape[0], ids.shape[1])
+    cached, _ = cut.decoder.forward_cached(cut.params["body"], ids, mask, cache, 0)
+    real = np.asarray(mask) > 0
+    np.testing.assert_allclose(np.asarray(cached)[real], np.asarray(got)[real], rtol=0, atol=1e-5)
+    with pytest.raises(ModelError, match=rf"head \[0, {H}\]: head {H} is out of range"):
+        ablated(model, heads=[[0, H]])

@@ -88,6 +88,7 @@ class Decoder:
 
     family: Any  # jaxassoc.models.family.Family (a module-level singleton: compared by identity)
     config: Any  # the family's frozen config
+    ablation: Any = None  # a models.ablation.Ablation applied at every step (hashable), or None
 
     def init_cache(self, batch: int, length: int, dtype=jnp.float32) -> Any:
         """An empty cache pytree for ``batch`` rows of ``length`` columns."""
@@ -100,7 +101,15 @@ class Decoder:
         columns come from the cache. ``positions`` (B, t) and ``allowed`` (B, 1, t, T) override the position
         ids and the cache columns each new token sees (default: from the mask; ``models.continuations``)."""
         return self.family.forward_cached(
-            body, input_ids, attention_mask, cache, start, config=self.config, positions=positions, allowed=allowed
+            body,
+            input_ids,
+            attention_mask,
+            cache,
+            start,
+            config=self.config,
+            positions=positions,
+            allowed=allowed,
+            sites=_sites(body, self.ablation),
         )
 
 
@@ -113,14 +122,33 @@ class Forward:
 
     family: Any  # jaxassoc.models.family.Family (a module-level singleton: compared by identity)
     config: Any
+    ablation: Any = None  # a models.ablation.Ablation applied in every pass (hashable), or None
 
     def __call__(self, body, input_ids, attention_mask, all_layers: bool = False) -> ForwardOutput:
-        return _forward(body, input_ids, attention_mask, family=self.family, config=self.config, all_layers=all_layers)
+        return _forward(
+            body,
+            input_ids,
+            attention_mask,
+            family=self.family,
+            config=self.config,
+            all_layers=all_layers,
+            ablation=self.ablation,
+        )
 
 
-@functools.partial(jax.jit, static_argnames=("family", "config", "all_layers"))
-def _forward(body, input_ids, attention_mask, *, family, config, all_layers: bool):
-    return family.forward(body, input_ids, attention_mask, config=config, all_layers=all_layers)
+@functools.partial(jax.jit, static_argnames=("family", "config", "all_layers", "ablation"))
+def _forward(body, input_ids, attention_mask, *, family, config, all_layers: bool, ablation=None):
+    sites = _sites(body, ablation)
+    return family.forward(body, input_ids, attention_mask, config=config, all_layers=all_layers, sites=sites)
+
+
+def _sites(body, ablation) -> Any:
+    """The ablation's edits as the body applies them, or None."""
+    if ablation is None:
+        return None
+    from jaxassoc.models.sites import SiteOps
+
+    return SiteOps.build(ablation.n_layers, (), ablation.edits())
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -140,6 +168,7 @@ class LanguageModel:
     max_positions: int  # the context length
     decoder: Decoder | None = None  # causal ports: KV-cache decoding; None for encoders
     mesh: Any = None  # the jax.sharding.Mesh the params are sharded over (models.mesh); None: one device
+    ablation: Any = None  # the heads / neurons zeroed in every pass (models.ablation.ablated), or None
 
     @property
     def head(self) -> Head:

@@ -121,11 +121,12 @@ class Family:
         config: Any,
         positions: Int[Array, "B t"] | None = None,
         allowed: Bool[Array, "B 1 t T"] | None = None,
+        sites: SiteOps | None = None,
     ) -> tuple[Float[Array, "B t D"], Any]:
-        """``layers.CausalBody.forward_cached`` of the body module holding ``body``."""
+        """``layers.CausalBody.forward_cached`` of the body module holding ``body`` (``sites``: edits only)."""
         self._check_causal()
         return self.body_module(config, body).forward_cached(
-            input_ids, attention_mask, cache, start, positions=positions, allowed=allowed
+            input_ids, attention_mask, cache, start, positions=positions, allowed=allowed, sites=sites
         )
 
     def decoder(self, config: Any) -> Decoder | None:

@@ -506,6 +506,7 @@ class CausalBody(nnx.Module):
         *,
         positions: Int[Array, "B t"] | None = None,
         allowed: Bool[Array, "B 1 t T"] | None = None,
+        sites: SiteOps | None = None,
     ) -> tuple[Float[Array, "B t D"], KVCache]:
         """Hidden states (after the final norm) of the tokens at columns ``[start, start + t)`` of rows
         described by the full-length mask, reading earlier columns' keys/values from ``cache`` and writing
@@ -517,7 +518,7 @@ class CausalBody(nnx.Module):
         (block-causal ``allowed``, positions restarting after the prefix). Sliding windows and attention
         biases act on position ids: the cache columns' are the mask's with the new tokens' ``positions``
         written at ``start``. A prompt pass (``start = 0``) followed by one-token steps gives the same
-        states as the full forward (tested).
+        states as the full forward (tested). ``sites``: edits applied at each step (reads are not kept).
         """
         t = input_ids.shape[1]
         mask_positions = positions_from_mask(attention_mask)
@@ -534,11 +535,17 @@ class CausalBody(nnx.Module):
         at = self.block_positions(positions, x.dtype)
 
         def step(block, h, xs):
-            flag, k_all, v_all = xs
+            flag, k_all, v_all, index, stacked = xs
+            tap = None if sites is None else sites.tap(index, stacked)
+            h = tap_site(tap, "resid_pre", h)
             mask = allowed if local is None else jnp.where(flag, local, allowed)
             q, k, v = block.project(h, self.layer_positions(at, flag))
             k_all, v_all = write_columns(k_all, v_all, k, v, start)
-            return block.attend(h, q, k_all, v_all, mask, bias), (k_all, v_all)
+            out = tap_site(tap, "resid_post", block.attend(h, q, k_all, v_all, mask, bias, tap))
+            return out, (k_all, v_all)
 
-        h, (k, v) = scan_layers(self.layers, step, x, (flags, cache.k, cache.v))
-        return self.head_input(h), KVCache(k, v)
+        stacked = {} if sites is None else sites.stacked
+        xs = (flags, cache.k, cache.v, jnp.arange(self.n_layers), stacked)
+        h, (k, v) = scan_layers(self.layers, step, x, xs)
+        hidden, _ = finish_sites(sites, self.head_input(h), None)
+        return hidden, KVCache(k, v)

@@ -44,7 +44,15 @@ def model_key(model: Any) -> dict[str, Any]:
         "weights": model.provenance.weights_sha256,
         "tokenizer": model.provenance.tokenizer_sha256,
         "dtypes": sorted({str(leaf.dtype) for leaf in jax.tree.leaves(model.params)}),
+        **ablation_key(model),
     }
+
+
+def ablation_key(model: Any) -> dict[str, Any]:
+    """``{"ablation": ...}`` for a model with ablated heads or neurons (``models.ablation``), else nothing:
+    an ablated model's outputs are another model's."""
+    ablation = getattr(model, "ablation", None)
+    return {} if ablation is None else {"ablation": [list(ablation.heads), list(ablation.neurons)]}
 
 
 def cache_key(namespace: str, parts: dict[str, Any]) -> str:

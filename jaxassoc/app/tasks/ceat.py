@@ -24,6 +24,7 @@ from jaxassoc.embeddings.contextual import ContextIndex, tokenizer_normaliser
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.ceat import N_DRAWS
 from jaxassoc.progress import stage
+from jaxassoc.readouts.cache import ablation_key
 from jaxassoc.readouts.ceat import (
     FALLBACKS,
     ContextPools,
@@ -87,6 +88,7 @@ def run(job: Job) -> JobResult:
     sentences, corpus = corpus_sentences(cfg.corpus)
     key = {
         "weights": model.provenance.weights_sha256,
+        **ablation_key(model),
         "tokenizer": model.provenance.tokenizer_sha256,
         "dtype": job.model.dtype,
         "corpus": corpus,

@@ -64,6 +64,7 @@ from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.set_score import NAN_POLICIES, TRANSFORMS, median_over_synonyms
 from jaxassoc.metrics.stereotype_alignment import emergent_scores
 from jaxassoc.progress import stage
+from jaxassoc.readouts.cache import ablation_key
 from jaxassoc.readouts.stereotypes import check_set_head, is_causal_template, score_causal
 from jaxassoc.readouts.stereotypes_mlm import score_masked
 
@@ -401,6 +402,7 @@ def run(job: Job) -> JobResult:
         check_set_head(model)
     key = {
         "weights": model.provenance.weights_sha256,
+        **ablation_key(model),
         "tokenizer": model.provenance.tokenizer_sha256,
         "template": cfg.template,
         "groups": fillers,

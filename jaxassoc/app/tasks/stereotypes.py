@@ -29,6 +29,7 @@ from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.set_score import NAN_POLICIES, TRANSFORMS
 from jaxassoc.metrics.stereotype_alignment import alignment
 from jaxassoc.progress import stage
+from jaxassoc.readouts.cache import ablation_key
 from jaxassoc.readouts.stereotypes import (
     aligned_matrices,
     check_set_head,
@@ -107,6 +108,7 @@ def _scores(job: Job, model, abc, template: str, where: str) -> pd.DataFrame:
     groups = [to_slot[s] for s in dict.fromkeys(abc.human_groups.values()) if s in to_slot]
     key = {
         "weights": model.provenance.weights_sha256,
+        **ablation_key(model),
         "tokenizer": model.provenance.tokenizer_sha256,
         "template": template,
         "groups": groups,

@@ -18,6 +18,7 @@ from jaxassoc.data.custom_sentences import load_templates_file
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.unstereo import AUFC_UNITS, DEFAULT_AUFC_UNITS, ETAS, LOG10_THRESHOLD
 from jaxassoc.progress import stage
+from jaxassoc.readouts.cache import ablation_key
 from jaxassoc.readouts.unstereo import run_unstereo, score_sentences, summarize
 
 CUSTOM = "custom_sentences"  # the user's templates (dataset.path)
@@ -76,6 +77,7 @@ def run(job: Job) -> JobResult:
     def scorer(sentences: list[str]) -> np.ndarray:
         key = {
             "weights": model.provenance.weights_sha256,
+            **ablation_key(model),
             "tokenizer": model.provenance.tokenizer_sha256,
             "dtype": job.model.dtype,
             "sentences": sentences,
