@@ -24,7 +24,7 @@ PROFESSIONS = [["doctor", 0.0, 0.5], ["teacher", 0.0, -0.5], ["engineer", 0.1, 0
 
 
 def _model(tiny_checkpoint, tmp_path):
-    folder = tiny_checkpoint(TINY["gpt2"], n_positions=64, into=tmp_path)
+    folder = tiny_checkpoint(TINY["gpt2"], n_positions=256, into=tmp_path)
     tiny_tokenizer("gpt2", corpus=CORPUS, vocab_size=320).save_pretrained(folder)
     return folder
 
@@ -49,7 +49,7 @@ def test_mediation_on_a_tiny_gpt2(tmp_path, tiny_checkpoint, cli):
     assert len(heads) == 2 * 4 and str(heads["layer"].dtype) == "Int64" and str(heads["head"].dtype) == "Int64"
     assert sorted(zip(heads["layer"], heads["head"])) == [(i, h) for i in range(2) for h in range(4)]
     total = agg.loc[agg["component"] == "total", "total_effect"].item()
-    assert np.isclose(total, (items["y_set_gender"] / items["y_null"] - 1).mean(), rtol=1e-4, atol=1e-9)
+    assert np.isclose(total, (items["y_set_gender"] / items["y_null"] - 1).mean(), rtol=0, atol=1e-6)  # float32 y
     assert (agg["total_effect"] == total).all() and (agg["n"] == 8).all()
     assert len(agg[agg["component"] == "neuron"]) == 2 * 2
     assert "top 8 heads by indirect effect" in proc.stdout
@@ -67,3 +67,45 @@ def test_inputs_mediation_cannot_take_are_refused(tmp_path, tiny_checkpoint, cli
     assert masked.returncode != 0 and "mediation" in masked.stderr and "masked" in masked.stderr
     split = cli("jaxassoc", *common, f"model.source={tiny_checkpoint('gpt2')}", cwd=tmp_path)  # pronouns split
     assert split.returncode != 0 and "needs 'she' to be one token after a sentence" in split.stderr
+
+
+def test_ablating_the_top_mediating_heads_moves_another_metric(tmp_path, tiny_checkpoint, cli):
+    folder = _model(tiny_checkpoint, tmp_path)
+    (tmp_path / "p.json").write_text(json.dumps(PROFESSIONS))
+    model = ["model.name=tiny", f"model.source={folder}"]
+    found = cli("jaxassoc", "metric=mediation", *model, "dataset.path=p.json", "metric.neurons_per_layer=1",
+                "hydra.run.dir=med", cwd=tmp_path)  # fmt: skip
+    assert found.returncode == 0, found.stderr[-3000:]
+    common = ["metric=unstereo", "dataset=use5", "dataset.sample=12", *model]
+    jobs = {}
+    for name, extra in (("none", []), ("ablate", ["intervention.from_mediation=med", "intervention.top_heads=2",
+                                                  "intervention.top_neurons=1"])):  # fmt: skip
+        proc = cli("jaxassoc", *common, f"intervention={name}", *extra, f"hydra.run.dir={name}", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        jobs[name] = pd.read_parquet(tmp_path / name / "items.parquet")
+    agg = pd.read_parquet(tmp_path / "med" / "aggregates.parquet")
+    top = agg[agg["component"] == "head"].sort_values("indirect_effect", ascending=False).head(2)
+    assert (
+        "intervention: heads " + " ".join(sorted(f"{r.layer}.{r.head}" for r in top.itertuples()))
+        in proc.stdout + proc.stderr
+    )
+    assert (jobs["ablate"]["prov_intervention"] == "ablate").all() and (
+        jobs["none"]["prov_intervention"] == "none"
+    ).all()
+    assert np.abs(jobs["ablate"]["FM_logprob"] - jobs["none"]["FM_logprob"]).max() > 1e-4
+
+
+def test_interventions_the_job_cannot_take_are_refused(tmp_path, tiny_checkpoint, cli):
+    folder = _model(tiny_checkpoint, tmp_path)
+    model = ["model.name=tiny", f"model.source={folder}", "hydra.run.dir=out"]
+    mediation = cli("jaxassoc", "metric=mediation", *model, "intervention=ablate", "intervention.heads=[[0,1]]",
+                    cwd=tmp_path)  # fmt: skip
+    assert mediation.returncode != 0 and "metric=mediation intervenes on the model itself" in mediation.stderr
+    far = cli("jaxassoc", "metric=unstereo", "dataset=use5", *model, "intervention=ablate",
+              "intervention.heads=[[0,9]]", cwd=tmp_path)  # fmt: skip
+    assert far.returncode != 0 and "head [0, 9]: head 9 is out of range; each layer has heads 0..3" in far.stderr
+    empty = cli("jaxassoc", "metric=unstereo", "dataset=use5", *model, "intervention=ablate", cwd=tmp_path)
+    assert empty.returncode != 0 and "intervention=ablate needs intervention.heads" in empty.stderr
+    static = cli("jaxassoc", "metric=weat", "model=glove-6b-50d", "intervention=ablate", "intervention.heads=[[0,1]]",
+                 "hydra.run.dir=out", cwd=tmp_path)  # fmt: skip
+    assert static.returncode != 0 and "static word vectors" in static.stderr

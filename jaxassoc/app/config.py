@@ -275,6 +275,35 @@ class WhiteningConfig:
 
 
 @dataclass
+class InterventionConfig:
+    """The ``intervention`` group: ``none``, or ``ablate`` (heads and MLP neurons zeroed in every forward pass
+    of the job's language model, whatever the metric; docs/models.md "Named sites")."""
+
+    name: str = "none"  # none | ablate
+    heads: list[list[int]] = field(default_factory=list)  # [[layer, head], ...]
+    neurons: list[list[int]] = field(default_factory=list)  # [[layer, neuron], ...] (MLP hidden units)
+    # a metric=mediation job's output folder (or its aggregates.parquet): ablate its top heads / neurons too
+    from_mediation: Optional[str] = None
+    top_heads: int = 0  # ... the top_heads heads by natural indirect effect
+    top_neurons: int = 0  # ... the top_neurons neurons by natural indirect effect
+
+    def __post_init__(self) -> None:
+        check_choice("intervention.name", self.name, ("none", "ablate"))
+        check_range("intervention.top_heads", self.top_heads, 0)
+        check_range("intervention.top_neurons", self.top_neurons, 0)
+        chosen = self.heads or self.neurons or self.from_mediation is not None
+        if self.name == "none" and chosen:
+            raise ConfigError("intervention=none takes no heads, neurons or from_mediation: use intervention=ablate")
+        if self.name == "ablate" and not chosen:
+            raise ConfigError(
+                "intervention=ablate needs intervention.heads=[[layer,head],...], intervention.neurons=[[layer,"
+                "neuron],...] or intervention.from_mediation=<a metric=mediation output> with top_heads / top_neurons"
+            )
+        if self.from_mediation is not None and not (self.top_heads or self.top_neurons):
+            raise ConfigError("intervention.from_mediation needs intervention.top_heads=k and/or top_neurons=k")
+
+
+@dataclass
 class StatsConfig(StatsOptions):
     """The ``stats`` group: the test options (:class:`jaxassoc.stats.StatsOptions`, their defaults) and ``alpha``."""
 
@@ -335,6 +364,7 @@ class AppConfig:
     dataset: DatasetConfig = MISSING
     template: TemplateConfig = field(default_factory=TemplateConfig)
     whitening: WhiteningConfig = field(default_factory=WhiteningConfig)
+    intervention: InterventionConfig = field(default_factory=InterventionConfig)
     stats: StatsConfig = field(default_factory=StatsConfig)
     mesh: MeshConfig = field(default_factory=MeshConfig)
     audit: AuditConfig = field(default_factory=AuditConfig)
@@ -354,6 +384,7 @@ GROUP_SCHEMAS: dict[str, type] = {
     "dataset": DatasetConfig,
     "template": TemplateConfig,
     "whitening": WhiteningConfig,
+    "intervention": InterventionConfig,
     "stats": StatsConfig,
     "mesh": MeshConfig,
 }

@@ -46,7 +46,7 @@ log = logging.getLogger("jaxassoc")
 CONFIG_PACKAGE = "jaxassoc.conf"
 """The configs (``conf/`` in the source tree), installed as a package: Hydra's ``pkg://jaxassoc.conf``."""
 CONF_DIR = Path(importlib.import_module(CONFIG_PACKAGE).__file__).parent
-JOB_GROUPS = ("model", "metric", "dataset", "template", "whitening", "stats")
+JOB_GROUPS = ("model", "metric", "dataset", "template", "whitening", "stats", "intervention")
 
 # On import, not in main(): a launcher's worker process resolves its job folder (hydra.sweep.subdir) before
 # it runs _app, and it imports this module to unpickle _app.
@@ -405,7 +405,7 @@ def _job_objects(cfg: DictConfig, output_dir: Path) -> Job:
     from jaxassoc.app.registry import Job
 
     validation.check_top_level_keys(cfg.keys(), AppConfig)
-    obj = {g: OmegaConf.to_object(cfg[g]) for g in JOB_GROUPS}
+    obj = {g: OmegaConf.to_object(cfg[g]) for g in JOB_GROUPS if g in cfg}
     for group, value in obj.items():
         validation.check_known_keys(group, cfg[group].keys(), value)
     if "mesh" in cfg:
@@ -455,7 +455,9 @@ def job_provenance(cfg: DictConfig) -> dict[str, Any]:
     from jaxassoc.app.registry import get_metric, metric_module
 
     spec = get_metric(cfg.metric.name)
-    groups = JOB_GROUPS if spec.reads_dataset else tuple(g for g in JOB_GROUPS if g != "dataset")
+    groups = [
+        g for g in JOB_GROUPS if (spec.reads_dataset or g != "dataset") and (g != "intervention" or _ablates(cfg))
+    ]
     resolved = {g: OmegaConf.to_container(cfg[g], resolve=True) for g in groups}
     code = code_identity(metric_module(spec))
     return {
@@ -468,12 +470,18 @@ def job_provenance(cfg: DictConfig) -> dict[str, Any]:
         "template": cfg.template.name,
         "template_text": cfg.template.text,
         "whitening": cfg.whitening.name,
+        "intervention": cfg.intervention.name if "intervention" in cfg else "none",
         "seed": int(cfg.seed),
         "config": resolved,
         "packages": package_versions(),
         "device": device_kind(),
         **code_provenance(code),
     }
+
+
+def _ablates(cfg: DictConfig) -> bool:
+    """Whether the job ablates (a job without one hashes its config as before the group existed)."""
+    return "intervention" in cfg and cfg.intervention.name != "none"
 
 
 def job_inputs(job: Job, provenance: dict[str, Any]) -> dict[str, Any]:

@@ -94,6 +94,50 @@ def language_model(cfg: ModelConfig, mesh: Mesh | None = None) -> LanguageModel:
     return model
 
 
+NO_INTERVENTION = frozenset({"mediation"})
+"""Metrics that intervene on the model themselves: an ablation would not be what they measure."""
+
+
+def with_intervention(model: LanguageModel, cfg: Any, metric: str) -> LanguageModel:
+    """``model`` with ``intervention=ablate``'s heads and neurons zeroed in every pass (``models.ablation``);
+    the model itself for ``intervention=none``. ConfigError for a metric that intervenes itself."""
+    if cfg.name == "none":
+        return model
+    if metric in NO_INTERVENTION:
+        raise ConfigError(f"metric={metric} intervenes on the model itself: run it with intervention=none")
+    from jaxassoc.models.ablation import ablated
+
+    heads, neurons = [list(p) for p in cfg.heads], [list(p) for p in cfg.neurons]
+    if cfg.from_mediation is not None:
+        found_heads, found_neurons = top_components(cfg.from_mediation, cfg.top_heads, cfg.top_neurons)
+        heads, neurons = heads + found_heads, neurons + found_neurons
+    cut = ablated(model, heads, neurons)
+    logging.getLogger("jaxassoc").info("intervention: %s ablated in every forward pass", cut.ablation.label)
+    return cut
+
+
+def top_components(source: str, top_heads: int, top_neurons: int) -> tuple[list[list[int]], list[list[int]]]:
+    """The ``[layer, unit]`` pairs of the heads and neurons with the largest natural indirect effects in a
+    ``metric=mediation`` result (its output folder or ``aggregates.parquet``); ConfigError naming the file."""
+    import pandas as pd
+
+    path = Path(source).expanduser()
+    path = path / "aggregates.parquet" if path.is_dir() else path
+    try:
+        rows = pd.read_parquet(path)
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"intervention.from_mediation={source!r}: cannot read {path} ({e})") from None
+    if "component" not in rows or "indirect_effect" not in rows:
+        raise ConfigError(f"intervention.from_mediation={source!r}: {path} is not a metric=mediation result")
+    out = []
+    for component, k in (("head", top_heads), ("neuron", top_neurons)):
+        part = rows[rows["component"] == component].sort_values("indirect_effect", ascending=False, kind="stable")
+        if k > len(part):
+            raise ConfigError(f"intervention.top_{component}s={k}: {path} has only {len(part)} {component} rows")
+        out.append([[int(r.layer), int(getattr(r, component))] for r in part.head(k).itertuples()])
+    return out[0], out[1]
+
+
 @functools.lru_cache(maxsize=2)
 def _load_language_model(
     source: str, revision: str | None, dtype: str, name: str, files_key: str, mesh: Mesh | None

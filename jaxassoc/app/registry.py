@@ -25,6 +25,7 @@ import pandas as pd
 
 from jaxassoc.app.config import (
     DatasetConfig,
+    InterventionConfig,
     MetricConfig,
     ModelConfig,
     StatsConfig,
@@ -61,9 +62,15 @@ class Job:
     quiet: bool = False
     cache_dir: Path | None = None
     mesh: Mesh | None = None  # the mesh models are sharded over (mesh config group); None: one device
+    intervention: InterventionConfig = dataclasses.field(default_factory=InterventionConfig)  # ablation, if any
 
     def __post_init__(self) -> None:
         check_seed(self.seed)
+        if self.intervention.name != "none" and self.model.kind == "static":
+            raise ConfigError(
+                f"intervention={self.intervention.name} acts inside a language model; model {self.model.name!r} is "
+                "static word vectors (model.kind=static)"
+            )
 
     def key(self) -> PRNGKeyArray:
         """``jax.random.key(seed)``: split it per purpose and per test (docs/methods.md §5.5)."""
@@ -73,10 +80,12 @@ class Job:
 
     def language_model(self) -> LanguageModel:
         """The job's causal, masked, encoder or seq2seq model, loaded once per process (an audit's later
-        jobs reuse it) and sharded over the job's mesh."""
+        jobs reuse it) and sharded over the job's mesh, with the job's ``intervention`` (heads and neurons
+        ablated in every forward pass)."""
         from jaxassoc.app import model_loading
 
-        return model_loading.language_model(self.model, self.mesh)
+        model = model_loading.language_model(self.model, self.mesh)
+        return model_loading.with_intervention(model, self.intervention, self.metric.name)
 
     def static_embeddings(self) -> StaticEmbeddings:
         """The job's static word vectors (``model.kind=static``: GloVe, word2vec)."""

@@ -83,7 +83,7 @@ def run(job: Job) -> JobResult:
     tests, positions, suite = _tests(job)
     check_suite_words(tests)
     words = sorted({w for t in tests for w in (*t.targets_x, *t.targets_y, *t.attributes_a, *t.attributes_b)})
-    model = model_loading.language_model(job.model, job.mesh)
+    model = job.language_model()
     check_suite_words(tests, tokenizer_normaliser(model.tokenizer))  # an uncased tokenizer reads Rose as rose
     sentences, corpus = corpus_sentences(cfg.corpus)
     key = {

@@ -397,7 +397,7 @@ def run(job: Job) -> JobResult:
     in_slot = dict(zip(abc.groups["<sgroup>"], abc.groups[slot]))
     fillers = [in_slot[g] for g in singles] + list(pairs["paired"])
     words = list(dict.fromkeys(w for p in poles for w in abc.traits[p]))
-    model = model_loading.language_model(job.model, job.mesh)
+    model = job.language_model()
     if cfg.score == "set":
         check_set_head(model)
     key = {

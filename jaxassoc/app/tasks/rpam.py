@@ -94,7 +94,7 @@ def run(job: Job) -> JobResult:
     if suite is not None:
         check_suite_words(suite.tests)  # before the model loads
     template = PromptTemplate(job.template.name, job.template.text, job.template.quote)
-    model = model_loading.language_model(job.model, job.mesh)
+    model = job.language_model()
     options = dict(
         normalise=cfg.normalise,
         add_bos=job.model.add_bos,

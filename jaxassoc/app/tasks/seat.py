@@ -54,7 +54,7 @@ def run(job: Job) -> JobResult:
     suite = datasets.suite_for("seat", job.dataset)
     check_suite_words(suite.tests)
     templates = data.load_seat_templates()
-    model = model_loading.language_model(job.model, job.mesh)
+    model = job.language_model()
     check_suite_words(suite.tests, tokenizer_normaliser(model.tokenizer))  # an uncased tokenizer reads Rose as rose
     check_encodable(suite.tests, model.tokenizer)
     pooling = pooling_of(cfg.pooling, job.model.kind)

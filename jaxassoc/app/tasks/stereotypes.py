@@ -154,7 +154,7 @@ def run(job: Job) -> JobResult:
                 f"template {template!r} is not one of the {len(usable)} {kind} "
                 f"(model.kind={job.model.kind}); metric.templates=[all] takes every one"
             )
-    model = model_loading.language_model(job.model, job.mesh)
+    model = job.language_model()
     if score == "set":
         check_set_head(model)
     if model.objective != job.model.kind:

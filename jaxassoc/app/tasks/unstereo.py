@@ -67,7 +67,7 @@ def run(job: Job) -> JobResult:
     if name not in DATASETS:
         raise ConfigError(f"metric=unstereo needs an UnStereoEval dataset ({sorted(DATASETS)}), not {name!r}")
     custom = _templates(job.dataset)
-    model = model_loading.language_model(job.model, job.mesh)
+    model = job.language_model()
     rows = None
     if job.dataset.sample is not None:
         frame = data.load_dataset(name) if custom is None else custom

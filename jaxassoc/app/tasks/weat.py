@@ -136,7 +136,7 @@ def suite_vectors(job: Job, suite, cfg, task: str) -> SuiteVectors:
         embeddings = model_loading.static_embeddings(job.model)
         check_suite_words(suite.tests, embeddings.normalise)  # spellings the lookup merges are one word
         return SuiteVectors(embeddings, embeddings, None, model_loading.model_provenance(job.model, embeddings))
-    model = model_loading.language_model(job.model, job.mesh)
+    model = job.language_model()
     sentences = _corpus_sentences(cfg.corpus)
     vectors = ContextualWordVectors(
         model,
