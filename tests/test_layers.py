@@ -58,5 +58,6 @@ def test_the_app_has_one_task_module_per_metric_and_no_jobs_or_pipelines():
             "stereoset",
             "seat",
             "wefe",
+            "mediation",
         )
     }

@@ -47,6 +47,8 @@ Field guide (module: what is there; paper):
   differentiable stand-in ``soft_metric_score``.
 - :mod:`~jaxassoc.metrics.stereoset` — StereoSet's LM, SS and ICAT scores (Nadeem et al. 2021, §6.1):
   ``stereoset_scores`` (``StereoSetScores``), ``icat``.
+- :mod:`~jaxassoc.metrics.mediation` — causal mediation effects from pronoun log-odds (Vig et al. 2020):
+  ``relative_change`` (``y_intervened / y_null − 1``), ``mean_effect`` (TE, NIE, NDE).
 - :mod:`~jaxassoc.metrics.anisotropy` — anisotropy of an embedding space (Ethayarajh 2019; ZCA-WEAT
   Experiment 1): ``anisotropy.anisotropy``, ``pairwise_cosine``, ``cosine_matrix``,
   ``explained_variance_ratio``, ``sample_rows``.
@@ -64,6 +66,7 @@ from jaxassoc.metrics import (
     crows_pairs,
     ilps,
     logistic,
+    mediation,
     rpam,
     set_exact,
     set_optax,
@@ -105,6 +108,7 @@ from jaxassoc.metrics.ilps import (
     word_initial_mask,
 )
 from jaxassoc.metrics.logistic import fit_logistic, logistic_objective, predict_positive
+from jaxassoc.metrics.mediation import mean_effect, relative_change
 from jaxassoc.metrics.rpam import (
     RpamTestResult,
     association_scores,
@@ -306,4 +310,7 @@ __all__ = [
     "weat_effect_size",
     "weat_statistics",
     "word_initial_mask",
+    "mean_effect",
+    "mediation",
+    "relative_change",
 ]
