@@ -76,13 +76,14 @@ def test_ablating_the_top_mediating_heads_moves_another_metric(tmp_path, tiny_ch
     found = cli("jaxassoc", "metric=mediation", *model, "dataset.path=p.json", "metric.neurons_per_layer=1",
                 "hydra.run.dir=med", cwd=tmp_path)  # fmt: skip
     assert found.returncode == 0, found.stderr[-3000:]
-    common = ["metric=unstereo", "dataset=use5", "dataset.sample=12", *model]
-    jobs = {}
-    for name, extra in (("none", []), ("ablate", ["intervention.from_mediation=med", "intervention.top_heads=2",
-                                                  "intervention.top_neurons=1"])):  # fmt: skip
-        proc = cli("jaxassoc", *common, f"intervention={name}", *extra, f"hydra.run.dir={name}", cwd=tmp_path)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        jobs[name] = pd.read_parquet(tmp_path / name / "items.parquet")
+    sweep = cli("jaxassoc", "-m", "metric=unstereo", "dataset=use5", "dataset.sample=12", *model,
+                "intervention=none,ablate", "intervention.from_mediation=med", "intervention.top_heads=2",
+                "intervention.top_neurons=1", "hydra.sweep.dir=sweep", cwd=tmp_path)  # fmt: skip
+    assert sweep.returncode == 0, sweep.stderr[-3000:]
+    found = [pd.read_parquet(p) for p in (tmp_path / "sweep").glob("*/items.parquet")]
+    jobs = {frame["prov_intervention"].iloc[0]: frame for frame in found}
+    assert set(jobs) == {"none", "ablate"}
+    proc = sweep
     agg = pd.read_parquet(tmp_path / "med" / "aggregates.parquet")
     top = agg[agg["component"] == "head"].sort_values("indirect_effect", ascending=False).head(2)
     assert (

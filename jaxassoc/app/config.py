@@ -277,7 +277,8 @@ class WhiteningConfig:
 @dataclass
 class InterventionConfig:
     """The ``intervention`` group: ``none``, or ``ablate`` (heads and MLP neurons zeroed in every forward pass
-    of the job's language model, whatever the metric; docs/models.md "Named sites")."""
+    of the job's language model, whatever the metric; docs/models.md "Named sites"). ``none`` ignores the
+    other options, so ``-m intervention=none,ablate intervention.heads=...`` sweeps with and without."""
 
     name: str = "none"  # none | ablate
     heads: list[list[int]] = field(default_factory=list)  # [[layer, head], ...]
@@ -292,8 +293,6 @@ class InterventionConfig:
         check_range("intervention.top_heads", self.top_heads, 0)
         check_range("intervention.top_neurons", self.top_neurons, 0)
         chosen = self.heads or self.neurons or self.from_mediation is not None
-        if self.name == "none" and chosen:
-            raise ConfigError("intervention=none takes no heads, neurons or from_mediation: use intervention=ablate")
         if self.name == "ablate" and not chosen:
             raise ConfigError(
                 "intervention=ablate needs intervention.heads=[[layer,head],...], intervention.neurons=[[layer,"

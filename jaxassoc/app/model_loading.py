@@ -102,6 +102,8 @@ def with_intervention(model: LanguageModel, cfg: Any, metric: str) -> LanguageMo
     """``model`` with ``intervention=ablate``'s heads and neurons zeroed in every pass (``models.ablation``);
     the model itself for ``intervention=none``. ConfigError for a metric that intervenes itself."""
     if cfg.name == "none":
+        if cfg.heads or cfg.neurons or cfg.from_mediation is not None:
+            logging.getLogger("jaxassoc").info("intervention=none: the model as loaded (intervention.* options unused)")
         return model
     if metric in NO_INTERVENTION:
         raise ConfigError(f"metric={metric} intervenes on the model itself: run it with intervention=none")
