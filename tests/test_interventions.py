@@ -291,3 +291,24 @@ def test_an_ablated_model_ablates_every_pass_cached_or_not(models, family):
     np.testing.assert_allclose(np.asarray(cached)[real], np.asarray(got)[real], rtol=0, atol=1e-5)
     with pytest.raises(ModelError, match=rf"head \[0, {H}\]: head {H} is out of range"):
         ablated(model, heads=[[0, H]])
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "gpt_neox"])
+def test_a_run_resumed_at_a_layer_equals_the_full_run(models, family):
+    model = models[family]
+    ids, mask = _inputs(model)
+    body = model.params["body"]
+    L = iv.layer_count(body)
+    H = iv.site_shapes(model.port, body, config=model.config)["attn.heads"][0]
+    resid = _run(model, ids, mask, read=["layers.*.resid_pre"]).sites["layers.*.resid_pre"]
+    edits = iv.ablate_heads({L - 1: [1]}, L, H)
+    full = _run(model, ids, mask, edits=edits).hidden
+
+    @jax.jit
+    def resumed(layer):
+        return iv.run(model.port, body, ids, mask, config=model.config, edits=edits, start=(layer, resid[layer])).hidden
+
+    for layer in range(L):
+        np.testing.assert_allclose(resumed(layer), full, rtol=0, atol=1e-5)
+    with pytest.raises(ModelError, match="reads no sites"):
+        iv.run(model.port, body, ids, mask, config=model.config, read=["final_norm"], start=(0, resid[0]))

@@ -45,7 +45,7 @@ def test_head_and_neuron_runs_equal_transformers_with_hooks(tiny_checkpoint, fam
     folder = tiny_checkpoint(family)
     model, ref = load_model(folder), load_torch(TINY[family], folder)
     batch = _batch(model, n=3, size=4)
-    got = readout.head_runs(model, batch, chunk=3, neurons=True)
+    got = readout.head_runs(model, batch, neurons=True)
     n = batch.n
     base, alt = torch.tensor(batch.base[:n], dtype=torch.long), torch.tensor(batch.alt[:n], dtype=torch.long)
     mask = torch.ones_like(base)
@@ -67,7 +67,7 @@ def test_head_and_neuron_runs_equal_transformers_with_hooks(tiny_checkpoint, fam
             np.testing.assert_allclose(got["head_direct"][:, layer * H + head], _torch_logodds(nde, tokens), atol=1e-4)
     selected = readout.top_neurons(got["neuron_estimate"], 2)
     assert selected.shape == (2 * L, 2)
-    neurons = readout.neuron_runs(model, batch, selected, chunk=3)
+    neurons = readout.neuron_runs(model, batch, selected)
     position = batch.position[:n]
     for k, (layer, neuron) in enumerate(selected):
         hidden = {name: torch_hooks.mlp_hidden(ref, ids, mask, layer) for name, ids in (("base", base), ("alt", alt))}
@@ -86,7 +86,7 @@ def test_padding_rows_do_not_count_in_the_neuron_estimate(tiny_checkpoint):
     model = load_model(tiny_checkpoint("llama"))
     padded = _batch(model, n=2, size=4, seed=5)
     exact = readout.Batch(padded.base[:2], padded.alt[:2], padded.position[:2], padded.tokens[:2], 2)
-    a = readout.head_runs(model, padded, chunk=4, neurons=True)
-    b = readout.head_runs(model, exact, chunk=4, neurons=True)
+    a = readout.head_runs(model, padded, neurons=True)
+    b = readout.head_runs(model, exact, neurons=True)
     np.testing.assert_allclose(a["neuron_estimate"], b["neuron_estimate"], rtol=1e-4, atol=1e-7)
     assert a["head_indirect"].shape == b["head_indirect"].shape == (2, 8)

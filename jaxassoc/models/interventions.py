@@ -38,10 +38,16 @@ def run(
     config: Any,
     read: Sequence[str] = (),
     edits: Mapping[str, Edit] | None = None,
+    start: tuple[Any, Float[Array, "B T D"]] | None = None,
 ) -> ForwardOutput:
     """The forward pass of ``port`` (a model's ``port``) with ``edits`` applied at their sites and the sites
     in ``read`` returned in ``ForwardOutput.sites`` (as the model used them, after any edit). ModelError
-    naming an unknown site (listing the valid ones) or an edit that does not fit its site."""
+    naming an unknown site (listing the valid ones) or an edit that does not fit its site.
+
+    ``start=(layer, resid_pre)`` resumes the pass at ``layer`` from that layer's ``resid_pre`` (read from an
+    earlier run of the same input): the layers before it are skipped, not recomputed, which is exact when
+    no edit touches them (a causal family: the masks and positions come from ``attention_mask``). Under
+    ``vmap`` keep ``layer`` unbatched (one layer per call, e.g. ``lax.map`` over layers) or both branches run."""
     if port.objective == "seq2seq":
         raise ModelError(
             f"named sites are not implemented for the {port.name} family (seq2seq); they exist on the causal "
@@ -49,7 +55,11 @@ def run(
         )
     if isinstance(read, str):
         read = (read,)
-    sites = SiteOps.build(layer_count(body), tuple(read), edits)
+    if start is not None and port.objective != "causal":
+        raise ModelError(
+            f"start=(layer, resid_pre) resumes a causal forward; the {port.name} family is {port.objective}"
+        )
+    sites = SiteOps.build(layer_count(body), tuple(read), edits, start)
     return port.forward(body, input_ids, attention_mask, config=config, sites=sites)
 
 

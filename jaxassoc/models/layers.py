@@ -357,7 +357,14 @@ def scan_blocks(
     def step(block, h, inputs):
         x, index, stacked = inputs
         tap = None if sites is None else sites.tap(index, stacked)
-        out = tap_site(tap, "resid_post", run_block(block, tap_site(tap, "resid_pre", h), x, tap))
+
+        def run(h):
+            return tap_site(tap, "resid_post", run_block(block, tap_site(tap, "resid_pre", h), x, tap))
+
+        if sites is not None and sites.start is not None:  # resumed: the layers before start do not run
+            out = jax.lax.cond(index >= sites.start[0], run, lambda h: h, h)
+        else:
+            out = run(h)
         return out, (out if keep else None, None if tap is None else tap.records)
 
     n_layers = jax.tree.leaves(nnx.state(stack))[0].shape[0]
@@ -475,7 +482,10 @@ class CausalBody(nnx.Module):
         (so ``layers[-1] == hidden``). ``sites``: the named sites to read and edit on the way
         (:mod:`jaxassoc.models.sites`); what was read is ``ForwardOutput.sites``."""
         positions = positions_from_mask(attention_mask)
-        x = self.embed_inputs(input_ids, positions)
+        if sites is not None and sites.start is not None:
+            x = sites.start[1]
+        else:
+            x = self.embed_inputs(input_ids, positions)
         allowed, local, flags = self._layer_masks(causal_allowed(attention_mask), positions, positions)
         bias = self.attention_bias(positions, positions)
         at = self.block_positions(positions, x.dtype)

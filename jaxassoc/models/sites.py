@@ -170,10 +170,22 @@ class SiteOps:
     single: Mapping[str, tuple[tuple[int, Edit], ...]]
     stacked: Mapping[str, Edit]
     model: Mapping[str, Edit]
+    start: tuple[Array, Array] | None = None
+    """``(layer, resid_pre)``: resume the forward at that layer from that residual stream; the layers before
+    it are skipped (a ``lax.cond`` per layer: no work when the layer index is not vmapped)."""
 
     @classmethod
-    def build(cls, n_layers: int, read: tuple[str, ...] = (), edits: Mapping[str, Edit] | None = None) -> "SiteOps":
-        """From site names; ModelError naming an unknown site or a malformed every-layer edit."""
+    def build(
+        cls,
+        n_layers: int,
+        read: tuple[str, ...] = (),
+        edits: Mapping[str, Edit] | None = None,
+        start: tuple[Any, Array] | None = None,
+    ) -> "SiteOps":
+        """From site names; ModelError naming an unknown site or a malformed every-layer edit, or reads with
+        ``start`` (the skipped layers have nothing to read)."""
+        if start is not None and read:
+            raise ModelError("a run resumed at a layer (start=...) reads no sites: the layers before it do not run")
         reads = tuple(parse_site(name, n_layers) for name in read)
         single: dict[str, list] = {}
         stacked, model = {}, {}
@@ -185,7 +197,7 @@ class SiteOps:
                 stacked[site.kind] = _layer_slice(edit, site, n_layers)
             else:
                 single.setdefault(site.kind, []).append((site.layer, edit))
-        return cls(n_layers, reads, {k: tuple(v) for k, v in single.items()}, stacked, model)
+        return cls(n_layers, reads, {k: tuple(v) for k, v in single.items()}, stacked, model, start)
 
     @property
     def read_kinds(self) -> frozenset[str]:

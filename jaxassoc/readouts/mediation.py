@@ -10,7 +10,8 @@ length, all in one jitted function:
 - the plain runs on ``u`` and on set-gender(u), reading every layer's ``attn.heads`` (and ``mlp.hidden``);
 - per head (every head of every layer): ``u`` with that head's output replaced by its set-gender value (the
   indirect effect's run), and set-gender(u) with it replaced by its value on ``u`` (the direct effect's);
-  the heads are patched at every position, vmapped ``chunk`` at a time (``jax.lax.map``);
+  the heads are patched at every position, a layer's heads vmapped, each run resumed at the head's layer
+  from the plain run's residual stream (the layers before it are the plain run's: not recomputed);
 - per selected neuron (``mlp.hidden`` at the profession's position only, as the authors intervene): the same
   two runs; neurons are selected per layer by their attribution-patching estimate (one backward pass for
   every neuron, :func:`neuron_estimates`).
@@ -40,7 +41,7 @@ SET_GENDER = {"female": "man", "male": "woman"}
 """The set-gender word of a profession by its stereotype: the anti-stereotypical gender's."""
 PRONOUNS = {"female": ("he", "she"), "male": ("she", "he")}
 """(anti-stereotypical, stereotypical) pronoun by the profession's stereotype."""
-HEADS, NEURONS = "layers.*.attn.heads", "layers.*.mlp.hidden"
+HEADS, NEURONS, RESID = "layers.*.attn.heads", "layers.*.mlp.hidden", "layers.*.resid_pre"
 
 
 def _next_token(model: LanguageModel, text: str, word: str) -> int:
@@ -97,18 +98,34 @@ def pronoun_logodds(head: Head, out: ForwardOutput, *, tokens: Int[Array, "B 2"]
     return logits[:, 0] - logits[:, 1]
 
 
-def head_masks(n_layers: int, n_heads: int) -> Bool[Array, "N L H"]:
-    """One ``(L, H)`` mask per head, layer-major (row ``l * H + h`` selects head h of layer l)."""
-    return jnp.eye(n_layers * n_heads, dtype=bool).reshape(n_layers * n_heads, n_layers, n_heads)
+def _per_layer(port, config, body, ids, mask, logodds, values, resid, kind, units, where_of, n_units):
+    """Log-odds ``(L, k, B)`` of ``ids`` with each of ``k`` units per layer (``units``: ``(L, k)`` indices)
+    set to ``values`` (a ``layers.*`` read of the other sentence), one unit per pass, vmapped over a layer's
+    units; each pass resumes at the unit's layer from ``resid`` (``layers.*.resid_pre`` of ``ids``), so the
+    layers before it are not recomputed (``lax.map`` over layers keeps the layer index unbatched)."""
+    L = values.shape[0]
+
+    def layer_runs(xs):
+        layer, chosen = xs
+
+        def one(unit):
+            where = where_of((jnp.arange(L)[:, None] == layer) & (jnp.arange(n_units)[None, :] == unit))
+            edits = {kind: Replace(values, where)}
+            out = run(port, body, ids, mask, config=config, edits=edits, start=(layer, resid[layer]))
+            return logodds(out)
+
+        return jax.vmap(one)(chosen)
+
+    return jax.lax.map(layer_runs, (jnp.arange(L), units))
 
 
-@functools.partial(jax.jit, static_argnames=("port", "config", "chunk", "neurons"))
-def _head_runs(port, config, params, base, alt, position, tokens, n, masks, *, chunk: int, neurons: bool):
+@functools.partial(jax.jit, static_argnames=("port", "config", "neurons"))
+def _head_runs(port, config, params, base, alt, position, tokens, n, *, neurons: bool):
     """Plain, set-gender and per-head patched log-odds of one batch, and the neurons' attribution estimates
     summed over its ``n`` real rows."""
     body, head = params["body"], params["head"]
     mask = jnp.ones_like(base)
-    reads = (HEADS, NEURONS) if neurons else (HEADS,)
+    reads = (HEADS, RESID, NEURONS) if neurons else (HEADS, RESID)
     logodds = functools.partial(pronoun_logodds, head, tokens=tokens)
 
     def plain(ids):
@@ -117,17 +134,22 @@ def _head_runs(port, config, params, base, alt, position, tokens, n, masks, *, c
 
     lo_base, at_base = plain(base)
     lo_alt, at_alt = plain(alt)
-
-    def patched(where):
-        w = where[:, None, None, :, None]
-        nie = run(port, body, base, mask, config=config, edits={HEADS: Replace(at_alt[HEADS], w)})
-        nde = run(port, body, alt, mask, config=config, edits={HEADS: Replace(at_base[HEADS], w)})
-        return logodds(nie), logodds(nde)
-
-    indirect, direct = jax.lax.map(patched, masks, batch_size=chunk)
-    out = {"lo_base": lo_base, "lo_alt": lo_alt, "head_indirect": indirect.T, "head_direct": direct.T}
+    L, H = at_base[HEADS].shape[0], at_base[HEADS].shape[3]
+    heads = jnp.broadcast_to(jnp.arange(H), (L, H))
+    where = lambda m: m[:, None, None, :, None]  # noqa: E731  (L, H) -> the heads site
+    indirect = _per_layer(
+        port, config, body, base, mask, logodds, at_alt[HEADS], at_base[RESID], HEADS, heads, where, H
+    )
+    direct = _per_layer(port, config, body, alt, mask, logodds, at_base[HEADS], at_alt[RESID], HEADS, heads, where, H)
+    B = base.shape[0]
+    out = {
+        "lo_base": lo_base,
+        "lo_alt": lo_alt,
+        "head_indirect": indirect.reshape(L * H, B).T,
+        "head_direct": direct.reshape(L * H, B).T,
+    }
     if neurons:
-        real = jnp.arange(base.shape[0]) < n
+        real = jnp.arange(B) < n
         estimate = _neuron_estimate(
             port, config, body, lambda o: jnp.where(real, logodds(o), 0.0), base, mask, position, at_base, at_alt
         )
@@ -151,25 +173,26 @@ def _neuron_estimate(port, config, body, logodds, base, mask, position, at_base,
     return jnp.where(at, (at_alt[NEURONS] - at_base[NEURONS]) * grad, 0.0).sum(axis=(1, 2))
 
 
-@functools.partial(jax.jit, static_argnames=("port", "config", "chunk"))
-def _neuron_runs(port, config, params, base, alt, position, tokens, masks, *, chunk: int):
-    """Per selected neuron (``masks``: ``(N, L, F)``), the indirect and direct effects' log-odds at the
-    profession's position."""
+@functools.partial(jax.jit, static_argnames=("port", "config"))
+def _neuron_runs(port, config, params, base, alt, position, tokens, units):
+    """Per selected neuron (``units``: ``(L, k)``, k per layer), the indirect and direct effects' log-odds,
+    the neuron patched at the profession's position only."""
     body, head = params["body"], params["head"]
     mask = jnp.ones_like(base)
     logodds = functools.partial(pronoun_logodds, head, tokens=tokens)
-    at_base = run(port, body, base, mask, config=config, read=(NEURONS,)).sites[NEURONS]
-    at_alt = run(port, body, alt, mask, config=config, read=(NEURONS,)).sites[NEURONS]
+    at_base = run(port, body, base, mask, config=config, read=(NEURONS, RESID)).sites
+    at_alt = run(port, body, alt, mask, config=config, read=(NEURONS, RESID)).sites
     at = _at_position(position, base.shape[1])[None, :, :, None]
-
-    def patched(where):
-        w = where[:, None, None, :] & at
-        nie = run(port, body, base, mask, config=config, edits={NEURONS: Replace(at_alt, w)})
-        nde = run(port, body, alt, mask, config=config, edits={NEURONS: Replace(at_base, w)})
-        return logodds(nie), logodds(nde)
-
-    indirect, direct = jax.lax.map(patched, masks, batch_size=chunk)
-    return {"neuron_indirect": indirect.T, "neuron_direct": direct.T}
+    F = at_base[NEURONS].shape[-1]
+    where = lambda m: m[:, None, None, :] & at  # noqa: E731  (L, F) -> the neurons at the profession
+    indirect = _per_layer(
+        port, config, body, base, mask, logodds, at_alt[NEURONS], at_base[RESID], NEURONS, units, where, F
+    )
+    direct = _per_layer(
+        port, config, body, alt, mask, logodds, at_base[NEURONS], at_alt[RESID], NEURONS, units, where, F
+    )
+    L, k, B = indirect.shape
+    return {"neuron_indirect": indirect.reshape(L * k, B).T, "neuron_direct": direct.reshape(L * k, B).T}
 
 
 @dataclass(frozen=True)
@@ -208,34 +231,24 @@ def batches(frame: pd.DataFrame, batch_size: int) -> list[tuple[np.ndarray, Batc
     return out
 
 
-def head_runs(model: LanguageModel, batch: Batch, *, chunk: int, neurons: bool) -> dict[str, np.ndarray]:
+def head_runs(model: LanguageModel, batch: Batch, *, neurons: bool) -> dict[str, np.ndarray]:
     """Log-odds of one batch's real rows: ``lo_base``, ``lo_alt`` ``(n,)``, ``head_indirect`` and
     ``head_direct`` ``(n, L·H)`` (layer-major), and with ``neurons`` the batch's summed attribution estimate
     of every neuron ``neuron_estimate`` ``(L, F)``."""
-    L, H = layer_and_heads(model)
-    out = _head_runs(
-        model.port,
-        model.config,
-        model.params,
-        batch.base,
-        batch.alt,
-        batch.position,
-        batch.tokens,
-        batch.n,
-        head_masks(L, H),
-        chunk=chunk,
-        neurons=neurons,
-    )
+    args = (batch.base, batch.alt, batch.position, batch.tokens, batch.n)
+    out = _head_runs(model.port, model.config, model.params, *args, neurons=neurons)
     return {k: np.asarray(v) if k == "neuron_estimate" else np.asarray(v)[: batch.n] for k, v in out.items()}
 
 
-def neuron_runs(model: LanguageModel, batch: Batch, selected: np.ndarray, *, chunk: int) -> dict[str, np.ndarray]:
-    """``neuron_indirect`` / ``neuron_direct`` ``(n, N)`` for the ``selected`` ``(N, 2)`` (layer, neuron)."""
-    L, F = _neurons(model)
-    masks = np.zeros((len(selected), L, F), bool)
-    masks[np.arange(len(selected)), selected[:, 0], selected[:, 1]] = True
+def neuron_runs(model: LanguageModel, batch: Batch, selected: np.ndarray) -> dict[str, np.ndarray]:
+    """``neuron_indirect`` / ``neuron_direct`` ``(n, N)`` for the ``selected`` ``(N, 2)`` (layer, neuron)
+    pairs, the same number per layer, layer-major (:func:`top_neurons`)."""
+    L, _ = _neurons(model)
+    units = np.asarray(selected[:, 1]).reshape(L, -1)
+    if not (np.asarray(selected[:, 0]).reshape(L, -1) == np.arange(L)[:, None]).all():
+        raise ModelError("neuron_runs takes the same number of neurons from every layer, layer-major (top_neurons)")
     out = _neuron_runs(
-        model.port, model.config, model.params, batch.base, batch.alt, batch.position, batch.tokens, masks, chunk=chunk
+        model.port, model.config, model.params, batch.base, batch.alt, batch.position, batch.tokens, units
     )
     return {k: np.asarray(v)[: batch.n] for k, v in out.items()}
 

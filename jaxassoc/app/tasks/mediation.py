@@ -35,7 +35,6 @@ class MediationMetricConfig(MetricConfig):
     neurons_per_layer: int = 5  # neurons per layer whose effects are computed exactly (0: heads only)
     top_k: int = 10  # components listed in the report's top tables
     batch_size: int = field(default=32, metadata=NO_EFFECT)  # examples per forward batch
-    head_chunk: int = field(default=16, metadata=NO_EFFECT)  # interventions vmapped per pass
 
     def __post_init__(self) -> None:
         if self.templates is not None:
@@ -43,7 +42,6 @@ class MediationMetricConfig(MetricConfig):
         check_range("metric.neurons_per_layer", self.neurons_per_layer, 0)
         check_range("metric.top_k", self.top_k, 1)
         check_range("metric.batch_size", self.batch_size, 1)
-        check_range("metric.head_chunk", self.head_chunk, 1)
 
 
 def _dataset(job: Job):
@@ -82,7 +80,7 @@ def run(job: Job) -> JobResult:
     parts = []
     with stage("mediation", "examples through every head", len(kept)):
         for rows, batch in groups:
-            compute = lambda b=batch: readout.head_runs(model, b, chunk=cfg.head_chunk, neurons=neurons)  # noqa: E731
+            compute = lambda b=batch: readout.head_runs(model, b, neurons=neurons)  # noqa: E731
             parts.append(cached_arrays(job.cache_dir, "mediation_heads", key(rows, "heads", neurons=neurons), compute))
     order = np.concatenate([rows for rows, _ in groups])
     runs = {k: np.concatenate([p[k] for p in parts]) for k in ("lo_base", "lo_alt", "head_indirect", "head_direct")}
@@ -93,7 +91,7 @@ def run(job: Job) -> JobResult:
         found = []
         with stage("mediation", "examples through the selected neurons", len(kept)):
             for rows, batch in groups:
-                compute = lambda b=batch: readout.neuron_runs(model, b, selected, chunk=cfg.head_chunk)  # noqa: E731
+                compute = lambda b=batch: readout.neuron_runs(model, b, selected)  # noqa: E731
                 found.append(
                     cached_arrays(
                         job.cache_dir, "mediation_neurons", key(rows, "neurons", selected=selected.tolist()), compute
