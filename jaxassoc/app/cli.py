@@ -28,7 +28,7 @@ from jaxassoc.errors import ConfigError
 
 CONFIG_MODULE = "jaxassoc.conf"
 WIDTH = 100
-GROUPS = ("model", "metric", "dataset", "template", "whitening", "stats", "mesh", "audit")
+GROUPS = ("model", "metric", "dataset", "template", "whitening", "intervention", "stats", "mesh", "audit")
 
 OPTIONS = {
     "seed": "the job's seed, 0..2^32-1 (sampling, permutations, bootstrap); default 0",
@@ -182,13 +182,14 @@ EXAMPLES = """\
   jaxassoc model=smollm2-135m metric=unstereo dataset=use5 dataset.sample=500
   jaxassoc model=glove-6b-50d metric=weat dataset=custom_weat dataset.path=my_tests.yaml
   jaxassoc -m model=smollm2-135m metric=rpam dataset=weat_ws template=tp1,tp2
+  jaxassoc -m metric=rpam dataset=weat_ws intervention=none,ablate 'intervention.heads=[[3,1]]'
   jaxassoc -m hydra/launcher=local_parallel seed=1,2,3 ...   jobs in parallel processes (jaxassoc[launchers])
   jaxassoc metric=rpam --cfg job                             every option of a job with its value"""
 
 
 def help_text() -> str:
     """jaxassoc's ``--help``: what it runs, every choice of the config groups, the options and examples."""
-    groups = {g: list(choices(g)) for g in ("template", "whitening", "mesh", "stats", "audit")}
+    groups = {g: list(choices(g)) for g in ("template", "whitening", "intervention", "mesh", "stats", "audit")}
     options = [
         textwrap.fill(text, WIDTH, initial_indent=f"  {key:<22} ", subsequent_indent=" " * 25)
         for key, text in OPTIONS.items()
