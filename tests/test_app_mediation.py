@@ -9,6 +9,7 @@ import json
 
 import numpy as np
 import pandas as pd
+import pytest
 from family_specs import TINY, tiny_tokenizer
 
 CORPUS = [
@@ -56,6 +57,20 @@ def test_mediation_on_a_tiny_gpt2(tmp_path, tiny_checkpoint, cli):
     report = cli("jaxassoc-report", "out", cwd=tmp_path)
     assert report.returncode == 0, report.stderr[-2000:]
     assert (tmp_path / "out" / "report" / "heads_mediation.png").is_file()
+
+
+@pytest.mark.slow
+def test_mediation_on_a_2x4_mesh_equals_one_device(tmp_path, tiny_checkpoint, cli):
+    folder = _model(tiny_checkpoint, tmp_path)
+    (tmp_path / "p.json").write_text(json.dumps(PROFESSIONS))
+    found = {}
+    for name, extra in (("single", []), ("mesh", ["mesh=fsdp_tp", "mesh.fsdp=2", "mesh.tp=4"])):
+        proc = cli("jaxassoc", "metric=mediation", "model.name=tiny", f"model.source={folder}", "dataset.path=p.json",
+                   "metric.templates=1", f"hydra.run.dir={name}", "cache_dir=null", *extra, cwd=tmp_path)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        found[name] = pd.read_parquet(tmp_path / name / "aggregates.parquet")
+    for column in ("indirect_effect", "direct_effect", "total_effect"):
+        np.testing.assert_allclose(found["mesh"][column], found["single"][column], rtol=1e-3, atol=1e-7)
 
 
 def test_inputs_mediation_cannot_take_are_refused(tmp_path, tiny_checkpoint, cli):
