@@ -11,7 +11,7 @@ py=${PYTHON:-$root/.venv/bin/python}  # $PYTHON if set, else the project's venv 
 [ -n "${PYTHON:-}" ] || [ -x "$py" ] || py=python3
 cd "$root"
 MODEL=${MODEL:-smollm2-135m}
-OUT=${OUT:-experiments/mediation_smollm2/results/$MODEL}
+OUT=${OUT:-multirun/mediation_smollm2/$MODEL}
 TOP=${TOP:-5}
 opt() { [ -n "${2:-}" ] && echo "$1=$2" || true; }
 # 1. causal mediation: every head's natural indirect and direct effect (and the top neurons per layer)
@@ -25,4 +25,4 @@ ablate=(intervention=none,ablate "intervention.from_mediation=$OUT/mediation" "i
   "${ablate[@]}" "hydra.sweep.dir=$OUT/ablation_unstereo" "$@"
 # 3. the reports (heads heatmap) and results.md
 "$py" -m jaxassoc.app.report "$OUT/mediation"
-"$py" experiments/mediation_smollm2/summarize.py "$OUT" "$TOP"
+"$py" experiments/mediation_smollm2/summarize.py "$OUT" "$TOP" experiments/mediation_smollm2

@@ -1,7 +1,9 @@
 """``results.md`` of experiments/mediation_smollm2: the total effect, the top heads by natural indirect effect,
 and RPAM's WEAT-WS effect sizes and UnStereoEval's preference disparity with and without those heads.
 
-    python experiments/mediation_smollm2/summarize.py <results folder> <top heads ablated>
+    python experiments/mediation_smollm2/summarize.py <results folder> <top heads ablated> [<publish folder>]
+
+With a publish folder, also ``results_<model>.md`` and ``heads_<model>.png`` there.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ def _jobs(sweep: Path) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def main(out: Path, top: int) -> None:
+def main(out: Path, top: int, publish: Path | None = None) -> None:
     med = pd.read_parquet(out / "mediation" / "aggregates.parquet")
     heads = med[med["component"] == "head"].sort_values("indirect_effect", ascending=False)
     lines = [
@@ -50,17 +52,23 @@ def main(out: Path, top: int) -> None:
     table = rpam.pivot_table(index="test", columns="prov_intervention", values="effect_size", aggfunc="first")
     lines += ["RPAM on WEAT-WS (template TP1), effect size d:", "", _markdown(table), ""]
     use = _jobs(out / "ablation_unstereo")
-    use = use[use["subset"].astype(str) == "all"] if "subset" in use else use
+    use = use[use["subset"].astype(str) == "unconstrained"] if "subset" in use else use
     cols = [c for c in ("us_score", "preference_disparity", "n") if c in use]
     lines += [
-        "UnStereoEval USE-10 (all pairs):",
+        "UnStereoEval USE-10 (all sampled pairs, no MaxPMI filter):",
         "",
         _markdown(use.set_index("prov_intervention")[cols]),
     ]
-    (out / "results.md").write_text("\n".join(lines) + "\n")
-    shutil.copy(out / "mediation" / "report" / "heads_mediation.png", out.parent / f"heads_{out.name}.png")
-    print((out / "results.md").read_text())
+    text = "\n".join(lines) + "\n"
+    (out / "results.md").write_text(text)
+    print(text)
+    if publish is not None:  # a copy beside the scripts, its figure with it
+        model = str(med["prov_model"].iloc[0])
+        shutil.copy(out / "mediation" / "report" / "heads_mediation.png", publish / f"heads_{model}.png")
+        (publish / f"results_{model}.md").write_text(
+            text.replace("mediation/report/heads_mediation.png", f"heads_{model}.png")
+        )
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), int(sys.argv[2]))
+    main(Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]) if len(sys.argv) > 3 else None)
