@@ -26,7 +26,7 @@ with the problem axis split over one or more mesh axes and the head replicated; 
 problems (no communication). The problem count must divide evenly over the devices; :func:`set_optax`
 with a ``mesh`` pads each block to a multiple of the device count and drops the padding.
 
-Convergence (:func:`converged`): every constraint over the whole vocabulary holds within ``tol`` logit
+Convergence (:func:`optax_converged`): every constraint over the whole vocabulary holds within ``tol`` logit
 units, and a problem that moved has a constraint within ``tol`` of tight (at the minimum one is tight).
 """
 
@@ -64,7 +64,7 @@ class SharedSetResult(NamedTuple):
     working_set_ok: Bool[Array, " P"]  # every constraint left out of the working set holds
 
 
-def converged(result: SharedSetResult, tol: float) -> np.ndarray:
+def optax_converged(result: SharedSetResult, tol: float) -> np.ndarray:
     """Per problem: the working set sufficed, no constraint misses by more than ``tol`` (logit units), and a
     problem that moved (ΔA ≠ 0) has a constraint within ``tol`` of tight (the optimum touches the polytope)."""
     distance, violation, ok = (np.asarray(a) for a in result)
@@ -132,14 +132,19 @@ def _solve_reduced(sub, r, gold_pos, valid, margin, settings: SolverSettings):
     return M
 
 
-def _solve_one(W, b, x, gold, valid, margin, candidates, settings):
-    """One problem: logits of its K contexts, the span basis, the working set, the solve, the check."""
+def _solve_parts(W, b, x, gold, valid, margin, candidates, settings):
+    """One problem's logits (K, V), the working set's rows, the solution M (T, K) and X̃ᵀ = Q R's factors."""
     x = jnp.where(valid[:, None], x, 0.0)
     logits = x @ W.T if b is None else x @ W.T + b
     xt = x if b is None else jnp.concatenate([x, valid[:, None].astype(x.dtype)], axis=1)
-    r = jnp.linalg.qr(xt.T, mode="r")  # (K, K): X̃ = Q R
+    q, r = jnp.linalg.qr(xt.T)  # (D̃, K), (K, K)
     rows, sub, gold_pos = _reduced_problem(logits, gold, valid, margin, candidates)
-    M = _solve_reduced(sub, r, gold_pos, valid, margin, settings)
+    return logits, rows, _solve_reduced(sub, r, gold_pos, valid, margin, settings), q, r
+
+
+def _solve_one(W, b, x, gold, valid, margin, candidates, settings):
+    """One problem: logits of its K contexts, the span basis, the working set, the solve, the check."""
+    logits, rows, M, _, r = _solve_parts(W, b, x, gold, valid, margin, candidates, settings)
     change = jnp.zeros_like(logits).at[:, rows].set((M @ r).T)
     viol = _violations(logits + change, gold, valid, margin)
     kept = jnp.zeros(logits.shape[-1], bool).at[rows].set(True)
@@ -163,6 +168,25 @@ def set_optax_kernel(
     problems at a time (vmapped). Assumes valid inputs (see :func:`set_optax`)."""
     solve = functools.partial(_solve_one, W, b, margin=margin, candidates=candidates, settings=settings)
     return jax.lax.map(lambda a: solve(*a), (x, gold, valid), batch_size=chunk)
+
+
+@functools.partial(jax.jit, static_argnames=("margin", "candidates", "settings"))
+def set_optax_update(
+    W: Float[Array, "V D"],
+    b: Float[Array, " V"] | None,
+    x: Float[Array, "K D"],
+    gold: Int[Array, " K"],
+    valid: Bool[Array, " K"],
+    margin: float = MARGIN,
+    candidates: int | None = None,
+    settings: SolverSettings = SolverSettings(),
+) -> tuple[Float[Array, "V D"], Float[Array, " V"] | None]:
+    """The change (ΔW, Δb) of the head that one problem's K contexts share: ΔA = M Qᵀ on the working set's
+    rows (span reduction, module docstring), ‖ΔA‖_F = the problem's ``distance``. No working-set check or
+    retry (``candidates=None``, the default, keeps every row): the analogue of ``set_exact.set_update``."""
+    logits, rows, M, q, _ = _solve_parts(W, b, x, gold, valid, margin, candidates, settings)
+    delta = jnp.zeros((logits.shape[-1], q.shape[0]), logits.dtype).at[rows].set(M @ q.T)
+    return (delta, None) if b is None else (delta[:, :-1], delta[:, -1])
 
 
 def _check_shared_inputs(W, b, x, gold, valid) -> np.ndarray:
@@ -202,7 +226,7 @@ def set_optax(
     ``tol`` (logit units), or that moved (ΔA ≠ 0) while every constraint stays loose by more than ``tol``
     (not converged: at the minimum some constraint is tight), is solved once more with twice the
     iterations. Infeasible problems (x̃_k = 0, or collinear contexts asking for different golds) keep a
-    positive ``max_violation``: check it (:func:`converged`). With a ``mesh``, each block's problems are
+    positive ``max_violation``: check it (:func:`optax_converged`). With a ``mesh``, each block's problems are
     split over all its devices (:func:`set_optax_sharded`; the block padded to a multiple of their count).
     """
     valid = _check_shared_inputs(W, b, x, gold, valid)
@@ -243,7 +267,7 @@ def set_optax(
     while candidates is not None and candidates < V and not result[ok].all():
         candidates = min(2 * candidates, V)
         redo(result, np.flatnonzero(~result[ok]), candidates, settings)
-    slow = np.flatnonzero(~converged(SharedSetResult(*result), tol))
+    slow = np.flatnonzero(~optax_converged(SharedSetResult(*result), tol))
     if slow.size:
         longer = settings._replace(n_outer=2 * settings.n_outer, n_inner=2 * settings.n_inner)
         redo(result, slow, candidates, longer)
