@@ -82,6 +82,7 @@ def optax_run(folder, cache, *extra):
     ]
 
 
+@pytest.mark.slow  # about 4 min on 2 busy cores: two jobs, the sharded solver compiled for 8 devices
 def test_app_optax_solver_on_a_mesh_matches_exact_and_reports_convergence(
     folder, tmp_path, hydra_context, pole_words_only
 ):
@@ -127,6 +128,7 @@ def test_solver_options_are_refused_for_ilps_and_shared_delta_for_one_template(f
         run_metric([*overrides, "metric.shared_delta=true"], tmp_path / "out")
 
 
+@pytest.mark.slow  # about 75 s on 2 busy cores: three compilations of the L-BFGS solve
 def test_shared_delta_satisfies_every_templates_constraint(model):
     """The ΔA of one (group, word, subword) problem, rebuilt with set_optax_update from the model's head
     inputs in both templates, makes the gold win each template's context by the margin; its norm is the

@@ -62,6 +62,10 @@ class OptaxOptions(NamedTuple):
     settings: SolverSettings
     tol: float
 
+    def key(self) -> dict:
+        """The options as a cache key's part, every field named."""
+        return {**self.settings._asdict(), "tol": self.tol}
+
 
 class TraitProblems(NamedTuple):
     """Token sequences (prompt + trait) and where each trait starts, one per (filler, word)."""
@@ -256,7 +260,7 @@ def causal_terms(
             "steps": steps,
             "batch_rows": batch_rows,
             "row_length": row_length,
-        } | ({} if set_optax is None else {"set_optax": set_optax._asdict()})  # the exact solver's keys unchanged
+        } | ({} if set_optax is None else {"set_optax": set_optax.key()})  # the exact solver's keys unchanged
         with chunk_stage(log_as, c, len(chunks), len(members)):
             terms = cached_arrays(cache_dir, "stereotype_terms", key, compute)
         collect_terms(parts, (len(problems.sequences), steps), members, terms)

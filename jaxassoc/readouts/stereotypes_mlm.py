@@ -189,7 +189,7 @@ def masked_terms(
             "mask_starts": part.mask_starts,
             "trait_tokens": part.trait_tokens,
             "batch_size": batch_size,
-        } | ({} if set_optax is None else {"set_optax": set_optax._asdict()})  # the exact solver's keys unchanged
+        } | ({} if set_optax is None else {"set_optax": set_optax.key()})  # the exact solver's keys unchanged
         with chunk_stage(log_as, c, len(chunks), len(members)):
             terms = cached_arrays(cache_dir, "stereotype_terms_masked", key, compute)
         collect_terms(parts, (n, steps), members, terms)

@@ -167,7 +167,7 @@ def _scores(job: Job, model, abc, template: str, where: str) -> pd.DataFrame:
     if model.objective == "masked":
         key.update(bos=None, prompt="masked write-in")
     if optax is not None:  # the exact solver's keys unchanged
-        key["set_optax"] = optax._asdict()
+        key["set_optax"] = optax.key()
 
     def compute():
         chunked = dict(cache_dir=job.cache_dir, log_as=(job.metric.name, where), **options)
@@ -205,7 +205,7 @@ def _shared_scores(job: Job, model, abc, templates: list[str]) -> pd.DataFrame:
         "nan_policy": cfg.set_nan_policy,
         "dtype": job.model.dtype,
         "batch_size": job.model.batch_size,
-        "set_optax": optax._asdict(),
+        "set_optax": optax.key(),
     }
 
     def compute():
