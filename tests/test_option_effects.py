@@ -45,6 +45,15 @@ TINY_LM = ["model.name=tiny", "model.source={gpt2}", "cache_dir={cache}"]
 SHARP_LM = ["model.name=sharp", "model.source={gpt2sharp}", "cache_dir={cache}"]
 ZCA = ["whitening=zca"]
 OTHER_CAUSAL_TEMPLATE = "People think that <pgroup> are <mask>."
+DEFAULT_TEMPLATE = "Most <pgroup> are <mask>."
+# SeT's optax options: refused with the exact solver; a short schedule and a tolerance no solve meets
+# change the distances and the convergence counts
+OPTAX_CHANGES = {
+    "metric.optax_outer_steps": 2,
+    "metric.optax_inner_steps": 2,
+    "metric.optax_tolerance": 1e-9,
+    "metric.shared_delta": True,
+}
 
 
 @dataclasses.dataclass
@@ -147,15 +156,30 @@ SCENARIOS: dict[str, list[Scenario]] = {
                     "metric.bos": False,
                     "metric.set_transform": "log1m",
                     **({"metric.set_nan_policy": "python"} if score != "set" else {}),
+                    "metric.solver": "optax",
+                    **OPTAX_CHANGES,
                 },
-                refused=frozenset() if score == "set" else frozenset({"metric.set_transform", "metric.set_nan_policy"}),
+                refused=(
+                    frozenset(OPTAX_CHANGES)
+                    if score == "set"
+                    else frozenset({"metric.set_transform", "metric.set_nan_policy", "metric.solver", *OPTAX_CHANGES})
+                ),
             ),
             *(
                 [
                     Scenario(
                         ["metric=set", *SHARP_LM, "dataset=abc", "metric.set_transform=log1m"],
                         {"metric.set_nan_policy": "python"},
-                    )
+                    ),
+                    Scenario(
+                        ["metric=set", *TINY_LM, "dataset=abc", "metric.tau_resamples=100", "metric.solver=optax"],
+                        {k: v for k, v in OPTAX_CHANGES.items() if k != "metric.shared_delta"},
+                    ),
+                    Scenario(  # two templates: something to share
+                        ["metric=set", *TINY_LM, "dataset=abc", "metric.tau_resamples=100", "metric.solver=optax"]
+                        + [f"metric.templates=['{DEFAULT_TEMPLATE}','{OTHER_CAUSAL_TEMPLATE}']"],
+                        {"metric.shared_delta": True},
+                    ),
                 ]
                 if score == "set"
                 else []

@@ -24,8 +24,8 @@ Field guide (module: what is there; paper):
   solved exactly by column squishing: ``set_exact``, ``set_exact_kernel``, ``set_from_logits``,
   ``project_logits``, ``projection_delta``, ``set_update`` (``SetResult``, ``LogitProjection``).
 - :mod:`~jaxassoc.metrics.set_optax` — the same objective by augmented Lagrangian + optax L-BFGS, with one
-  ΔA shared by several contexts: ``set_optax``, ``set_optax_kernel``, ``set_optax_sharded``
-  (``SharedSetResult``, ``SolverSettings``).
+  ΔA shared by several contexts: ``set_optax``, ``set_optax_kernel``, ``set_optax_sharded``,
+  ``set_optax_update`` (the shared ΔA itself), ``optax_converged`` (``SharedSetResult``, ``SolverSettings``).
 - :mod:`~jaxassoc.metrics.set_score` — SeT distances to group-trait scores: ``transform_distance``,
   ``min_over_subwords``, ``median_over_synonyms``, ``group_minus_prior``, ``set_word_scores``.
 - :mod:`~jaxassoc.metrics.ilps` — ILPS and ILPS* (Kurita et al. 2019; Cao et al. 2022): ``base_ilps``,
@@ -127,7 +127,14 @@ from jaxassoc.metrics.set_exact import (
     set_from_logits,
     set_update,
 )
-from jaxassoc.metrics.set_optax import SharedSetResult, SolverSettings, set_optax_kernel, set_optax_sharded
+from jaxassoc.metrics.set_optax import (
+    SharedSetResult,
+    SolverSettings,
+    optax_converged,
+    set_optax_kernel,
+    set_optax_sharded,
+    set_optax_update,
+)
 from jaxassoc.metrics.set_score import (
     group_minus_prior,
     median_over_synonyms,
@@ -278,6 +285,7 @@ __all__ = [
     "median_over_synonyms",
     "min_over_subwords",
     "neutrality_curve",
+    "optax_converged",
     "pad_contexts",
     "pair_cosines",
     "pair_scores",
@@ -297,6 +305,7 @@ __all__ = [
     "set_from_logits",
     "set_optax_kernel",
     "set_optax_sharded",
+    "set_optax_update",
     "set_update",
     "set_word_scores",
     "single_group_draw",

@@ -22,8 +22,12 @@ L(M, λ) = ½‖M‖² + (1/2ρ) Σ [max(0, λ + ρ h(M))² − λ²], ``n_outer
 λ ← max(0, λ + ρ h), ρ growing geometrically, each after ``n_inner`` optax L-BFGS steps (zoom line search).
 
 Sharding: problems are independent. :func:`set_optax_sharded` runs the kernel under ``jax.shard_map``
-with the problem axis split over a mesh axis and the head replicated; each device solves its own
-problems (no communication). The problem count must divide evenly over the devices.
+with the problem axis split over one or more mesh axes and the head replicated; each device solves its own
+problems (no communication). The problem count must divide evenly over the devices; :func:`set_optax`
+with a ``mesh`` pads each block to a multiple of the device count and drops the padding.
+
+Convergence (:func:`optax_converged`): every constraint over the whole vocabulary holds within ``tol`` logit
+units, and a problem that moved has a constraint within ``tol`` of tight (at the minimum one is tight).
 """
 
 from __future__ import annotations
@@ -58,6 +62,13 @@ class SharedSetResult(NamedTuple):
     distance: Float[Array, " P"]  # ‖ΔA‖_F
     max_violation: Float[Array, " P"]  # max over all k, i ≠ j_k of γ − (z'_{k,j_k} − z'_{k,i}), logit units
     working_set_ok: Bool[Array, " P"]  # every constraint left out of the working set holds
+
+
+def optax_converged(result: SharedSetResult, tol: float) -> np.ndarray:
+    """Per problem: the working set sufficed, no constraint misses by more than ``tol`` (logit units), and a
+    problem that moved (ΔA ≠ 0) has a constraint within ``tol`` of tight (the optimum touches the polytope)."""
+    distance, violation, ok = (np.asarray(a) for a in result)
+    return ok & (violation <= tol) & ((distance == 0) | (violation >= -tol))
 
 
 def _reduced_problem(logits, gold, valid, margin, candidates):
@@ -121,14 +132,19 @@ def _solve_reduced(sub, r, gold_pos, valid, margin, settings: SolverSettings):
     return M
 
 
-def _solve_one(W, b, x, gold, valid, margin, candidates, settings):
-    """One problem: logits of its K contexts, the span basis, the working set, the solve, the check."""
+def _solve_parts(W, b, x, gold, valid, margin, candidates, settings):
+    """One problem's logits (K, V), the working set's rows, the solution M (T, K) and X̃ᵀ = Q R's factors."""
     x = jnp.where(valid[:, None], x, 0.0)
     logits = x @ W.T if b is None else x @ W.T + b
     xt = x if b is None else jnp.concatenate([x, valid[:, None].astype(x.dtype)], axis=1)
-    r = jnp.linalg.qr(xt.T, mode="r")  # (K, K): X̃ = Q R
+    q, r = jnp.linalg.qr(xt.T)  # (D̃, K), (K, K)
     rows, sub, gold_pos = _reduced_problem(logits, gold, valid, margin, candidates)
-    M = _solve_reduced(sub, r, gold_pos, valid, margin, settings)
+    return logits, rows, _solve_reduced(sub, r, gold_pos, valid, margin, settings), q, r
+
+
+def _solve_one(W, b, x, gold, valid, margin, candidates, settings):
+    """One problem: logits of its K contexts, the span basis, the working set, the solve, the check."""
+    logits, rows, M, _, r = _solve_parts(W, b, x, gold, valid, margin, candidates, settings)
     change = jnp.zeros_like(logits).at[:, rows].set((M @ r).T)
     viol = _violations(logits + change, gold, valid, margin)
     kept = jnp.zeros(logits.shape[-1], bool).at[rows].set(True)
@@ -152,6 +168,25 @@ def set_optax_kernel(
     problems at a time (vmapped). Assumes valid inputs (see :func:`set_optax`)."""
     solve = functools.partial(_solve_one, W, b, margin=margin, candidates=candidates, settings=settings)
     return jax.lax.map(lambda a: solve(*a), (x, gold, valid), batch_size=chunk)
+
+
+@functools.partial(jax.jit, static_argnames=("margin", "candidates", "settings"))
+def set_optax_update(
+    W: Float[Array, "V D"],
+    b: Float[Array, " V"] | None,
+    x: Float[Array, "K D"],
+    gold: Int[Array, " K"],
+    valid: Bool[Array, " K"],
+    margin: float = MARGIN,
+    candidates: int | None = None,
+    settings: SolverSettings = SolverSettings(),
+) -> tuple[Float[Array, "V D"], Float[Array, " V"] | None]:
+    """The change (ΔW, Δb) of the head that one problem's K contexts share: ΔA = M Qᵀ on the working set's
+    rows (span reduction, module docstring), ‖ΔA‖_F = the problem's ``distance``. No working-set check or
+    retry (``candidates=None``, the default, keeps every row): the analogue of ``set_exact.set_update``."""
+    logits, rows, M, q, _ = _solve_parts(W, b, x, gold, valid, margin, candidates, settings)
+    delta = jnp.zeros((logits.shape[-1], q.shape[0]), logits.dtype).at[rows].set(M @ q.T)
+    return (delta, None) if b is None else (delta[:, :-1], delta[:, -1])
 
 
 def _check_shared_inputs(W, b, x, gold, valid) -> np.ndarray:
@@ -181,6 +216,7 @@ def set_optax(
     chunk: int = 256,
     block: int = 1024,
     tol: float = 1e-3,
+    mesh: Mesh | None = None,
 ) -> SharedSetResult:
     """SeT with one ΔA per problem shared by its contexts: ``x`` (P, K, D), ``gold`` (P, K).
 
@@ -190,7 +226,8 @@ def set_optax(
     ``tol`` (logit units), or that moved (ΔA ≠ 0) while every constraint stays loose by more than ``tol``
     (not converged: at the minimum some constraint is tight), is solved once more with twice the
     iterations. Infeasible problems (x̃_k = 0, or collinear contexts asking for different golds) keep a
-    positive ``max_violation``: check it.
+    positive ``max_violation``: check it (:func:`optax_converged`). With a ``mesh``, each block's problems are
+    split over all its devices (:func:`set_optax_sharded`; the block padded to a multiple of their count).
     """
     valid = _check_shared_inputs(W, b, x, gold, valid)
     if margin <= 0:
@@ -198,23 +235,25 @@ def set_optax(
     W, b = jnp.asarray(W), None if b is None else jnp.asarray(b)
     x, gold = np.asarray(x), np.asarray(gold)
     V, P = W.shape[0], x.shape[0]
-    size = min(block, P)
+    devices = 1 if mesh is None else mesh.size
+    size = -(-min(block, P) // devices) * devices
+    kernel = set_optax_kernel if mesh is None else functools.partial(set_optax_sharded, mesh, mesh.axis_names)
 
     def solve(idx, cand, sett):
         parts = []
         for start in range(0, len(idx), size):
             part = idx[start : start + size]
             padded = np.concatenate([part, np.repeat(part[:1], size - len(part))])
-            res = set_optax_kernel(
+            res = kernel(
                 W,
                 b,
-                x[padded],
-                gold[padded],
-                valid[padded],
+                jnp.asarray(x[padded]),
+                jnp.asarray(gold[padded]),
+                jnp.asarray(valid[padded]),
                 margin=float(margin),
                 candidates=None if cand is None or cand >= V else cand,
                 settings=sett,
-                chunk=min(chunk, size),
+                chunk=min(chunk, size // devices),
             )
             parts.append([np.asarray(a)[: len(part)] for a in res])
         return [np.concatenate(field) for field in zip(*parts)]
@@ -228,8 +267,7 @@ def set_optax(
     while candidates is not None and candidates < V and not result[ok].all():
         candidates = min(2 * candidates, V)
         redo(result, np.flatnonzero(~result[ok]), candidates, settings)
-    distance, violation = result[0], result[1]
-    slow = np.flatnonzero((violation > tol) | ((distance > 0) & (violation < -tol)))
+    slow = np.flatnonzero(~optax_converged(SharedSetResult(*result), tol))
     if slow.size:
         longer = settings._replace(n_outer=2 * settings.n_outer, n_inner=2 * settings.n_inner)
         redo(result, slow, candidates, longer)
@@ -238,7 +276,7 @@ def set_optax(
 
 def set_optax_sharded(
     mesh: Mesh,
-    axis: str,
+    axis: str | tuple[str, ...],
     W: Float[Array, "V D"],
     b: Float[Array, " V"] | None,
     x: Float[Array, "P K D"],
@@ -246,10 +284,12 @@ def set_optax_sharded(
     valid: Bool[Array, "P K"],
     **kernel_options,
 ) -> SharedSetResult:
-    """:func:`set_optax_kernel` with the problem axis split over the mesh axis ``axis`` (head replicated)."""
-    if x.shape[0] % mesh.shape[axis]:
+    """:func:`set_optax_kernel` with the problem axis split over the mesh axis ``axis`` (or several axes
+    together; the head replicated)."""
+    devices = int(np.prod([mesh.shape[a] for a in ((axis,) if isinstance(axis, str) else axis)]))
+    if x.shape[0] % devices:
         raise InputError(
-            f"SeT (optax, sharded): {x.shape[0]} problems do not split evenly over {mesh.shape[axis]} devices; pad the batch"
+            f"SeT (optax, sharded): {x.shape[0]} problems do not split evenly over {devices} devices; pad the batch"
         )
     kernel = functools.partial(set_optax_kernel, **kernel_options)
     spec = PartitionSpec(axis)

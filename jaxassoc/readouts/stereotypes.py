@@ -12,6 +12,11 @@ gives, at the position before each trait token, the head input x (for SeT) and t
 Masked LMs (one forward pass per write-in step) are in :mod:`jaxassoc.readouts.stereotypes_mlm`; both
 paths turn head inputs at the trait's subwords into the three scores' terms with :func:`head_terms`, chunk
 by chunk, and into the score table with :func:`scores_from_terms`.
+
+SeT's solver: the exact one by default; with ``set_optax`` (:class:`OptaxOptions`) every subword's problem
+is solved by :func:`~jaxassoc.metrics.set_optax.set_optax` instead, sharded over the model's mesh, and
+the table gains its convergence columns. :func:`shared_set_scores` solves one ΔA per (group, trait subword)
+shared by the group's prompts in several templates (docs/methods.md §3.6).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from jaxassoc.data.stereotypes import MASK
 from jaxassoc.errors import ConfigError, InputError
 from jaxassoc.metrics.ilps import chain_rule_logprob, first_subword_logprob, word_initial_mask
 from jaxassoc.metrics.set_exact import check_set_inputs, set_from_logits
+from jaxassoc.metrics.set_optax import SolverSettings, optax_converged, set_optax
 from jaxassoc.metrics.set_score import set_word_scores
 from jaxassoc.metrics.stereotype_alignment import AlignmentResult, alignment, human_group_indices, pair_scores
 from jaxassoc.models import LanguageModel, model_limits
@@ -46,6 +52,19 @@ _TRAILING = " .?!"
 ROW_LENGTH = 64  # tokens of a packed row of prompts (as jaxassoc.models.packing's default)
 BATCHES_PER_CHUNK = 8  # the unit of caching and progress: about 500 prompts, a sixth of a template
 HEAD_ROWS = 64  # trait steps per call of the head (ILPS, ILPS* and SeT share its logits)
+
+
+class OptaxOptions(NamedTuple):
+    """SeT by :func:`~jaxassoc.metrics.set_optax.set_optax`: its augmented-Lagrangian schedule and ``tol``, the
+    constraint violation (logit units) within which a problem counts as converged
+    (:func:`~jaxassoc.metrics.set_optax.optax_converged`)."""
+
+    settings: SolverSettings
+    tol: float
+
+    def key(self) -> dict:
+        """The options as a cache key's part, every field named."""
+        return {**self.settings._asdict(), "tol": self.tol}
 
 
 class TraitProblems(NamedTuple):
@@ -170,6 +189,41 @@ def chunk_rows(
     return [rows[i : i + size] for i in range(0, len(rows), size)]
 
 
+def _causal_layout(model: LanguageModel, problems: TraitProblems, batch_size: int):
+    """Trait steps, packed rows per batch, the row length and the chunks of rows (see :func:`causal_terms`)."""
+    limits = model_limits(model)
+    check_sequences(problems.sequences, limits["max_length"], limits["vocab_size"])
+    steps = max(len(t) for t in problems.trait_tokens)
+    batch_rows = max(1, batch_size // 4)
+    row_length = min(max(ROW_LENGTH, *map(len, problems.sequences)), limits["max_length"])
+    return steps, batch_rows, row_length, chunk_rows(problems, batch_rows, row_length)
+
+
+def causal_head_inputs(model: LanguageModel, problems: TraitProblems, *, batch_size: int = 32):
+    """x (N, S, D) at the positions predicting each trait token, the tokens and their mask (N, S), packed and
+    batched as :func:`causal_terms` does, without caching."""
+    steps, batch_rows, row_length, chunks = _causal_layout(model, problems, batch_size)
+    n, dim = len(problems.sequences), model.head.W.shape[1]
+    x, tokens, valid = np.zeros((n, steps, dim), np.float32), np.zeros((n, steps), np.int32), np.zeros((n, steps), bool)
+    for rows in chunks:
+        members = sorted(m for row in rows for m in row)
+        hidden = _packed_hidden(model, problems.sequences, rows, batch_rows, row_length)
+        x[members], tokens[members], valid[members] = _trait_inputs(hidden, problems, members, steps)
+    return x, tokens, valid
+
+
+def collect_terms(parts: dict[str, np.ndarray], shape: tuple[int, int], members, terms: dict[str, np.ndarray]) -> None:
+    """Store one chunk's ``terms`` at rows ``members`` of ``parts``, arrays of (problems,) or (problems,
+    steps) = ``shape`` made on first use (0 / False where a chunk's step axis is shorter)."""
+    for name, values in terms.items():
+        if name not in parts:
+            parts[name] = np.zeros(shape[: values.ndim], values.dtype)
+        if values.ndim == 1:
+            parts[name][members] = values
+        else:
+            parts[name][np.ix_(members, range(values.shape[1]))] = values
+
+
 def causal_terms(
     model: LanguageModel,
     problems: TraitProblems,
@@ -177,9 +231,11 @@ def causal_terms(
     batch_size: int = 32,
     cache_dir: Path | None = None,
     log_as: tuple[str, str] | None = None,
+    set_optax: OptaxOptions | None = None,
 ) -> dict[str, np.ndarray]:
     """Per (filler, word) problem: ``first`` and ``chain`` (ILPS / ILPS* terms) and ``distance`` (SeT's
-    ‖ΔA‖_F per trait step, 0 where the step is padding), computed chunk by chunk.
+    ‖ΔA‖_F per trait step, 0 where the step is padding), computed chunk by chunk; with ``set_optax``, SeT
+    by :func:`optax_set_terms` (and its ``max_violation``, ``converged`` per step).
 
     Each chunk (:func:`chunk_rows`; ``batch_size`` // 4 packed rows per batch, rows of :data:`ROW_LENGTH`
     tokens or the longest prompt, at most the model's context) is stored in ``cache_dir`` as soon as it is done, keyed by the model and
@@ -187,22 +243,15 @@ def causal_terms(
     ``log_as=(job, where)`` logs one stage line per chunk, e.g. ``set: 512 prompts scored (template 3/33,
     chunk 2/6) in 60.1 s``.
     """
-    limits = model_limits(model)
-    check_sequences(problems.sequences, limits["max_length"], limits["vocab_size"])
-    steps = max(len(t) for t in problems.trait_tokens)
-    batch_rows = max(1, batch_size // 4)
-    row_length = min(max(ROW_LENGTH, *map(len, problems.sequences)), limits["max_length"])
-    chunks = chunk_rows(problems, batch_rows, row_length)
-    n = len(problems.sequences)
-    first, chain = np.zeros(n, np.float32), np.zeros(n, np.float32)
-    distance = np.zeros((n, steps), np.float32)
+    steps, batch_rows, row_length, chunks = _causal_layout(model, problems, batch_size)
+    parts: dict[str, np.ndarray] = {}
     for c, rows in enumerate(chunks, start=1):
         members = sorted(m for row in rows for m in row)
 
         def compute():
             hidden = _packed_hidden(model, problems.sequences, rows, batch_rows, row_length)
             x, tokens, valid = _trait_inputs(hidden, problems, members, steps)
-            return head_terms(model, x, tokens, valid)
+            return head_terms(model, x, tokens, valid, set_optax=set_optax)
 
         key = {
             "model": model_key(model),
@@ -211,11 +260,11 @@ def causal_terms(
             "steps": steps,
             "batch_rows": batch_rows,
             "row_length": row_length,
-        }
+        } | ({} if set_optax is None else {"set_optax": set_optax.key()})  # the exact solver's keys unchanged
         with chunk_stage(log_as, c, len(chunks), len(members)):
             terms = cached_arrays(cache_dir, "stereotype_terms", key, compute)
-        first[members], chain[members], distance[members] = terms["first"], terms["chain"], terms["distance"]
-    return {"first": first, "chain": chain, "distance": distance}
+        collect_terms(parts, (len(problems.sequences), steps), members, terms)
+    return parts
 
 
 def chunk_stage(
@@ -279,10 +328,18 @@ def marker_kind(model: LanguageModel) -> str:
     return "sentencepiece" if model.vocab.word_initial_marker == "▁" else "bpe"
 
 
-def head_terms(model: LanguageModel, x: np.ndarray, tokens: np.ndarray, valid: np.ndarray) -> dict[str, np.ndarray]:
+def head_terms(
+    model: LanguageModel,
+    x: np.ndarray,
+    tokens: np.ndarray,
+    valid: np.ndarray,
+    *,
+    set_optax: OptaxOptions | None = None,
+) -> dict[str, np.ndarray]:
     """ILPS's ``first`` (log P of the first subword), ILPS*'s ``chain`` (N,) and SeT's ``distance`` (N, S;
     0 on padding) from the head inputs ``x`` (N, S, D) at each trait subword; ``tokens``, ``valid`` (N, S).
-    The head runs on the valid steps only, once for all three scores."""
+    The head runs on the valid steps only, once for all three scores; with ``set_optax``, SeT's terms come
+    from :func:`optax_set_terms` instead."""
     head = model.head
     check_set_inputs(head.W, head.b, x[valid], tokens[valid])
     initial = jnp.asarray(word_initial_mask(model.tokenizer, marker_kind(model), vocab_size=head.W.shape[0]))
@@ -292,9 +349,81 @@ def head_terms(model: LanguageModel, x: np.ndarray, tokens: np.ndarray, valid: n
     first[rows[steps == 0]] = first_flat[steps == 0]
     chain = np.zeros(len(x), np.float32)
     np.add.at(chain, rows, step_flat)
+    if set_optax is not None:
+        return {
+            "first": first,
+            "chain": chain,
+            **optax_set_terms(model, x[:, :, None], tokens[:, :, None], valid[:, :, None], set_optax),
+        }
     distance = np.zeros(valid.shape, np.float32)
     distance[valid] = distance_flat
     return {"first": first, "chain": chain, "distance": distance}
+
+
+def optax_set_terms(
+    model: LanguageModel, x: np.ndarray, tokens: np.ndarray, valid: np.ndarray, options: OptaxOptions
+) -> dict[str, np.ndarray]:
+    """SeT by :func:`~jaxassoc.metrics.set_optax.set_optax` for each (problem, step) with a valid context:
+    ``x`` (N, S, K, D) head inputs of the K contexts sharing one ΔA, ``tokens``, ``valid`` (N, S, K). The
+    problems run in blocks split over the model's mesh. Returns (N, S) ``distance`` (‖ΔA‖_F),
+    ``max_violation`` (logit units, over the whole vocabulary) and ``converged``; 0 / False where no
+    context is valid."""
+    head = model.head
+    solved = valid.any(axis=-1)
+    result = set_optax(
+        head.W,
+        head.b,
+        x[solved],
+        tokens[solved],
+        valid[solved],
+        settings=options.settings,
+        tol=options.tol,
+        mesh=model.mesh,
+    )
+    terms = {
+        "distance": np.zeros(solved.shape, np.float32),
+        "max_violation": np.zeros(solved.shape, np.float32),
+        "converged": np.zeros(solved.shape, bool),
+    }
+    for name, values in (
+        ("distance", result.distance),
+        ("max_violation", result.max_violation),
+        ("converged", optax_converged(result, options.tol)),
+    ):
+        terms[name][solved] = np.asarray(values)
+    return terms
+
+
+def set_columns(
+    shape: tuple[int, int],
+    terms: dict[str, np.ndarray],
+    valid: np.ndarray,
+    *,
+    set_transform: str = "neg_distance",
+    set_nan_policy: str = "propagate",
+) -> dict[str, np.ndarray]:
+    """SeT's columns of the score table, row-major over (group, word) with ``shape`` = (fillers, words), the
+    prior noun the last filler: ``set`` (the group's score minus the prior's), ``set_distance_max``, and with
+    an optax solve's terms, per row, the group prompt's SeT problems (``set_problems``), how many converged
+    (``set_converged``) and their worst violation (``set_max_violation``), and the same of the prior's
+    prompt with that word (``prior_set_*``)."""
+    distance = terms["distance"]
+    set_word = np.asarray(
+        set_word_scores(jnp.asarray(distance), jnp.asarray(valid), transform=set_transform, nan_policy=set_nan_policy)
+    ).reshape(shape)
+    max_distance = np.where(valid, distance, 0.0).max(axis=1).reshape(shape)
+    columns = {"set": (set_word[:-1] - set_word[-1]).ravel(), "set_distance_max": max_distance[:-1].ravel()}
+    if "converged" in terms:
+        stats = {
+            "set_problems": valid.sum(axis=1),
+            "set_converged": (valid & terms["converged"]).sum(axis=1),
+            "set_max_violation": np.where(valid, terms["max_violation"], -np.inf).max(axis=1),
+        }
+        for name, values in stats.items():
+            per_filler = values.reshape(shape)
+            columns[name] = per_filler[:-1].ravel()
+            columns[f"prior_{name}"] = np.broadcast_to(per_filler[-1], per_filler[:-1].shape).ravel()
+    return columns
 
 
 def scores_from_terms(
@@ -307,28 +436,18 @@ def scores_from_terms(
     set_nan_policy: str = "propagate",
 ) -> pd.DataFrame:
     """The score table from :func:`head_terms`' arrays (row-major over (filler, word), the prior noun the
-    last filler): each group minus the prior noun."""
-    distance = terms["distance"]
-    set_word = np.asarray(
-        set_word_scores(jnp.asarray(distance), jnp.asarray(valid), transform=set_transform, nan_policy=set_nan_policy)
-    )
+    last filler): each group minus the prior noun (SeT's columns: :func:`set_columns`)."""
     shape = (len(fillers), len(words))
-    first, chain, set_word = (np.asarray(a).reshape(shape) for a in (terms["first"], terms["chain"], set_word))
-    max_distance = np.where(valid, distance, 0.0).max(axis=1).reshape(shape)
-    rows = []
-    for g, group in enumerate(fillers[:-1]):
-        for w, word in enumerate(words):
-            rows.append(
-                (
-                    group,
-                    word,
-                    first[g, w] - first[-1, w],
-                    chain[g, w] - chain[-1, w],
-                    set_word[g, w] - set_word[-1, w],
-                    max_distance[g, w],
-                )
-            )
-    return pd.DataFrame(rows, columns=["group", "word", "ilps", "ilps_star", "set", "set_distance_max"])
+    first, chain = (np.asarray(terms[k]).reshape(shape) for k in ("first", "chain"))
+    return pd.DataFrame(
+        {
+            "group": np.repeat(list(fillers[:-1]), len(words)),
+            "word": np.tile(list(words), len(fillers) - 1),
+            "ilps": (first[:-1] - first[-1]).ravel(),
+            "ilps_star": (chain[:-1] - chain[-1]).ravel(),
+            **set_columns(shape, terms, valid, set_transform=set_transform, set_nan_policy=set_nan_policy),
+        }
+    )
 
 
 def score_causal(
@@ -344,13 +463,15 @@ def score_causal(
     batch_size: int = 32,
     cache_dir: Path | None = None,
     log_as: tuple[str, str] | None = None,
+    set_optax: OptaxOptions | None = None,
 ) -> pd.DataFrame:
     """ILPS, ILPS* and SeT of every (group, trait word) in ``template``, each minus the prior noun's.
 
     Columns: ``group``, ``word``, ``ilps``, ``ilps_star``, ``set`` (and the raw ``set_distance_max``,
-    the largest per-subword ‖ΔA‖_F of the group prompt). ``groups`` default to the template slot's
-    list, ``words`` to every synonym of every pole. The prompts are packed end to end and run in chunks
-    (``cache_dir``, ``log_as``: see :func:`causal_terms`).
+    the largest per-subword ‖ΔA‖_F of the group prompt; with ``set_optax``, SeT's convergence columns:
+    :func:`set_columns`). ``groups`` default to the template slot's list, ``words`` to every synonym of
+    every pole. The prompts are packed end to end and run in chunks (``cache_dir``, ``log_as``: see
+    :func:`causal_terms`).
     """
     if model.objective != "causal":
         raise ConfigError(f"score_causal needs a causal LM; {model.name!r} is {model.objective}")
@@ -360,7 +481,9 @@ def score_causal(
     groups = list(abc.groups[slot] if groups is None else groups)
     words = default_words(abc) if words is None else list(words)
     problems = build_problems(model.tokenizer, abc, template, groups, words, bos_id=model.vocab.bos_id if bos else None)
-    terms = causal_terms(model, problems, batch_size=batch_size, cache_dir=cache_dir, log_as=log_as)
+    terms = causal_terms(
+        model, problems, batch_size=batch_size, cache_dir=cache_dir, log_as=log_as, set_optax=set_optax
+    )
     valid = np.arange(terms["distance"].shape[1]) < np.array([len(t) for t in problems.trait_tokens])[:, None]
     return scores_from_terms(
         problems.fillers, words, terms, valid, set_transform=set_transform, set_nan_policy=set_nan_policy

@@ -43,7 +43,15 @@ from jaxassoc.data.stereotypes import MASK
 from jaxassoc.errors import ConfigError, InputError, ModelError
 from jaxassoc.models import LanguageModel, model_limits, run_batched
 from jaxassoc.readouts.cache import cached_arrays, model_key
-from jaxassoc.readouts.stereotypes import chunk_stage, default_words, head_terms, scores_from_terms, trait_tokens
+from jaxassoc.readouts.stereotypes import (
+    OptaxOptions,
+    chunk_stage,
+    collect_terms,
+    default_words,
+    head_terms,
+    scores_from_terms,
+    trait_tokens,
+)
 
 CHUNK_PROBLEMS = 512  # (filler, word) problems per cached chunk: about a ninth of a template
 
@@ -155,15 +163,15 @@ def masked_terms(
     batch_size: int = 32,
     cache_dir: Path | None = None,
     log_as: tuple[str, str] | None = None,
+    set_optax: OptaxOptions | None = None,
 ) -> dict[str, np.ndarray]:
     """:func:`~jaxassoc.readouts.stereotypes.head_terms` of every problem, :data:`CHUNK_PROBLEMS` problems at
     a time: each chunk's write-in steps and head terms are stored in ``cache_dir`` as soon as they are done,
     keyed by the model and the chunk's exact prompts and traits, so an interrupted run resumes at its first
-    unfinished chunk. ``log_as=(job, where)`` logs one stage line per chunk (as
-    :func:`~jaxassoc.readouts.stereotypes.causal_terms`)."""
+    unfinished chunk. ``log_as=(job, where)`` logs one stage line per chunk, ``set_optax`` picks SeT's
+    solver (as :func:`~jaxassoc.readouts.stereotypes.causal_terms`)."""
     n, steps = len(problems.prompts), max(len(t) for t in problems.trait_tokens)
-    first, chain = np.zeros(n, np.float32), np.zeros(n, np.float32)
-    distance = np.zeros((n, steps), np.float32)
+    parts: dict[str, np.ndarray] = {}
     chunks = [list(range(at, min(at + CHUNK_PROBLEMS, n))) for at in range(0, n, CHUNK_PROBLEMS)]
     for c, members in enumerate(chunks, start=1):
         part = problems._replace(
@@ -173,7 +181,7 @@ def masked_terms(
         )
 
         def compute():
-            return head_terms(model, *write_in_head_inputs(model, part, batch_size))
+            return head_terms(model, *write_in_head_inputs(model, part, batch_size), set_optax=set_optax)
 
         key = {
             "model": model_key(model),
@@ -181,12 +189,11 @@ def masked_terms(
             "mask_starts": part.mask_starts,
             "trait_tokens": part.trait_tokens,
             "batch_size": batch_size,
-        }
+        } | ({} if set_optax is None else {"set_optax": set_optax.key()})  # the exact solver's keys unchanged
         with chunk_stage(log_as, c, len(chunks), len(members)):
             terms = cached_arrays(cache_dir, "stereotype_terms_masked", key, compute)
-        first[members], chain[members] = terms["first"], terms["chain"]
-        distance[members, : terms["distance"].shape[1]] = terms["distance"]
-    return {"first": first, "chain": chain, "distance": distance}
+        collect_terms(parts, (n, steps), members, terms)
+    return parts
 
 
 def score_masked(
@@ -201,12 +208,13 @@ def score_masked(
     batch_size: int = 32,
     cache_dir: Path | None = None,
     log_as: tuple[str, str] | None = None,
+    set_optax: OptaxOptions | None = None,
 ) -> pd.DataFrame:
     """ILPS, ILPS* and SeT of every (group, trait word) in ``template`` on a masked LM, minus the prior's.
 
     The same columns and defaults as :func:`~jaxassoc.readouts.stereotypes.score_causal` (which
-    has a ``bos`` switch; a masked LM's prompt always carries its special tokens); ``cache_dir`` and
-    ``log_as``: see :func:`masked_terms`.
+    has a ``bos`` switch; a masked LM's prompt always carries its special tokens); ``cache_dir``,
+    ``log_as`` and ``set_optax``: see :func:`masked_terms`.
     """
     check_masked_model(model)
     slot = abc.slot_of(template)
@@ -215,7 +223,9 @@ def score_masked(
     if not words:
         raise InputError("score_masked: no trait words to score; pass at least one word (or words=None for all)")
     problems = build_masked_problems(model.tokenizer, abc, template, groups, words, mask_id=model.vocab.mask_id)
-    terms = masked_terms(model, problems, batch_size=batch_size, cache_dir=cache_dir, log_as=log_as)
+    terms = masked_terms(
+        model, problems, batch_size=batch_size, cache_dir=cache_dir, log_as=log_as, set_optax=set_optax
+    )
     valid = np.arange(terms["distance"].shape[1]) < np.array([len(t) for t in problems.trait_tokens])[:, None]
     return scores_from_terms(
         problems.fillers, words, terms, valid, set_transform=set_transform, set_nan_policy=set_nan_policy

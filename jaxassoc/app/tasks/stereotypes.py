@@ -10,6 +10,10 @@ metric's name picks the score whose alignment is reported. Template selection fo
 several templates, the best one by mean Kendall τ on the pilot groups (Asian, Black, Hispanic,
 immigrant) is reported on the held-out groups, beside the average over all templates. CEAT has its own
 job (``metric=ceat``, :mod:`jaxassoc.app.tasks.ceat`), as do paired groups (``metric=intersectional``).
+
+SeT's solver (``metric.solver``): the closed-form exact one, or ``optax`` (augmented Lagrangian + L-BFGS,
+sharded over the job's mesh), which reports each problem's convergence and can share one ΔA over a group's
+prompts in all the templates (``metric.shared_delta``; docs/methods.md §3.6).
 """
 
 from __future__ import annotations
@@ -26,11 +30,13 @@ from jaxassoc.app.cache import cached_arrays
 from jaxassoc.app.config import MetricConfig, check_choice, check_range, check_unique
 from jaxassoc.app.registry import Job, JobResult
 from jaxassoc.errors import ConfigError
+from jaxassoc.metrics.set_optax import SolverSettings
 from jaxassoc.metrics.set_score import NAN_POLICIES, TRANSFORMS
 from jaxassoc.metrics.stereotype_alignment import alignment
 from jaxassoc.progress import stage
 from jaxassoc.readouts.cache import ablation_key
 from jaxassoc.readouts.stereotypes import (
+    OptaxOptions,
     aligned_matrices,
     check_set_head,
     is_causal_template,
@@ -38,11 +44,16 @@ from jaxassoc.readouts.stereotypes import (
     score_causal,
 )
 from jaxassoc.readouts.stereotypes_mlm import score_masked
+from jaxassoc.readouts.stereotypes_shared import SLOT, shared_set_scores
 from jaxassoc.stats.bootstrap import MAX_RESAMPLES
 from jaxassoc.stats.grouped_kendall import grouped_kendall
 
 PILOT_GROUPS = ("Asian people", "Blacks/African Americans", "Hispanic people", "immigrants")
 SCORES = ("ilps", "ilps_star", "set")
+SOLVERS = ("exact", "optax")
+OPTAX_OPTIONS = ("optax_outer_steps", "optax_inner_steps", "optax_tolerance", "shared_delta")
+MAX_STEPS = 10_000
+CONVERGENCE = ("set_problems", "set_converged", "set_max_violation")
 
 
 @dataclass
@@ -52,6 +63,11 @@ class StereotypeMetricConfig(MetricConfig):
     set_transform: str = "neg_distance"  # neg_distance (default, finite) | log1m (the original's log(1 - d))
     set_nan_policy: str = "propagate"  # propagate | python (the original's Python-min quirk)
     tau_resamples: int = 10_000  # Kendall τ's within-group permutations (p) and group bootstrap draws (CI)
+    solver: str = "exact"  # SeT's solver: exact (closed form) | optax (augmented Lagrangian + optax L-BFGS)
+    optax_outer_steps: int = SolverSettings().n_outer  # solver=optax: multiplier updates (ρ doubles each, to 10³)
+    optax_inner_steps: int = SolverSettings().n_inner  # solver=optax: L-BFGS steps per multiplier update
+    optax_tolerance: float = 1e-3  # solver=optax: worst violation (logit units) of a converged problem
+    shared_delta: bool = False  # solver=optax: one ΔA per (group, trait subword) shared by all metric.templates
 
     def __post_init__(self) -> None:
         if not self.templates:
@@ -60,6 +76,17 @@ class StereotypeMetricConfig(MetricConfig):
         check_choice("metric.set_transform", self.set_transform, TRANSFORMS)
         check_choice("metric.set_nan_policy", self.set_nan_policy, NAN_POLICIES)
         check_range("metric.tau_resamples", self.tau_resamples, 100, MAX_RESAMPLES, hint="p resolves to 1 / (n + 1)")
+        check_choice("metric.solver", self.solver, SOLVERS)
+        for key in ("optax_outer_steps", "optax_inner_steps"):
+            check_range(f"metric.{key}", getattr(self, key), 1, MAX_STEPS)
+        check_range("metric.optax_tolerance", self.optax_tolerance, 0, 1, open_low=True, hint="in logit units")
+
+    def optax_options(self) -> OptaxOptions | None:
+        """SeT's optax settings, or None for the exact solver."""
+        if self.solver == "exact":
+            return None
+        settings = SolverSettings(n_outer=self.optax_outer_steps, n_inner=self.optax_inner_steps)
+        return OptaxOptions(settings=settings, tol=self.optax_tolerance)
 
 
 def set_options_ignored(score: str, transform: str, kind: str) -> dict[str, str]:
@@ -74,9 +101,23 @@ def set_options_ignored(score: str, transform: str, kind: str) -> dict[str, str]
     return ignored
 
 
+def solver_options_ignored(score: str, solver: str, templates: list[str]) -> dict[str, str]:
+    """SeT's solver options a job leaves unused: all but for score set, the optax ones with the exact solver,
+    ``shared_delta`` with a single template (nothing to share)."""
+    if score != "set":
+        return {f"metric.{f}": "it configures SeT's solver only (score set)" for f in ("solver", *OPTAX_OPTIONS)}
+    if solver == "exact":
+        return {f"metric.{f}": "it configures metric.solver=optax only" for f in OPTAX_OPTIONS}
+    if len(templates) == 1 and templates != ["all"]:
+        return {"metric.shared_delta": "one template leaves nothing to share (each context is its own problem)"}
+    return {}
+
+
 def ignored_options(job: Job) -> dict[str, str]:
     """The options this job leaves unused (the app refuses them when set)."""
-    return set_options_ignored(job.metric.name, job.metric.set_transform, job.model.kind)
+    cfg = job.metric
+    ignored = set_options_ignored(cfg.name, cfg.set_transform, job.model.kind)
+    return ignored | solver_options_ignored(cfg.name, cfg.solver, list(cfg.templates))
 
 
 def tau_note(rows: pd.DataFrame) -> str:
@@ -102,10 +143,10 @@ def _scores(job: Job, model, abc, template: str, where: str) -> pd.DataFrame:
     """score_causal / score_masked (by the model's objective) for the human-rated groups of the template's
     slot, through the on-disk cache: one entry per template, and one per chunk of prompts as it finishes
     (an interrupted run resumes there). ``where`` ("template 3/33") labels the stage lines."""
-    cfg = job.metric
+    cfg, optax = job.metric, _optax(job)
     slot = abc.slot_of(template)
     to_slot = dict(zip(abc.groups["<sgroup>"], abc.groups[slot]))
-    groups = [to_slot[s] for s in dict.fromkeys(abc.human_groups.values()) if s in to_slot]
+    groups = [to_slot[s] for s in human_groups(abc)]
     key = {
         "weights": model.provenance.weights_sha256,
         **ablation_key(model),
@@ -123,9 +164,12 @@ def _scores(job: Job, model, abc, template: str, where: str) -> pd.DataFrame:
         set_transform=cfg.set_transform,
         set_nan_policy=cfg.set_nan_policy,
         batch_size=job.model.batch_size,
+        set_optax=optax,
     )
     if model.objective == "masked":
         key.update(bos=None, prompt="masked write-in")
+    if optax is not None:  # the exact solver's keys unchanged
+        key["set_optax"] = optax.key()
 
     def compute():
         chunked = dict(cache_dir=job.cache_dir, log_as=(job.metric.name, where), **options)
@@ -136,6 +180,72 @@ def _scores(job: Job, model, abc, template: str, where: str) -> pd.DataFrame:
         return {c: frame[c].to_numpy() for c in frame.columns}
 
     return pd.DataFrame(cached_arrays(job.cache_dir, "stereotype_scores", key, compute))
+
+
+def human_groups(abc) -> list[str]:
+    """The groups scored: the human-rated ones, in their singular form."""
+    return [s for s in dict.fromkeys(abc.human_groups.values()) if s in abc.groups["<sgroup>"]]
+
+
+def _optax(job: Job) -> OptaxOptions | None:
+    """The optax solver's settings when this job's SeT scores use it."""
+    return job.metric.optax_options() if job.metric.name == "set" else None
+
+
+def _shared_scores(job: Job, model, abc, templates: list[str]) -> pd.DataFrame:
+    """:func:`~jaxassoc.readouts.stereotypes_shared.shared_set_scores` of the human-rated groups over
+    ``templates``, through the on-disk cache (one entry for the whole solve)."""
+    cfg, optax = job.metric, _optax(job)
+    groups = human_groups(abc)
+    key = {
+        "weights": model.provenance.weights_sha256,
+        "tokenizer": model.provenance.tokenizer_sha256,
+        "templates": templates,
+        "groups": groups,
+        "bos": cfg.bos if model.objective == "causal" else None,
+        "transform": cfg.set_transform,
+        "nan_policy": cfg.set_nan_policy,
+        "dtype": job.model.dtype,
+        "batch_size": job.model.batch_size,
+        "set_optax": optax.key(),
+    }
+
+    def compute():
+        frame = shared_set_scores(
+            model,
+            abc,
+            templates,
+            optax,
+            groups=groups,
+            bos=cfg.bos,
+            set_transform=cfg.set_transform,
+            set_nan_policy=cfg.set_nan_policy,
+            batch_size=job.model.batch_size,
+            log_as=cfg.name,
+        )
+        return {c: frame[c].to_numpy() for c in frame.columns}
+
+    return pd.DataFrame(cached_arrays(job.cache_dir, "stereotype_shared_set", key, compute))
+
+
+def convergence(scores: pd.DataFrame, present: list[str], abc, slot: str) -> tuple[dict, pd.DataFrame] | None:
+    """SeT's convergence of an optax solve: over every problem behind the table (each prior problem once),
+    and per human group in ``present`` order (its own prompts' problems); None for the exact solver."""
+    if "set_converged" not in scores:
+        return None
+    prior = scores.drop_duplicates("word")
+    overall = {
+        "set_problems": int(scores["set_problems"].sum() + prior["prior_set_problems"].sum()),
+        "set_converged": int(scores["set_converged"].sum() + prior["prior_set_converged"].sum()),
+        "set_max_violation": float(max(scores["set_max_violation"].max(), prior["prior_set_max_violation"].max())),
+    }
+    by_group = scores.groupby("group", sort=False).agg(
+        set_problems=("set_problems", "sum"),
+        set_converged=("set_converged", "sum"),
+        set_max_violation=("set_max_violation", "max"),
+    )
+    per_group = aligned_matrices(by_group, abc, slot)[0]  # rows in the order of ``present``
+    return overall, pd.DataFrame(per_group, columns=list(CONVERGENCE)).astype({c: int for c in CONVERGENCE[:2]})
 
 
 def run(job: Job) -> JobResult:
@@ -162,13 +272,25 @@ def run(job: Job) -> JobResult:
             f"model {job.model.name!r} is a {model.objective} LM but model.kind={job.model.kind}: "
             f"set model.kind={model.objective}"
         )
+    if cfg.shared_delta:  # one unit: the shared ΔA's scores over every template
+        label = f"shared ΔA over {len(templates)} templates"
+        units = [(label, SLOT, lambda: _shared_scores(job, model, abc, templates), f"{label} scored")]
+    else:
+        units = [
+            (
+                t,
+                abc.slot_of(t),
+                lambda t=t, w=f"template {i}/{len(templates)}": _scores(job, model, abc, t, w),
+                f"template {i}/{len(templates)} {t!r} scored",
+            )
+            for i, t in enumerate(templates, start=1)
+        ]
     items, rows = [], []
-    keys = jax.random.split(jax.random.key(job.seed), len(templates))
-    for i, (template, key) in enumerate(zip(templates, keys), start=1):
-        where = f"template {i}/{len(templates)}"
-        with stage(score, f"{where} {template!r} scored"):
-            scores = _scores(job, model, abc, template, where)
-        model_scores, human, present = aligned_matrices(pair_matrix(scores, abc, score), abc, abc.slot_of(template))
+    keys = jax.random.split(jax.random.key(job.seed), len(units))
+    for (template, slot, scored, line), key in zip(units, keys):
+        with stage(score, line):
+            scores = scored()
+        model_scores, human, present = aligned_matrices(pair_matrix(scores, abc, score), abc, slot)
         result = alignment(model_scores, human)
         n = cfg.tau_resamples
         tau = grouped_kendall(
@@ -176,6 +298,7 @@ def run(job: Job) -> JobResult:
         )
         taus, p3 = np.asarray(result.tau_per_group), np.asarray(result.p_at_3_per_group)
         pilot = np.array([g in PILOT_GROUPS for g in present])
+        converged = convergence(scores, present, abc, slot)
         rows.append(
             {
                 "template": template,
@@ -194,11 +317,13 @@ def run(job: Job) -> JobResult:
                 "tau_permutations": n,
                 "tau_bootstrap": n,
                 "confidence": job.stats.confidence,
+                **({} if converged is None else converged[0]),
             }
         )
-        items.append(
-            pd.DataFrame({"template": template, "group": present, "pilot": pilot, "kendall_tau": taus, "p_at_3": p3})
+        group_rows = pd.DataFrame(
+            {"template": template, "group": present, "pilot": pilot, "kendall_tau": taus, "p_at_3": p3}
         )
+        items.append(group_rows if converged is None else pd.concat([group_rows, converged[1]], axis=1))
     aggregates = pd.DataFrame(rows)
     best = aggregates.loc[aggregates["kendall_tau_pilot"].idxmax()]
     summary_rows = [
@@ -225,7 +350,31 @@ def run(job: Job) -> JobResult:
         "pilot_groups": list(PILOT_GROUPS),
         "prompt": "masked write-in" if model.objective == "masked" else f"causal, bos={cfg.bos}",
     }
+    if score == "set":
+        provenance["set_solver"] = solver_description(cfg)
     return JobResult(items=pd.concat(items, ignore_index=True), aggregates=aggregates, provenance=provenance)
+
+
+def solver_description(cfg: StereotypeMetricConfig) -> str:
+    """SeT's solver and its settings, for the provenance and the table's note."""
+    if cfg.solver == "exact":
+        return "exact (column squishing, docs/methods.md §3.5)"
+    shared = ", one ΔA shared by the templates" if cfg.shared_delta else ""
+    return (
+        f"optax (augmented Lagrangian, {cfg.optax_outer_steps} x {cfg.optax_inner_steps} L-BFGS steps, converged "
+        f"within {cfg.optax_tolerance:g} logit units{shared}; docs/methods.md §3.6)"
+    )
+
+
+def convergence_note(rows: pd.DataFrame) -> str:
+    """How many SeT problems the optax solver brought to convergence, for the table's note."""
+    if "set_converged" not in rows or rows["set_converged"].isna().all():
+        return ""
+    problems, done = int(rows["set_problems"].sum()), int(rows["set_converged"].sum())
+    return (
+        f"SeT by optax: {done:,} of {problems:,} problems converged (every constraint within the tolerance over "
+        f"the whole vocabulary; worst violation {rows['set_max_violation'].max():.2g} logit units)"
+    )
 
 
 def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
@@ -252,9 +401,11 @@ def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
                         "kendall_tau_heldout",
                         "p_at_3_pilot",
                         "p_at_3_heldout",
+                        *CONVERGENCE,
                     ],
                 ),
                 tau_note(per_template),
+                convergence_note(per_template),
             ),
         ),
         (
