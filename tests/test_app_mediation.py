@@ -109,6 +109,10 @@ def test_ablating_the_top_mediating_heads_moves_another_metric(tmp_path, tiny_ch
         jobs["none"]["prov_intervention"] == "none"
     ).all()
     assert np.abs(jobs["ablate"]["FM_logprob"] - jobs["none"]["FM_logprob"]).max() > 1e-4
+    report = cli("jaxassoc-report", "sweep", cwd=tmp_path)
+    assert report.returncode == 0, report.stderr[-2000:]
+    text = (tmp_path / "sweep" / "report" / "report.md").read_text()
+    assert "varying: `intervention.name`" in text and "| intervention |" in text
 
 
 def test_interventions_the_job_cannot_take_are_refused(tmp_path, tiny_checkpoint, cli):

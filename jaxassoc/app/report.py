@@ -65,6 +65,7 @@ SHORT = {
     "whitening.name": "whitening",
     "metric.name": "metric",
     "dataset.sample": "sample",
+    "intervention.name": "intervention",
 }
 # (series, effect, CI low, CI high, p): the effect sizes a test row can carry
 SERIES = (
@@ -133,6 +134,7 @@ def job_settings(sweep_dir: Path, jobs: list[str]) -> pd.DataFrame:
         flat = _flatten(provenance.get("config") or {})
         flat.setdefault("metric.name", str(provenance.get("metric", "")))
         flat.setdefault("model.name", str(provenance.get("model", "")))
+        flat.setdefault("intervention.name", str(provenance.get("intervention") or "none"))
         flat["seed"] = str(provenance.get("seed", ""))
         rows.append({"job": job, **flat})
     return pd.DataFrame(rows).set_index("job").fillna("")

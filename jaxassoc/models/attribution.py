@@ -82,14 +82,12 @@ def grad_times_activation(
     return {name: acts[name] * grads[name] for name in sites}
 
 
-def unit_totals(values: Float[Array, "..."], kind: str) -> Float[Array, "..."]:
-    """Sum an attribution over batch and positions (and a head's dimensions): per head ``(…, H)`` for
-    ``attn.heads``, per neuron ``(…, F)`` for ``mlp.hidden``, per dimension otherwise; a ``layers.*``
-    attribution keeps its layer axis first."""
-    keep = 2 if kind == "attn.heads" else 1
-    tail = tuple(range(values.ndim - keep + 1, values.ndim)) if kind == "attn.heads" else ()
-    summed = values.sum(axis=tail) if tail else values
-    return summed.sum(axis=(summed.ndim - 3, summed.ndim - 2))
+def unit_totals(values: Float[Array, "L B T ..."], kind: str) -> Float[Array, "L ..."]:
+    """Sum a ``layers.*`` attribution ``(L, B, T, ...)`` over batch and positions, and over a head's
+    dimensions for ``attn.heads``: per layer and head ``(L, H)``, per neuron ``(L, F)`` (Mixtral: ``(L, E, F)``),
+    per residual dimension ``(L, D)``."""
+    summed = values.sum(axis=(1, 2))
+    return summed.sum(axis=-1) if kind == "attn.heads" else summed
 
 
 def attribution_patching(
