@@ -162,7 +162,15 @@ def test_shared_delta_satisfies_every_templates_constraint(model):
 
 
 @pytest.mark.slow
-def test_app_shared_delta_over_two_templates(folder, tmp_path, hydra_context, pole_words_only):
+def test_app_shared_delta_over_two_templates(folder, tmp_path, hydra_context, pole_words_only, monkeypatch):
+    from jaxassoc.app.tasks import stereotypes
+
+    def five(abc):  # the 4 pilot groups (the template choice needs them) and one held-out group, of 25
+        pilots = [abc.human_groups[g] for g in stereotypes.PILOT_GROUPS]
+        return pilots + [g for g in every(abc) if g not in pilots][:1]
+
+    every = stereotypes.human_groups
+    monkeypatch.setattr(stereotypes, "human_groups", five)
     templates = "metric.templates=[" + ",".join(f"'{t}'" for t in TEMPLATES) + "]"
     result = run_metric(
         optax_run(folder, tmp_path / "cache", "metric.solver=optax", "metric.shared_delta=true", templates),
@@ -170,5 +178,6 @@ def test_app_shared_delta_over_two_templates(folder, tmp_path, hydra_context, po
     )
     row = result.aggregates.iloc[0]
     assert row["template"] == "shared ΔA over 2 templates" and len(result.aggregates) == 1
+    assert [name for name, _ in stereotypes.views(result.aggregates)] == ["per template", "held-out groups"]
     assert row["set_converged"] == row["set_problems"] > 0
     assert "one ΔA shared by the templates" in result.provenance["set_solver"]

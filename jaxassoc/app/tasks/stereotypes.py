@@ -343,7 +343,8 @@ def run(job: Job) -> JobResult:
                 "p_at_3_heldout": aggregates["p_at_3_heldout"].mean(),
             }
         )
-    aggregates = pd.concat([aggregates, pd.DataFrame(summary_rows).assign(score=score)], ignore_index=True)
+    if not (score == "set" and cfg.shared_delta):  # one shared ΔA is one row: nothing to select or average
+        aggregates = pd.concat([aggregates, pd.DataFrame(summary_rows).assign(score=score)], ignore_index=True)
     provenance = {
         **model_loading.model_provenance(job.model, model),
         "dataset_version": data.dataset_info("abc").version,
@@ -380,6 +381,8 @@ def convergence_note(rows: pd.DataFrame) -> str:
 def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """Kendall tau (with its p, CI and n) and P@3 per template, then the template chosen on the pilot
     groups and (with several templates) the mean over templates, both on the held-out groups."""
+    if "template_selection" not in aggregates:  # a shared ΔA: one row, no template selection
+        aggregates = aggregates.assign(template_selection=None)
     chosen = aggregates["template_selection"].notna()
     per_template = aggregates[~chosen]
     return [
