@@ -331,3 +331,18 @@ def tiny_checkpoint(pytestconfig) -> Iterator[CheckpointFactory]:
         f"tests changed shared checkpoints {changed}: a test that modifies a checkpoint must ask for its own "
         "copy, tiny_checkpoint(..., into=tmp_path)"
     )
+
+
+@pytest.fixture
+def pole_words_only(monkeypatch):
+    """Each ABC trait pole scored by its own word only (32 words instead of 117): a quarter of the prompts."""
+    import dataclasses
+
+    from jaxassoc import data
+
+    abc = data.load_abc()
+    monkeypatch.setattr(
+        data,
+        "load_abc",
+        lambda: dataclasses.replace(abc, traits={pole: synonyms[:1] for pole, synonyms in abc.traits.items()}),
+    )

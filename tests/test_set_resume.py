@@ -2,7 +2,6 @@
 per template and per chunk of prompts, each finished chunk cached as it goes, and a run killed
 mid-template resumes at its first unfinished chunk and ends with the very results of an uninterrupted run."""
 
-import dataclasses
 import logging
 import re
 
@@ -10,7 +9,6 @@ import pandas as pd
 import pytest
 from app_helpers import run_metric, start_hydra
 
-from jaxassoc import data
 from jaxassoc.readouts import stereotypes as causal
 from jaxassoc.readouts import stereotypes_mlm as masked
 
@@ -41,17 +39,6 @@ def overrides(checkpoint, cache):
         "metric.templates=[" + ",".join(f"'{t}'" for t in TEMPLATES) + "]",
         f"cache_dir={cache}",
     ]
-
-
-@pytest.fixture
-def pole_words_only(monkeypatch):
-    """Each trait pole scored by its own word only (32 words instead of 117): a quarter of the prompts."""
-    abc = data.load_abc()
-    monkeypatch.setattr(
-        data,
-        "load_abc",
-        lambda: dataclasses.replace(abc, traits={pole: synonyms[:1] for pole, synonyms in abc.traits.items()}),
-    )
 
 
 class Interrupt(Exception):

@@ -3,8 +3,6 @@ solver gives the exact solver's distances within rtol 1e-3 (and every problem co
 level and through the app on an 8-device mesh; its options are checked and refused by name; with
 ``shared_delta`` one ΔA per (group, word, subword) serves every template, checked on the ΔA itself."""
 
-import dataclasses
-
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
@@ -38,17 +36,6 @@ def folder(tiny_checkpoint):
 @pytest.fixture(scope="module")
 def model(folder):
     return load_model(folder)
-
-
-@pytest.fixture
-def pole_words_only(monkeypatch):
-    """Each trait pole scored by its own word only (32 words instead of 117)."""
-    abc = data.load_abc()
-    monkeypatch.setattr(
-        data,
-        "load_abc",
-        lambda: dataclasses.replace(abc, traits={pole: synonyms[:1] for pole, synonyms in abc.traits.items()}),
-    )
 
 
 def test_optax_scores_match_the_exact_solver_on_abc_prompts(model):
