@@ -16,8 +16,8 @@ import numpy as np
 
 from jaxassoc.errors import ModelError
 from jaxassoc.models.base import Decoder, Forward, LanguageModel
-from jaxassoc.models.interventions import layer_count, site_shapes
-from jaxassoc.models.sites import Edit, Replace
+from jaxassoc.models.interventions import ablate_heads, ablate_neurons, layer_count, site_shapes
+from jaxassoc.models.sites import Edit
 
 Units = tuple[tuple[int, int], ...]
 
@@ -37,15 +37,12 @@ class Ablation:
         """The site edits: ``layers.*.attn.heads`` and/or ``layers.*.mlp.hidden`` set to 0 where chosen."""
         out: dict[str, Edit] = {}
         if self.heads:
-            mask = _mask(self.heads, self.n_layers, self.n_heads)
-            out["layers.*.attn.heads"] = Replace(
-                jnp.zeros((self.n_layers, 1, 1, 1, 1)), jnp.asarray(mask)[:, None, None, :, None]
+            out.update(
+                ablate_heads(jnp.asarray(_mask(self.heads, self.n_layers, self.n_heads)), self.n_layers, self.n_heads)
             )
         if self.neurons:
-            mask = _mask(self.neurons, self.n_layers, self.n_neurons)
-            out["layers.*.mlp.hidden"] = Replace(
-                jnp.zeros((self.n_layers, 1, 1, 1)), jnp.asarray(mask)[:, None, None, :]
-            )
+            mask = jnp.asarray(_mask(self.neurons, self.n_layers, self.n_neurons))
+            out.update(ablate_neurons(mask, self.n_layers, self.n_neurons))
         return out
 
     @property
