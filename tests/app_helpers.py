@@ -91,6 +91,24 @@ def use_tiny_suite(monkeypatch, **sets) -> None:
     monkeypatch.setattr(data, "load_weat_suite", lambda name: tiny_suite(name, **sets))
 
 
+def small_abc(monkeypatch, held_out: int | None = None) -> None:
+    """ABC scored on less, for jobs that solve every prompt (SeT with optax): each trait pole by its own word
+    only (32 words instead of 117), and with ``held_out`` the 4 pilot groups (the template choice needs
+    them) and that many other groups instead of all 25."""
+    import dataclasses
+
+    from jaxassoc.app.tasks import stereotypes
+
+    abc = data.load_abc()
+    poles = dataclasses.replace(abc, traits={pole: synonyms[:1] for pole, synonyms in abc.traits.items()})
+    monkeypatch.setattr(data, "load_abc", lambda: poles)
+    if held_out is not None:
+        every = stereotypes.human_groups(abc)
+        pilots = [abc.human_groups[g] for g in stereotypes.PILOT_GROUPS]
+        chosen = pilots + [g for g in every if g not in pilots][:held_out]
+        monkeypatch.setattr(stereotypes, "human_groups", lambda _: chosen)
+
+
 def benchmark_words() -> list[str]:
     """The WS-353 and SimLex-999 words and the 400 commonest STS-B dev words (similarity rows need them)."""
     words = [

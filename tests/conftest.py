@@ -335,14 +335,7 @@ def tiny_checkpoint(pytestconfig) -> Iterator[CheckpointFactory]:
 
 @pytest.fixture
 def pole_words_only(monkeypatch):
-    """Each ABC trait pole scored by its own word only (32 words instead of 117): a quarter of the prompts."""
-    import dataclasses
+    """Each ABC trait pole scored by its own word only (:func:`app_helpers.small_abc` with every group)."""
+    from app_helpers import small_abc
 
-    from jaxassoc import data
-
-    abc = data.load_abc()
-    monkeypatch.setattr(
-        data,
-        "load_abc",
-        lambda: dataclasses.replace(abc, traits={pole: synonyms[:1] for pole, synonyms in abc.traits.items()}),
-    )
+    small_abc(monkeypatch)

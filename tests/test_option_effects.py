@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import transformers
-from app_helpers import CORPUS, run_metric, start_hydra, use_tiny_suite, write_corpus, write_tiny_glove
+from app_helpers import CORPUS, run_metric, small_abc, start_hydra, use_tiny_suite, write_corpus, write_tiny_glove
 from safetensors.numpy import load_file, save_file
 
 from jaxassoc.app.config import GROUP_SCHEMAS, StatsConfig
@@ -46,8 +46,11 @@ SHARP_LM = ["model.name=sharp", "model.source={gpt2sharp}", "cache_dir={cache}"]
 ZCA = ["whitening=zca"]
 OTHER_CAUSAL_TEMPLATE = "People think that <pgroup> are <mask>."
 DEFAULT_TEMPLATE = "Most <pgroup> are <mask>."
-# SeT's optax options: refused with the exact solver; a short schedule and a tolerance no solve meets
-# change the distances and the convergence counts
+# SeT's optax options: refused with the exact solver; a shorter schedule and a tolerance no solve meets
+# change the distances and the convergence counts. The optax runs score a smaller ABC (app_helpers.small_abc)
+# from a short schedule: with the default 20 x 20 steps a solve costs about 9 ms per problem on 2 CPU cores,
+# and a tolerance no solve meets solves every problem again with twice the steps.
+OPTAX_BASE = ["metric.solver=optax", "metric.optax_outer_steps=5", "metric.optax_inner_steps=5"]
 OPTAX_CHANGES = {
     "metric.optax_outer_steps": 2,
     "metric.optax_inner_steps": 2,
@@ -61,6 +64,7 @@ class Scenario:
     base: list[str]
     changes: dict[str, object]
     refused: frozenset[str] = frozenset()  # the changes the run must refuse (the others must run)
+    small_abc: bool = False  # ABC on pole words, the pilot groups and 2 others (SeT's optax solves every prompt)
 
 
 SCENARIOS: dict[str, list[Scenario]] = {
@@ -155,8 +159,7 @@ SCENARIOS: dict[str, list[Scenario]] = {
                     "metric.templates": [OTHER_CAUSAL_TEMPLATE],
                     "metric.bos": False,
                     "metric.set_transform": "log1m",
-                    **({"metric.set_nan_policy": "python"} if score != "set" else {}),
-                    "metric.solver": "optax",
+                    **({"metric.set_nan_policy": "python"} if score != "set" else {"metric.solver": "optax"}),
                     **OPTAX_CHANGES,
                 },
                 refused=(
@@ -172,13 +175,20 @@ SCENARIOS: dict[str, list[Scenario]] = {
                         {"metric.set_nan_policy": "python"},
                     ),
                     Scenario(
-                        ["metric=set", *TINY_LM, "dataset=abc", "metric.tau_resamples=100", "metric.solver=optax"],
+                        ["metric=set", *TINY_LM, "dataset=abc", "metric.tau_resamples=100"],
+                        {"metric.solver": "optax"},
+                        small_abc=True,
+                    ),
+                    Scenario(
+                        ["metric=set", *TINY_LM, "dataset=abc", "metric.tau_resamples=100", *OPTAX_BASE],
                         {k: v for k, v in OPTAX_CHANGES.items() if k != "metric.shared_delta"},
+                        small_abc=True,
                     ),
                     Scenario(  # two templates: something to share
-                        ["metric=set", *TINY_LM, "dataset=abc", "metric.tau_resamples=100", "metric.solver=optax"]
+                        ["metric=set", *TINY_LM, "dataset=abc", "metric.tau_resamples=100", *OPTAX_BASE]
                         + [f"metric.templates=['{DEFAULT_TEMPLATE}','{OTHER_CAUSAL_TEMPLATE}']"],
                         {"metric.shared_delta": True},
+                        small_abc=True,
                     ),
                 ]
                 if score == "set"
@@ -436,6 +446,8 @@ CASES = [
 @pytest.mark.parametrize("metric, index", CASES)
 def test_every_option_changes_the_result_or_is_refused_or_declared(metric, index, paths, tmp_path, monkeypatch):
     use_tiny_suite(monkeypatch)
+    if SCENARIOS[metric][index].small_abc:
+        small_abc(monkeypatch, held_out=2)
     failures = check_scenario(metric, SCENARIOS[metric][index], paths, tmp_path)
     assert not failures, f"{metric}: " + "; ".join(failures)
 

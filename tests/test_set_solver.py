@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest
-from app_helpers import run_metric, start_hydra
+from app_helpers import run_metric, small_abc, start_hydra
 
 from jaxassoc import data
 from jaxassoc.app.tasks import stereotypes as task
@@ -70,9 +70,8 @@ def optax_run(folder, cache, *extra):
 
 
 @pytest.mark.slow  # about 4 min on 2 busy cores: two jobs, the sharded solver compiled for 8 devices
-def test_app_optax_solver_on_a_mesh_matches_exact_and_reports_convergence(
-    folder, tmp_path, hydra_context, pole_words_only
-):
+def test_app_optax_solver_on_a_mesh_matches_exact_and_reports_convergence(folder, tmp_path, hydra_context, monkeypatch):
+    small_abc(monkeypatch, held_out=2)
     cache = tmp_path / "cache"
     exact = run_metric(optax_run(folder, cache), tmp_path / "out")
     optax = run_metric(optax_run(folder, cache, "metric.solver=optax", "mesh=data"), tmp_path / "out")
@@ -149,15 +148,10 @@ def test_shared_delta_satisfies_every_templates_constraint(model):
 
 
 @pytest.mark.slow
-def test_app_shared_delta_over_two_templates(folder, tmp_path, hydra_context, pole_words_only, monkeypatch):
+def test_app_shared_delta_over_two_templates(folder, tmp_path, hydra_context, monkeypatch):
     from jaxassoc.app.tasks import stereotypes
 
-    def five(abc):  # the 4 pilot groups (the template choice needs them) and one held-out group, of 25
-        pilots = [abc.human_groups[g] for g in stereotypes.PILOT_GROUPS]
-        return pilots + [g for g in every(abc) if g not in pilots][:1]
-
-    every = stereotypes.human_groups
-    monkeypatch.setattr(stereotypes, "human_groups", five)
+    small_abc(monkeypatch, held_out=1)  # pole words, the 4 pilot groups and one held-out group, of 25
     templates = "metric.templates=[" + ",".join(f"'{t}'" for t in TEMPLATES) + "]"
     result = run_metric(
         optax_run(folder, tmp_path / "cache", "metric.solver=optax", "metric.shared_delta=true", templates),
