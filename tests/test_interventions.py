@@ -14,7 +14,7 @@ from jaxassoc.models import attribution, load_model
 from jaxassoc.models import interventions as iv
 from jaxassoc.models.heads import head_logits
 from jaxassoc.models.mesh import make_mesh
-from jaxassoc.models.sites import LAYER_SITES, Add, Apply, Replace, site_names
+from jaxassoc.models.sites import DECODER_LAYER_SITES, LAYER_SITES, Add, Apply, Replace, site_names
 
 FAMILIES = ["gpt2", "llama", "bert", "mixtral", "gpt_neox"]
 
@@ -188,9 +188,105 @@ def test_bad_sites_and_edits_are_refused_by_name(models, tiny_checkpoint):
         _run(model, ids, mask, edits={"layers.0.attn.heads": Replace(jnp.zeros((5, 3)))})
     with pytest.raises(ModelError, match=r"leading layer axis of"):
         _run(model, ids, mask, edits={"layers.*.mlp.hidden": Replace(jnp.zeros((L + 1, 1)))})
+    with pytest.raises(ModelError, match=r"run_decoder runs an encoder-decoder's decoder; the gpt2 family is causal"):
+        iv.run_decoder(model.port, model.params["body"], None, mask, ids, mask, config=model.config)
     t5 = load_model(tiny_checkpoint(V11))
-    with pytest.raises(ModelError, match=r"named sites are not implemented for the t5 family"):
-        iv.run(t5.port, t5.params["body"], ids, mask, config=t5.config, read=["final_norm"])
+    with pytest.raises(ModelError, match=r"unknown site 'layers.0.cross_attn.heads'.*valid sites"):  # encoder's
+        iv.run(t5.port, t5.params["body"], ids, mask, config=t5.config, read=["layers.0.cross_attn.heads"])
+
+
+def test_t5_sites_in_both_stacks_read_hf_states_and_ablate_a_cross_attention_head_like_a_hook(tiny_checkpoint):
+    """Encoder and decoder sites of T5 v1.1: an identity edit is the plain pass bit for bit, the residual
+    reads are HF's hidden states, and zeroing one cross-attention head equals transformers with a pre-hook
+    zeroing that head's slice of the cross-attention output projection's input."""
+    import torch
+    from family_specs import load_torch
+
+    folder = tiny_checkpoint(V11)
+    model, ref = load_model(folder), load_torch(V11, folder)
+    body, config, port = model.params["body"], model.config, model.port
+    ids, mask = _inputs(model)
+    dec_ids, dec_mask = _inputs(model, length=5, seed=1)
+    L, Ld = iv.layer_count(body), iv.layer_count(body, "decoder")
+    H = config.num_heads
+
+    def nothing(n_layers, kinds):
+        edits = {
+            f"layers.*.{k}": Replace(jnp.zeros((n_layers, 1, 1, 1)), jnp.zeros((n_layers, 1, 1, 1), bool))
+            for k in kinds
+        }
+        return edits | {"final_norm": Apply(lambda x: x)}
+
+    plain_enc = jax.jit(lambda b, i, m: model.forward(b, i, m).hidden)(body, ids, mask)
+    enc = jax.jit(lambda b, i, m: iv.run(port, b, i, m, config=config, edits=nothing(L, LAYER_SITES)).hidden)
+    np.testing.assert_array_equal(np.asarray(enc(body, ids, mask)), np.asarray(plain_enc))
+    plain_dec = jax.jit(lambda b, e, d, dm: port.decode(b, e, mask, d, dm, config=config).hidden)
+    edited_dec = jax.jit(
+        lambda b, e, d, dm: (
+            iv.run_decoder(port, b, e, mask, d, dm, config=config, edits=nothing(Ld, DECODER_LAYER_SITES)).hidden
+        )
+    )
+    np.testing.assert_array_equal(
+        np.asarray(edited_dec(body, plain_enc, dec_ids, dec_mask)),
+        np.asarray(plain_dec(body, plain_enc, dec_ids, dec_mask)),
+    )
+
+    read = iv.run(port, body, ids, mask, config=config, read=["layers.*.resid_post", "layers.0.attn.heads"])
+    cross = iv.ablate_heads({1: [0]}, Ld, H)["layers.*.attn.heads"]
+    dec = iv.run_decoder(
+        port,
+        body,
+        read.hidden,
+        mask,
+        dec_ids,
+        dec_mask,
+        config=config,
+        read=["layers.*.resid_pre", "layers.1.cross_attn.heads"],
+        edits={"layers.*.cross_attn.heads": cross},
+    )
+    assert read.sites["layers.0.attn.heads"].shape == (*ids.shape, H, config.d_kv)
+    assert np.all(np.asarray(dec.sites["layers.1.cross_attn.heads"])[..., 0, :] == 0)
+
+    def hook(_, args):
+        x = args[0].clone()
+        x[..., : config.d_kv] = 0  # head 0 of the cross attention's output projection input
+        return (x,)
+
+    t = {
+        k: torch.tensor(np.asarray(v), dtype=torch.long)
+        for k, v in (("i", ids), ("m", mask), ("d", dec_ids), ("dm", dec_mask))
+    }
+    handle = ref.decoder.block[1].layer[1].EncDecAttention.o.register_forward_pre_hook(hook)
+    try:
+        with torch.inference_mode():
+            out = ref(
+                input_ids=t["i"],
+                attention_mask=t["m"],
+                decoder_input_ids=t["d"],
+                decoder_attention_mask=t["dm"],
+                output_hidden_states=True,
+            )
+    finally:
+        handle.remove()
+    real, dec_real = np.asarray(mask) > 0, np.asarray(dec_mask) > 0
+    for i in range(L - 1):  # HF's last encoder state is after the final norm
+        np.testing.assert_allclose(
+            np.asarray(read.sites["layers.*.resid_post"][i])[real],
+            out.encoder_hidden_states[i + 1].numpy()[real],
+            atol=1e-5,
+            rtol=0,
+        )
+    for i in range(Ld):
+        np.testing.assert_allclose(
+            np.asarray(dec.sites["layers.*.resid_pre"][i])[dec_real],
+            out.decoder_hidden_states[i].numpy()[dec_real],
+            atol=1e-5,
+            rtol=0,
+        )
+    logits = np.asarray(head_logits(model.head, dec.hidden))
+    assert np.abs(logits[dec_real] - out.logits.numpy()[dec_real]).max() <= 1e-5
+    unablated = np.asarray(head_logits(model.head, plain_dec(body, read.hidden, dec_ids, dec_mask)))
+    assert np.abs(logits - unablated)[dec_real].max() > 1e-3  # the head mattered: the comparison can fail
 
 
 def _logodds(model, out):

@@ -66,7 +66,7 @@ def _compare(ref, model, padding_side):
     )
     hidden = model.port.decode(
         body, ours.hidden, mask, jnp.asarray(DECODER), jnp.asarray(DECODER_MASK), config=model.config
-    )
+    ).hidden
     logits = np.asarray(head_logits(model.head, hidden))
     dec_real = DECODER_MASK.astype(bool)
     np.testing.assert_allclose(logits[dec_real], out.logits.numpy()[dec_real], atol=1e-4, rtol=0)

@@ -95,11 +95,14 @@ class Family:
         decoder_mask: Int[Array, "B T"],
         *,
         config: Any,
-    ) -> Float[Array, "B T D"]:
-        """Seq2seq families: the teacher-forced decoder's head input over ``forward``'s encoder states."""
+        sites: SiteOps | None = None,
+    ) -> ForwardOutput:
+        """Seq2seq families: the teacher-forced decoder's head input over ``forward``'s encoder states (and the
+        decoder's sites ``sites`` reads)."""
         if self.objective != "seq2seq":
             raise ModelError(f"the {self.name} family is {self.objective}: it has no encoder-decoder decode")
-        return self.body_module(config, body).decode(encoder_hidden, encoder_mask, decoder_ids, decoder_mask)
+        module = self.body_module(config, body)
+        return module.decode(encoder_hidden, encoder_mask, decoder_ids, decoder_mask, sites=sites)
 
     def module(self, config: Any, params: Mapping) -> "LanguageModule":
         """The whole model (``{"body", "head"}`` params) as one NNX module holding those arrays."""

@@ -8,6 +8,9 @@ bit for bit (tested).
     out = run(model.port, model.params["body"], ids, mask, config=model.config,
               read=["layers.7.attn.heads"], edits=ablate_heads({3: [0, 5]}, shapes))
     out.hidden, out.sites["layers.7.attn.heads"]
+
+An encoder-decoder (T5): ``run`` is its encoder's pass, :func:`run_decoder` its decoder's over given
+encoder states, each stack with its own ``layers.{i}`` sites.
 """
 
 from __future__ import annotations
@@ -21,12 +24,14 @@ from jaxtyping import Array, Bool, Float, Int
 
 from jaxassoc.errors import ModelError
 from jaxassoc.models.base import ForwardOutput
-from jaxassoc.models.sites import ALL_LAYERS, LAYER_SITES, MODEL_SITES, Edit, Replace, SiteOps
+from jaxassoc.models.sites import ALL_LAYERS, DECODER_LAYER_SITES, LAYER_SITES, MODEL_SITES, Edit, Replace, SiteOps
 
 
-def layer_count(body: Mapping) -> int:
-    """The number of blocks of a body pytree (the leading axis of its stacked ``layers``)."""
-    return int(jax.tree.leaves(body["layers"])[0].shape[0])
+def layer_count(body: Mapping, stack: str = "encoder") -> int:
+    """The number of blocks of a body pytree (the leading axis of its stacked ``layers``); an
+    encoder-decoder's ``stack`` ("encoder" or "decoder")."""
+    blocks = body["layers"] if "layers" in body else body[stack]["blocks"]
+    return int(jax.tree.leaves(blocks)[0].shape[0])
 
 
 def run(
@@ -47,12 +52,8 @@ def run(
     ``start=(layer, resid_pre)`` resumes the pass at ``layer`` from that layer's ``resid_pre`` (read from an
     earlier run of the same input): the layers before it are skipped, not recomputed, which is exact when
     no edit touches them (a causal family: the masks and positions come from ``attention_mask``). Under
-    ``vmap`` keep ``layer`` unbatched (one layer per call, e.g. ``lax.map`` over layers) or both branches run."""
-    if port.objective == "seq2seq":
-        raise ModelError(
-            f"named sites are not implemented for the {port.name} family (seq2seq); they exist on the causal "
-            "families and on BERT / RoBERTa"
-        )
+    ``vmap`` keep ``layer`` unbatched (one layer per call, e.g. ``lax.map`` over layers) or both branches run.
+    An encoder-decoder's: its encoder (:func:`run_decoder` for the decoder)."""
     if isinstance(read, str):
         read = (read,)
     if start is not None and port.objective != "causal":
@@ -61,6 +62,30 @@ def run(
         )
     sites = SiteOps.build(layer_count(body), tuple(read), edits, start)
     return port.forward(body, input_ids, attention_mask, config=config, sites=sites)
+
+
+def run_decoder(
+    port: Any,
+    body: Mapping,
+    encoder_hidden: Float[Array, "B S D"],
+    encoder_mask: Int[Array, "B S"],
+    decoder_ids: Int[Array, "B T"],
+    decoder_mask: Int[Array, "B T"],
+    *,
+    config: Any,
+    read: Sequence[str] = (),
+    edits: Mapping[str, Edit] | None = None,
+) -> ForwardOutput:
+    """An encoder-decoder's teacher-forced decoder pass (``port.decode``) over ``encoder_hidden`` (from
+    :func:`run` or the plain forward) with ``edits`` and ``read`` at the decoder's sites
+    (:data:`~jaxassoc.models.sites.DECODER_LAYER_SITES`, ``final_norm``). ModelError for a family without
+    a decoder, an unknown site or an edit that does not fit."""
+    if port.objective != "seq2seq":
+        raise ModelError(f"run_decoder runs an encoder-decoder's decoder; the {port.name} family is {port.objective}")
+    if isinstance(read, str):
+        read = (read,)
+    sites = SiteOps.build(layer_count(body, "decoder"), tuple(read), edits, kinds=DECODER_LAYER_SITES)
+    return port.decode(body, encoder_hidden, encoder_mask, decoder_ids, decoder_mask, config=config, sites=sites)
 
 
 def site_shapes(port: Any, body: Mapping, *, config: Any) -> dict[str, tuple[int, ...]]:
@@ -140,4 +165,14 @@ def patch(source: Mapping[str, Array], names: Sequence[str] | None = None) -> di
     return {name: Replace(source[name]) for name in (source if names is None else names)}
 
 
-__all__ = ["ablate_heads", "ablate_neurons", "layer_count", "patch", "run", "site_mean", "site_shapes", "unit_mask"]
+__all__ = [
+    "ablate_heads",
+    "ablate_neurons",
+    "layer_count",
+    "patch",
+    "run",
+    "run_decoder",
+    "site_mean",
+    "site_shapes",
+    "unit_mask",
+]

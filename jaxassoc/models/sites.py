@@ -1,8 +1,7 @@
 """Named sites inside a model: where an activation can be read and replaced during the forward pass (the
 mediators of Vig et al. 2020's causal mediation analysis; docs/models.md "Named sites").
 
-One naming scheme for every causal family and for BERT / RoBERTa (``D`` model width, ``H`` heads of
-``d`` dimensions, ``F`` MLP width):
+One naming scheme for every family (``D`` model width, ``H`` heads of ``d`` dimensions, ``F`` MLP width):
 
 - ``layers.{i}.resid_pre`` ``(B, T, D)``: the residual stream entering block ``i`` (block 0: the embeddings);
 - ``layers.{i}.attn.heads`` ``(B, T, H, d)``: each attention head's output before the output projection;
@@ -11,6 +10,10 @@ One naming scheme for every causal family and for BERT / RoBERTa (``D`` model wi
 - ``layers.{i}.resid_post`` ``(B, T, D)``: the block's output (= ``layers.{i+1}.resid_pre``);
 - ``final_norm`` ``(B, T, D)``: the head's input (after the final norm; BERT: after the MLM transform);
 - ``layers.*.{kind}``: that site in every layer, stacked on a leading layer axis ``(L, ...)``.
+
+An encoder-decoder (T5) has these sites in each stack: ``interventions.run`` reads its encoder,
+``interventions.run_decoder`` its decoder, whose blocks also have ``layers.{i}.cross_attn.heads``
+``(B, T, H, d)`` (each cross-attention head's output; :data:`DECODER_LAYER_SITES`).
 
 A :class:`Tap` is what the body calls at each site; :class:`SiteOps` builds one per layer inside the layer
 scan from the requested reads and edits, so reading costs no second forward and an edit of ``layers.*``
@@ -30,6 +33,8 @@ from jaxassoc.errors import ModelError
 
 LAYER_SITES = ("resid_pre", "attn.heads", "mlp.hidden", "resid_post")
 """The sites of every block, in the order the forward pass meets them."""
+DECODER_LAYER_SITES = ("resid_pre", "attn.heads", "cross_attn.heads", "mlp.hidden", "resid_post")
+"""The sites of an encoder-decoder's decoder blocks: self attention, cross attention, MLP."""
 MODEL_SITES = ("final_norm",)
 """The sites outside the blocks."""
 ALL_LAYERS = "*"
@@ -47,17 +52,18 @@ class Site(NamedTuple):
         return self.kind if self.layer is None else f"layers.{self.layer}.{self.kind}"
 
 
-def site_names(n_layers: int) -> list[str]:
-    """Every site of a model with ``n_layers`` blocks, in forward order."""
-    return [f"layers.{i}.{kind}" for i in range(n_layers) for kind in LAYER_SITES] + list(MODEL_SITES)
+def site_names(n_layers: int, kinds: tuple[str, ...] = LAYER_SITES) -> list[str]:
+    """Every site of a stack of ``n_layers`` blocks with sites ``kinds``, in forward order."""
+    return [f"layers.{i}.{kind}" for i in range(n_layers) for kind in kinds] + list(MODEL_SITES)
 
 
-def parse_site(name: str, n_layers: int) -> Site:
-    """The :class:`Site` of a name; ModelError naming it and the valid names otherwise."""
+def parse_site(name: str, n_layers: int, kinds: tuple[str, ...] = LAYER_SITES) -> Site:
+    """The :class:`Site` of a name (blocks with sites ``kinds``); ModelError naming it and the valid names
+    otherwise."""
     if name in MODEL_SITES:
         return Site(name, None)
     parts = name.split(".", 2)
-    if len(parts) == 3 and parts[0] == "layers" and parts[2] in LAYER_SITES:
+    if len(parts) == 3 and parts[0] == "layers" and parts[2] in kinds:
         if parts[1] == ALL_LAYERS:
             return Site(parts[2], ALL_LAYERS)
         if parts[1].isdigit():
@@ -66,7 +72,7 @@ def parse_site(name: str, n_layers: int) -> Site:
                 return Site(parts[2], layer)
             raise ModelError(f"site {name!r}: layer {layer} is out of range; this model has layers 0..{n_layers - 1}")
     raise ModelError(
-        f"unknown site {name!r}; valid sites: layers.<i>.{{{', '.join(LAYER_SITES)}}} for i in 0..{n_layers - 1}, "
+        f"unknown site {name!r}; valid sites: layers.<i>.{{{', '.join(kinds)}}} for i in 0..{n_layers - 1}, "
         f"layers.*.<kind> (every layer, stacked), {', '.join(MODEL_SITES)}"
     )
 
@@ -181,16 +187,17 @@ class SiteOps:
         read: tuple[str, ...] = (),
         edits: Mapping[str, Edit] | None = None,
         start: tuple[Any, Array] | None = None,
+        kinds: tuple[str, ...] = LAYER_SITES,
     ) -> "SiteOps":
-        """From site names; ModelError naming an unknown site or a malformed every-layer edit, or reads with
-        ``start`` (the skipped layers have nothing to read)."""
+        """From site names (of blocks with sites ``kinds``); ModelError naming an unknown site or a malformed
+        every-layer edit, or reads with ``start`` (the skipped layers have nothing to read)."""
         if start is not None and read:
             raise ModelError("a run resumed at a layer (start=...) reads no sites: the layers before it do not run")
-        reads = tuple(parse_site(name, n_layers) for name in read)
+        reads = tuple(parse_site(name, n_layers, kinds) for name in read)
         single: dict[str, list] = {}
         stacked, model = {}, {}
         for name, edit in (edits or {}).items():
-            site = parse_site(name, n_layers)
+            site = parse_site(name, n_layers, kinds)
             if site.layer is None:
                 model[site.kind] = edit
             elif site.layer == ALL_LAYERS:
@@ -234,6 +241,7 @@ def tap_site(tap: Tap | None, kind: str, x: Array) -> Array:
 
 __all__ = [
     "ALL_LAYERS",
+    "DECODER_LAYER_SITES",
     "Add",
     "Apply",
     "Edit",

@@ -46,7 +46,7 @@ def _scores(params, enc_ids, enc_mask, dec_ids, dec_mask, *, family, config):
     """The first decoder step's logits of the rows ``params["rows"]`` and its log-partition, and
     ``log p(dec[t+1] | dec[<=t], prompt)`` at every decoder step (0 past the row's tokens)."""
     encoded = family.forward(params["body"], enc_ids, enc_mask, config=config).hidden
-    hidden = family.decode(params["body"], encoded, enc_mask, dec_ids, dec_mask, config=config)
+    hidden = family.decode(params["body"], encoded, enc_mask, dec_ids, dec_mask, config=config).hidden
     first = head_logits(params["head"], hidden[:, 0]).astype(jnp.float32)
     steps = next_token_logprobs(params["head"], hidden, dec_ids, dec_mask) if dec_ids.shape[1] > 1 else None
     return first[:, params["rows"]], jax.nn.logsumexp(first, axis=-1), steps

@@ -11,6 +11,10 @@ The module state is ``{"shared", "encoder": {"rel_bias", "blocks", "final_norm"}
 blocks stacked on a leading axis and scanned. ``__call__`` is the encoder (``Family.forward``); ``decode``
 runs the decoder teacher-forced over the encoder states. Relative positions are column differences, as in
 HF: rows padded on the right or the left give the same states at real tokens.
+
+Named sites (:mod:`jaxassoc.models.sites`) in each stack: ``__call__(..., sites=)`` reads and edits the
+encoder's, ``decode(..., sites=)`` the decoder's (with ``layers.{i}.cross_attn.heads``); the decoder's
+``final_norm`` is taken before the ``d_model**-0.5`` rescale.
 """
 
 from __future__ import annotations
@@ -24,7 +28,17 @@ from flax import nnx
 from jaxtyping import Array, Float, Int
 
 from jaxassoc.models.base import ForwardOutput
-from jaxassoc.models.layers import ACTIVATIONS, merge_heads, padding_allowed, rms_norm, scan_layers, split_heads, zeros
+from jaxassoc.models.layers import (
+    ACTIVATIONS,
+    finish_sites,
+    merge_heads,
+    padding_allowed,
+    rms_norm,
+    scan_blocks,
+    split_heads,
+    zeros,
+)
+from jaxassoc.models.sites import SiteOps, tap_site
 from jaxassoc.models.t5.config import T5Config
 
 
@@ -76,9 +90,9 @@ class Attention(nnx.Module):
         self.o = zeros(inner, D, axes=("heads", "embed"), **heads)
         self.heads = config.num_heads
 
-    def __call__(self, x, memory, allowed, bias):
+    def __call__(self, x, memory, allowed, bias, tap=None, site: str = "attn.heads"):
         q, k, v = (split_heads(h @ w[...], self.heads) for h, w in ((x, self.q), (memory, self.k), (memory, self.v)))
-        return merge_heads(t5_attention(q, k, v, allowed, bias)) @ self.o[...]
+        return merge_heads(tap_site(tap, site, t5_attention(q, k, v, allowed, bias))) @ self.o[...]
 
 
 class FeedForward(nnx.Module):
@@ -96,10 +110,10 @@ class FeedForward(nnx.Module):
         self.wo = zeros(F, D, axes=("mlp", "embed"), lead=lead)
         self.activation, self.gated = config.activation, config.gated
 
-    def __call__(self, x):
+    def __call__(self, x, tap=None):
         act = ACTIVATIONS[self.activation]
         h = act(x @ self.wi_0[...]) * (x @ self.wi_1[...]) if self.gated else act(x @ self.wi[...])
-        return h @ self.wo[...]
+        return tap_site(tap, "mlp.hidden", h) @ self.wo[...]
 
 
 class EncoderBlock(nnx.Module):
@@ -109,10 +123,10 @@ class EncoderBlock(nnx.Module):
         self.ffn_norm, self.ffn = zeros(D, axes=(None,), lead=lead), FeedForward(config, lead)
         self.eps = config.layer_norm_epsilon
 
-    def __call__(self, h, allowed, bias):
+    def __call__(self, h, allowed, bias, tap=None):
         x = rms_norm(h, self.attn_norm[...], self.eps)
-        h = h + self.attn(x, x, allowed, bias)
-        return h + self.ffn(rms_norm(h, self.ffn_norm[...], self.eps))
+        h = h + self.attn(x, x, allowed, bias, tap)
+        return h + self.ffn(rms_norm(h, self.ffn_norm[...], self.eps), tap)
 
 
 class DecoderBlock(nnx.Module):
@@ -123,11 +137,12 @@ class DecoderBlock(nnx.Module):
         self.ffn_norm, self.ffn = zeros(D, axes=(None,), lead=lead), FeedForward(config, lead)
         self.eps = config.layer_norm_epsilon
 
-    def __call__(self, h, memory, allowed, bias, cross_allowed):
+    def __call__(self, h, memory, allowed, bias, cross_allowed, tap=None):
         x = rms_norm(h, self.self_norm[...], self.eps)
-        h = h + self.self_attn(x, x, allowed, bias)
-        h = h + self.cross_attn(rms_norm(h, self.cross_norm[...], self.eps), memory, cross_allowed, None)
-        return h + self.ffn(rms_norm(h, self.ffn_norm[...], self.eps))
+        h = h + self.self_attn(x, x, allowed, bias, tap)
+        cross = rms_norm(h, self.cross_norm[...], self.eps)
+        h = h + self.cross_attn(cross, memory, cross_allowed, None, tap, "cross_attn.heads")
+        return h + self.ffn(rms_norm(h, self.ffn_norm[...], self.eps), tap)
 
 
 class Stack(nnx.Module):
@@ -149,25 +164,26 @@ class T5(nnx.Module):
         self.config = config
 
     def __call__(
-        self, input_ids: Int[Array, "B T"], attention_mask: Int[Array, "B T"], *, all_layers: bool = False
+        self,
+        input_ids: Int[Array, "B T"],
+        attention_mask: Int[Array, "B T"],
+        *,
+        all_layers: bool = False,
+        sites: SiteOps | None = None,
     ) -> ForwardOutput:
-        """The encoder: final states after its final norm, and on request HF's ``encoder_hidden_states``
-        (embeddings, then each block's output, the last one after the final norm)."""
+        """The encoder: final states after its final norm, on request HF's ``encoder_hidden_states``
+        (embeddings, then each block's output, the last one after the final norm) and the encoder's sites."""
         c, enc = self.config, self.encoder
         T = input_ids.shape[1]
         x = jnp.take(self.shared[...], input_ids, axis=0)
         bias = position_bias(enc.rel_bias[...], T, T, True, c)
         allowed = padding_allowed(attention_mask)
-
-        def step(block, h, _):
-            out = block(h, allowed, bias)
-            return out, (out if all_layers else None)
-
-        h, per_layer = scan_layers(enc.blocks, step, x)
-        hidden = rms_norm(h, enc.final_norm[...], c.layer_norm_epsilon)
-        if not all_layers:
-            return ForwardOutput(hidden=hidden, layers=None)
-        return ForwardOutput(hidden=hidden, layers=(x, *(per_layer[i] for i in range(per_layer.shape[0] - 1)), hidden))
+        h, per_layer, records = scan_blocks(
+            enc.blocks, lambda block, h, _, tap: block(h, allowed, bias, tap), x, None, sites=sites, keep=all_layers
+        )
+        hidden, read = finish_sites(sites, rms_norm(h, enc.final_norm[...], c.layer_norm_epsilon), records)
+        layers = (x, *(per_layer[i] for i in range(per_layer.shape[0] - 1)), hidden) if all_layers else None
+        return ForwardOutput(hidden=hidden, layers=layers, sites=read)
 
     def decode(
         self,
@@ -175,10 +191,12 @@ class T5(nnx.Module):
         encoder_mask: Int[Array, "B S"],
         decoder_ids: Int[Array, "B T"],
         decoder_mask: Int[Array, "B T"],
-    ) -> Float[Array, "B T D"]:
+        *,
+        sites: SiteOps | None = None,
+    ) -> ForwardOutput:
         """The head input at every decoder position, teacher-forced (``decoder_ids`` start with
         ``decoder_start_token_id``; right padding): decoder final norm, times ``d_model**-0.5`` when the
-        checkpoint scales its decoder output."""
+        checkpoint scales its decoder output; and the decoder's sites ``sites`` reads."""
         c, dec = self.config, self.decoder
         T = decoder_ids.shape[1]
         x = jnp.take(self.shared[...], decoder_ids, axis=0)
@@ -187,12 +205,13 @@ class T5(nnx.Module):
         allowed = causal[None, None] & padding_allowed(decoder_mask)
         cross = padding_allowed(encoder_mask)
 
-        def step(block, h, _):
-            return block(h, encoder_hidden, allowed, bias, cross), None
+        def run_block(block, h, _, tap):
+            return block(h, encoder_hidden, allowed, bias, cross, tap)
 
-        h, _ = scan_layers(dec.blocks, step, x)
-        hidden = rms_norm(h, dec.final_norm[...], c.layer_norm_epsilon)
-        return hidden * (c.d_model**-0.5) if c.scale_decoder_outputs else hidden
+        h, _, records = scan_blocks(dec.blocks, run_block, x, None, sites=sites, keep=False)
+        hidden, read = finish_sites(sites, rms_norm(h, dec.final_norm[...], c.layer_norm_epsilon), records)
+        hidden = hidden * (c.d_model**-0.5) if c.scale_decoder_outputs else hidden
+        return ForwardOutput(hidden=hidden, layers=None, sites=read)
 
 
 def new_body(config: T5Config, body: Mapping | None = None) -> T5:
