@@ -52,6 +52,14 @@ def test_mediation_on_a_tiny_gpt2(tmp_path, tiny_checkpoint, cli):
     total = agg.loc[agg["component"] == "total", "total_effect"].item()
     assert np.isclose(total, (items["y_set_gender"] / items["y_null"] - 1).mean(), rtol=0, atol=1e-6)  # float32 y
     assert (agg["total_effect"] == total).all() and (agg["n"] == 8).all()
+    # CIs over the 4 professions: any resampled mean lies between the professions' own means
+    by_profession = (items["y_set_gender"] / items["y_null"] - 1).groupby(items["profession"]).mean()
+    low, high = agg[["total_ci_low", "total_ci_high"]].iloc[0]
+    assert by_profession.min() - 1e-6 <= low <= high <= by_profession.max() + 1e-6 and low < high
+    assert (agg["n_professions"] == 4).all()
+    assert (heads["indirect_ci_low"] <= heads["indirect_ci_high"]).all()
+    assert (heads["direct_ci_low"] <= heads["direct_ci_high"]).all()
+    assert "fewer than 5 professions: these CIs resample a handful of values" in proc.stdout
     assert len(agg[agg["component"] == "neuron"]) == 2 * 2
     assert "top 8 heads by indirect effect" in proc.stdout
     report = cli("jaxassoc-report", "out", cwd=tmp_path)

@@ -127,7 +127,7 @@ def register_all() -> None:
         config=mediation.MediationMetricConfig,
         model_kinds=("causal",),
         description="causal mediation analysis of gender bias: effects of every head and top neurons (Vig et al. 2020)",
-        uses={"dataset.sample"},
+        uses={"dataset.sample", "stats.n_bootstrap", "stats.confidence"},
         views=mediation.views,
         dataset="vig_professions",
     )

@@ -4,7 +4,8 @@
   ``rankdata`` and the ``*_test`` variants with scipy's two-sided p-values;
 - binary classification: ``precision``, ``recall``, ``f1_score``, ``precision_at_k``;
 - percentile bootstrap: ``bootstrap_ci`` (rows resampled jointly), ``bootstrap_ci_groups`` (stratified),
-  ``paired_bootstrap`` (difference of two statistics on the same resamples);
+  ``paired_bootstrap`` (difference of two statistics on the same resamples); ``cluster_bootstrap_means``
+  (many means at once, clusters of rows resampled together);
 - permutation test of a two-group statistic, exact or Monte Carlo: ``permutation_test``,
   ``permutation_test_batch``, with WEAT's ``difference_of_sums`` as the default statistic (SC-WEAT: ``difference_of_means``);
 - multiple comparisons: ``multiple.holm``, ``multiple.benjamini_hochberg``;
@@ -20,6 +21,7 @@ from jaxassoc.stats.bootstrap import (
     paired_bootstrap,
 )
 from jaxassoc.stats.classification import f1_score, precision, precision_at_k, recall
+from jaxassoc.stats.cluster_bootstrap import ClusterBootstrapResult, cluster_bootstrap_means, cluster_codes
 from jaxassoc.stats.correlation import (
     CorrelationResult,
     kendall_tau_b,
@@ -46,12 +48,15 @@ __all__ = [
     "DEFAULT_ALTERNATIVE",
     "DEFAULT_TIES",
     "BootstrapResult",
+    "ClusterBootstrapResult",
     "CorrelationResult",
     "PairedBootstrapResult",
     "PermutationResult",
     "StatsOptions",
     "bootstrap_ci",
     "bootstrap_ci_groups",
+    "cluster_bootstrap_means",
+    "cluster_codes",
     "difference_of_means",
     "difference_of_sums",
     "f1_score",

@@ -5,13 +5,15 @@ Examples are scored in batches of one length, each cached as soon as it is done 
 resumes at its first unfinished batch). The aggregates: a row ``component=total`` (the total effect of
 set-gender), one row per head (``component=head``, integer ``layer`` and ``head``) with its natural
 indirect and direct effects, and one per selected neuron (``component=neuron``, ``layer`` and ``neuron``);
-every row carries ``total_effect`` and ``n`` (examples).
+every row carries ``total_effect`` and ``n`` (examples). Each effect has a percentile CI from a bootstrap
+over professions (``stats.n_bootstrap`` resamples at ``stats.confidence``; docs/methods.md §10.8).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import jax
 import numpy as np
 import pandas as pd
 
@@ -21,10 +23,12 @@ from jaxassoc.app.config import NO_EFFECT, MetricConfig, check_range
 from jaxassoc.app.registry import Job, JobResult
 from jaxassoc.data.mediation import load_vig_professions
 from jaxassoc.errors import ConfigError
-from jaxassoc.metrics.mediation import mean_effect, relative_change
+from jaxassoc.metrics.mediation import relative_change
 from jaxassoc.progress import stage
 from jaxassoc.readouts import mediation as readout
 from jaxassoc.readouts.cache import cached_arrays
+from jaxassoc.stats.cluster_bootstrap import cluster_bootstrap_means, cluster_codes
+from jaxassoc.stats.small_samples import MIN_SET_WORDS
 
 SELECTION = "attribution patching at the profession's position, top per layer"
 
@@ -101,7 +105,10 @@ def run(job: Job) -> JobResult:
         runs["neuron_estimate"] = estimate[selected[:, 0], selected[:, 1]]
     items = per_example(frame.loc[order], runs)
     L, H = readout.layer_and_heads(model)
-    aggregates = summarize(runs, L, H, selected).assign(top_k=cfg.top_k)
+    bootstrap = Bootstrap(
+        jax.random.key(job.seed), cluster_codes(items["profession"]), job.stats.n_bootstrap, job.stats.confidence
+    )
+    aggregates = summarize(runs, L, H, selected, bootstrap).assign(top_k=cfg.top_k)
     provenance = {
         **job.provenance(model),
         "examples_dropped": int((~frame["kept"]).sum()),
@@ -122,18 +129,58 @@ def per_example(frame: pd.DataFrame, runs: dict[str, np.ndarray]) -> pd.DataFram
     return out
 
 
-def summarize(runs: dict[str, np.ndarray], n_layers: int, n_heads: int, selected: np.ndarray) -> pd.DataFrame:
-    """The total effect row, one row per head, one per selected neuron (docs/methods.md §10.2)."""
+@dataclass(frozen=True)
+class Bootstrap:
+    """The CI settings of the effects: the key, each example's profession (0..C-1), resamples, level."""
+
+    key: jax.Array
+    professions: np.ndarray
+    n_resamples: int
+    confidence: float
+
+
+def _effects(changes: dict[str, np.ndarray], bootstrap: Bootstrap) -> dict[str, tuple[np.ndarray, ...]]:
+    """Each named effect (per-example relative changes ``(n,)`` or ``(n, K)``) as its mean and CI bounds,
+    from one cluster bootstrap over professions for all of them."""
+    flat = {name: c.reshape(len(c), -1) for name, c in changes.items()}
+    result = cluster_bootstrap_means(
+        bootstrap.key,
+        np.concatenate(list(flat.values()), axis=1),
+        bootstrap.professions,
+        n_resamples=bootstrap.n_resamples,
+        confidence=bootstrap.confidence,
+    )
+    bounds = np.cumsum([0, *(f.shape[1] for f in flat.values())])
+    arrays = [np.asarray(a) for a in result[:3]]
+    return {name: tuple(a[lo:hi] for a in arrays) for name, lo, hi in zip(flat, bounds[:-1], bounds[1:])}
+
+
+def _effect_columns(effects: dict, indirect: str, direct: str) -> dict[str, np.ndarray]:
+    (ie, ie_low, ie_high), (de, de_low, de_high) = effects[indirect], effects[direct]
+    return {
+        "indirect_effect": ie,
+        "indirect_ci_low": ie_low,
+        "indirect_ci_high": ie_high,
+        "direct_effect": de,
+        "direct_ci_low": de_low,
+        "direct_ci_high": de_high,
+    }
+
+
+def summarize(
+    runs: dict[str, np.ndarray], n_layers: int, n_heads: int, selected: np.ndarray, bootstrap: Bootstrap
+) -> pd.DataFrame:
+    """The total effect row, one row per head, one per selected neuron (docs/methods.md §10.2), each effect
+    with its CI over professions (§10.8)."""
     lo = runs["lo_base"]
-    n = len(lo)
-    total = float(mean_effect(runs["lo_alt"], lo))
+    names = ["lo_alt", "head_indirect", "head_direct", *(["neuron_indirect", "neuron_direct"] if len(selected) else [])]
+    effects = _effects({name: np.asarray(relative_change(runs[name], lo)) for name in names}, bootstrap)
     heads = pd.DataFrame(
         {
             "component": "head",
             "layer": np.repeat(np.arange(n_layers), n_heads),
             "head": np.tile(np.arange(n_heads), n_layers),
-            "indirect_effect": np.asarray(mean_effect(runs["head_indirect"], lo)),
-            "direct_effect": np.asarray(mean_effect(runs["head_direct"], lo)),
+            **_effect_columns(effects, "head_indirect", "head_direct"),
         }
     )
     parts = [pd.DataFrame({"component": ["total"]}), heads]
@@ -144,8 +191,7 @@ def summarize(runs: dict[str, np.ndarray], n_layers: int, n_heads: int, selected
                     "component": "neuron",
                     "layer": selected[:, 0],
                     "neuron": selected[:, 1],
-                    "indirect_effect": np.asarray(mean_effect(runs["neuron_indirect"], lo)),
-                    "direct_effect": np.asarray(mean_effect(runs["neuron_direct"], lo)),
+                    **_effect_columns(effects, "neuron_indirect", "neuron_direct"),
                     "attribution_estimate": runs["neuron_estimate"],
                 }
             )
@@ -154,30 +200,51 @@ def summarize(runs: dict[str, np.ndarray], n_layers: int, n_heads: int, selected
     for column in ("layer", "head", "neuron"):
         if column in out:
             out[column] = out[column].astype("Int64")
-    out["total_effect"] = total
-    out["n"] = n
+    (total,), (total_low,), (total_high,) = effects["lo_alt"]
+    out["total_effect"], out["total_ci_low"], out["total_ci_high"] = float(total), float(total_low), float(total_high)
+    out["n"] = len(lo)
+    out["n_professions"] = int(bootstrap.professions.max()) + 1
+    out["confidence"] = bootstrap.confidence
+    out["n_bootstrap"] = bootstrap.n_resamples
     return out
 
 
-COLUMNS = ["component", "layer", "head", "neuron", "indirect_effect", "direct_effect", "total_effect", "n"]
-
-
 def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """The total effect, then the ``metric.top_k`` heads and neurons with the largest indirect effects."""
+    """The total effect, then the ``metric.top_k`` heads and neurons with the largest indirect effects, each
+    effect with its CI over professions."""
     top_k = int(aggregates["top_k"].iloc[0])
-    note = (
+    first = aggregates.iloc[0]
+    notes = [
         "effects are mean relative changes of y = p(anti-stereotypical pronoun) / p(stereotypical pronoun) over "
         "the n examples (docs/methods.md §10.2): total = set-gender; indirect = the original sentence with only "
-        "that component set to its set-gender value; direct = the set-gender sentence with only it kept"
-    )
+        "that component set to its set-gender value; direct = the set-gender sentence with only it kept",
+        f"CIs: {first['confidence']:.0%} percentile bootstrap over the {int(first['n_professions'])} professions "
+        f"({int(first['n_bootstrap']):,} resamples; each profession's examples in every template resampled "
+        "together, the templates fixed)",
+    ]
+    if first["n_professions"] < MIN_SET_WORDS:
+        notes.append(
+            f"fewer than {MIN_SET_WORDS} professions: these CIs resample a handful of values, do not rely on them"
+        )
     total = aggregates[aggregates["component"] == "total"]
-    out = [("total effect", tables.with_notes(tables.block(total, ["total_effect", "n"]), note))]
-    for component, columns in (("head", ["layer", "head"]), ("neuron", ["layer", "neuron"])):
+    columns = ["total_effect", "total_ci_low", "total_ci_high", "n", "n_professions"]
+    out = [("total effect", tables.with_notes(tables.block(total, columns), *notes))]
+    effect = [
+        "indirect_effect",
+        "indirect_ci_low",
+        "indirect_ci_high",
+        "direct_effect",
+        "direct_ci_low",
+        "direct_ci_high",
+    ]
+    for component, unit in (("head", ["layer", "head"]), ("neuron", ["layer", "neuron"])):
         rows = aggregates[aggregates["component"] == component]
         if len(rows):
             top = rows.sort_values("indirect_effect", ascending=False, kind="stable").head(top_k)
-            cols = [*columns, "indirect_effect", "direct_effect", "total_effect", "n"]
             out.append(
-                (f"top {len(top)} {component}s by indirect effect", tables.with_notes(tables.block(top, cols), note))
+                (
+                    f"top {len(top)} {component}s by indirect effect",
+                    tables.with_notes(tables.block(top, [*unit, *effect, "n"]), *notes),
+                )
             )
     return out
