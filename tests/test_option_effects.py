@@ -159,7 +159,7 @@ SCENARIOS: dict[str, list[Scenario]] = {
                     "metric.templates": [OTHER_CAUSAL_TEMPLATE],
                     "metric.bos": False,
                     "metric.set_transform": "log1m",
-                    **({"metric.set_nan_policy": "python"} if score != "set" else {"metric.solver": "optax"}),
+                    **({"metric.set_nan_policy": "python", "metric.solver": "optax"} if score != "set" else {}),
                     **OPTAX_CHANGES,
                 },
                 refused=(
