@@ -154,6 +154,22 @@ def test_a_result_from_other_jaxassoc_code_is_recomputed_with_the_reason(tmp_pat
     assert "code changed: jaxassoc 0.0.1 ->" in (lambda p: p.stdout + p.stderr)(jaxassoc(tmp_path, *job))
 
 
+def test_a_result_computed_under_other_jax_jaxlib_or_numpy_versions_is_recomputed(tmp_path, jaxassoc):
+    job = ["metric=toy", "model=glove-6b-50d", "hydra.run.dir=run"]
+    assert jaxassoc(tmp_path, *job).returncode == 0
+    record_path = tmp_path / "run" / "results.json"
+    record = json.loads(record_path.read_text())
+    assert set(record["inputs"]["libraries"]) == {"jax", "jaxlib", "numpy"}
+    for name in ("jaxlib", "numpy"):
+        record["inputs"]["libraries"][name] = "0.0.0"  # as if written before an upgrade
+    record_path.write_text(json.dumps(record))
+    rerun = jaxassoc(tmp_path, *job)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "libraries changed: jaxlib 0.0.0 -> " in rerun.stdout + rerun.stderr
+    assert "numpy 0.0.0 -> " in rerun.stdout + rerun.stderr
+    assert "skip toy" in (lambda p: p.stdout + p.stderr)(jaxassoc(tmp_path, *job))  # now reused
+
+
 @pytest.mark.parametrize(
     ("override", "named"),
     [

@@ -169,3 +169,11 @@ def test_cache_command_refuses_a_missing_cache_folder_instead_of_listing_nothing
         with pytest.raises(SystemExit) as exit_:
             cache_command.main(["--cache-dir", str(tmp_path / "typo"), command])
         assert exit_.value.code == 2 and f"--cache-dir {tmp_path / 'typo'}: no such folder" in capsys.readouterr().err
+
+
+def test_cache_command_says_a_cache_dir_that_is_a_file_is_a_file(tmp_path, capsys):
+    (tmp_path / "cache.txt").write_text("not a folder")
+    with pytest.raises(SystemExit) as exit_:
+        cache_command.main(["--cache-dir", str(tmp_path / "cache.txt"), "list"])
+    assert exit_.value.code == 2
+    assert f"--cache-dir {tmp_path / 'cache.txt'}: is a file, not a folder" in capsys.readouterr().err

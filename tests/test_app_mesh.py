@@ -30,7 +30,11 @@ def hydra_context():
             rf"{len(jax.devices())} devices",
         ),
         (["mesh=fsdp_tp", "mesh.tp=0"], r"mesh.tp=0: a mesh size is a positive integer"),
-        (["model.dtype=int8"], r"model dtype 'int8' is not supported: parameters must be floats"),
+        (["model.dtype=int8"], r"model.dtype=int8 is not supported: parameters must be floats"),
+        (
+            ["model=glove-6b-50d", "metric=weat", "model.dtype=bfloat16"],
+            r"model.dtype=bfloat16 has no effect on static word vectors",
+        ),
         (
             ["mesh=fsdp_tp", "model.shard=true"],
             r"model.shard=true is an alias of mesh=data and conflicts with "

@@ -65,3 +65,30 @@ def test_jaxassoc_cache_lists_a_cache_folder(tmp_path):
     lines = proc.stdout.splitlines()
     assert lines[0] == f"cache: {tmp_path / 'cache'}" and lines[-1].startswith("total: 1 entries, ")
     assert any(line.startswith("demo ") for line in lines[1:-1]), proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("command", "status"),
+    [
+        (("jaxassoc", "--help"), {141}),
+        (("jaxassoc-cache", "--cache-dir", ".", "list"), {141}),
+        (("jaxassoc-report", "--help"), {0, 141}),  # argparse's help swallows the write's OSError itself
+    ],
+)
+def test_a_reader_that_closes_the_pipe_early_ends_the_command_quietly(tmp_path, command, status):
+    # `jaxassoc --help | head` with a reader that has gone before the first write: a BrokenPipeError
+    # traceback until issue 38. The reader closes its end at once, so the output meets a closed pipe.
+    script, *args = command
+    proc = subprocess.Popen(
+        [str(BIN / script), *args], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) in status and err == "", err
+
+
+def test_version_prints_jaxassocs_version_not_hydras(tmp_path):
+    from jaxassoc import __version__
+
+    proc = run("jaxassoc", "--version", cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == f"jaxassoc {__version__}\n", proc.stdout + proc.stderr

@@ -88,7 +88,7 @@ def test_a_mesh_whose_sizes_do_not_multiply_to_the_device_count_is_a_config_erro
 
 
 def test_a_dtype_that_is_not_a_float_is_a_config_error():
-    with pytest.raises(ConfigError, match=r"model dtype 'int8' is not supported: parameters must be floats"):
+    with pytest.raises(ConfigError, match=r"model.dtype=int8 is not supported: parameters must be floats"):
         check_dtype("int8")
 
 

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from jaxassoc.app.cache import Entry, clear, default_cache_dir, entries, format_size
+from jaxassoc.app.console import closes_quietly
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -72,11 +73,14 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+@closes_quietly
 def main(argv: list[str] | None = None) -> None:
     """Console entry point (``jaxassoc-cache``)."""
     p = parser()
     args = p.parse_args(argv)
     cache_dir = (args.cache_dir or default_cache_dir()).expanduser()
+    if args.cache_dir is not None and cache_dir.exists() and not cache_dir.is_dir():
+        p.error(f"--cache-dir {cache_dir}: is a file, not a folder; give the cache folder")
     if args.cache_dir is not None and not cache_dir.is_dir():  # a typo must not read as an empty cache
         p.error(f"--cache-dir {cache_dir}: no such folder")
     now = time.time()

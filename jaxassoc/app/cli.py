@@ -65,6 +65,12 @@ def wants_help(argv: list[str]) -> bool:
     return any(arg in ("-h", "--help") for arg in argv)
 
 
+def wants_version(argv: list[str]) -> bool:
+    """True when the command line asks for jaxassoc's version (``--version``, which Hydra would answer with
+    its own)."""
+    return "--version" in argv
+
+
 def leading_comment(path: Path) -> str:
     """The comment block at the top of a YAML file, as one line (``""`` when it starts with no comment)."""
     lines = []

@@ -104,6 +104,11 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         check_range("model.batch_size", self.batch_size, 1)
+        if self.kind == "static" and self.dtype != "float32":
+            raise ConfigError(
+                f"model.dtype={self.dtype} has no effect on static word vectors (model.kind=static), which are "
+                "read in float32; remove the override"
+            )
         if self.kind != "static":
             from jaxassoc.models.loading import check_dtype
 

@@ -34,6 +34,7 @@ from omegaconf.errors import MissingMandatoryValue
 
 from jaxassoc import progress as bars
 from jaxassoc.app import cli, sweep_dirs
+from jaxassoc.app.console import closes_quietly
 from jaxassoc.errors import ConfigError, JaxassocError
 
 if TYPE_CHECKING:
@@ -65,10 +66,12 @@ if not OmegaConf.has_resolver(USER_CACHE_RESOLVER):  # the same as cache.registe
     OmegaConf.register_new_resolver(USER_CACHE_RESOLVER, _user_cache_dir)
 
 
+@closes_quietly
 def main() -> None:
     """Console entry point (``jaxassoc``, ``python -m jaxassoc``).
 
-    ``-h``/``--help`` prints jaxassoc's help (:func:`jaxassoc.app.cli.help_text`) without importing JAX.
+    ``-h``/``--help`` prints jaxassoc's help (:func:`jaxassoc.app.cli.help_text`) without importing JAX,
+    ``--version`` jaxassoc's version (not Hydra's, which ``--info`` still reports).
     Otherwise every job's config is composed first (:func:`jaxassoc.app.cli.check_overrides`), so a bad
     override is refused in jaxassoc's words before Hydra creates a folder; then Hydra runs the job or the
     sweep. A sweep whose jobs failed ends with their summary and exit status 1.
@@ -77,6 +80,11 @@ def main() -> None:
     argv = sys.argv[1:]
     if cli.wants_help(argv):
         print(cli.help_text())
+        return
+    if cli.wants_version(argv):
+        from jaxassoc import __version__
+
+        print(f"jaxassoc {__version__}")
         return
     try:
         metrics = register()
@@ -487,10 +495,10 @@ def _ablates(cfg: DictConfig) -> bool:
 def job_inputs(job: Job, provenance: dict[str, Any]) -> dict[str, Any]:
     """What a job's result depends on, as resume compares it (:func:`jaxassoc.app.store.reuse_blocker`),
     read before any model is loaded: the config hash (from the job's ``provenance``), the code identity
-    (jaxassoc's and a plugin metric's), a ``stat`` fingerprint of the model's files and of any other file the config names
+    (jaxassoc's and a plugin metric's), the versions of JAX, jaxlib and NumPy, a ``stat`` fingerprint of the model's files and of any other file the config names
     (e.g. ``metric.corpus``), and the dataset's version."""
     from jaxassoc.app import model_loading
-    from jaxassoc.app.provenance import code_identity, files_fingerprint
+    from jaxassoc.app.provenance import code_identity, files_fingerprint, numeric_versions
     from jaxassoc.app.registry import get_metric, metric_module
 
     spec = get_metric(job.metric.name)
@@ -500,6 +508,7 @@ def job_inputs(job: Job, provenance: dict[str, Any]) -> dict[str, Any]:
     return {
         "config_hash": provenance["config_hash"],
         "code": code_identity(metric_module(spec)),
+        "libraries": numeric_versions(),
         "model_files": None if model_files is None else files_fingerprint(model_files),
         "input_files": files_fingerprint(named),
         "dataset_version": _dataset_version(job.dataset) if spec.reads_dataset else None,

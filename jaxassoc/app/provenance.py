@@ -27,6 +27,16 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
+NUMERIC_PACKAGES = ("jax", "jaxlib", "numpy")
+"""The packages whose versions change a result's numbers: resume recomputes a result written under others."""
+
+
+def numeric_versions() -> dict[str, str]:
+    """The versions of :data:`NUMERIC_PACKAGES` (a part of the resume key, :func:`jaxassoc.app.main.job_inputs`)."""
+    versions = package_versions()
+    return {name: versions[name] for name in NUMERIC_PACKAGES}
+
+
 def device_kind() -> str:
     devices = jax.devices()
     return f"{len(devices)}x {devices[0].device_kind} ({devices[0].platform})"

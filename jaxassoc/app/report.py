@@ -39,6 +39,7 @@ from omegaconf import OmegaConf  # noqa: E402
 
 from jaxassoc.app import figures, store, tables  # noqa: E402
 from jaxassoc.app import report_html as doc  # noqa: E402
+from jaxassoc.app.console import closes_quietly  # noqa: E402
 from jaxassoc.app.registry import get_metric  # noqa: E402
 from jaxassoc.errors import ConfigError  # noqa: E402
 
@@ -823,6 +824,7 @@ def ranking_blocks(table: pd.DataFrame, settings: pd.DataFrame, out: Path) -> li
     return blocks
 
 
+@closes_quietly
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="jaxassoc-report", description=__doc__.splitlines()[0])
     parser.add_argument("sweep_dir", type=Path, help="a Hydra sweep folder (or any folder of finished jobs)")

@@ -135,6 +135,12 @@ def _changed_inputs(recorded: dict[str, Any], current: dict[str, Any]) -> str | 
     code = _changed_code(recorded.get("code"), current.get("code"))
     if code:
         return code
+    before, after = recorded.get("libraries") or {}, current.get("libraries") or {}
+    if before != after:
+        moved = [
+            f"{n} {before.get(n, '(not recorded)')} -> {after.get(n)}" for n in after if before.get(n) != after.get(n)
+        ]
+        return f"libraries changed: {', '.join(moved)}"
     names = _changed_files(recorded.get("model_files"), current.get("model_files"))
     if names:
         roles = sorted({_model_file_role(n) for n in names}, key=("weights", "tokenizer", "model config").index)

@@ -127,7 +127,7 @@ def check_dtype(dtype: str) -> None:
     """ConfigError naming ``dtype`` unless it is a parameter dtype the ports run in (a float)."""
     if dtype not in DTYPES:
         raise ConfigError(
-            f"model dtype {dtype!r} is not supported: parameters must be floats; use one of "
+            f"model.dtype={dtype} is not supported: parameters must be floats; use one of "
             f"{sorted(DTYPES)} (e.g. model.dtype=bfloat16)"
         )
 
