@@ -116,21 +116,44 @@ def tiny(family: str, seed: int = 0, **fields) -> Spec:
     return TINY[family].with_fields(seed, **fields)
 
 
+def wordpiece_vocab(corpus: list[str], specials: list[str], vocab_size: int) -> dict[str, int]:
+    """An uncased WordPiece vocabulary built without a trainer, so the same in every process: the
+    ``specials``, the corpus's characters (sorted), the same characters as word continuations (``##c``,
+    sorted), then the corpus's words by count (most first) and spelling, up to ``vocab_size`` entries.
+
+    ``tokenizers``' WordPieceTrainer numbers the ``##`` alphabet in Rust hash-map order and breaks ties
+    between equally frequent merges by those numbers, so its vocabulary changed from process to process
+    (issue 38). A word outside the vocabulary splits into its characters, as a rare word does in BERT's."""
+    from collections import Counter
+
+    from tokenizers import normalizers, pre_tokenizers
+
+    normalizer, split = normalizers.BertNormalizer(lowercase=True), pre_tokenizers.BertPreTokenizer()
+    words = Counter(w for text in corpus for w, _ in split.pre_tokenize_str(normalizer.normalize_str(text)))
+    chars = sorted({c for w in words for c in w})
+    entries = [*specials, *chars, *(f"##{c}" for c in chars)]
+    entries += [w for w, _ in sorted(words.items(), key=lambda wc: (-wc[1], wc[0])) if len(w) > 1]
+    if vocab_size < len(specials) + 2 * len(chars):
+        raise ValueError(f"vocab_size={vocab_size} cannot hold the specials and the corpus's characters")
+    return {token: i for i, token in enumerate(entries[:vocab_size])}
+
+
 def tiny_tokenizer(kind: str, corpus: list[str] = CORPUS, vocab_size: int | None = None):
-    """A small tokenizer of a :data:`TOKENIZERS` kind, trained deterministically on ``corpus`` (a vocabulary
-    of ``vocab_size``; default 200 for WordPiece and T5's, 320 for byte-level BPE)."""
+    """A small tokenizer of a :data:`TOKENIZERS` kind, built on ``corpus`` identically in every process (a
+    vocabulary of at most ``vocab_size``; default 200 for WordPiece and T5's, 320 for byte-level BPE): the
+    WordPiece vocabulary by :func:`wordpiece_vocab`, the BPE ones by ``tokenizers``' BpeTrainer, whose alphabet
+    is sorted and whose merges break ties by those ids (``tests/test_tiny_tokenizers.py`` builds each kind
+    in two interpreters with other hash seeds and compares)."""
     import transformers
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
     model, specials = TOKENIZERS[kind]
     if model == "wordpiece":
-        tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        vocab = wordpiece_vocab(corpus, specials, vocab_size or 200)
+        tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
         tok.normalizer = normalizers.BertNormalizer(lowercase=True)
         tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         tok.decoder = decoders.WordPiece()
-        tok.train_from_iterator(
-            corpus, trainers.WordPieceTrainer(vocab_size=vocab_size or 200, special_tokens=specials)
-        )
         tok.post_processor = processors.TemplateProcessing(
             single="[CLS] $A [SEP]", special_tokens=[(s, tok.token_to_id(s)) for s in ("[CLS]", "[SEP]")]
         )
