@@ -43,8 +43,7 @@ def test_causal_default_dataset_sample(tmp_path, tiny_checkpoint, cli):
         cli,
         tmp_path,
         "metric=crows_pairs",
-        "model.name=tiny",
-        f"model.source={folder}",
+        f"model.source={folder}",  # no model= and no model.name=: labelled by the folder, not smollm2-135m
         "dataset.sample=24",
         "quiet=false",
     )
@@ -52,6 +51,8 @@ def test_causal_default_dataset_sample(tmp_path, tiny_checkpoint, cli):
     agg = pd.read_parquet(tmp_path / "out" / "aggregates.parquet")
     items = pd.read_parquet(tmp_path / "out" / "items.parquet")
     assert len(items) == 24 and (agg["prov_dataset"] == "crows_pairs").all()
+    assert (agg["prov_model"] == folder.name).all()
+    assert agg["prov_dataset_rows"].str.fullmatch(r"seeded sample of 24 of \d+ pairs \(seed 0\)").all()
     assert {"sent_more_score", "sent_less_score", "outcome", "score", "bias_type", "direction"} <= set(items)
     _check_aggregates(agg, items)
     assert "bias types" in proc.stdout and "metric_score" in proc.stdout
@@ -62,7 +63,9 @@ def test_causal_default_dataset_sample(tmp_path, tiny_checkpoint, cli):
 
 
 def test_masked_user_file_and_its_errors(tmp_path, tiny_checkpoint, cli):
-    folder = tiny_checkpoint("bert")
+    # initializer_range 0.5, not BERT's 0.02: a tiny random BERT's near-uniform predictions would tie every
+    # pair after the authors' 3-decimal rounding (stereotype_score NaN: no decided pair), whatever the test
+    folder = tiny_checkpoint("bert", initializer_range=0.5)
     (tmp_path / "pairs.csv").write_text(PAIRS_CSV)
     common = ["metric=crows_pairs", "model.name=tiny", "model.kind=masked", f"model.source={folder}"]
     proc = _run(cli, tmp_path, *common, "dataset.path=pairs.csv", "metric.batch_size=8")
@@ -74,6 +77,13 @@ def test_masked_user_file_and_its_errors(tmp_path, tiny_checkpoint, cli):
     assert (items[["sent_more_tokens", "sent_less_tokens"]] > 0).all().all()
     _check_aggregates(agg, items)
     assert np.isfinite(agg["stereotype_score"].iloc[0])
+
+    more = cli("jaxassoc", *common, "dataset.path=pairs.csv", "dataset.sample=50", "hydra.run.dir=more", cwd=tmp_path)
+    assert more.returncode == 0, more.stderr[-3000:]
+    said = more.stdout + more.stderr
+    assert "dataset.sample=50 is not fewer than the 5 pairs there are: all 5 are scored, not a sample" in said
+    recorded = pd.read_parquet(tmp_path / "more" / "aggregates.parquet")["prov_dataset_rows"]
+    assert (recorded == "all 5 pairs (dataset.sample=50 asked for as many or more)").all()
 
     (tmp_path / "bad.csv").write_text(PAIRS_CSV.replace("stereo_antistereo", "direction"))
     bad = _run(cli, tmp_path, *common, "dataset.path=bad.csv")

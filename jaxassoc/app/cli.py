@@ -21,7 +21,7 @@ import io
 import os
 import re
 import textwrap
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from jaxassoc.errors import ConfigError
@@ -63,6 +63,20 @@ def conf_dir() -> Path:
 def wants_help(argv: list[str]) -> bool:
     """True when the command line asks for jaxassoc's help (``-h`` or ``--help``; ``--hydra-help`` is Hydra's)."""
     return any(arg in ("-h", "--help") for arg in argv)
+
+
+def name_of_source(overrides: list[str], source: str) -> str | None:
+    """The name that labels a model given by ``model.source=`` alone (no ``model=`` choice, no ``model.name=``),
+    derived from ``source``: a folder's or file's name without ``.gguf``, a hub id's last part
+    (``/data/llama-3-8b/`` -> ``llama-3-8b``, ``EleutherAI/pythia-70m`` -> ``pythia-70m``). None when the
+    overrides choose or name the model: the run is labelled as they say, never with the default model's name
+    for another model's weights."""
+    keys = {o.split("=", 1)[0].lstrip("+~") for o in overrides}
+    if "model.source" not in keys or keys & {"model", "model.name"}:
+        return None
+    stem = PurePath(str(source).rstrip("/\\")).name
+    stem = stem[: -len(".gguf")] if stem.lower().endswith(".gguf") else stem
+    return stem or str(source)
 
 
 def wants_version(argv: list[str]) -> bool:

@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from typing import Any
+
+import numpy as np
 
 from jaxassoc import data
 from jaxassoc.data.custom_weat import load_weat_file, weat_suite_from_sets
 from jaxassoc.data.weat import WeatSuite
 from jaxassoc.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 CUSTOM_WEAT = "custom_weat"
 WEAT_DATASETS: tuple[str, ...] = (*data.SUITE_NAMES, CUSTOM_WEAT)
@@ -48,3 +53,23 @@ def file_version(path: str) -> str:
     from pathlib import Path
 
     return hashlib.sha256(Path(path).expanduser().read_bytes()).hexdigest()[:12]
+
+
+def seeded_sample(n_items: int, sample: int | None, seed: int, what: str) -> tuple[np.ndarray | None, str]:
+    """The rows of a seeded ``dataset.sample`` of ``n_items`` ``what`` (e.g. ``"pairs"``): sorted positions
+    drawn without replacement from ``seed``, or None for all of them; and the note that the results record
+    (provenance ``dataset_rows``). A sample of ``n_items`` or more scores every item: a logged warning, and
+    the note says all were scored, never that a sample was."""
+    if sample is None:
+        return None, f"all {n_items} {what}"
+    if sample >= n_items:
+        log.warning(
+            "dataset.sample=%d is not fewer than the %d %s there are: all %d are scored, not a sample",
+            sample,
+            n_items,
+            what,
+            n_items,
+        )
+        return None, f"all {n_items} {what} (dataset.sample={sample} asked for as many or more)"
+    rows = np.sort(np.random.default_rng(seed).choice(n_items, size=sample, replace=False))
+    return rows, f"seeded sample of {sample} of {n_items} {what} (seed {seed})"

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from omegaconf import OmegaConf
+from omegaconf import OmegaConf, open_dict
 from omegaconf.errors import MissingMandatoryValue
 
 from jaxassoc import progress as bars
@@ -142,6 +142,11 @@ def _app(cfg: DictConfig) -> None:
         register()
         if cfg.distributed:
             start_distributed(os.environ, cfg.distributed_timeout_s)
+        name = cli.name_of_source(list(hydra_cfg.overrides.task), cfg.model.source)
+        if name is not None and cfg.metric.name != "audit":
+            log.info("model.name=%s: from model.source (give model.name= or model= to label it otherwise)", name)
+            with open_dict(cfg):
+                cfg.model.name = name
         if cfg.metric.name == "audit":
             run_audit(cfg, output_dir)
         else:

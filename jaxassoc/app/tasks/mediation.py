@@ -48,7 +48,7 @@ class MediationMetricConfig(MetricConfig):
         check_range("metric.batch_size", self.batch_size, 1)
 
 
-def _dataset(job: Job):
+def _dataset(job: Job) -> tuple[list[str], list[str], str]:
     if job.dataset.name != "vig_professions":
         raise ConfigError(
             f"metric=mediation runs Vig et al.'s professions and templates: use dataset=vig_professions, "
@@ -58,15 +58,15 @@ def _dataset(job: Job):
     professions, templates = list(data.professions), list(data.templates)
     if job.metric.templates is not None:
         templates = templates[: job.metric.templates]
-    if job.dataset.sample is not None and job.dataset.sample < len(professions):
-        rows = np.sort(np.random.default_rng(job.seed).choice(len(professions), size=job.dataset.sample, replace=False))
+    rows, note = datasets.seeded_sample(len(professions), job.dataset.sample, job.seed, "professions")
+    if rows is not None:
         professions = [professions[i] for i in rows]
-    return professions, templates
+    return professions, templates, note
 
 
 def run(job: Job) -> JobResult:
     cfg = job.metric
-    professions, templates = _dataset(job)  # read (and checked) before the model loads
+    professions, templates, rows_note = _dataset(job)  # read (and checked) before the model loads
     model = job.language_model()
     frame = readout.examples(model, professions, templates)
     kept = frame[frame["kept"]]
@@ -113,6 +113,7 @@ def run(job: Job) -> JobResult:
         **job.provenance(model),
         "examples_dropped": int((~frame["kept"]).sum()),
         "neuron_selection": SELECTION,
+        "dataset_rows": rows_note,
     }
     if getattr(job.dataset, "path", None) is not None:
         provenance.update(dataset_file=str(job.dataset.path), dataset_version=datasets.file_version(job.dataset.path))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
 import pandas as pd
 
 from jaxassoc.app import datasets, tables
@@ -46,21 +45,20 @@ def ignored_options(job: Job) -> dict[str, str]:
     return {"metric.batch_size": "a causal LM packs whole sentences: set metric.tokens_per_batch"}
 
 
-def _candidates(job: Job) -> pd.DataFrame:
+def _candidates(job: Job) -> tuple[pd.DataFrame, str]:
     if job.dataset.name != "stereoset":
         raise ConfigError("metric=stereoset scores StereoSet: use dataset=stereoset dataset.path=<dev.json>")
     rows = load_stereoset(job.dataset.path)
-    if job.dataset.sample is not None:
-        examples = rows["example"].unique()
-        if job.dataset.sample < len(examples):
-            chosen = np.random.default_rng(job.seed).choice(len(examples), size=job.dataset.sample, replace=False)
-            rows = rows[rows["example"].isin(set(examples[np.sort(chosen)]))].reset_index(drop=True)
-    return rows
+    examples = rows["example"].unique()
+    chosen, note = datasets.seeded_sample(len(examples), job.dataset.sample, job.seed, "examples")
+    if chosen is not None:
+        rows = rows[rows["example"].isin(set(examples[chosen]))].reset_index(drop=True)
+    return rows, note
 
 
 def run(job: Job) -> JobResult:
     cfg = job.metric
-    rows = _candidates(job)  # read (and checked) before the model loads
+    rows, rows_note = _candidates(job)  # read (and checked) before the model loads
     model = job.language_model()
     skipped = None
     if model.objective == "masked" and (rows["split"] == "intersentence").any():
@@ -87,15 +85,11 @@ def run(job: Job) -> JobResult:
         **job.provenance(model),
         "dataset_file": str(job.dataset.path),
         "dataset_version": datasets.file_version(job.dataset.path),
-        "dataset_rows": _rows_note(job),
+        "dataset_rows": rows_note,
     }
     if skipped:
         provenance["note"] = skipped
     return JobResult(items=rows, aggregates=summarize(rows), provenance=provenance)
-
-
-def _rows_note(job: Job) -> str:
-    return "all" if job.dataset.sample is None else f"seeded sample of {job.dataset.sample} examples (seed {job.seed})"
 
 
 def examples(rows: pd.DataFrame) -> pd.DataFrame:

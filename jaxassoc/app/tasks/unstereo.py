@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from jaxassoc import data
-from jaxassoc.app import model_loading, tables
+from jaxassoc.app import datasets, model_loading, tables
 from jaxassoc.app.cache import cached_arrays
 from jaxassoc.app.config import NO_EFFECT, MetricConfig, check_choice, check_range, check_unique
 from jaxassoc.app.registry import Job, JobResult
@@ -68,11 +68,8 @@ def run(job: Job) -> JobResult:
         raise ConfigError(f"metric=unstereo needs an UnStereoEval dataset ({sorted(DATASETS)}), not {name!r}")
     custom = _templates(job.dataset)
     model = job.language_model()
-    rows = None
-    if job.dataset.sample is not None:
-        frame = data.load_dataset(name) if custom is None else custom
-        rng = np.random.default_rng(job.seed)
-        rows = np.sort(rng.choice(len(frame), size=min(job.dataset.sample, len(frame)), replace=False))
+    frame = data.load_dataset(name) if custom is None else custom
+    rows, rows_note = datasets.seeded_sample(len(frame), job.dataset.sample, job.seed, "sentence pairs")
 
     def scorer(sentences: list[str]) -> np.ndarray:
         key = {
@@ -102,7 +99,7 @@ def run(job: Job) -> JobResult:
     provenance = {
         **model_loading.model_provenance(job.model, model),
         "dataset_version": _version(name, custom),
-        "dataset_rows": "all" if rows is None else f"seeded sample of {len(rows)} (seed {job.seed})",
+        "dataset_rows": rows_note,
     }
     return JobResult(items=scores, aggregates=summary, provenance=provenance)
 
