@@ -45,7 +45,6 @@ def test_progress_bar_on_stderr_unless_quiet(capsys, monkeypatch):
     assert list(progress(range(5), "scoring", quiet=False)) == list(range(5))
     assert "scoring" in capsys.readouterr().err
     items = [1, 2, 3]
-    assert progress(items, "scoring", quiet=True) is items
     assert list(progress(items, "scoring", quiet=True)) == items
     assert capsys.readouterr().err == ""
 
@@ -56,12 +55,29 @@ class Terminal(io.StringIO):
 
 
 def test_no_progress_bar_when_stderr_is_not_a_terminal(capsys, monkeypatch):
-    """A log file or a pipe gets no carriage-return bars: the stage lines report progress there."""
+    """A log file or a pipe gets no carriage-return bars: the heartbeat's log lines report progress there."""
     assert bars_wanted(Terminal()) and not bars_wanted(io.StringIO())
     monkeypatch.delitem(__import__("sys").modules, "ipykernel", raising=False)
     items = [1, 2, 3]
-    assert progress(items, "scoring", quiet=False) is items  # pytest's captured stderr is no terminal
+    assert list(progress(items, "scoring", quiet=False)) == items  # pytest's captured stderr is no terminal
     assert capsys.readouterr().err == ""
+
+
+def test_a_loop_without_a_bar_logs_done_total_and_time_left_every_30_seconds(caplog):
+    caplog.set_level(logging.INFO, logger="jaxassoc")
+    ticks = iter([0.0, 10.0, 31.0, 40.0, 62.0, 70.0, 75.0, 80.0, 85.0, 88.0, 90.0])  # the clock after each item
+    out = list(progress_module.heartbeat(range(10), "mediation: every head", unit="batch", clock=lambda: next(ticks)))
+    assert out == list(range(10))
+    lines = [r.getMessage() for r in caplog.records if r.name == "jaxassoc"]
+    # item 2 done at 31 s (31 s per 2: 124 s for the other 8), item 4 at 62 s (62 s for the other 6)
+    assert lines == [
+        "mediation: every head: 2/10 batches (20 %) in 31 s, about 2 min 4 s left",
+        "mediation: every head: 4/10 batches (40 %) in 1 min 2 s, about 1 min 33 s left",
+    ]
+    caplog.clear()
+    ticks = iter([0.0, 45.0, 3700.0])
+    list(progress_module.heartbeat(iter("ab"), "vectors", unit="chunk", clock=lambda: next(ticks)))  # no len
+    assert [r.getMessage() for r in caplog.records] == ["vectors: 1 chunk in 45 s", "vectors: 2 chunks in 1 h 01 min"]
 
 
 @pytest.mark.slow  # three CLI runs, ~45 s on 2 cores
@@ -109,8 +125,9 @@ def test_cli_stage_lines_and_bars_then_quiet_mode_silences_them(tmp_path, tiny_c
     assert bad.returncode != 0 and "jaxassoc: error:" in bad.stderr and "dataset=abc" in bad.stderr
 
 
-def test_job_bars_and_stage_lines_off_in_quiet_mode(tmp_path, tiny_checkpoint, capsys, caplog):
+def test_job_bars_and_stage_lines_off_in_quiet_mode(tmp_path, tiny_checkpoint, capsys, caplog, monkeypatch):
     """In process: the RPAM job shows its batch bar and stage line; with quiet it shows neither."""
+    monkeypatch.setattr(progress_module, "bars_wanted", lambda stream=None: True)  # as on a terminal
     from jaxassoc.app import model_loading
     from jaxassoc.app.config import DatasetConfig, ModelConfig, StatsConfig, TemplateConfig, WhiteningConfig
     from jaxassoc.app.registry import Job

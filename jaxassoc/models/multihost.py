@@ -143,12 +143,11 @@ class Feeder:
 
 
 def in_batches(groups: list, progress: bool) -> Any:
-    """``groups`` (the batches' row indices), with a progress bar when ``progress``."""
-    if not progress:
-        return groups
-    from tqdm.auto import tqdm
+    """``groups`` (the batches' row indices), with a progress bar when ``progress`` (on a terminal); else a
+    log line every 30 s with the batches done and the time left (:func:`jaxassoc.progress.progress`)."""
+    from jaxassoc.progress import progress as shown
 
-    return tqdm(groups, desc="batches", unit="batch")
+    return shown(groups, "batches", quiet=not progress, unit="batch")
 
 
 __all__ = [
