@@ -162,7 +162,7 @@ def test_pseudo_log_likelihood_has_gradients(tiny_checkpoint):
 
 def test_the_packaged_file_loads_whole():
     pairs = load_crows_pairs()
-    assert len(pairs) == 1508 and pairs["bias_type"].nunique() == 9
+    assert len(pairs) == 1507 and pairs["bias_type"].nunique() == 9  # 1,508 less the repeated pair (line 1505)
     assert set(pairs["direction"]) == {"stereo", "antistereo"}
     assert pairs["pair"].iloc[-1] == "1507"
 

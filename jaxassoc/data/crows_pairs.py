@@ -3,16 +3,22 @@
 The packaged file (``crows_pairs/``, CC BY-SA 4.0) or a user's CSV in the same layout (``dataset.path``):
 columns ``sent_more``, ``sent_less``, ``stereo_antistereo`` (``stereo``: ``sent_more`` states a stereotype
 of a disadvantaged group; ``antistereo``: it violates one of an advantaged group) and ``bias_type``; an
-unnamed first column, when present, is the pair's id. Other columns are kept out. A missing column, an
-empty sentence, an unknown direction or a pair whose two sentences are the same is a
-:class:`~jaxassoc.errors.DataError` naming the file, the line and the field. Known problems of the data:
-``docs/methods.md`` §6.
+unnamed first column, when present, is the pair's id. Other columns are kept out. A missing column, a
+column named twice, an empty sentence, an unknown direction, a pair whose two sentences are the same (or
+differ only in spaces) and a pair listed twice (it would count twice in the metric score) are each a
+:class:`~jaxassoc.errors.DataError` naming the file and the line(s); an id given to two pairs and a
+``bias_type`` outside the nine of the published file are logged warnings. The packaged file repeats one
+pair (lines 1462 and 1505, ids 1459 and 1502, religion, "I'm sorry but those people are Muslims, ..."):
+a warning, and its first copy is kept (1,507 pairs scored); its ids are unique and its bias types the nine.
+Known problems of the data: ``docs/methods.md`` §6.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import logging
+from collections import defaultdict
 from pathlib import Path
 
 import pandas as pd
@@ -24,6 +30,19 @@ from jaxassoc.errors import DataError
 CROWS_PAIRS_FILE = "crows_pairs/crows_pairs_anonymized.csv"
 COLUMNS = ("sent_more", "sent_less", "stereo_antistereo", "bias_type")
 DIRECTIONS = ("stereo", "antistereo")
+BIAS_TYPES = (
+    "race-color",
+    "socioeconomic",
+    "gender",
+    "disability",
+    "nationality",
+    "sexual-orientation",
+    "physical-appearance",
+    "religion",
+    "age",
+)  # the published file's
+
+log = logging.getLogger(__name__)
 
 
 def load_crows_pairs(path: str | Path | None = None) -> pd.DataFrame:
@@ -37,15 +56,19 @@ def load_crows_pairs(path: str | Path | None = None) -> pd.DataFrame:
         if not Path(path).is_file():
             raise DataError(f"{source}: no such file; give the path of a CrowS-Pairs CSV file")
         text = read_utf8(Path(path), source)
-    return parse_crows_pairs(text, source)
+    return parse_crows_pairs(text, source, packaged=path is None)
 
 
-def parse_crows_pairs(text: str, source: str) -> pd.DataFrame:
-    """The pairs of a CrowS-Pairs CSV text (see :func:`load_crows_pairs`); ``source`` names it in errors."""
+def parse_crows_pairs(text: str, source: str, *, packaged: bool = False) -> pd.DataFrame:
+    """The pairs of a CrowS-Pairs CSV text (see :func:`load_crows_pairs`); ``source`` names it in errors.
+    ``packaged``: a repeated pair is a warning and its first copy is kept (the user cannot edit the file)."""
     reader = csv.reader(io.StringIO(text, newline=""))
     header = next(reader, None)
     if header is None:
         raise DataError(f"{source}: the file is empty; it needs a header with the columns {list(COLUMNS)}")
+    repeated = [c for c in dict.fromkeys(header) if c and header.count(c) > 1]
+    if repeated:
+        raise DataError(f"{source}, line 1: the header names the column {repeated[0]!r} twice; name each column once")
     missing = [c for c in COLUMNS if c not in header]
     if missing:
         raise DataError(
@@ -54,7 +77,7 @@ def parse_crows_pairs(text: str, source: str) -> pd.DataFrame:
         )
     at = {c: header.index(c) for c in COLUMNS}
     has_id = header[0] == ""
-    rows, start = [], reader.line_num + 1
+    rows, first, start = [], {}, reader.line_num + 1
     for number, fields in enumerate(reader, 1):
         if not any(f.strip() for f in fields):
             start = reader.line_num + 1
@@ -73,10 +96,31 @@ def parse_crows_pairs(text: str, source: str) -> pd.DataFrame:
             )
         if row["sent_more"] == row["sent_less"]:
             raise DataError(f"{where}: sent_more and sent_less are the same sentence; a pair must differ")
-        pair = fields[0] if has_id and fields[0].strip() else str(number - 1)
+        written = (row["sent_more"], row["sent_less"])
+        same = tuple(" ".join(sentence.split()) for sentence in written)  # spaces aside
+        if same[0] == same[1]:
+            raise DataError(
+                f"{where}: sent_more and sent_less differ only in spaces ({written[0]!r} / {written[1]!r}); a "
+                f"pair must differ in words"
+            )
+        if same in first:
+            earlier, spelled = first[same]
+            as_written = (
+                "" if spelled == written else f" (as {spelled[0]!r} / {spelled[1]!r}: they differ only in spaces)"
+            )
+            message = (
+                f"{where}: the pair {written[0]!r} / {written[1]!r} is already on line {earlier}{as_written}; a "
+                f"repeated pair would count twice in the metric score"
+            )
+            if not packaged:
+                raise DataError(f"{message}, so list it once")
+            log.warning("%s: keeping the first copy only", message)
+            start = reader.line_num + 1
+            continue
+        first[same] = (start, written)
         rows.append(
             {
-                "pair": pair,
+                "pair": fields[0] if has_id and fields[0].strip() else str(number - 1),
                 "line": start,
                 "sent_more": row["sent_more"],
                 "sent_less": row["sent_less"],
@@ -87,4 +131,34 @@ def parse_crows_pairs(text: str, source: str) -> pd.DataFrame:
         start = reader.line_num + 1
     if not rows:
         raise DataError(f"{source}: no pairs below the header")
+    _warn_of_labels(rows, source)
     return pd.DataFrame(rows)
+
+
+def _warn_of_labels(rows: list[dict], source: str) -> None:
+    """A warning for an id given to two pairs (the items would not tell them apart) and for each bias type
+    outside :data:`BIAS_TYPES` (a typo would be a row of its own in the results)."""
+    lines = {"pair": defaultdict(list), "bias_type": defaultdict(list)}
+    for row in rows:
+        for column, by_value in lines.items():
+            by_value[row[column]].append(row["line"])
+    for pair, at in lines["pair"].items():
+        if len(at) > 1:
+            log.warning(
+                "%s, %s: the pair id %r is given to %d pairs; give each pair its own", source, _lines(at), pair, len(at)
+            )
+    for bias_type, at in lines["bias_type"].items():
+        if bias_type not in BIAS_TYPES:
+            log.warning(
+                "%s, %s: bias_type %r is not one of CrowS-Pairs' nine (%s); it is reported as a type of its own",
+                source,
+                _lines(at),
+                bias_type,
+                ", ".join(BIAS_TYPES),
+            )
+
+
+def _lines(at: list[int]) -> str:
+    """``line 7`` or ``lines 7, 9`` (the first ten, then how many more)."""
+    more = f" and {len(at) - 10} more" if len(at) > 10 else ""
+    return ("line " if len(at) == 1 else "lines ") + ", ".join(map(str, at[:10])) + more

@@ -7,8 +7,8 @@
 
 A template holds ``{pronoun}``, ``{pronoun1}`` or ``{pronoun2}`` (filled with he/his/him and she/her/her,
 ``docs/methods.md`` §4.2). Blank lines, a missing column, an empty file, a template without a pronoun
-slot, a template listed twice (it would count twice in every share) and a text file whose lines end in a
-bare carriage return (old Mac line ends, which would read as one template) are each a
+slot, a template listed twice (it would count twice in every share), a CSV column named twice and a text
+file whose lines end in a bare carriage return (old Mac line ends, which would read as one template) are each a
 :class:`~jaxassoc.errors.DataError` naming the file and the line.
 """
 
@@ -98,6 +98,9 @@ def _csv_rows(text: str, source: str) -> list[tuple[int, str, float | None]]:
     if header is None:
         raise DataError(f"{source}: the file is empty; its first row must name the column 'template'")
     header = [h.strip() for h in header]
+    repeated = [c for c in dict.fromkeys(header) if c and header.count(c) > 1]
+    if repeated:
+        raise DataError(f"{source}, line 1: the header names the column {repeated[0]!r} twice; name each column once")
     if "template" not in header:
         raise DataError(
             f"{source}, line 1: no column 'template' (the header has {header}); optional column: max_gender_pmi"

@@ -8,7 +8,8 @@ The schema (``docs/datasets.md``):
   instead name a ``.txt`` file, one word or target a line (e.g. ``X: targets_x.txt``, relative to the test
   file's folder): long target lists, or RPAM targets that are n-grams or sentences.
 - **CSV**: a header row with the columns ``test``, ``set`` (``X``, ``Y``, ``A`` or ``B``) and ``word``, one
-  word a row; optional columns ``name`` (the test's title) and ``label`` (the set's label).
+  word a row; optional columns ``name`` (the test's title) and ``label`` (the set's label); no column
+  named twice.
 
 Every test must have the four sets; each set at least two words (WEAT's d needs a spread), no word twice
 in a set and no word in two sets of a test (the word rule of every metric,
@@ -292,6 +293,9 @@ def _csv_tests(text: str, source: str) -> list[_Test]:
     if header is None:
         raise DataError(f"{source}: the file is empty; its first row must name the columns {', '.join(CSV_COLUMNS)}")
     header = [h.strip() for h in header]
+    repeated = [c for c in dict.fromkeys(header) if c and header.count(c) > 1]
+    if repeated:
+        raise DataError(f"{source}, line 1: the header names the column {repeated[0]!r} twice; name each column once")
     missing = [c for c in CSV_COLUMNS if c not in header]
     if missing:
         raise DataError(

@@ -8,7 +8,8 @@ has ``id``, ``target``, ``bias_type`` (gender, profession, race, religion), ``co
 sentence fills with one word (its *template word*: the sentence's whitespace word at the BLANK's index,
 punctuation removed, as the authors' loader). Either split may be absent. A missing key, a wrong type, a
 label missing or given twice, or a context without BLANK is a :class:`~jaxassoc.errors.DataError` naming
-the file, the example (``data.intrasentence[12]``, its id) and the field.
+the file, the example (``data.intrasentence[12]``, its id) and the field; so is an example whose
+stereotype and anti-stereotype sentences are the same (spaces aside), which would be a tie whatever the model.
 """
 
 from __future__ import annotations
@@ -127,5 +128,13 @@ def _example_rows(example, split: str, where: str) -> list[dict]:
     if missing:
         raise DataError(
             f"{where}: no {missing[0]!r} sentence; each example needs one sentence of each of {list(LABELS)}"
+        )
+    stereo, anti = (rows[seen[label]]["sentence"] for label in LABELS[:2])
+    if " ".join(stereo.split()) == " ".join(anti.split()):
+        as_written = "" if stereo == anti else f" (as {stereo!r}: they differ only in spaces)"
+        raise DataError(
+            f"{where}, sentences[{seen['anti-stereotype']}]: the anti-stereotype sentence {anti!r} is the "
+            f"stereotype one (sentences[{seen['stereotype']}]){as_written}; the example would be a tie whatever "
+            f"the model, so make them differ"
         )
     return rows

@@ -10,7 +10,10 @@
   has none (as lm-evaluation-harness scores a sentence with an empty context).
 
 A pair whose sentences share no token (the shared block holds only the special tokens) is an
-:class:`~jaxassoc.errors.InputError` naming the file, line and pair: it is not a minimal pair.
+:class:`~jaxassoc.errors.InputError` naming the file, line and pair: it is not a minimal pair. So is, before
+any forward pass, a pair whose two sentences the model's tokenizer reads as the same tokens (``He ran.`` /
+``he ran.`` to an uncased tokenizer: neutral whatever the model) and a pair it reads as an earlier pair
+(it would count twice): :func:`check_distinct_pairs`.
 """
 
 from __future__ import annotations
@@ -48,6 +51,28 @@ def _no_shared_tokens(row, source: str) -> InputError:
         f"{source}, line {row.line} (pair {row.pair}): sent_more and sent_less share no tokens, so the pair is "
         f"not a minimal pair and CrowS-Pairs cannot compare it: {row.sent_more!r} / {row.sent_less!r}"
     )
+
+
+def check_distinct_pairs(model: LanguageModel, pairs: pd.DataFrame, source: str) -> None:
+    """InputError naming the file, line and pair when ``model``'s tokenizer reads a pair's two sentences as
+    the same tokens, or a pair as an earlier one (both lines named; module docstring)."""
+    ids = model.tokenizer(pairs[list(SENTENCES)].to_numpy().ravel().tolist(), add_special_tokens=False)["input_ids"]
+    first: dict[tuple, tuple] = {}
+    for row, more, less in zip(pairs.itertuples(), ids[0::2], ids[1::2]):
+        where = f"{source}, line {row.line} (pair {row.pair})"
+        if more == less:
+            raise InputError(
+                f"{where}: the tokenizer of {model.name!r} reads sent_more and sent_less as the same tokens "
+                f"({row.sent_more!r} / {row.sent_less!r}; e.g. it lower-cases), so the pair would be neutral "
+                f"whatever the model; make them differ in words"
+            )
+        earlier = first.setdefault((tuple(more), tuple(less)), row)
+        if earlier is not row:
+            raise InputError(
+                f"{where}: the tokenizer of {model.name!r} reads the pair {row.sent_more!r} / {row.sent_less!r} "
+                f"as the pair on line {earlier.line} (pair {earlier.pair}), {earlier.sent_more!r} / "
+                f"{earlier.sent_less!r}; a repeated pair would count twice in the metric score, so list it once"
+            )
 
 
 def _check_length(model: LanguageModel, row, ids: Sequence[int], column: str, source: str) -> None:
@@ -100,6 +125,7 @@ def score_pairs(
     """``sent_more_score``, ``sent_less_score`` (float64 log-likelihoods, pseudo for a masked LM) and
     ``sent_more_tokens``, ``sent_less_tokens`` (the tokens scored) of each pair of ``pairs`` (the rows of
     :func:`jaxassoc.data.crows_pairs.load_crows_pairs`); ``source`` names the file in errors."""
+    check_distinct_pairs(model, pairs, source)
     if model.objective == "masked":
         sequences, positions = masked_inputs(model, pairs, source)
         per_token = pseudo_log_likelihoods(model, sequences, positions, batch_size=batch_size, progress=progress)

@@ -20,7 +20,7 @@ from jaxassoc.app.registry import Job, JobResult
 from jaxassoc.data.crows_pairs import CROWS_PAIRS_FILE, load_crows_pairs
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.crows_pairs import DECIMALS, MORE, NEUTRAL, direction_score, metric_score, pair_outcomes
-from jaxassoc.readouts.crows_pairs import score_pairs
+from jaxassoc.readouts.crows_pairs import check_distinct_pairs, score_pairs
 from jaxassoc.stats.binomial import binomial_test
 
 ALL = "all"
@@ -46,21 +46,22 @@ def ignored_options(job: Job) -> dict[str, str]:
     return {"metric.batch_size": "a causal LM packs whole sentences: set metric.tokens_per_batch"}
 
 
-def _pairs(job: Job) -> tuple[pd.DataFrame, str]:
+def _pairs(job: Job) -> tuple[pd.DataFrame, str, str]:
     if job.dataset.name != "crows_pairs":
         raise ConfigError(f"metric=crows_pairs scores CrowS-Pairs: use dataset=crows_pairs, not {job.dataset.name!r}")
     path = getattr(job.dataset, "path", None)
     pairs = load_crows_pairs(path)
-    if job.dataset.sample is not None and job.dataset.sample < len(pairs):
-        rows = np.sort(np.random.default_rng(job.seed).choice(len(pairs), size=job.dataset.sample, replace=False))
+    rows, note = datasets.seeded_sample(len(pairs), job.dataset.sample, job.seed, "pairs")
+    if rows is not None:
         pairs = pairs.iloc[rows].reset_index(drop=True)
-    return pairs, (CROWS_PAIRS_FILE if path is None else str(path))
+    return pairs, (CROWS_PAIRS_FILE if path is None else str(path)), note
 
 
 def run(job: Job) -> JobResult:
     cfg = job.metric
-    pairs, source = _pairs(job)  # read (and checked) before the model loads
+    pairs, source, rows_note = _pairs(job)  # read (and checked) before the model loads
     model = job.language_model()
+    check_distinct_pairs(model, pairs, source)  # all pairs before the first chunk's forward pass
     batch = cfg.batch_size if model.objective == "masked" else cfg.tokens_per_batch
 
     def key(chunk: pd.DataFrame) -> dict:  # the batching decides the bits of a recomputation
@@ -80,15 +81,11 @@ def run(job: Job) -> JobResult:
         log_as=("crows_pairs", "pairs scored"),
     )
     items = per_pair(pairs, scores)
-    provenance = {**job.provenance(model), "dataset_rows": _rows_note(job, pairs)}
+    provenance = {**job.provenance(model), "dataset_rows": rows_note}
     if getattr(job.dataset, "path", None) is not None:  # the user's file, not the packaged one
         provenance.update(dataset_file=str(job.dataset.path), dataset_version=datasets.file_version(job.dataset.path))
     aggregates = summarize(items, alternative=job.stats.alternative, confidence=job.stats.confidence)
     return JobResult(items=items, aggregates=aggregates, provenance=provenance)
-
-
-def _rows_note(job: Job, pairs: pd.DataFrame) -> str:
-    return "all" if job.dataset.sample is None else f"seeded sample of {len(pairs)} (seed {job.seed})"
 
 
 def per_pair(pairs: pd.DataFrame, scores: dict[str, np.ndarray]) -> pd.DataFrame:

@@ -24,7 +24,7 @@ from jaxassoc.app.registry import Job, JobResult
 from jaxassoc.data.mediation import load_vig_professions
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.mediation import relative_change
-from jaxassoc.progress import stage
+from jaxassoc.progress import progress, stage
 from jaxassoc.readouts import mediation as readout
 from jaxassoc.readouts.cache import cached_arrays
 from jaxassoc.stats.cluster_bootstrap import cluster_bootstrap_means, cluster_codes
@@ -83,7 +83,7 @@ def run(job: Job) -> JobResult:
 
     parts = []
     with stage("mediation", "examples through every head", len(kept)):
-        for rows, batch in groups:
+        for rows, batch in progress(groups, "mediation: every head", quiet=job.quiet, unit="batch"):
             compute = lambda b=batch: readout.head_runs(model, b, neurons=neurons)  # noqa: E731
             parts.append(cached_arrays(job.cache_dir, "mediation_heads", key(rows, "heads", neurons=neurons), compute))
     order = np.concatenate([rows for rows, _ in groups])
@@ -94,7 +94,7 @@ def run(job: Job) -> JobResult:
         selected = readout.top_neurons(estimate, min(cfg.neurons_per_layer, estimate.shape[1]))
         found = []
         with stage("mediation", "examples through the selected neurons", len(kept)):
-            for rows, batch in groups:
+            for rows, batch in progress(groups, "mediation: selected neurons", quiet=job.quiet, unit="batch"):
                 compute = lambda b=batch: readout.neuron_runs(model, b, selected)  # noqa: E731
                 found.append(
                     cached_arrays(
