@@ -137,3 +137,21 @@ def test_interventions_the_job_cannot_take_are_refused(tmp_path, tiny_checkpoint
     static = cli("jaxassoc", "metric=weat", "model=glove-6b-50d", "intervention=ablate", "intervention.heads=[[0,1]]",
                  "hydra.run.dir=out", cwd=tmp_path)  # fmt: skip
     assert static.returncode != 0 and "static word vectors" in static.stderr
+
+
+def test_a_mediation_result_of_other_weights_or_none_at_all_is_refused(tmp_path, tiny_checkpoint, cli):
+    folder = _model(tiny_checkpoint, tmp_path)
+    model = ["model.name=tiny", f"model.source={folder}", "hydra.run.dir=out", "dataset=use5", "dataset.sample=4"]
+    ablate = ["metric=unstereo", "intervention=ablate", "intervention.top_heads=1"]
+    missing = cli("jaxassoc", *ablate, *model, "intervention.from_mediation=nowhere", cwd=tmp_path)
+    assert missing.returncode != 0 and "intervention.from_mediation='nowhere': cannot read" in missing.stderr
+    assert "tiny loaded" not in missing.stdout + missing.stderr  # refused before the model loads
+    other = pd.DataFrame(  # a mediation result of another model: its rows record other weights
+        {"component": ["head", "head"], "layer": [0, 1], "head": [1, 2], "indirect_effect": [0.2, 0.1]}
+    ).assign(prov_model_weights_sha256="ab" * 32)
+    (tmp_path / "other").mkdir()
+    other.to_parquet(tmp_path / "other" / "aggregates.parquet")
+    refused = cli("jaxassoc", *ablate, *model, "intervention.from_mediation=other", cwd=tmp_path)
+    assert refused.returncode != 0
+    assert "was computed on other weights (sha256 abababababab...) than model 'tiny'" in refused.stderr
+    assert not (tmp_path / "out" / "results.json").exists()

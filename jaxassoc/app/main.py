@@ -400,6 +400,10 @@ def make_job(cfg: DictConfig, output_dir: Path) -> Job:
     job = _job_objects(cfg, output_dir)
     validation.check_options(spec, job)
     cache_max_bytes(cfg)
+    if job.intervention.name != "none" and job.intervention.from_mediation is not None:
+        from jaxassoc.app.model_loading import top_components
+
+        top_components(job.intervention)  # the file read and checked before any model loads
     return job
 
 
