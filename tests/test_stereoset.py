@@ -262,3 +262,20 @@ def test_metric_stereoset_end_to_end(tmp_path, tiny_checkpoint, cli):
     assert "icat_score" in proc.stdout and "intersentence" in proc.stdout
     missing = cli("jaxassoc", *common, cwd=tmp_path, env={"HYDRA_FULL_ERROR": "0"})
     assert missing.returncode != 0 and "dataset.path" in missing.stderr
+    assert (agg.loc[agg["split"] == "overall", "covers"] == "intrasentence, intersentence").all()
+
+
+def test_a_masked_lms_overall_row_says_it_covers_the_intrasentence_split_only(tmp_path, tiny_checkpoint, cli):
+    (tmp_path / "dev.json").write_text(json.dumps(DOCUMENT))
+    overrides = ["metric=stereoset", "model.name=tiny-bert", f"model.source={tiny_checkpoint('bert')}",
+                 "model.kind=masked", "dataset.path=dev.json", "hydra.run.dir=out"]  # fmt: skip
+    proc = cli("jaxassoc", *overrides, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    agg = pd.read_parquet(tmp_path / "out" / "aggregates.parquet")
+    assert set(agg["split"]) == {"intrasentence", "overall"}
+    assert (agg.loc[agg["split"] == "overall", "covers"] == "intrasentence").all()
+    said = "overall covers the intrasentence split only (a masked LM: no next-sentence head for intersentence)"
+    assert said in proc.stdout  # the console's table note
+    assert "intersentence split not scored" in proc.stdout + proc.stderr  # the warning
+    assert cli("jaxassoc-report", "out", cwd=tmp_path).returncode == 0
+    assert said in (tmp_path / "out" / "report" / "report.md").read_text()

@@ -167,3 +167,18 @@ def test_an_unknown_correction_is_refused_by_name(glove, tmp_path):
 
     with pytest.raises(ConfigError, match="stats.correction.*holm"):
         run_metric(static(glove, "stats.correction=bonferroni"), tmp_path)
+
+
+def test_the_merged_tables_note_counts_every_jobs_tests():
+    from jaxassoc.app import tables
+
+    job = pd.DataFrame({"test": ["W1", "W2", "W3"], "d": [0.5, 0.2, 1.1], "p": [0.01, 0.3, 0.002]})
+    parts = [tables.corrected(job.copy(), "none") for _ in range(3)]
+    assert tables.notes(parts[0]) == [tables.NOT_CORRECTED.format(m=3)]
+    merged = tables.concat_jobs(parts)
+    assert tables.notes(merged) == [tables.NOT_CORRECTED.format(m=9)]  # 3 jobs x 3 tests, not "the 3 tests"
+    holm = tables.concat_jobs([tables.corrected(job.copy(), "holm") for _ in range(2)])
+    assert tables.notes(holm) == [
+        "p_holm: Holm-adjusted (family-wise error) within each job's tests (2 jobs, 6 tests in this table)"
+    ]
+    assert tables.notes(tables.concat_jobs(parts[:1])) == [tables.NOT_CORRECTED.format(m=3)]

@@ -640,7 +640,7 @@ def metric_section(metric: str, rows: pd.DataFrame, settings: pd.DataFrame, swee
             joined.attrs = dict(table.attrs)
             found.setdefault(name, []).append(joined)
     for name, parts in found.items():
-        blocks += ([doc.Heading(name, 3)] if name else []) + [doc.Table(tables.concat(parts))]
+        blocks += ([doc.Heading(name, 3)] if name else []) + [doc.Table(tables.concat_jobs(parts))]
     plots = _metric_plots(metric, rows, settings, keys, out)
     if plots:
         blocks.append(doc.Figures(tuple(plots)))

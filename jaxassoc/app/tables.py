@@ -220,20 +220,50 @@ def recorded_correction(aggregates: pd.DataFrame) -> str:
         return "none"
 
 
+NOT_CORRECTED = "p not corrected for the {m} tests of this table (stats.correction=holm or bh adds the adjusted column)"
+ADJUSTED = re.compile(r"^(.*: .*) over the (\d+) tests of this table$")
+
+
+def _p_columns(table: pd.DataFrame) -> list[str]:
+    """The test p columns of ``table`` that hold two or more p-values."""
+    return [c for c in table.columns if TEST_P_COLUMN.fullmatch(c) and table[c].notna().sum() >= 2]
+
+
+def n_tests(table: pd.DataFrame) -> int:
+    """How many tests ``table`` reports: the p-values of its fullest test p column."""
+    return max((int(table[c].notna().sum()) for c in _p_columns(table)), default=0)
+
+
+def concat_jobs(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """The tables of several jobs as one (the report's), with their notes; the count of tests in a note
+    on the multiple-comparison correction is the merged table's, and an adjustment made within each job
+    says so (each job adjusted over its own tests, not over the table's)."""
+    merged = concat(parts)
+    if len(parts) < 2:
+        return merged
+    m, notes_ = n_tests(merged), []
+    for note in notes(merged):
+        adjusted = ADJUSTED.match(note)
+        if note.startswith(NOT_CORRECTED.split("{m}")[0]):
+            note = NOT_CORRECTED.format(m=m)
+        elif adjusted:
+            note = f"{adjusted[1]} within each job's tests ({len(parts)} jobs, {m} tests in this table)"
+        notes_.append(note)
+    merged.attrs["notes"] = list(dict.fromkeys(notes_))
+    return merged
+
+
 def corrected(table: pd.DataFrame, correction: str) -> pd.DataFrame:
     """The table with a ``<p>_holm`` / ``<p>_bh`` column after each test p column (``p``, ``p_value``,
     ``p_raw``, ``p_whitened``) that holds two or more p-values, adjusted over them
     (:mod:`jaxassoc.stats.multiple`), and a note saying so; with ``correction="none"``, a note that the
     p-values are not corrected for the number of tests."""
-    columns = [c for c in table.columns if TEST_P_COLUMN.fullmatch(c) and table[c].notna().sum() >= 2]
+    columns = _p_columns(table)
     if not columns:
         return table
-    m = max(int(table[c].notna().sum()) for c in columns)
+    m = n_tests(table)
     if correction == "none":
-        return with_notes(
-            table,
-            f"p not corrected for the {m} tests of this table (stats.correction=holm or bh adds the adjusted column)",
-        )
+        return with_notes(table, NOT_CORRECTED.format(m=m))
     out, suffix = table.copy(), multiple.COLUMN_SUFFIX[correction]
     for column in columns:
         adjusted = multiple.adjust(out[column].to_numpy(dtype=float), correction)

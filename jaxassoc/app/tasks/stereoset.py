@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -15,6 +16,8 @@ from jaxassoc.data.stereoset import LABELS, SPLITS, load_stereoset
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.stereoset import stereoset_scores
 from jaxassoc.readouts.stereoset import CAUSAL_SCORING, score_candidates
+
+log = logging.getLogger("jaxassoc")
 
 ALL, OVERALL = "all", "overall"
 
@@ -89,6 +92,7 @@ def run(job: Job) -> JobResult:
     }
     if skipped:
         provenance["note"] = skipped
+        log.warning("stereoset: %s; the overall row covers the intrasentence split only", skipped)
     return JobResult(items=rows, aggregates=summarize(rows), provenance=provenance)
 
 
@@ -112,11 +116,15 @@ def summarize(rows: pd.DataFrame) -> pd.DataFrame:
             scores = stereoset_scores(
                 group["stereotype"], group["anti-stereotype"], group["unrelated"], group["target"]
             )
-            out.append({"split": split, "domain": domain, **scores._asdict()})
+            covers = ", ".join(present) if split == OVERALL else split
+            out.append({"split": split, "domain": domain, "covers": covers, **scores._asdict()})
     return pd.DataFrame(out).rename(columns={"count": "n"})
 
 
-COLUMNS = ["split", "domain", "n", "n_targets", "lm_score", "ss_score", "icat_score"]
+COLUMNS = ["split", "domain", "covers", "n", "n_targets", "lm_score", "ss_score", "icat_score"]
+ONE_SPLIT = (
+    "overall covers {covers} only{why}: not comparable with an overall score over both splits (docs/methods.md §7.2)"
+)
 
 
 def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
@@ -127,7 +135,12 @@ def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
         "min(ss, 100 − ss) / 50 (ideal 100); each a macro average over the n_targets target terms, as the "
         "authors' evaluation (Nadeem et al. 2021 §6.1; docs/methods.md §7.3); no CI or test: the authors define none"
     )
-    return [
-        (split, tables.with_notes(tables.block(part, COLUMNS), note))
-        for split, part in aggregates.groupby("split", sort=False)
-    ]
+    out = []
+    for split, part in aggregates.groupby("split", sort=False):
+        notes = [note]
+        if split == OVERALL and "covers" in part and set(part["covers"]) - {", ".join(SPLITS)}:
+            covers = part["covers"].iloc[0]
+            why = " (a masked LM: no next-sentence head for intersentence)" if covers == "intrasentence" else ""
+            notes.insert(0, ONE_SPLIT.format(covers=f"the {covers} split", why=why))
+        out.append((split, tables.with_notes(tables.block(part, COLUMNS), *notes)))
+    return out
