@@ -3,6 +3,8 @@ solver gives the exact solver's distances within rtol 1e-3 (and every problem co
 level and through the app on an 8-device mesh; its options are checked and refused by name; with
 ``shared_delta`` one ΔA per (group, word, subword) serves every template, checked on the ΔA itself."""
 
+import logging
+
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
@@ -162,3 +164,19 @@ def test_app_shared_delta_over_two_templates(folder, tmp_path, hydra_context, mo
     assert [name for name, _ in stereotypes.views(result.aggregates)] == ["per template", "held-out groups"]
     assert row["set_converged"] == row["set_problems"] > 0
     assert "one ΔA shared by the templates" in result.provenance["set_solver"]
+
+
+def test_a_template_whose_set_problems_did_not_all_converge_is_warned_about_and_marked(caplog):
+    caplog.set_level(logging.WARNING, logger="jaxassoc")
+    converged = {"set_problems": 256, "set_converged": 244, "set_max_violation": 0.05}
+    caveat = task.unconverged_caveat("t1", converged)
+    assert caveat == "τ and P@3 rest on 12 of 256 SeT problems that did not converge (worst violation 0.05 logit units)"
+    assert [r.getMessage() for r in caplog.records] == [
+        f"set: template 't1': {caveat}; raise metric.optax_outer_steps / metric.optax_inner_steps, or use "
+        "metric.solver=exact"
+    ]
+    assert task.unconverged_caveat("t1", {**converged, "set_converged": 256}) == ""
+    assert task.unconverged_caveat("t1", None) == ""  # the exact solver
+    rows = pd.DataFrame([{"template": "t1", "kendall_tau_overall": 0.3, **converged, "caveat": caveat}])
+    shown = task.views(rows)[0][1]
+    assert shown["caveat"].tolist() == [caveat]  # the table marks the statistics that rest on it

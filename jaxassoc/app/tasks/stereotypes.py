@@ -18,6 +18,7 @@ prompts in all the templates (``metric.shared_delta``; docs/methods.md §3.6).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 import jax
@@ -47,6 +48,8 @@ from jaxassoc.readouts.stereotypes_mlm import score_masked
 from jaxassoc.readouts.stereotypes_shared import SLOT, shared_set_scores
 from jaxassoc.stats.bootstrap import MAX_RESAMPLES
 from jaxassoc.stats.grouped_kendall import grouped_kendall
+
+log = logging.getLogger("jaxassoc")
 
 PILOT_GROUPS = ("Asian people", "Blacks/African Americans", "Hispanic people", "immigrants")
 SCORES = ("ilps", "ilps_star", "set")
@@ -299,6 +302,7 @@ def run(job: Job) -> JobResult:
         taus, p3 = np.asarray(result.tau_per_group), np.asarray(result.p_at_3_per_group)
         pilot = np.array([g in PILOT_GROUPS for g in present])
         converged = convergence(scores, present, abc, slot)
+        caveat = unconverged_caveat(template, None if converged is None else converged[0])
         rows.append(
             {
                 "template": template,
@@ -318,6 +322,7 @@ def run(job: Job) -> JobResult:
                 "tau_bootstrap": n,
                 "confidence": job.stats.confidence,
                 **({} if converged is None else converged[0]),
+                **({"caveat": caveat} if caveat else {}),
             }
         )
         group_rows = pd.DataFrame(
@@ -367,6 +372,24 @@ def solver_description(cfg: StereotypeMetricConfig) -> str:
     )
 
 
+def unconverged_caveat(template: str, converged: dict | None) -> str:
+    """The caveat of a template's τ and P@3 when some of the SeT problems behind them did not converge
+    (logged as a WARNING); empty when all did, or for the exact solver."""
+    if converged is None or converged["set_converged"] >= converged["set_problems"]:
+        return ""
+    missed = converged["set_problems"] - converged["set_converged"]
+    caveat = (
+        f"τ and P@3 rest on {missed:,} of {converged['set_problems']:,} SeT problems that did not converge "
+        f"(worst violation {converged['set_max_violation']:.2g} logit units)"
+    )
+    log.warning(
+        "set: template %r: %s; raise metric.optax_outer_steps / metric.optax_inner_steps, or use metric.solver=exact",
+        template,
+        caveat,
+    )
+    return caveat
+
+
 def convergence_note(rows: pd.DataFrame) -> str:
     """How many SeT problems the optax solver brought to convergence, for the table's note."""
     if "set_converged" not in rows or rows["set_converged"].isna().all():
@@ -405,6 +428,7 @@ def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
                         "p_at_3_pilot",
                         "p_at_3_heldout",
                         *CONVERGENCE,
+                        "caveat",
                     ],
                 ),
                 tau_note(per_template),
