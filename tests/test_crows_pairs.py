@@ -207,3 +207,15 @@ def test_copies_equal_once_masked_but_hiding_other_tokens_keep_their_own_targets
     alone = [pseudo_log_likelihoods(model, [s], [[1]])[0] for s in (he, she)]
     np.testing.assert_allclose(np.concatenate(together), np.concatenate(alone), rtol=1e-5)
     assert together[0][0] != together[1][0]
+
+
+@pytest.mark.parametrize("family", ["gpt2", "bert"])
+def test_a_sentence_longer_than_the_context_names_the_file_line_and_pair(family, tiny_checkpoint):
+    from jaxassoc.models.loading import load_model
+
+    model = load_model(tiny_checkpoint(family))  # a 64-token context
+    text = "\n".join(["sent_more,sent_less,stereo_antistereo,bias_type", "He ran.,She ran.,stereo,gender"])
+    long = "He said " + "yes and " * 40 + "no."
+    pairs = parse_crows_pairs(f"{text}\n{long},{long.replace('He', 'She')},stereo,gender\n", "p.csv")
+    with pytest.raises(InputError, match=r"p\.csv, line 3 \(pair 1\): sent_more .* more than the 64-token context"):
+        score_pairs(model, pairs, source="p.csv")

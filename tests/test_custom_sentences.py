@@ -8,7 +8,7 @@ from app_helpers import compose_config, run_metric, start_hydra
 from jaxassoc.app.main import make_job
 from jaxassoc.data import unstereo
 from jaxassoc.data.custom_sentences import load_templates_file
-from jaxassoc.errors import ConfigError, DataError
+from jaxassoc.errors import ConfigError, DataError, InputError
 
 SCORES = ["M_template", "F_template", "M_logprob", "F_logprob", "FM_logprob", "max_gender_pmi"]
 
@@ -104,3 +104,11 @@ def test_bad_template_file_is_refused_before_the_model_loads(tmp_path, no_model)
     path = _file(tmp_path, "t.txt", "{pronoun} ran.\n\n")
     with pytest.raises(DataError, match="line 2: a blank line"):
         run_metric(["metric=unstereo", "dataset=custom_sentences", f"dataset.path={path}"], tmp_path)
+
+
+def test_a_template_longer_than_the_context_names_its_file_and_line(tmp_path, tiny_checkpoint):
+    short = tiny_checkpoint("gpt2")  # a 64-token context
+    path = _file(tmp_path, "t.txt", "{pronoun} ran.\n{pronoun} said " + "yes and " * 40 + "no.\n")
+    base = ["metric=unstereo", f"model.source={short}", "model.name=tiny", "dataset=custom_sentences"]
+    with pytest.raises(InputError, match=r"t\.txt, line 2: the template filled with he/his/him \('He said yes"):
+        run_metric([*base, f"dataset.path={path}"], tmp_path / "out")

@@ -65,7 +65,7 @@ def load_templates_file(path: str | Path) -> pd.DataFrame:
             unstereo.fill_template(template, "male")
         except InputError as e:
             raise DataError(f"{path}, line {line}: {e}") from None
-    frame = pd.DataFrame({"template": [t for _, t, _ in rows]})
+    frame = pd.DataFrame({"template": [t for _, t, _ in rows], "line": [line for line, _, _ in rows]})
     given = [p for _, _, p in rows]
     if any(p is None for p in given):
         frame["max_gender_pmi"] = unstereo.recompute_max_gender_pmi(frame["template"])

@@ -104,9 +104,8 @@ def causal_inputs(model: LanguageModel, pairs: pd.DataFrame, source: str) -> lis
     start = start_token(model, eos_fallback=True, what="CrowS-Pairs")
     sequences = []
     for row in pairs.itertuples():
-        ids = causal_token_ids(model, [getattr(row, c) for c in SENTENCES], start)
-        for column, seq in zip(SENTENCES, ids):
-            _check_length(model, row, seq, column, source)
+        where = lambda i, row=row: f"{source}, line {row.line} (pair {row.pair}): {SENTENCES[i]}"  # noqa: E731
+        ids = causal_token_ids(model, [getattr(row, c) for c in SENTENCES], start, where)
         if not shared_positions(ids[0][1:], ids[1][1:])[0]:
             raise _no_shared_tokens(row, source)
         sequences += ids

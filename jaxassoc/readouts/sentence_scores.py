@@ -17,7 +17,7 @@ parameters: differentiate them for a training signal.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -42,15 +42,20 @@ def start_token(model: LanguageModel, *, eos_fallback: bool, what: str) -> int:
     return int(start)
 
 
-def causal_token_ids(model: LanguageModel, sentences: Sequence[str], start_id: int) -> list[list[int]]:
-    """Token ids of each sentence after ``start_id`` (added once, whatever the tokenizer's default)."""
+def causal_token_ids(
+    model: LanguageModel, sentences: Sequence[str], start_id: int, where: Callable[[int], str] | None = None
+) -> list[list[int]]:
+    """Token ids of each sentence after ``start_id`` (added once, whatever the tokenizer's default).
+    InputError for a sentence without tokens or longer than the context, named by ``where(i)`` (e.g. the
+    user's file, line and pair; default ``sentence i``)."""
     encoded = model.tokenizer(list(sentences), add_special_tokens=False)["input_ids"]
     for i, ids in enumerate(encoded):
+        name = f"sentence {i}" if where is None else where(i)
         if not ids:
-            raise InputError(f"sentence {i} ({sentences[i]!r}) has no tokens: every sentence needs text")
+            raise InputError(f"{name} ({sentences[i]!r}) has no tokens: every sentence needs text")
         if len(ids) + 1 > model.max_positions:
             raise InputError(
-                f"sentence {i} ({sentences[i][:60]!r}...) has {len(ids)} tokens + the start token, more than "
+                f"{name} ({sentences[i][:60]!r}...) has {len(ids)} tokens + the start token, more than "
                 f"the {model.max_positions}-token context of {model.name!r}: shorten or drop it"
             )
     return [[start_id, *ids] for ids in encoded]

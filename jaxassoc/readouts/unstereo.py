@@ -24,9 +24,25 @@ from jaxassoc.models.base import LanguageModel
 from jaxassoc.readouts.sentence_scores import causal_log_likelihoods, causal_token_ids, start_token
 
 
-def sentence_token_ids(model: LanguageModel, sentences: Sequence[str]) -> list[list[int]]:
-    """Token ids of each sentence with the model's BOS prepended (once, whatever the tokenizer default)."""
-    return causal_token_ids(model, sentences, start_token(model, eos_fallback=False, what="UnStereoEval"))
+def sentence_token_ids(
+    model: LanguageModel, sentences: Sequence[str], where: Callable[[int], str] | None = None
+) -> list[list[int]]:
+    """Token ids of each sentence with the model's BOS prepended (once, whatever the tokenizer default);
+    ``where(i)`` names sentence i in an error."""
+    return causal_token_ids(model, sentences, start_token(model, eos_fallback=False, what="UnStereoEval"), where)
+
+
+def _origins(
+    frame: pd.DataFrame, male: list[str], female: list[str], unique: list[str], source: str
+) -> Callable[[int], str]:
+    """Names the template behind each of the ``unique`` sentences: ``<source>, line <n>`` for a user's file
+    (its ``line`` column), else ``<source> row <r>``, and which pronouns filled it."""
+    first: dict[str, str] = {}
+    for pronouns, sentences in (("he/his/him", male), ("she/her/her", female)):
+        for r, sentence in enumerate(sentences):
+            at = f"line {frame['line'].iloc[r]}" if "line" in frame else f"row {r}"
+            first.setdefault(sentence, f"{source}, {at}: the template filled with {pronouns}")
+    return lambda i: first[unique[i]]
 
 
 def score_sentences(
@@ -56,6 +72,7 @@ def run_unstereo(
     rows: Sequence[int] | None = None,
     scorer: Callable[[list[str]], np.ndarray] | None = None,
     frame: pd.DataFrame | None = None,
+    source: str | None = None,
 ) -> pd.DataFrame:
     """Per-pair scores of one dataset (as the original's results files): the dataset's columns plus
     ``M_template``, ``M_num_tokens`` (tokens without BOS), ``M_logprob``, the same with ``F_``,
@@ -63,16 +80,18 @@ def run_unstereo(
     ``rows``: positions of the dataset's rows to score (e.g. a seeded sample); None scores all.
     ``scorer``: sentences -> log-likelihoods in place of :func:`score_sentences` (e.g. a cached one).
     ``frame``: the rows (``template``, ``max_gender_pmi``) in place of the named dataset's, e.g. a user's
-    file (:func:`jaxassoc.data.custom_sentences.load_templates_file`)."""
+    file (:func:`jaxassoc.data.custom_sentences.load_templates_file`), with ``source`` its name in errors
+    (a sentence longer than the context names the file and line of its template)."""
     frame = data.load_dataset(dataset_name) if frame is None else frame
     if rows is not None:
         frame = frame.iloc[list(rows)].reset_index(drop=True)
     male, female = data.fill_templates(frame["template"].tolist(), parity_preprocessing=parity_preprocessing)
     unique = list(dict.fromkeys(male + female))
+    ids = sentence_token_ids(model, unique, _origins(frame, male, female, unique, source or dataset_name))
     if scorer is None:
         scorer = functools.partial(score_sentences, model, tokens_per_batch=tokens_per_batch, progress=progress)
     scores = dict(zip(unique, scorer(unique)))
-    lengths = dict(zip(unique, (len(ids) - 1 for ids in sentence_token_ids(model, unique))))
+    lengths = dict(zip(unique, (len(seq) - 1 for seq in ids)))
     out = frame.copy()
     for prefix, sentences in (("M", male), ("F", female)):
         out[f"{prefix}_template"] = sentences

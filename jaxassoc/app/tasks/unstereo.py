@@ -92,7 +92,13 @@ def run(job: Job) -> JobResult:
 
     with stage("unstereo", f"{DATASETS[name]} sentence pairs scored") as scored:
         scores = run_unstereo(
-            model, DATASETS[name], parity_preprocessing=cfg.parity_preprocessing, rows=rows, scorer=scorer, frame=custom
+            model,
+            DATASETS[name],
+            parity_preprocessing=cfg.parity_preprocessing,
+            rows=rows,
+            scorer=scorer,
+            frame=custom,
+            source=None if custom is None else str(job.dataset.path),
         )
         scored.count = len(scores)
     summary = summarize(scores, etas=tuple(cfg.etas), aufc_units=cfg.aufc_units, threshold=cfg.threshold_log10)
