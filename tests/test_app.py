@@ -220,3 +220,32 @@ def test_a_model_config_without_a_source_is_one_line_naming_the_key(tmp_path, ja
     assert proc.returncode != 0
     assert "jaxassoc: error: model.source has no value; set it on the command line (model.source=...)" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_an_output_folder_that_cannot_be_written_is_one_line_naming_it(tmp_path, jaxassoc, monkeypatch):
+    import errno
+    import os
+
+    (tmp_path / "afile").write_text("")
+    job = ["metric=toy", "model=glove-6b-50d"]
+    under_a_file = jaxassoc(tmp_path, *job, "hydra.run.dir=afile/run")
+    assert under_a_file.returncode != 0 and "Traceback" not in under_a_file.stderr
+    assert (
+        "jaxassoc: error: the output folder afile/run cannot be made: afile is a file, not a folder; choose another "
+        "with hydra.run.dir=..." in under_a_file.stderr
+    )
+    (tmp_path / "locked").mkdir()
+    writable = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: Path(p).name != "locked" and writable(p, mode))  # root reads all
+    read_only = jaxassoc(tmp_path, "-m", *job, "hydra.sweep.dir=locked/sweep")
+    assert "the output folder locked/sweep cannot be written: locked is read-only for this user" in read_only.stderr
+    monkeypatch.setattr(os, "access", writable)
+
+    def full(folder, *args, **kwargs):  # the disk fills up as the results are written
+        raise OSError(errno.ENOSPC, "No space left on device", str(Path(folder) / "items.parquet"))
+
+    monkeypatch.setattr(store, "write_results", full)
+    disk_full = jaxassoc(tmp_path, *job, "hydra.run.dir=run")
+    assert disk_full.returncode != 0 and "Traceback" not in disk_full.stderr
+    said = f"jaxassoc: error: cannot write {tmp_path / 'run' / 'items.parquet'}: No space left on device; "
+    assert said in disk_full.stderr

@@ -326,6 +326,30 @@ def with_default_dataset(argv: list[str], defaults: dict[str, str]) -> list[str]
     return [*argv[:at], f"dataset={wanted.pop()}", *argv[at:]]
 
 
+def check_output_folder(argv: list[str]) -> None:
+    """ConfigError naming the output folder when it cannot be written: the folder Hydra writes into
+    (``hydra.run.dir`` / ``hydra.sweep.dir`` as given, else ``outputs`` / ``multirun`` here) would be made
+    under a file, or under a folder that is read-only. Checked before Hydra, whose own error is a traceback.
+    A folder named with an interpolation (``${now:...}``) is checked from its first fixed part."""
+    parsed = _parse_args(argv)
+    if parsed is None:
+        return
+    overrides, multirun = parsed
+    key, default = ("hydra.sweep.dir", "multirun") if multirun else ("hydra.run.dir", "outputs")
+    given = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == key), default)
+    folder = Path(given.split("${", 1)[0] or ".").expanduser()
+    existing = next(p for p in (folder, *folder.parents) if p.exists() or p == Path(p.anchor or "."))
+    if not existing.is_dir():
+        raise ConfigError(
+            f"the output folder {given} cannot be made: {existing} is a file, not a folder; choose another with {key}=..."
+        )
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(
+            f"the output folder {given} cannot be written: {existing} is read-only for this user; choose another "
+            f"with {key}=..."
+        )
+
+
 def _parse_args(argv: list[str]) -> tuple[list[str], bool] | None:
     """The overrides and whether ``-m`` was given, as Hydra's own argument parser reads ``argv``; None when
     the command line is not a plain run or sweep of jaxassoc's config (left to Hydra)."""

@@ -17,6 +17,7 @@ behind; a failed job of a sweep does not stop the others (:mod:`jaxassoc.app.swe
 from __future__ import annotations
 
 import dataclasses
+import errno
 import importlib
 import logging
 import math
@@ -90,6 +91,7 @@ def main() -> None:
         metrics = register()
         argv = sys.argv[1:] = cli.with_default_dataset(argv, {n: s.dataset for n, s in metrics.items() if s.dataset})
         n_jobs = cli.check_overrides(argv)
+        cli.check_output_folder(argv)
     except JaxassocError as e:
         sys.exit(f"jaxassoc: error: {e}")
     import hydra
@@ -158,8 +160,10 @@ def _app(cfg: DictConfig) -> None:
             if result is not None and not cfg.quiet and is_writer():
                 print(console_tables(cfg.metric.name, result, cfg.stats.correction))
                 print(f"results: {output_dir}")
-    except (JaxassocError, MissingMandatoryValue) as e:
-        message = _user_error(e)
+    except (JaxassocError, MissingMandatoryValue, OSError) as e:
+        if isinstance(e, OSError) and e.errno not in WRITE_ERRORS:
+            raise
+        message = _user_error(e, output_dir)
         if in_sweep:
             _job_failed(output_dir, message, hydra_cfg)
             return
@@ -174,8 +178,17 @@ def _app(cfg: DictConfig) -> None:
         _job_failed(output_dir, fault, hydra_cfg)
 
 
-def _user_error(e: Exception) -> str:
-    """The one-line message of a bad input (``jaxassoc: error: `` follows)."""
+WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
+"""What a full disk, a quota or a read-only or forbidden folder raise: one line naming the file, no traceback."""
+
+
+def _user_error(e: Exception, output_dir: Path) -> str:
+    """The one-line message of a bad input or an unwritable output (``jaxassoc: error: `` follows)."""
+    if isinstance(e, OSError):
+        return (
+            f"cannot write {e.filename or output_dir}: {e.strerror}; free space there or write the results "
+            f"elsewhere (hydra.run.dir=... / hydra.sweep.dir=...); output folder: {output_dir}"
+        )
     if isinstance(e, MissingMandatoryValue):  # e.g. a model config of the user's own without `source`
         return (
             f"{e.full_key} has no value; set it on the command line ({e.full_key}=...) or in the config file "
@@ -196,7 +209,10 @@ def _job_failed(output_dir: Path, message: str, hydra_cfg: Any) -> None:
 
     log.error("jaxassoc: error: %s", message)
     overrides = [o for o in hydra_cfg.overrides.task if not o.startswith("hydra.")]
-    sweep_failures.record(output_dir, overrides, message, _log_file(hydra_cfg))
+    try:
+        sweep_failures.record(output_dir, overrides, message, _log_file(hydra_cfg))
+    except OSError as e:  # e.g. the disk that failed the job is still full
+        log.error("jaxassoc: error: could not record the failure in %s either: %s", output_dir, e.strerror)
 
 
 HYDRA_FILES = (".hydra",)
