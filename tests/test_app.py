@@ -26,6 +26,7 @@ def test_plugin_metric_sweep_resume_and_report(tmp_path, jaxassoc, cli):
     sweep = ["-m", "metric=toy", "model=glove-6b-50d", "seed=1,2", "metric.n_items=3,4", "hydra.sweep.dir=sweep"]
     first = jaxassoc(tmp_path, *sweep)
     assert first.returncode == 0, first.stderr
+    assert f"report: jaxassoc-report {tmp_path / 'sweep'}  (writes its tables and figures" in first.stdout
     jobs = sorted(p.parent for p in (tmp_path / "sweep").rglob("results.json"))
     assert len(jobs) == 4
     rows = pd.read_parquet(jobs[0] / "items.parquet")
@@ -249,3 +250,23 @@ def test_an_output_folder_that_cannot_be_written_is_one_line_naming_it(tmp_path,
     assert disk_full.returncode != 0 and "Traceback" not in disk_full.stderr
     said = f"jaxassoc: error: cannot write {tmp_path / 'run' / 'items.parquet'}: No space left on device; "
     assert said in disk_full.stderr
+
+
+def test_ctrl_c_ends_with_one_line_saying_how_to_resume(tmp_path, jaxassoc, monkeypatch):
+    from jaxassoc.app import main
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(main, "run_job", interrupted)
+    single = jaxassoc(tmp_path, "metric=toy", "model=glove-6b-50d", "hydra.run.dir=run")
+    assert single.returncode == 130 and "Traceback" not in single.stderr
+    assert single.stderr.strip().splitlines()[-1] == (
+        f"jaxassoc: interrupted; rerun the same command with hydra.run.dir={tmp_path / 'run'} to resume "
+        "(finished work is reused from the cache)"
+    )
+    sweep = jaxassoc(tmp_path, "-m", "metric=toy", "model=glove-6b-50d", "seed=1,2", "hydra.sweep.dir=sweep")
+    assert sweep.returncode == 130 and "Traceback" not in sweep.stderr
+    assert sweep.stderr.strip().splitlines()[-1] == (
+        "jaxassoc: interrupted; rerun the same command with hydra.sweep.dir=sweep to resume (finished jobs are skipped)"
+    )

@@ -45,6 +45,8 @@ def test_mediation_on_a_tiny_gpt2(tmp_path, tiny_checkpoint, cli):
     assert (agg["prov_dataset"] == "vig_professions").all()
     # "astronaut" is not one token for this tokenizer, "clerk" has no stereotype: 4 professions x 2 templates
     assert len(items) == 8 and set(items["profession"]) == {"doctor", "teacher", "engineer", "nurse"}
+    said = "examples dropped for tiny: the profession is not one token where its set-gender word is (astronaut)"
+    assert said in proc.stdout + proc.stderr  # the console says how many and why
     assert (items.loc[items["stereotype"] == "female", "set_gender"] == "man").all()
     heads = agg[agg["component"] == "head"]
     assert len(heads) == 2 * 4 and str(heads["layer"].dtype) == "Int64" and str(heads["head"].dtype) == "Int64"

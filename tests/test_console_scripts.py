@@ -44,6 +44,10 @@ def test_jaxassoc_runs_a_job_and_writes_its_results(weat_job):
     cwd, proc = weat_job
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.splitlines()[-1] == f"results: {cwd / 'runs' / 'weat'}", proc.stdout[-2000:]
+    assert (
+        proc.stdout.splitlines()[-2]
+        == f"report: jaxassoc-report {cwd / 'runs' / 'weat'}  (its tables and figures as one page)"
+    )
     table = pd.read_parquet(cwd / "runs" / "weat" / "aggregates.parquet")
     assert len(table) == 1 and np.isfinite(table["d_raw"]).all()
     assert (cwd / "runs" / "weat" / "results.json").is_file()

@@ -103,6 +103,10 @@ def main() -> None:
     ran = sweep_failures.failures()
     if ran is not None and ran[1]:
         sys.exit(sweep_failures.summary(*ran, n_jobs))
+    from jaxassoc.app.store import RESULTS_JSON
+
+    if ran is not None and any(ran[0].rglob(RESULTS_JSON)):
+        print(f"report: jaxassoc-report {ran[0]}  (writes its tables and figures as one page into {ran[0] / 'report'})")
 
 
 def register() -> dict[str, Any]:
@@ -159,7 +163,11 @@ def _app(cfg: DictConfig) -> None:
             result = run_job(cfg, output_dir)
             if result is not None and not cfg.quiet and is_writer():
                 print(console_tables(cfg.metric.name, result, cfg.stats.correction))
+                if not in_sweep:
+                    print(f"report: jaxassoc-report {output_dir}  (its tables and figures as one page)")
                 print(f"results: {output_dir}")
+    except KeyboardInterrupt:
+        sys.exit(interrupted(hydra_cfg, in_sweep, output_dir))
     except (JaxassocError, MissingMandatoryValue, OSError) as e:
         if isinstance(e, OSError) and e.errno not in WRITE_ERRORS:
             raise
@@ -176,6 +184,23 @@ def _app(cfg: DictConfig) -> None:
         first = (str(e).strip().splitlines() or [""])[0]
         fault = f"{type(e).__name__}: {first} (a fault, not a bad input: its traceback is in the job's log)"
         _job_failed(output_dir, fault, hydra_cfg)
+
+
+INTERRUPTED_STATUS = 130
+"""The exit status after Ctrl-C (128 + SIGINT), as a shell reports a command it interrupted."""
+
+
+def interrupted(hydra_cfg: Any, in_sweep: bool, output_dir: Path) -> int:
+    """Ctrl-C: one line saying how to resume (finished jobs are skipped, the cache keeps finished chunks;
+    nothing half-written is read back), and the exit status."""
+    if in_sweep:
+        how = f"rerun the same command with hydra.sweep.dir={hydra_cfg.sweep.dir} to resume (finished jobs are skipped)"
+    else:
+        how = (
+            f"rerun the same command with hydra.run.dir={output_dir} to resume (finished work is reused from the cache)"
+        )
+    print(f"jaxassoc: interrupted; {how}", file=sys.stderr)
+    return INTERRUPTED_STATUS
 
 
 WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})

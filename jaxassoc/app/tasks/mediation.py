@@ -11,6 +11,7 @@ over professions (``stats.n_bootstrap`` resamples at ``stats.confidence``; docs/
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 import jax
@@ -29,6 +30,8 @@ from jaxassoc.readouts import mediation as readout
 from jaxassoc.readouts.cache import cached_arrays
 from jaxassoc.stats.cluster_bootstrap import cluster_bootstrap_means, cluster_codes
 from jaxassoc.stats.small_samples import MIN_SET_WORDS
+
+log = logging.getLogger("jaxassoc")
 
 SELECTION = "attribution patching at the profession's position, top per layer"
 
@@ -64,12 +67,31 @@ def _dataset(job: Job) -> tuple[list[str], list[str], str]:
     return professions, templates, note
 
 
+def log_dropped(frame: pd.DataFrame, model: str) -> None:
+    """Says on the console how many examples are dropped and why, with the professions concerned."""
+    dropped = frame[~frame["kept"]]
+    if dropped.empty:
+        return
+    for why, rows in dropped.groupby("dropped", sort=False):
+        names = list(dict.fromkeys(rows["profession"]))
+        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        log.warning(
+            "mediation: %d of %d examples dropped for %s: %s (%s), as the authors drop them",
+            len(rows),
+            len(frame),
+            model,
+            why,
+            shown,
+        )
+
+
 def run(job: Job) -> JobResult:
     cfg = job.metric
     professions, templates, rows_note = _dataset(job)  # read (and checked) before the model loads
     model = job.language_model()
     frame = readout.examples(model, professions, templates)
     kept = frame[frame["kept"]]
+    log_dropped(frame, model.name)
     if kept.empty:
         raise ConfigError(
             f"metric=mediation: no profession of the dataset is one token for {model.name!r} where its set-gender "
