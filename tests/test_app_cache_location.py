@@ -140,9 +140,19 @@ def test_cache_command_lists_entries_with_namespace_size_age_and_total(tmp_path,
     cache_command.main(["--cache-dir", str(tmp_path), "list"])
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == f"cache: {tmp_path}"
-    assert lines[1].split() == ["namespace", "key", "size", "last", "used"]
-    assert lines[2].split() == ["n0", "0" * 12, "1.5", "kB", "2.0", "h", "ago"]
-    assert lines[3].split() == ["n1", "1" * 12, "20", "B", "2", "min", "ago"]
+    assert lines[1].split() == [
+        "namespace",
+        "key",
+        "size",
+        "last",
+        "used",
+        "model",
+        "dataset",
+        "metric",
+        "intervention",
+    ]
+    assert lines[2].split() == ["n0", "0" * 12, "1.5", "kB", "2.0", "h", "ago", "-", "-", "-", "-"]  # no job's labels
+    assert lines[3].split() == ["n1", "1" * 12, "20", "B", "2", "min", "ago", "-", "-", "-", "-"]
     assert lines[4] == "total: 2 entries, 1.5 kB"
 
 
@@ -177,3 +187,24 @@ def test_cache_command_says_a_cache_dir_that_is_a_file_is_a_file(tmp_path, capsy
         cache_command.main(["--cache-dir", str(tmp_path / "cache.txt"), "list"])
     assert exit_.value.code == 2
     assert f"--cache-dir {tmp_path / 'cache.txt'}: is a file, not a folder" in capsys.readouterr().err
+
+
+def test_entries_are_listed_and_cleared_by_the_model_dataset_metric_and_intervention_that_used_them(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setenv("JAXASSOC_CACHE", str(tmp_path / "cache"))
+    with app_config("cached_toy_metric") as compose:
+        run_job(compose("metric=cached_toy", "model=glove-6b-50d"), tmp_path / "out")
+    (labelled,) = entries(tmp_path / "cache")
+    (other,) = seed_entries(tmp_path / "cache", [(10, 60)], time.time())  # an entry no job labelled
+    cache_command.main(["list"])
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[2:4]]
+    assert ["glove-6b-50d", "weat_caliskan2017", "cached_toy", "none"] in [row[-4:] for row in rows]
+    cache_command.main(["list", "--metric", "cached_toy"])
+    out = capsys.readouterr().out
+    assert "cached_toy" in out and "total: 1 entries" in out  # the unlabelled one is left out
+    cache_command.main(["clear", "--model", "gpt2"])
+    assert capsys.readouterr().out.startswith("removed 0 entries")
+    cache_command.main(["clear", "--model", "glove-6b-50d", "--intervention", "none"])
+    assert capsys.readouterr().out.startswith("removed 1 entries")
+    assert not labelled.path.exists() and not labelled.labels_path.exists() and other.exists()

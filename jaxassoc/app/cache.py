@@ -12,7 +12,9 @@ jobs that need the same entry at once compute it once (the second waits for the 
 The cache lives in the user cache folder (:func:`default_cache_dir`), shared by every working folder. A hit
 refreshes its entry's modification time, so :func:`evict` (a size limit, ``cache_max_gb``) removes the least
 recently used entries first; :func:`entries` and :func:`clear` back the ``jaxassoc-cache`` command. Entries
-are read and written by :func:`jaxassoc.readouts.cache.cached_arrays` (re-exported here for plugins).
+are read and written by :func:`jaxassoc.readouts.cache.cached_arrays` (re-exported here for plugins). After
+each job, :func:`label_used` notes on every entry it used the job's model, dataset, metric and intervention
+(a ``<key>.jaxassoc.json`` beside the entry, removed with it), so the command can list and clear by them.
 
 Its ``xla/`` folder is JAX's persistent compilation cache (:func:`use_compile_cache`), managed by JAX.
 """
@@ -20,6 +22,7 @@ Its ``xla/`` folder is JAX's persistent compilation cache (:func:`use_compile_ca
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import time
@@ -104,6 +107,11 @@ def remove_stale_temporaries(cache_dir: Path | None) -> None:
         remove_free_locks(folder)
 
 
+LABELS = ("model", "dataset", "metric", "intervention")
+"""What :func:`label_used` notes of the jobs that used an entry (``jaxassoc-cache list`` / ``clear --model``...)."""
+LABELS_SUFFIX = ".jaxassoc.json"
+
+
 @dataclass(frozen=True)
 class Entry:
     """One cache entry: its file, namespace (the computation), size and last use (a hit or its write)."""
@@ -112,6 +120,46 @@ class Entry:
     namespace: str
     size: int
     last_used: float
+
+    @property
+    def labels_path(self) -> Path:
+        """The entry's labels file: ``<key>.jaxassoc.json`` beside it."""
+        return self.path.with_name(self.path.name[: -len(ENTRY_SUFFIX)] + LABELS_SUFFIX)
+
+    def labels(self) -> dict[str, list[str]]:
+        """The models, datasets, metrics and interventions of the jobs that used the entry (empty lists for
+        an entry no job labelled: written before labels existed, or through the API)."""
+        try:
+            found = json.loads(self.labels_path.read_text())
+        except (OSError, ValueError):
+            found = {}
+        found = found if isinstance(found, dict) else {}
+        return {k: [str(v) for v in found.get(k, [])] if isinstance(found.get(k), list) else [] for k in LABELS}
+
+    def matches(self, wanted: dict[str, str | None]) -> bool:
+        """True when, for each label given in ``wanted`` (None: any), a job of that value used the entry."""
+        labels = self.labels()
+        return all(value is None or value in labels[k] for k, value in wanted.items())
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
+        self.labels_path.unlink(missing_ok=True)
+
+
+def label_used(cache_dir: Path | None, since: float, labels: dict[str, str]) -> None:
+    """Add ``labels`` (one value per :data:`LABELS` key: the job's model, dataset, metric, intervention) to
+    every entry used at or after ``since`` (the job's start): the entries the job wrote or read."""
+    if cache_dir is None or not Path(cache_dir).is_dir():
+        return
+    for entry in entries(cache_dir):
+        if entry.last_used < since:
+            continue
+        known = entry.labels()
+        merged = {k: sorted({*known[k], labels[k]}) for k in LABELS}
+        if merged != known:
+            text = json.dumps(merged, sort_keys=True)
+            with contextlib.suppress(OSError):  # a label is a convenience: never a job's failure
+                io.atomic_write(entry.labels_path, lambda p, text=text: p.write_text(text))
 
 
 def entries(cache_dir: Path) -> list[Entry]:
@@ -127,12 +175,23 @@ def entries(cache_dir: Path) -> list[Entry]:
     return sorted(found, key=lambda e: (e.last_used, str(e.path)))
 
 
-def clear(cache_dir: Path, *, older_than: float | None = None, now: float | None = None) -> list[Entry]:
-    """Remove the entries not used for ``older_than`` seconds (all when None); the removed entries."""
+def clear(
+    cache_dir: Path,
+    *,
+    older_than: float | None = None,
+    now: float | None = None,
+    where: dict[str, str | None] | None = None,
+) -> list[Entry]:
+    """Remove the entries not used for ``older_than`` seconds (all when None) and, with ``where`` (e.g.
+    ``{"model": "gpt2"}``), only those a job of those labels used (:meth:`Entry.matches`); the removed entries."""
     now = time.time() if now is None else now
-    removed = [e for e in entries(cache_dir) if older_than is None or now - e.last_used > older_than]
+    removed = [
+        e
+        for e in entries(cache_dir)
+        if (older_than is None or now - e.last_used > older_than) and e.matches(where or {})
+    ]
     for entry in removed:
-        entry.path.unlink(missing_ok=True)
+        entry.remove()
     return removed
 
 
@@ -147,7 +206,7 @@ def evict(cache_dir: Path | None, max_bytes: int | None, *, keep_since: float) -
     for entry in found:
         if total <= max_bytes or entry.last_used >= keep_since:
             break
-        entry.path.unlink(missing_ok=True)
+        entry.remove()
         total -= entry.size
         removed.append(entry)
     if removed:

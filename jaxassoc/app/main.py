@@ -634,6 +634,13 @@ def run_job(cfg: DictConfig, output_dir: Path) -> JobResult | None:
     start, started = time.perf_counter(), math.floor(time.time())
     result = result_of(spec, spec.run(job))
     if is_writer():
+        labels = {
+            "model": cfg.model.name,
+            "dataset": cfg.dataset.name if spec.reads_dataset else "none",
+            "metric": cfg.metric.name,
+            "intervention": cfg.intervention.name if "intervention" in cfg else "none",
+        }
+        cache.label_used(job.cache_dir, started, labels)
         cache.evict(job.cache_dir, cache_max_bytes(cfg), keep_since=started)
     provenance.update(result.provenance)
     seconds = time.perf_counter() - start
