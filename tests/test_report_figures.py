@@ -217,3 +217,22 @@ def test_figures_say_what_each_test_id_stands_for(plot):
     assert key and "W1: Flowers/Insects x Pleasant/Unpleasant; W2: Jobs/Arts x Male/Female" in key[0].replace("\n", " ")
     assert not [t for t in (t.get_text() for t in plot(TWO_TESTS, "WEAT").axes[0].texts) if t.startswith("W1: ")]
     plt.close("all")
+
+
+def test_the_direct_effect_heatmap_is_centred_on_the_total_effect_and_the_indirect_on_zero():
+    from jaxassoc.app.report import head_effect_heatmaps
+
+    heads = pd.DataFrame(
+        {
+            "label": "tiny",
+            "layer": [0, 0, 1, 1],
+            "head": [0, 1, 0, 1],
+            "indirect_effect": [0.02, -0.01, 0.05, 0.0],
+            "direct_effect": [0.31, 0.28, 0.22, 0.30],  # a head that mediates nothing leaves the total, 0.30
+            "total_effect": 0.30,
+            "n": 8,
+        }
+    )
+    fig = head_effect_heatmaps(heads, "Mediation")
+    indirect, direct = (ax.images[0].get_clim() for ax in fig.axes[:2] if ax.images)
+    assert indirect == pytest.approx((-0.05, 0.05)) and direct == pytest.approx((0.22, 0.38))  # 0.30 ± 0.08

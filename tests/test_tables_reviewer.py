@@ -182,3 +182,10 @@ def test_the_merged_tables_note_counts_every_jobs_tests():
         "p_holm: Holm-adjusted (family-wise error) within each job's tests (2 jobs, 6 tests in this table)"
     ]
     assert tables.notes(tables.concat_jobs(parts[:1])) == [tables.NOT_CORRECTED.format(m=3)]
+
+
+def test_effects_are_shown_with_significant_digits_so_a_tiny_one_never_reads_zero():
+    from jaxassoc.app import tables
+
+    shown = tables.present(pd.DataFrame({"effect": [0.5, -0.0123, 0.00456, -3.2e-5, 0.0, 12.3456]}))
+    assert shown["effect"].tolist() == ["0.500", "-0.012", "0.00456", "-3.20e-05", "0", "12.346"]

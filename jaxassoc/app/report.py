@@ -416,29 +416,39 @@ def preference_plot(table: pd.DataFrame, title: str):
 
 
 def head_effect_heatmaps(table: pd.DataFrame, title: str):
-    """Causal mediation per head: each job's natural indirect and direct effects as layer × head heatmaps
-    (one colour scale per effect, centred on 0), n and the total effect in each panel's title."""
+    """Causal mediation per head: each job's natural indirect and direct effects as layer × head heatmaps,
+    n and the total effect in each panel's title. The indirect effects' colour scale is centred on 0 (no
+    mediation); the direct effects' on the total effect, which a head that mediates nothing leaves as it is
+    (Vig et al. 2020 §3), so white is "no part of the effect" in both (:func:`effect_scale`)."""
     jobs = list(dict.fromkeys(table["label"]))[:6]
     fig, axes = plt.subplots(len(jobs), 2, figsize=(8, 0.5 + 2.6 * len(jobs)), squeeze=False)
     for row, job in zip(axes, jobs):
         part = table[table["label"] == job]
         L, H = int(part["layer"].max()) + 1, int(part["head"].max()) + 1
+        te, n = float(part["total_effect"].iloc[0]), int(part["n"].iloc[0])
         for ax, column, name in zip(row, ("indirect_effect", "direct_effect"), ("indirect", "direct")):
             grid = np.full((L, H), np.nan)
             grid[part["layer"].astype(int), part["head"].astype(int)] = part[column].astype(float)
-            scale = float(np.nanmax(np.abs(grid))) or 1.0
-            image = ax.imshow(grid, cmap="RdBu_r", vmin=-scale, vmax=scale, aspect="auto", origin="lower")
+            low, high = effect_scale(grid, te if name == "direct" else 0.0)
+            image = ax.imshow(grid, cmap="RdBu_r", vmin=low, vmax=high, aspect="auto", origin="lower")
             ax.set_xlabel("head", fontsize=7)
             ax.set_ylabel("layer", fontsize=7)
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.yaxis.set_major_locator(MaxNLocator(integer=True))
             ax.tick_params(labelsize=6)
-            te, n = float(part["total_effect"].iloc[0]), int(part["n"].iloc[0])
             ax.set_title(f"{job}: {name} effect (n = {n}, total = {te:.3g})", fontsize=7)
             fig.colorbar(image, ax=ax, fraction=0.046, pad=0.02).ax.tick_params(labelsize=6)
     fig.suptitle(f"{title}: effect of each attention head on p(anti)/p(stereo)", fontsize=9)
     fig.tight_layout()
     return fig
+
+
+def effect_scale(grid: np.ndarray, centre: float) -> tuple[float, float]:
+    """``(vmin, vmax)`` of a diverging colour scale centred on ``centre``: as far either side as the value
+    farthest from it (1 when all equal it)."""
+    spread = float(np.nanmax(np.abs(grid - centre))) if np.isfinite(grid).any() else 0.0
+    spread = spread or 1.0
+    return centre - spread, centre + spread
 
 
 def correlation_bars(table: pd.DataFrame, fixed: str):

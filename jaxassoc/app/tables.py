@@ -56,10 +56,15 @@ def _missing(value) -> bool:
 
 
 def _number(value: float, count: bool) -> str:
+    """A count as an integer; a value as 3 decimals from 0.01 up (``0.123``, ``12.345``), with 3
+    significant digits below (``0.00123``, ``1.23e-05``: a tiny effect never reads ``0.000``), ``0`` for 0."""
     if count and float(value).is_integer():
         return str(int(value))
-    shown = f"{value:.3f}"
-    return "0.000" if shown == "-0.000" else shown
+    if value == 0 or not math.isfinite(value):
+        return "0" if value == 0 else str(value)
+    if abs(value) >= 0.01:
+        return f"{value:.3f}"
+    return f"{value:.3g}" if abs(value) >= 1e-4 else f"{value:.2e}"
 
 
 def _p_text(p: float, p_min: float | None = None) -> str:
