@@ -124,3 +124,30 @@ def test_report_ranks_models_per_wefe_metric(glove, tmp_path, monkeypatch):
     scores = table[table["series"] == "ECT (A)"]["score"].to_numpy()
     np.testing.assert_allclose(np.sort(ect["effect"]), np.sort(1 - scores), rtol=1e-6)
     assert len(ranking.overall) == 8  # 4 series x 2 models
+
+
+def test_every_wefe_score_has_a_word_bootstrap_ci_like_a_numpy_bootstrap(glove, tmp_path, monkeypatch):
+    use_tiny_suite(monkeypatch)
+    result = run(glove, tmp_path / "run", "stats.n_bootstrap=2000", "stats.confidence=0.9")
+    rows = result.aggregates
+    assert rows[["ci_low", "ci_high"]].notna().all().all()
+    rnsb = rows["metric"] == "RNSB"  # it refits a classifier per resample: at most 1,000
+    assert (rows.loc[~rnsb, "n_bootstrap"] == 2000).all() and (rows.loc[rnsb, "n_bootstrap"] == 1000).all()
+    assert (rows["ci_low"] <= rows["ci_high"]).all()
+    mac = rows[rows["series"] == "MAC"].iloc[0]  # the CI is of effect_size: 1 - MAC, 1 - ECT
+    assert mac["ci_low"] < mac["effect_size"] + 0.5 and mac["ci_high"] > mac["effect_size"] - 0.5
+    w1 = rows[rows["test"] == "W1"].set_index("series")
+    # RND (A) against a NumPy bootstrap: X, Y and A each resampled within itself, 20,000 resamples
+    x, y, a = vectors_of(glove, FLOWERS), vectors_of(glove, INSECTS), vectors_of(glove, PLEASANT)
+    rng = np.random.default_rng(0)
+    draws = []
+    for _ in range(20_000):
+        xs, ys, as_ = (s[rng.integers(0, len(s), len(s))] for s in (x, y, a))
+        draws.append(np.mean(np.linalg.norm(as_ - xs.mean(0), axis=1) - np.linalg.norm(as_ - ys.mean(0), axis=1)))
+    low, high = np.quantile(draws, [0.05, 0.95])
+    width = high - low
+    # percentile bounds from 2,000 resamples: their Monte Carlo SD is about 3 % of the width; 15 % is 5 SD
+    assert w1.loc["RND (A)", "ci_low"] == pytest.approx(low, abs=0.15 * width)
+    assert w1.loc["RND (A)", "ci_high"] == pytest.approx(high, abs=0.15 * width)
+    shown = dict(wefe_task.views(rows))["queries"]
+    assert "ci_low" in shown and any("percentile bootstrap over words" in n for n in tables.notes(shown))

@@ -235,6 +235,30 @@ SCENARIOS: dict[str, list[Scenario]] = {
             refused=frozenset({"metric.max_oov_share"}),
         ),  # zinnia: no context
     ],
+    "wefe": [
+        Scenario(
+            ["metric=wefe", *STATIC[1:], "stats.n_bootstrap=100"],
+            {
+                "stats.n_bootstrap": 150,  # the CIs of the word bootstrap
+                "stats.confidence": 0.5,
+                "metric.metrics": ["rnd", "mac"],
+                "metric.max_oov_share": 0.0,  # zinnia has no vector: 1 of 5 lost
+                "metric.normalize": True,
+                "metric.rnd_distance": "cos",
+                "metric.rnsb_c": 0.1,
+                "metric.rnsb_holdout": False,
+                "metric.rnsb_test_share": 0.4,
+                "metric.rnsb_iterations": 3,
+                "metric.layer": 0,  # the contextual options: refused for static vectors
+                "metric.max_contexts": 2,
+                "metric.fallback": "templates",
+                "metric.corpus": "{corpus}",
+            },
+            refused=frozenset(
+                {"metric.max_oov_share", "metric.layer", "metric.max_contexts", "metric.fallback", "metric.corpus"}
+            ),
+        ),
+    ],
     "seat": [
         Scenario(
             ["metric=seat", *TINY_LM, *STATS_BASE],

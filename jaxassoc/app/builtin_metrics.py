@@ -46,7 +46,7 @@ def register_all() -> None:
         config=wefe.WefeMetricConfig,
         model_kinds=("static", *LANGUAGE_MODELS),
         description="WEFE's RND, RNSB, MAC, ECT and RIPA on a WEAT suite, static or contextual vectors",
-        uses=frozenset(),
+        uses={"stats.n_bootstrap", "stats.confidence"},
         ignores=wefe.ignored_options,
         views=wefe.views,
     )

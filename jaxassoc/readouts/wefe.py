@@ -9,14 +9,22 @@ Each row carries ``score`` (the metric as WEFE reports it) and ``effect_size``, 
 value ranks models (WEFE ranks by |score|): the score itself for RND, RNSB and RIPA, 1 − MAC (a mean
 cosine *distance*: 1 is no association) and 1 − ρ for ECT (ρ = 1 is no bias). ``series`` names the
 metric and, for a subquery, its attribute set (``RND (A)``), so rankings compare like with like.
+
+WEFE gives no uncertainty; with ``n_bootstrap`` > 0 each row gets a percentile CI of its ``effect_size``
+(``ci_low``, ``ci_high``; for MAC and ECT, 1 − the score's bounds) from a bootstrap over words: every set the metric reads resampled within itself, the words
+the units (RIPA's target pairs resampled as pairs; RNSB's holdout split the same in every resample).
+A resample whose score is undefined (ECT's ρ when the resampled attribute words are all one word) is
+left out of the interval and counted in ``ci_undefined`` (docs/methods.md §9.4).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
@@ -25,6 +33,7 @@ from jaxassoc.errors import InputError
 from jaxassoc.metrics import wefe
 from jaxassoc.metrics.weat import unit_rows
 from jaxassoc.readouts.weat import VectorsFn, check_suite_words, looked_up, lookup_fn
+from jaxassoc.stats.bootstrap import bootstrap_ci_groups
 
 METRICS = ("rnd", "rnsb", "mac", "ect", "ripa")
 TITLES = {"rnd": "RND", "rnsb": "RNSB", "mac": "MAC", "ect": "ECT", "ripa": "RIPA"}
@@ -41,11 +50,14 @@ class WefeOptions:
     rnsb_holdout: bool = True
     rnsb_test_share: float = 0.2
     rnsb_iterations: int = 1
+    n_bootstrap: int = 0  # resamples of the words for each score's CI (0: no CI, as WEFE)
+    confidence: float = 0.95
 
     def settings(self, metric: str) -> dict:
         """The options a metric's rows record."""
         own = {"rnd": {"rnd_distance": self.rnd_distance}, "rnsb": self._rnsb()}.get(metric, {})
-        return {"normalize": self.normalize, **own}
+        ci = {"confidence": self.confidence} if self.n_bootstrap else {}  # n_bootstrap: each row's own
+        return {"normalize": self.normalize, **own, **ci}
 
     def _rnsb(self) -> dict:
         return {
@@ -84,6 +96,8 @@ def _row(suite, test, metric: str, role: str, names, kept, score: float, **extra
     """One query's row: its sets and sizes, the score and the value ranked."""
     attributes = {"A": names[2], "B": names[3], "A, B": f"{names[2]}, {names[3]}"}[role]
     effect = 1.0 - score if metric in ("mac", "ect") else score
+    if metric in ("mac", "ect") and "ci_low" in extra:  # the CI is of effect_size, as every metric's
+        extra = {**extra, "ci_low": 1.0 - extra["ci_high"], "ci_high": 1.0 - extra["ci_low"]}
     return {
         "suite": suite.name,
         "test": test.id,
@@ -111,15 +125,62 @@ def _item(test, metric: str, role: str, set_name: str, word: str, value: float, 
     }
 
 
+def _rnd_score(x, y, a, *, distance: str):
+    return wefe.rnd(x, y, a, distance=distance).score
+
+
+def _mac_score(x, y, a, b):
+    return wefe.mac([x, y], [a, b])
+
+
+def _ripa_score(pairs, a):
+    return wefe.ripa(pairs[0], pairs[1], a).score
+
+
+def _rnsb_score(x, y, a, b, *, seed: int, c: float, holdout: bool, test_share: float, iterations: int):
+    key = jax.random.key(seed)  # one split for every resample: the words vary, not the split
+    kw = dict(c=c, holdout=holdout, test_share=test_share, iterations=iterations)
+    return wefe.rnsb(key, jnp.concatenate([x, y]), a, b, **kw).score
+
+
+RNSB_MAX_RESAMPLES = 1_000
+"""RNSB refits its classifier on every resample (50 Newton steps): its CI takes at most this many resamples
+(enough for a 95 % percentile interval; Efron & Tibshirani 1993, §19.3), recorded in its row's
+``n_bootstrap``; the other metrics take ``stats.n_bootstrap``."""
+
+
+def _interval(statistic, groups: tuple, key: jax.Array | None, options: WefeOptions, most: int | None = None) -> dict:
+    """``ci_low``, ``ci_high``, ``ci_undefined`` and ``n_bootstrap`` of ``statistic(*groups)`` by a bootstrap
+    over the words of each group (module docstring), with at most ``most`` resamples; nothing without
+    ``n_bootstrap``."""
+    if not options.n_bootstrap or key is None:
+        return {}
+    n = min(options.n_bootstrap, most or options.n_bootstrap)
+    found = bootstrap_ci_groups(key, statistic, groups, n_resamples=n, confidence=options.confidence)
+    samples = np.asarray(found.samples, np.float64)
+    undefined = int(np.isnan(samples).sum())
+    if not undefined:
+        return {"ci_low": float(found.low), "ci_high": float(found.high), "ci_undefined": 0, "n_bootstrap": n}
+    # e.g. ECT's ρ on a resample whose attribute words are all one word: left out and counted
+    tail = (1 - options.confidence) / 2
+    low, high = np.nanquantile(samples, [tail, 1 - tail]) if undefined < len(samples) else (np.nan, np.nan)
+    return {"ci_low": float(low), "ci_high": float(high), "ci_undefined": undefined, "n_bootstrap": n}
+
+
 def _score_test(suite, test, sets, names, kept, key, options: WefeOptions):
-    """The rows and per-word items of one test."""
+    """The rows and per-word items of one test; ``key`` draws RNSB's splits, and a key folded from it the
+    word bootstrap of each score (one per row)."""
     x, y, a, b = sets
     rows, items = [], []
+    boot = iter(jax.random.split(jax.random.fold_in(key, 1), 8))  # 8 rows at most: RND, ECT, RIPA x 2, RNSB, MAC
     subqueries = (("A", a, names[2], kept[2]), ("B", b, names[3], kept[3]))
     if "rnd" in options.metrics:
         for role, attr, label, words in subqueries:
             r = wefe.rnd(x, y, attr, distance=options.rnd_distance)
-            rows.append(_row(suite, test, "rnd", role, names, kept, float(r.score), **options.settings("rnd")))
+            ci = _interval(
+                functools.partial(_rnd_score, distance=options.rnd_distance), (x, y, attr), next(boot), options
+            )
+            rows.append(_row(suite, test, "rnd", role, names, kept, float(r.score), **ci, **options.settings("rnd")))
             items += [_item(test, "rnd", role, label, w, float(v)) for w, v in zip(words, r.per_word)]
     if "rnsb" in options.metrics:
         r = wefe.rnsb(
@@ -132,29 +193,36 @@ def _score_test(suite, test, sets, names, kept, key, options: WefeOptions):
             test_share=options.rnsb_test_share,
             iterations=options.rnsb_iterations,
         )
-        extra = {"accuracy": float(r.accuracy), **options.settings("rnsb")}
+        statistic = functools.partial(
+            _rnsb_score,
+            seed=int(jax.random.bits(key)),
+            c=options.rnsb_c,
+            holdout=options.rnsb_holdout,
+            test_share=options.rnsb_test_share,
+            iterations=options.rnsb_iterations,
+        )
+        ci = _interval(statistic, (x, y, a, b), next(boot), options, most=RNSB_MAX_RESAMPLES)
+        extra = {"accuracy": float(r.accuracy), **options.settings("rnsb"), **ci}
         rows.append(_row(suite, test, "rnsb", "A, B", names, kept, float(r.score), **extra))
         target_sets = [names[0]] * len(kept[0]) + [names[1]] * len(kept[1])
         for set_name, word, p in zip(target_sets, [*kept[0], *kept[1]], r.negative_probabilities):
             items.append(_item(test, "rnsb", "A, B", set_name, word, float(p)))
     if "mac" in options.metrics:
-        rows.append(
-            _row(suite, test, "mac", "A, B", names, kept, float(wefe.mac([x, y], [a, b])), **options.settings("mac"))
-        )
+        ci = _interval(_mac_score, (x, y, a, b), next(boot), options)
+        score = float(wefe.mac([x, y], [a, b]))
+        rows.append(_row(suite, test, "mac", "A, B", names, kept, score, **ci, **options.settings("mac")))
     if "ect" in options.metrics:
         for role, attr, _, _ in subqueries:
-            rows.append(
-                _row(suite, test, "ect", role, names, kept, float(wefe.ect(x, y, attr)), **options.settings("ect"))
-            )
+            ci = _interval(wefe.ect, (x, y, attr), next(boot), options)
+            score = float(wefe.ect(x, y, attr))
+            rows.append(_row(suite, test, "ect", role, names, kept, score, **ci, **options.settings("ect")))
     if "ripa" in options.metrics:
         n_pairs = min(len(x), len(y))  # pairs in listed order; the longer set's extra words are left out
         for role, attr, label, words in subqueries:
             r = wefe.ripa(x[:n_pairs], y[:n_pairs], attr)
-            rows.append(
-                _row(
-                    suite, test, "ripa", role, names, kept, float(r.score), n_pairs=n_pairs, **options.settings("ripa")
-                )
-            )
+            ci = _interval(_ripa_score, ((x[:n_pairs], y[:n_pairs]), attr), next(boot), options)
+            extra = {"n_pairs": n_pairs, **ci, **options.settings("ripa")}
+            rows.append(_row(suite, test, "ripa", role, names, kept, float(r.score), **extra))
             items += [
                 _item(test, "ripa", role, label, w, float(m), float(s))
                 for w, m, s in zip(words, r.per_word, r.per_word_sd)

@@ -58,8 +58,11 @@ class WefeMetricConfig(MetricConfig):
         check_choice("metric.fallback", self.fallback, ("word", "templates", "drop"))
         check_corpus("metric.corpus", self.corpus)
 
-    def options(self) -> WefeOptions:
+    def options(self, n_bootstrap: int = 0, confidence: float = 0.95) -> WefeOptions:
+        """WEFE's options, with the word bootstrap of every score (``stats.n_bootstrap``, ``stats.confidence``)."""
         return WefeOptions(
+            n_bootstrap=n_bootstrap,
+            confidence=confidence,
             metrics=tuple(self.metrics),
             normalize=self.normalize,
             rnd_distance=self.rnd_distance,
@@ -97,7 +100,11 @@ def run(job: Job) -> JobResult:
     found = suite_vectors(job, suite, cfg, "wefe")
     with stage("wefe", f"{job.dataset.name} queries scored", len(suite.tests)):
         aggregates, items = run_wefe_suite(
-            found.vectors, suite, key=jax.random.key(job.seed), options=cfg.options(), max_oov_share=cfg.max_oov_share
+            found.vectors,
+            suite,
+            key=jax.random.key(job.seed),
+            options=cfg.options(job.stats.n_bootstrap, job.stats.confidence),
+            max_oov_share=cfg.max_oov_share,
         )
     provenance = {**found.provenance, "dataset_version": datasets.dataset_version(job.dataset, suite)}
     return JobResult(items=items, aggregates=aggregates, provenance=provenance)
@@ -122,11 +129,33 @@ def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
             tables.with_notes(
                 tables.block(
                     aggregates,
-                    ["test", "metric", "query", "score", "effect_size", "n_x", "n_y", "n_a", "n_b", "n_pairs"]
-                    + ["accuracy", "lost_words"],
+                    ["test", "metric", "query", "score", "effect_size", "ci_low", "ci_high", "ci_undefined", "n_x"]
+                    + ["n_y", "n_a", "n_b", "n_pairs", "accuracy", "lost_words"],
                 ),
                 "effect_size: the value whose |·| ranks models (jaxassoc-report --rank): the score for RND, RNSB "
                 "and RIPA, 1 − MAC and 1 − ECT (0: no bias); accuracy: RNSB's classifier on its held-out words",
+                ci_note(aggregates),
             ),
         ),
     ]
+
+
+def ci_note(aggregates: pd.DataFrame) -> str:
+    """How the scores' CIs were drawn (WEFE itself gives none)."""
+    if "n_bootstrap" not in aggregates or aggregates["n_bootstrap"].isna().all():
+        return ""
+    level = " / ".join(f"{float(v) * 100:g} %" for v in dict.fromkeys(aggregates["confidence"].dropna()))
+    rnsb = aggregates["metric"] == "RNSB"
+    counts = [
+        (aggregates.loc[~rnsb, "n_bootstrap"], ""),
+        (aggregates.loc[rnsb, "n_bootstrap"], " (RNSB, which refits)"),
+    ]
+    resamples = ", ".join(
+        " / ".join(f"{int(v):,}" for v in dict.fromkeys(n.dropna())) + what for n, what in counts if n.notna().any()
+    )
+    return (
+        f"CI of effect_size: {level} percentile bootstrap over words, {resamples} resamples, each set resampled "
+        "within itself (RIPA's target pairs as pairs; RNSB's split fixed); ci_undefined: resamples whose score "
+        "is undefined (ECT's ρ on one repeated attribute word), left out; WEFE gives no interval "
+        "(docs/methods.md §9.4)"
+    )
