@@ -40,6 +40,11 @@ def test_default_dataset_runs_with_first_token_pooling_and_its_table(tmp_path, m
     mean = run_metric([*overrides, "metric.pooling=mean"], tmp_path / "mean").aggregates
     assert (mean["pooling"] == "mean").all() and mean["d"].notna().all() and mean["p_value"].between(0, 1).all()
     assert not mean["d"].equals(result.aggregates["d"])
+    words = run_metric([*overrides, "metric.pooling=mean", "stats.unit=word"], tmp_path / "words").aggregates
+    assert (words["ci_unit"] == "word").all() and (mean["ci_unit"] == "sentence").all()
+    assert words["d"].tolist() == mean["d"].tolist() and not words["ci_low"].equals(mean["ci_low"])
+    [(_, shown)] = seat.views(words)
+    assert "target words within X and within Y, each with all its sentences" in " ".join(tables.notes(shown))
 
 
 def test_custom_file_an_empty_set_and_an_unrepresentable_word_are_refused_by_name(tmp_path, overrides):

@@ -121,3 +121,56 @@ def test_an_empty_set_and_an_unknown_pooling_are_refused_by_name():
         run_seat_experiment(suite, templates, vectors, key=jax.random.key(0))
     with pytest.raises(ConfigError, match="pooling 'cls'"):
         sentence_vectors(object(), ["x"], pooling="cls")
+
+
+def test_clustered_effect_size_is_the_effect_size_of_the_items_its_masks_select():
+    from jaxassoc.metrics.weat import clustered_effect_size, effect_size
+
+    rng = np.random.default_rng(1)
+    sizes_x, sizes_y = [3, 5, 4], [5, 2]  # words with different numbers of sentences
+    s_x, s_y = (rng.normal(size=(len(sizes), 5)).astype(np.float32) for sizes in (sizes_x, sizes_y))
+    m_x, m_y = ((np.arange(5) < np.array(sizes)[:, None]).astype(np.float32) for sizes in (sizes_x, sizes_y))
+    for ddof in (0, 1):
+        got = clustered_effect_size((s_x, m_x), (s_y, m_y), ddof=ddof)
+        want = effect_size(s_x[m_x > 0], s_y[m_y > 0], ddof=ddof)
+        # float32 sums over 21 items of O(1) values: a few eps32 each
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_a_word_unit_ci_resamples_words_with_all_their_sentences_like_a_numpy_cluster_bootstrap():
+    templates, suite = load_seat_templates(), _suite()
+    sentences = seat_suite(suite, templates).tests[0]
+    rng = np.random.default_rng(0)
+    word_effect = {w: rng.normal(size=16) for w in (*suite.tests[0].targets_x, *suite.tests[0].targets_y)}
+    vectors = {}
+    for sets in _sets(sentences):
+        for s in sets:
+            vectors[s] = rng.normal(size=16).astype(np.float32)
+    for w, shift in word_effect.items():  # a word's sentences share a component: they are not independent
+        for s in templates.sentences(w):
+            vectors[s] = (vectors[s] + 2 * shift).astype(np.float32)
+    options = StatsOptions(n_permutations=200, n_bootstrap=4000, confidence=0.9)
+    by_sentence, by_word = (
+        run_seat_experiment(suite, templates, vectors, key=jax.random.key(0), options=options, unit=unit).iloc[0]
+        for unit in ("sentence", "word")
+    )
+    assert by_word["d"] == by_sentence["d"] and by_word["ci_unit"] == "word" and by_sentence["ci_unit"] == "sentence"
+    # NumPy: resample the target words within X and within Y, each bringing all its sentences; A, B fixed
+    x, y, a, b = (np.stack([vectors[s] for s in sets]).astype(np.float64) for sets in _sets(sentences))
+    unit = lambda v: v / np.linalg.norm(v, axis=-1, keepdims=True)  # noqa: E731
+    s_of = {s: (unit(vectors[s].astype(np.float64)) @ unit(a).T).mean() - (unit(vectors[s].astype(np.float64)) @ unit(b).T).mean()
+            for s in (*_sets(sentences)[0], *_sets(sentences)[1])}  # fmt: skip
+    clusters = [[[s_of[t] for t in templates.sentences(w)] for w in words]
+                for words in (suite.tests[0].targets_x, suite.tests[0].targets_y)]  # fmt: skip
+    draws = []
+    for _ in range(20_000):
+        picked = [[c[i] for i in rng.integers(0, len(c), len(c))] for c in clusters]
+        sx, sy = (np.concatenate(p) for p in picked)
+        draws.append((sx.mean() - sy.mean()) / np.concatenate([sx, sy]).std(ddof=1))
+    low, high = np.quantile(draws, [0.05, 0.95])
+    # percentile bounds from 4,000 resamples over 3 + 3 words: Monte Carlo SD a few % of the width; 15 % margin
+    width = high - low
+    assert by_word["ci_low"] == pytest.approx(low, abs=0.15 * width)
+    assert by_word["ci_high"] == pytest.approx(high, abs=0.15 * width)
+    # the word-level interval is the wider one when a word's sentences move together
+    assert by_word["ci_high"] - by_word["ci_low"] > 1.5 * (by_sentence["ci_high"] - by_sentence["ci_low"])

@@ -28,6 +28,7 @@ from jaxassoc.readouts.rpam_prompts import template_slots
 from jaxassoc.stats import StatsOptions
 from jaxassoc.stats.bootstrap import MAX_RESAMPLES, min_resamples
 from jaxassoc.stats.multiple import CORRECTIONS
+from jaxassoc.stats.options import RESAMPLING_UNITS
 from jaxassoc.stats.permutation import ALTERNATIVES, MAX_PARTITIONS, TIES
 
 NO_EFFECT = {"affects_results": False}
@@ -314,6 +315,7 @@ class StatsConfig(StatsOptions):
     alpha: float = 0.05  # significance level of WEAT's raw vs whitened change class
     # multiple comparisons in the tables: none | holm | bh (docs/methods.md §5.9); the result files keep raw p
     correction: str = field(default="none", metadata=NO_EFFECT)
+    unit: str = "sentence"  # SEAT: what the bootstrap CI of d resamples, sentence | word (docs/methods.md §8)
 
     def __post_init__(self) -> None:
         check_choice("stats.ddof", self.ddof, (1, 0), "1: sample std, Caliskan et al.; 0: population std, WEFE")
@@ -339,6 +341,7 @@ class StatsConfig(StatsOptions):
         check_choice("stats.ties", self.ties, TIES)
         check_range("stats.alpha", self.alpha, 0, 1, open_low=True, open_high=True, hint="e.g. 0.05")
         check_choice("stats.correction", self.correction, CORRECTIONS)
+        check_choice("stats.unit", self.unit, RESAMPLING_UNITS, "what SEAT's CI resamples")
 
 
 @dataclass

@@ -355,6 +355,36 @@ def _check_distinct_rows(sets: Sequence[np.ndarray], names: Sequence[str]) -> No
         )
 
 
+def clustered_effect_size(
+    x: tuple[Float[Array, "wx k"], Float[Array, "wx k"]],
+    y: tuple[Float[Array, "wy k"], Float[Array, "wy k"]],
+    *,
+    ddof: int = 1,
+) -> Float[Array, ""]:
+    """Eq. 3 over items grouped in clusters (SEAT: a word's sentences): ``x = (s, mask)`` with one row per
+    cluster of X, its items' association scores padded to ``k`` and ``mask`` 1 on the real ones (likewise
+    ``y``). Equal to :func:`effect_size` on the items the masks select, so a bootstrap that resamples the
+    rows resamples whole clusters (May et al. 2019's words, not their sentences)."""
+    (s_x, m_x), (s_y, m_y) = x, y
+    s, m = jnp.concatenate([s_x.ravel(), s_y.ravel()]), jnp.concatenate([m_x.ravel(), m_y.ravel()])
+    s = jnp.where(m > 0, s, 0.0)
+    s = _rescale(s, s)
+    mean_x = jnp.sum(s[: m_x.size] * m[: m_x.size]) / jnp.sum(m[: m_x.size])
+    mean_y = jnp.sum(s[m_x.size :] * m[m_x.size :]) / jnp.sum(m[m_x.size :])
+    mean = jnp.sum(s * m) / jnp.sum(m)
+    var = jnp.sum(m * (s - mean) ** 2) / (jnp.sum(m) - ddof)
+    return (mean_x - mean_y) / jnp.sqrt(var)
+
+
+class ClusteredEffectSize(NamedTuple):
+    """:func:`clustered_effect_size` as a hashable callable of the two clustered sets, for the bootstrap."""
+
+    ddof: int
+
+    def __call__(self, x, y) -> Float[Array, ""]:
+        return clustered_effect_size(x, y, ddof=self.ddof)
+
+
 class _EffectSize(NamedTuple):
     """Eq. 3 on (s_X, s_Y) as a hashable callable, so the bootstrap compiles once per ddof."""
 

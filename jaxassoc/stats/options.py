@@ -15,6 +15,10 @@ from typing import Any
 
 from jaxassoc.stats.permutation import DEFAULT_ALTERNATIVE, DEFAULT_TIES, smallest_p
 
+RESAMPLING_UNITS = ("sentence", "word")
+"""What SEAT's bootstrap CI of d resamples (``stats.unit``): single sentences, as May et al. 2019, or whole
+words with all their sentences (docs/methods.md §8)."""
+
 
 @dataclass
 class StatsOptions:

@@ -70,7 +70,8 @@ def run(job: Job) -> JobResult:
             progress=not job.quiet,
         )
     with stage("seat", f"{job.dataset.name} tests scored", len(suite.tests)):
-        table = run_seat_experiment(suite, templates, dict(zip(sentences, matrix)), key=job.key(), options=job.stats)
+        vectors = dict(zip(sentences, matrix))
+        table = run_seat_experiment(suite, templates, vectors, key=job.key(), options=job.stats, unit=job.stats.unit)
     table = table.assign(layer=cfg.layer, pooling=pooling)
     provenance = {
         **model_loading.model_provenance(job.model, model),
@@ -94,8 +95,15 @@ def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
                     [*columns, "permutations", "d", "ci_low", "ci_high", "p_value", "p_min", "pooling", "caveat"]
                     + ["undefined_reason"],
                 ),
-                tables.test_note(rows, resampled="of the sentences within X and within Y")
+                tables.test_note(rows, resampled=_resampled(rows))
                 + "; n_x ... n_b: sentences (each word in each template of its form), words_x ... words_b: words",
             ),
         )
     ]
+
+
+def _resampled(rows: pd.DataFrame) -> str:
+    """What the CI resampled (``stats.unit``), for the table's note."""
+    if "ci_unit" in rows and (rows["ci_unit"] == "word").all():
+        return "of the target words within X and within Y, each with all its sentences (stats.unit=word)"
+    return "of the sentences within X and within Y (stats.unit=word resamples words, a wider, word-level CI)"

@@ -73,7 +73,7 @@ CONTEXTUAL_ONLY = ("layer", "max_contexts", "fallback", "reference_level", "refe
 def ignored_options(job: Job) -> dict[str, str]:
     """The options this job's model kind and whitening leave unused (the app refuses them when set)."""
     zca, static = job.whitening.name == "zca", job.model.kind == "static"
-    ignored = {}
+    ignored = {"stats.unit": "it sets what SEAT's CI resamples (sentences or words); WEAT's members are words"}
     if job.metric.single_category:
         ignored["whitening.name"] = (
             "metric.single_category=true scores raw vectors (SC-WEAT has no whitened variant here)"
