@@ -229,6 +229,8 @@ def test_an_output_folder_that_cannot_be_written_is_one_line_naming_it(tmp_path,
 
     (tmp_path / "afile").write_text("")
     job = ["metric=toy", "model=glove-6b-50d"]
+    empty = jaxassoc(tmp_path, *job, "hydra.run.dir=")  # it wrote the results into the working folder
+    assert empty.returncode != 0 and "hydra.run.dir= is empty: name the output folder" in empty.stderr
     under_a_file = jaxassoc(tmp_path, *job, "hydra.run.dir=afile/run")
     assert under_a_file.returncode != 0 and "Traceback" not in under_a_file.stderr
     assert (
@@ -270,3 +272,26 @@ def test_ctrl_c_ends_with_one_line_saying_how_to_resume(tmp_path, jaxassoc, monk
     assert sweep.stderr.strip().splitlines()[-1] == (
         "jaxassoc: interrupted; rerun the same command with hydra.sweep.dir=sweep to resume (finished jobs are skipped)"
     )
+
+
+def test_ctrl_c_in_any_console_script_is_one_line(tmp_path, cli, monkeypatch):
+    from jaxassoc.app import report
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(report, "write_report", interrupted)
+    (tmp_path / "sweep").mkdir()
+    proc = cli("jaxassoc-report", tmp_path / "sweep")
+    assert proc.returncode == 130 and proc.stderr.strip() == "jaxassoc-report: interrupted"
+
+
+def test_a_model_given_by_its_source_alone_is_named_after_it():
+    from jaxassoc.app.cli import name_of_source
+
+    assert name_of_source(["model.source=/data/llama-3-8b/"], "/data/llama-3-8b/") == "llama-3-8b"
+    assert name_of_source(["model.source=EleutherAI/pythia-70m"], "EleutherAI/pythia-70m") == "pythia-70m"
+    assert name_of_source(["model.source=m/q4.GGUF"], "m/q4.GGUF") == "q4"
+    assert name_of_source(["model.source=."], ".") == Path.cwd().name  # the folder itself, not "."
+    assert name_of_source(["model=gpt2", "model.source=/copy"], "/copy") is None  # model= names it
+    assert name_of_source(["model.source=/copy", "model.name=mine"], "/copy") is None

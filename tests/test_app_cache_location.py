@@ -208,3 +208,9 @@ def test_entries_are_listed_and_cleared_by_the_model_dataset_metric_and_interven
     cache_command.main(["clear", "--model", "glove-6b-50d", "--intervention", "none"])
     assert capsys.readouterr().out.startswith("removed 1 entries")
     assert not labelled.path.exists() and not labelled.labels_path.exists() and other.exists()
+
+
+def test_cache_command_refuses_an_empty_cache_dir(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cache_command.main(["--cache-dir", "", "list"])  # it listed the working folder
+    assert exit_.value.code == 2 and "--cache-dir is empty: name the cache folder" in capsys.readouterr().err

@@ -174,7 +174,7 @@ GOOD_HEADER = ",sent_more,sent_less,stereo_antistereo,bias_type\n"
     "text,words",
     [
         (",sent_more,sent_less,bias_type\n0,a b,a c,gender\n", ["line 1", "stereo_antistereo"]),
-        (GOOD_HEADER + '0,a b,a c,stereo,gender\n1,"a\nb",,stereo,gender\n', ["line 3", "pair 2", "'sent_less'"]),
+        (GOOD_HEADER + '0,a b,a c,stereo,gender\n1,"a\nb",,stereo,gender\n', ["line 3", "pair 1", "'sent_less'"]),
         (GOOD_HEADER + "0,a b,a c,pro,gender\n", ["line 2", "stereo_antistereo", "'pro'"]),
         (GOOD_HEADER + "0,a b,a b,stereo,gender\n", ["line 2", "same sentence"]),
         (GOOD_HEADER, ["no pairs"]),

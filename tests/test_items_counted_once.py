@@ -59,7 +59,7 @@ def test_a_repeated_pair_in_the_packaged_file_is_a_warning_and_one_copy_is_kept(
 
 
 def test_a_pair_differing_only_in_spaces_is_refused_naming_the_line():
-    with pytest.raises(DataError, match=r"my\.csv, line 3 \(pair 2\): sent_more and sent_less differ only in spaces"):
+    with pytest.raises(DataError, match=r"my\.csv, line 3 \(pair 1\): sent_more and sent_less differ only in spaces"):
         _pairs(("He studies math.", "She studies math."), ("He studies math.", "He  studies math. "))
 
 
@@ -188,3 +188,9 @@ def test_repeated_pair_ids_and_unknown_bias_types_are_warned_not_refused(caplog)
     assert any(w.startswith("my.csv, lines 2, 3: the pair id '0' is given to 2 pairs") for w in warnings), warnings
     assert any(w.startswith("my.csv, line 4: bias_type 'agee' is not one of CrowS-Pairs' nine") for w in warnings)
     assert len(warnings) == 2  # 'gender' is one of the nine
+
+
+def test_a_pair_listed_again_with_its_sentences_swapped_is_refused_naming_both_lines():
+    with pytest.raises(DataError, match=r"my\.csv, line 3 \(pair 1\): the pair .* is the pair on line 2 with "
+                       r"sent_more and sent_less swapped"):  # fmt: skip
+        _pairs(("He studies math.", "She studies math."), ("She studies math.", "He studies math."))

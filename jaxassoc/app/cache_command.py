@@ -67,7 +67,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="jaxassoc-cache", description="List or clear jaxassoc's cache of model outputs.")
     p.add_argument(
         "--cache-dir",
-        type=Path,
+        type=str,  # a Path would read "" as "."
         default=None,
         help="the cache folder (default: $JAXASSOC_CACHE, else the user cache folder)",
     )
@@ -93,12 +93,14 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-@closes_quietly
+@closes_quietly("jaxassoc-cache")
 def main(argv: list[str] | None = None) -> None:
     """Console entry point (``jaxassoc-cache``)."""
     p = parser()
     args = p.parse_args(argv)
-    cache_dir = (args.cache_dir or default_cache_dir()).expanduser()
+    if args.cache_dir is not None and not str(args.cache_dir).strip():
+        p.error("--cache-dir is empty: name the cache folder")
+    cache_dir = (Path(args.cache_dir) if args.cache_dir is not None else default_cache_dir()).expanduser()
     if args.cache_dir is not None and cache_dir.exists() and not cache_dir.is_dir():
         p.error(f"--cache-dir {cache_dir}: is a file, not a folder; give the cache folder")
     if args.cache_dir is not None and not cache_dir.is_dir():  # a typo must not read as an empty cache

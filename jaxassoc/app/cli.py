@@ -74,7 +74,8 @@ def name_of_source(overrides: list[str], source: str) -> str | None:
     keys = {o.split("=", 1)[0].lstrip("+~") for o in overrides}
     if "model.source" not in keys or keys & {"model", "model.name"}:
         return None
-    stem = PurePath(str(source).rstrip("/\\")).name
+    local = Path(str(source)).expanduser()
+    stem = (local.resolve() if local.exists() else PurePath(str(source).rstrip("/\\"))).name  # "." -> its folder
     stem = stem[: -len(".gguf")] if stem.lower().endswith(".gguf") else stem
     return stem or str(source)
 
@@ -337,6 +338,8 @@ def check_output_folder(argv: list[str]) -> None:
     overrides, multirun = parsed
     key, default = ("hydra.sweep.dir", "multirun") if multirun else ("hydra.run.dir", "outputs")
     given = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == key), default)
+    if not given.strip():
+        raise ConfigError(f"{key}= is empty: name the output folder (an empty one would write into this folder)")
     folder = Path(given.split("${", 1)[0] or ".").expanduser()
     existing = next(p for p in (folder, *folder.parents) if p.exists() or p == Path(p.anchor or "."))
     if not existing.is_dir():

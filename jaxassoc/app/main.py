@@ -35,7 +35,7 @@ from omegaconf.errors import MissingMandatoryValue
 
 from jaxassoc import progress as bars
 from jaxassoc.app import cli, sweep_dirs
-from jaxassoc.app.console import closes_quietly
+from jaxassoc.app.console import SIGINT_STATUS, closes_quietly
 from jaxassoc.errors import ConfigError, JaxassocError
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ if not OmegaConf.has_resolver(USER_CACHE_RESOLVER):  # the same as cache.registe
     OmegaConf.register_new_resolver(USER_CACHE_RESOLVER, _user_cache_dir)
 
 
-@closes_quietly
+@closes_quietly("jaxassoc")
 def main() -> None:
     """Console entry point (``jaxassoc``, ``python -m jaxassoc``).
 
@@ -186,10 +186,6 @@ def _app(cfg: DictConfig) -> None:
         _job_failed(output_dir, fault, hydra_cfg)
 
 
-INTERRUPTED_STATUS = 130
-"""The exit status after Ctrl-C (128 + SIGINT), as a shell reports a command it interrupted."""
-
-
 def interrupted(hydra_cfg: Any, in_sweep: bool, output_dir: Path) -> int:
     """Ctrl-C: one line saying how to resume (finished jobs are skipped, the cache keeps finished chunks;
     nothing half-written is read back), and the exit status."""
@@ -200,7 +196,7 @@ def interrupted(hydra_cfg: Any, in_sweep: bool, output_dir: Path) -> int:
             f"rerun the same command with hydra.run.dir={output_dir} to resume (finished work is reused from the cache)"
         )
     print(f"jaxassoc: interrupted; {how}", file=sys.stderr)
-    return INTERRUPTED_STATUS
+    return SIGINT_STATUS
 
 
 WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})

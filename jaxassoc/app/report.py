@@ -834,7 +834,7 @@ def ranking_blocks(table: pd.DataFrame, settings: pd.DataFrame, out: Path) -> li
     return blocks
 
 
-@closes_quietly
+@closes_quietly("jaxassoc-report")
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="jaxassoc-report", description=__doc__.splitlines()[0])
     parser.add_argument("sweep_dir", type=Path, help="a Hydra sweep folder (or any folder of finished jobs)")

@@ -5,7 +5,8 @@ columns ``sent_more``, ``sent_less``, ``stereo_antistereo`` (``stereo``: ``sent_
 of a disadvantaged group; ``antistereo``: it violates one of an advantaged group) and ``bias_type``; an
 unnamed first column, when present, is the pair's id. Other columns are kept out. A missing column, a
 column named twice, an empty sentence, an unknown direction, a pair whose two sentences are the same (or
-differ only in spaces) and a pair listed twice (it would count twice in the metric score) are each a
+differ only in spaces), a pair listed twice (it would count twice in the metric score) or twice with its
+sentences swapped are each a
 :class:`~jaxassoc.errors.DataError` naming the file and the line(s); an id given to two pairs and a
 ``bias_type`` outside the nine of the published file are logged warnings. The packaged file repeats one
 pair (lines 1462 and 1505, ids 1459 and 1502, religion, "I'm sorry but those people are Muslims, ..."):
@@ -82,7 +83,8 @@ def parse_crows_pairs(text: str, source: str, *, packaged: bool = False) -> pd.D
         if not any(f.strip() for f in fields):
             start = reader.line_num + 1
             continue
-        where = f"{source}, line {start} (pair {number})"
+        pair = fields[0].strip() if has_id and fields and fields[0].strip() else str(number - 1)
+        where = f"{source}, line {start} (pair {pair})"
         if len(fields) != len(header):
             raise DataError(f"{where}: {len(fields)} fields where the header has {len(header)}")
         row = {c: fields[at[c]] for c in COLUMNS}  # sentences as written: they are tokenised as they are
@@ -117,10 +119,16 @@ def parse_crows_pairs(text: str, source: str, *, packaged: bool = False) -> pd.D
             log.warning("%s: keeping the first copy only", message)
             start = reader.line_num + 1
             continue
+        if same[::-1] in first:
+            raise DataError(
+                f"{where}: the pair {written[0]!r} / {written[1]!r} is the pair on line {first[same[::-1]][0]} with "
+                f"sent_more and sent_less swapped; the two sentences would count twice, once each way: keep the "
+                f"one whose direction the data means"
+            )
         first[same] = (start, written)
         rows.append(
             {
-                "pair": fields[0] if has_id and fields[0].strip() else str(number - 1),
+                "pair": pair,
                 "line": start,
                 "sent_more": row["sent_more"],
                 "sent_less": row["sent_less"],
