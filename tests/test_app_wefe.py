@@ -149,5 +149,7 @@ def test_every_wefe_score_has_a_word_bootstrap_ci_like_a_numpy_bootstrap(glove, 
     # percentile bounds from 2,000 resamples: their Monte Carlo SD is about 3 % of the width; 15 % is 5 SD
     assert w1.loc["RND (A)", "ci_low"] == pytest.approx(low, abs=0.15 * width)
     assert w1.loc["RND (A)", "ci_high"] == pytest.approx(high, abs=0.15 * width)
+    # the tiny suite's sets of 3 to 5 words: every row's CI carries the small-sample caveat
+    assert rows["caveat"].str.contains("its bootstrap CI is unreliable").all()
     shown = dict(wefe_task.views(rows))["queries"]
     assert "ci_low" in shown and any("percentile bootstrap over words" in n for n in tables.notes(shown))

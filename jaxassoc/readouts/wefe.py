@@ -34,6 +34,7 @@ from jaxassoc.metrics import wefe
 from jaxassoc.metrics.weat import unit_rows
 from jaxassoc.readouts.weat import VectorsFn, check_suite_words, looked_up, lookup_fn
 from jaxassoc.stats.bootstrap import bootstrap_ci_groups
+from jaxassoc.stats.small_samples import caveat
 
 METRICS = ("rnd", "rnsb", "mac", "ect", "ripa")
 TITLES = {"rnd": "RND", "rnsb": "RNSB", "mac": "MAC", "ect": "ECT", "ripa": "RIPA"}
@@ -98,6 +99,10 @@ def _row(suite, test, metric: str, role: str, names, kept, score: float, **extra
     effect = 1.0 - score if metric in ("mac", "ect") else score
     if metric in ("mac", "ect") and "ci_low" in extra:  # the CI is of effect_size, as every metric's
         extra = {**extra, "ci_low": 1.0 - extra["ci_high"], "ci_high": 1.0 - extra["ci_low"]}
+    if "ci_low" in extra:  # sets of a handful of words: the word bootstrap is coarse (docs/methods.md §9.4)
+        read = {"A": "XYA", "B": "XYB", "A, B": "XYAB"}[role]
+        sizes = {s: len(k) for s, k in zip("XYAB", kept) if s in read}
+        extra = {**extra, "caveat": caveat(sizes, ci=True)}
     return {
         "suite": suite.name,
         "test": test.id,

@@ -130,7 +130,7 @@ def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
                 tables.block(
                     aggregates,
                     ["test", "metric", "query", "score", "effect_size", "ci_low", "ci_high", "ci_undefined", "n_x"]
-                    + ["n_y", "n_a", "n_b", "n_pairs", "accuracy", "lost_words"],
+                    + ["n_y", "n_a", "n_b", "n_pairs", "accuracy", "lost_words", "caveat"],
                 ),
                 "effect_size: the value whose |·| ranks models (jaxassoc-report --rank): the score for RND, RNSB "
                 "and RIPA, 1 − MAC and 1 − ECT (0: no bias); accuracy: RNSB's classifier on its held-out words",
