@@ -9,7 +9,8 @@ bad inputs before any kernel runs. The formulas, defaults and parity switches ar
 Field guide (module: what is there; paper):
 
 - :mod:`~jaxassoc.metrics.weat` — WEAT and SC-WEAT (Caliskan, Bryson & Narayanan 2017; ZCA-WEAT paper
-  Eq. 1-4): ``associations`` s(w, A, B), ``effect_size`` d, ``weat_statistics``, ``weat_effect_size``
+  Eq. 1-4): ``associations`` s(w, A, B), ``effect_size`` d (``clustered_effect_size``: d over items
+  grouped in clusters, SEAT's words), ``weat_statistics``, ``weat_effect_size``
   (a scalar to differentiate), ``sc_weat_effect_size``, ``sc_weat`` (with its permutation p-value over
   A ∪ B, ``ScWeatResult``); ``weat.weat(key, x, y, a, b)`` adds the
   permutation p-value and a bootstrap CI (``WeatResult``); ``association_test`` (``AssociationTest``)
@@ -165,6 +166,7 @@ from jaxassoc.metrics.unstereo import (
 )
 from jaxassoc.metrics.weat import (
     AssociationTest,
+    ClusteredEffectSize,
     ScWeatResult,
     WeatResult,
     WeatStatistics,
@@ -173,6 +175,7 @@ from jaxassoc.metrics.weat import (
     associations,
     check_distinct_words,
     check_word_set,
+    clustered_effect_size,
     cosine_similarities,
     effect_size,
     is_constant,
@@ -272,6 +275,8 @@ __all__ = [
     "cosine_spearman",
     "draw_indices",
     "effect_size",
+    "clustered_effect_size",
+    "ClusteredEffectSize",
     "emergent_scores",
     "explained_variance_ratio",
     "first_subword_logprob",
