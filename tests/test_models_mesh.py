@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
+from tolerances import f32_chain
 
 from jaxassoc.embeddings.sentence import token_states
 from jaxassoc.errors import ConfigError
@@ -120,6 +121,20 @@ def _diff(a, b) -> float:
     )
 
 
+def _relative_diff(a, b) -> float:
+    """The largest difference of each leaf relative to that leaf's largest magnitude (hidden states and
+    logits differ in scale)."""
+    return max(
+        float(np.abs(np.asarray(x) - np.asarray(y)).max() / max(np.abs(np.asarray(x)).max(), 1e-30))
+        for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b))
+    )
+
+
+# The mesh splits every matmul's inner sum into partial sums added in another order: two float32 programs of
+# 2 layers + the head (inner sizes <= 64), f32_chain(3, 64, 1) = 5.7e-6 relative to each output's magnitude.
+MESH_RTOL = f32_chain(3, 64, 1.0)
+
+
 def _logits_and_layers(model):
     def fn(p, ids, mask):
         out = model.forward(p["body"], ids, mask, all_layers=True)
@@ -151,13 +166,13 @@ def _mesh_report(folder, mesh, seqs) -> dict:
             "device_bytes": sum(sh.data.size * sh.data.dtype.itemsize for sh in leaf.addressable_shards),
         }
     kw = dict(batch_size=4, **model_limits(one))
-    r["logits_layers"] = _diff(
+    r["logits_layers"] = _relative_diff(
         run_batched(_logits_and_layers(one), one.params, seqs, **kw),
         run_batched(_logits_and_layers(many), many.params, seqs, mesh=many.mesh, **kw),
     )
     if one.decoder is not None:
         kw = dict(tokens_per_batch=32, **model_limits(one))
-        r["packed"] = _diff(
+        r["packed"] = _relative_diff(
             run_packed(_token_logprobs(one), one.params, seqs, **kw),
             run_packed(_token_logprobs(many), many.params, seqs, mesh=many.mesh, **kw),
         )
@@ -176,7 +191,7 @@ def _mesh_report(folder, mesh, seqs) -> dict:
         set_exact(many.head.W, many.head.b, x[:, 0], gold[:, 0]).distance,
     )
     texts = ["the doctor said that", "she studies math and science", "music"]
-    r["token_states"] = _diff(token_states(one, texts, layer=1)[0], token_states(many, texts, layer=1)[0])
+    r["token_states"] = _relative_diff(token_states(one, texts, layer=1)[0], token_states(many, texts, layer=1)[0])
     r["head_still_sharded"] = not many.head.W.sharding.is_fully_replicated
     shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), many.params)
     device0 = jax.devices()[0]
@@ -209,7 +224,7 @@ def mesh_run(tiny_checkpoint):
     folders = [tiny_checkpoint("gpt2"), tiny_checkpoint("llama", fmt="sharded"), tiny_checkpoint("bert")]
     mesh = make_mesh(data=1, fsdp=2, tp=4)
     rng = np.random.default_rng(0)
-    seqs = [rng.integers(5, 150, rng.integers(2, 12)).tolist() for _ in range(11)]
+    seqs = [rng.integers(5, 100, rng.integers(2, 12)).tolist() for _ in range(11)]  # ids in every tiny vocab
     records, root = _Records(), logging.getLogger()
     level = root.level
     root.addHandler(records)
@@ -226,11 +241,12 @@ def mesh_run(tiny_checkpoint):
 @pytest.mark.parametrize("family", ["gpt2", "llama", "bert"])
 def test_a_2x4_fsdp_tp_mesh_gives_the_single_device_results(mesh_run, family):
     r = mesh_run[0][family]
-    assert r["logits_layers"] <= 1e-5
+    assert r["logits_layers"] <= MESH_RTOL
+    # SeT's distances: solves on the head's logits, absolute (distances of O(1)); 1e-5 is ~2 x MESH_RTOL
     assert r["set_optax"] <= 1e-5 and r["set_exact"] <= 1e-5 and r["head_still_sharded"]
-    assert r["token_states"] <= 1e-5  # contextual embedding extraction
+    assert r["token_states"] <= MESH_RTOL  # contextual embedding extraction
     if family != "bert":
-        assert r["packed"] <= 1e-5 and r["greedy_equal"]
+        assert r["packed"] <= MESH_RTOL and r["greedy_equal"]
 
 
 @pytest.mark.slow  # the mesh tests share one module fixture

@@ -43,9 +43,9 @@ def test_every_tiny_tokenizer_is_identical_in_interpreters_with_other_hash_seeds
 
 
 def test_the_wordpiece_vocabulary_is_specials_characters_continuations_then_words_by_count():
-    vocab = family_specs.wordpiece_vocab(["b a b.", "A c"], ["[PAD]", "[UNK]"], vocab_size=100)
-    assert list(vocab) == ["[PAD]", "[UNK]", ".", "a", "b", "c", "##.", "##a", "##b", "##c"]
-    vocab = family_specs.wordpiece_vocab(["cat dog dog bird bird"], ["[UNK]"], vocab_size=100)
+    vocab = family_specs.wordpiece_vocab(["b a b.", "A c"], ["[PAD]", "[UNK]"], vocab_size=12)
+    assert list(vocab) == ["[PAD]", "[UNK]", ".", "a", "b", "c", "##.", "##a", "##b", "##c", "[unused0]", "[unused1]"]
+    vocab = family_specs.wordpiece_vocab(["cat dog dog bird bird"], ["[UNK]"], vocab_size=22)
     assert list(vocab)[-3:] == ["bird", "dog", "cat"]  # by count, ties by spelling
     assert len(family_specs.wordpiece_vocab(["cat dog dog bird bird"], ["[UNK]"], vocab_size=22)) == 22
     with pytest.raises(ValueError, match="cannot hold"):

@@ -117,9 +117,11 @@ def tiny(family: str, seed: int = 0, **fields) -> Spec:
 
 
 def wordpiece_vocab(corpus: list[str], specials: list[str], vocab_size: int) -> dict[str, int]:
-    """An uncased WordPiece vocabulary built without a trainer, so the same in every process: the
-    ``specials``, the corpus's characters (sorted), the same characters as word continuations (``##c``,
-    sorted), then the corpus's words by count (most first) and spelling, up to ``vocab_size`` entries.
+    """An uncased WordPiece vocabulary of exactly ``vocab_size`` entries built without a trainer, so the same
+    in every process: the ``specials``, the corpus's characters (sorted), the same characters as word
+    continuations (``##c``, sorted), then the corpus's words by count (most first) and spelling, then, if
+    room is left, ``[unused0]``, ``[unused1]``, ... as BERT's own vocabulary has (a size that the mesh
+    tests' axes divide).
 
     ``tokenizers``' WordPieceTrainer numbers the ``##`` alphabet in Rust hash-map order and breaks ties
     between equally frequent merges by those numbers, so its vocabulary changed from process to process
@@ -135,6 +137,7 @@ def wordpiece_vocab(corpus: list[str], specials: list[str], vocab_size: int) -> 
     entries += [w for w, _ in sorted(words.items(), key=lambda wc: (-wc[1], wc[0])) if len(w) > 1]
     if vocab_size < len(specials) + 2 * len(chars):
         raise ValueError(f"vocab_size={vocab_size} cannot hold the specials and the corpus's characters")
+    entries += [f"[unused{i}]" for i in range(vocab_size - len(entries))]
     return {token: i for i, token in enumerate(entries[:vocab_size])}
 
 
