@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import scipy.stats
 from scipy.spatial import distance
+from tolerances import f32_association, f32_cos, f32_effect_size, f32_sum
 
 from jaxassoc.errors import InputError
 from jaxassoc.metrics.ceat import (
@@ -54,7 +55,8 @@ def test_ceat_matches_the_original_style_loop_on_the_same_draws():
     res = ceat(key, *sets, n_draws=n, chunk=128, alternative="greater")
     keys = jax.random.split(key, 4)  # the draws ceat made
     idx = [np.asarray(draw_indices(k, s.counts, n)) for k, s in zip(keys, sets)]
-    es_ref, v_ref = [], []
+    es_ref, v_ref, es_tol, v_tol = [], [], [], []
+    s_tol = f32_association(raw[0][0].shape[1], len(raw[2]), len(raw[3]))
     for d in range(n):
         X, Y, A, B = ([words[w][idx[s][d, w]] for w in range(len(words))] for s, words in enumerate(raw))
         sx = [_assoc(w, A, B) for w in X]
@@ -62,16 +64,29 @@ def test_ceat_matches_the_original_style_loop_on_the_same_draws():
         std = np.std(sx + sy, ddof=1)
         es_ref.append((np.mean(sx) - np.mean(sy)) / std)
         v_ref.append(std**2)
-    np.testing.assert_allclose(np.asarray(res.effect_sizes), es_ref, rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(np.asarray(res.variances), v_ref, rtol=1e-4)
+        # each draw is a WEAT on float32 vectors: f32_effect_size; its variance std² moves by 2·std·δstd
+        m = len(sx) + len(sy)
+        es_tol.append(f32_effect_size(s_tol, sx + sy, es_ref[-1]))
+        v_tol.append(2 * std * (s_tol * np.sqrt(m / (m - 1)) + std * f32_sum(m, 1 / m)))
+    # (rtol=1e-4 with atol=1e-5 had been close to these, ~1e-5 to 1e-4; per draw now)
+    assert np.all(np.abs(np.asarray(res.effect_sizes) - es_ref) <= es_tol)
+    assert np.all(np.abs(np.asarray(res.variances) - v_ref) <= v_tol)
     ces, var, tau2, p = _ref_dl(es_ref, v_ref)
     c = res.combined
-    assert float(c.ces) == pytest.approx(ces, rel=1e-4, abs=1e-6)
+    # DerSimonian–Laird from those: CES is a weighted mean of the draws' e (within es_tol) with weights
+    # 1 / (v + τ²) (within ~v_tol / v relative), plus a float32 sum of 300; it cancels (CES = -0.03 from
+    # e in [-1.4, 1.6]), so absolute (rel=1e-4 had asked 2.7e-6). Q ~ 15·df: τ² = (Q - df) / c barely
+    # cancels, its and the variance's ~1e-5 relative errors sit well inside rel=1e-3 and 1e-4; p = Φ(-z)
+    # with z = CES / sd ~ -0.75 moves by φ(z)·δCES / sd ~ 1e-4 relative: rel=1e-3
+    e_max = float(np.abs(es_ref).max())
+    ces_tol = max(es_tol) + 2 * e_max * max(np.asarray(v_tol) / np.asarray(v_ref)) + f32_sum(n, e_max / n)
+    assert float(c.ces) == pytest.approx(ces, rel=0, abs=ces_tol)
     assert float(c.variance) == pytest.approx(var, rel=1e-4)
     assert float(c.tau_squared) == pytest.approx(tau2, rel=1e-3, abs=1e-7)
     assert float(c.p_value) == pytest.approx(p, rel=1e-3, abs=1e-7)
     again = ceat(key, *sets, n_draws=n, chunk=7, alternative="greater")  # same key, other chunking: same numbers
-    np.testing.assert_allclose(np.asarray(again.effect_sizes), np.asarray(res.effect_sizes), rtol=1e-5, atol=1e-6)
+    # other chunks are other programs: within es_tol of each other twice over (rtol=1e-5 had been below it)
+    assert np.all(np.abs(np.asarray(again.effect_sizes) - np.asarray(res.effect_sizes)) <= 2 * np.asarray(es_tol))
 
 
 def test_dersimonian_laird_by_hand():
@@ -88,13 +103,15 @@ def test_dersimonian_laird_by_hand():
     p = 0.5 * math.erfc(ces / math.sqrt(var) / math.sqrt(2))
     got = random_effects(jnp.array(es), jnp.array(v), alternative="greater")
     assert q > 2  # heterogeneous: τ² > 0
+    # float32 on 3 draws: ~30 roundings of values ≤ 60 whose relative errors add (~4e-6), τ²'s Q - 2 cancels
+    # (Q ~ 17: x1.13): rel=1e-5
     for ours, ref in zip(got, (ces, var, tau2, p)):
         assert float(ours) == pytest.approx(ref, rel=1e-5)
     # homogeneous draws: Q < df, τ² = 0 and CES is the fixed-effect mean
     homo = random_effects(jnp.array([0.5, 0.51, 0.49]), jnp.array([1.0, 1.0, 1.0]), alternative="greater")
     assert float(homo.tau_squared) == 0.0
-    assert float(homo.ces) == pytest.approx(0.5, rel=1e-6)
-    assert float(homo.variance) == pytest.approx(1 / 3, rel=1e-6)
+    assert float(homo.ces) == pytest.approx(0.5, rel=1e-6)  # float32 0.51, 0.49 and a mean of 3: a few u
+    assert float(homo.variance) == pytest.approx(1 / 3, rel=1e-6)  # 1 / 3 rounds once
 
 
 def test_single_group_variant_matches_a_loop():
@@ -103,14 +120,16 @@ def test_single_group_variant_matches_a_loop():
     key = jax.random.key(0)
     res = ceat_single_group(key, *sets, n_draws=50)
     idx = [np.asarray(draw_indices(k, s.counts, 50)) for k, s in zip(jax.random.split(key, 3), sets)]
-    es_ref = []
+    es_ref, es_tol = [], 0.0
     for d in range(50):
         G, A, B = ([words[w][idx[s][d, w]] for w in range(len(words))] for s, words in enumerate(raw))
         g = G[0]
         ca = [1 - distance.cosine(g, a) for a in A]
         cb = [1 - distance.cosine(g, b) for b in B]
         es_ref.append((np.mean(ca) - np.mean(cb)) / np.std(ca + cb, ddof=1))
-    np.testing.assert_allclose(np.asarray(res.effect_sizes), es_ref, rtol=1e-4, atol=1e-5)
+        es_tol = max(es_tol, f32_effect_size(f32_cos(g.shape[0]), ca + cb, es_ref[-1]))
+    # an effect size over float32 cosines per draw (rtol=1e-4 and atol=1e-5 had been close to it)
+    np.testing.assert_allclose(np.asarray(res.effect_sizes), es_ref, rtol=0, atol=es_tol)
 
 
 def test_draws_are_uniform_over_each_words_contexts():
@@ -120,6 +139,7 @@ def test_draws_are_uniform_over_each_words_contexts():
     for w, c in enumerate([3, 5]):
         freq = np.bincount(idx[:, w + 1], minlength=c) / 30_000
         assert freq.shape == (c,)
+        # sampling: a share of 30,000 uniform draws has SD √(p(1 - p) / 30,000) ≤ 0.0029; 0.015 is 5 SDs
         np.testing.assert_allclose(freq, 1 / c, atol=0.015)
 
 
@@ -145,7 +165,17 @@ def test_ceat_is_scale_invariant_and_named_keys_only(scale):
     sets = _sets(3)
     base = ceat(jax.random.key(0), *(pad_contexts(s) for s in sets), n_draws=50)
     scaled = ceat(jax.random.key(0), *(pad_contexts([v * scale for v in s]) for s in sets), n_draws=50)
-    np.testing.assert_allclose(scaled.effect_sizes, base.effect_sizes, rtol=1e-4, atol=1e-6)
-    np.testing.assert_allclose(scaled.combined.ces, base.combined.ces, rtol=1e-4, atol=1e-6)
+    # the rescaled vectors round (u relative): other float32 cosines, each association within s_tol, each
+    # draw's d = Δmean / sd by f32_effect_size's terms with its own sd = √variance (|s| ≤ 2, m scores);
+    # CES, a weighted mean of the draws' d, by the largest plus its weights' errors (rtol=1e-4 had been
+    # below it for the small d)
+    s_tol = f32_association(sets[0][0].shape[1], len(sets[2]), len(sets[3]))
+    m = len(sets[0]) + len(sets[1])
+    sd, e = np.sqrt(np.asarray(base.variances)), np.abs(np.asarray(base.effect_sizes))
+    e_tol = (2 * (s_tol + f32_sum(m, 2 / m)) + e * (s_tol * np.sqrt(m / (m - 1)) + sd * f32_sum(m, 1 / m))) / sd
+    assert np.all(np.abs(np.asarray(scaled.effect_sizes) - np.asarray(base.effect_sizes)) <= e_tol)
+    v_rtol = 2 * (s_tol * np.sqrt(m / (m - 1)) + sd * f32_sum(m, 1 / m)) / sd  # the weights' variances
+    ces_tol = float(e_tol.max() + 2 * e.max() * v_rtol.max())
+    np.testing.assert_allclose(scaled.combined.ces, base.combined.ces, rtol=0, atol=ces_tol)
     with pytest.raises(InputError, match=r"ceat: key must be one PRNG key.*got 0"):
         ceat(0, *(pad_contexts(s) for s in sets), n_draws=50)

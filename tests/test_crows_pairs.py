@@ -107,6 +107,9 @@ def test_scores_and_aggregate_equal_the_authors_rules(tiny):
         start = model.vocab.bos_id if model.vocab.bos_id is not None else model.vocab.eos_id
         more = [_causal_reference(torch_model, tok, start, s) for s in PAIRS.sent_more]
         less = [_causal_reference(torch_model, tok, start, s) for s in PAIRS.sent_less]
+    # a score sums the log p of a sentence's ~10-20 tokens, each float32 vs torch on a tiny model within
+    # f32_log_softmax(V, f32_chain(3, 128, 1), 8) ~ 2e-5: ≤ 4e-4 for scores of ~ -30, which atol=1e-4 with
+    # rtol=1e-5 gives
     np.testing.assert_allclose(got["sent_more_score"], more, atol=1e-4, rtol=1e-5)
     np.testing.assert_allclose(got["sent_less_score"], less, atol=1e-4, rtol=1e-5)
     assert not np.allclose(more, less)  # the pairs are told apart, so the aggregate below says something
@@ -205,6 +208,8 @@ def test_copies_equal_once_masked_but_hiding_other_tokens_keep_their_own_targets
     assert len(he) == len(she) and he[2:] == she[2:] and he[1] != she[1]
     together = pseudo_log_likelihoods(model, [he, she], [[1], [1]])
     alone = [pseudo_log_likelihoods(model, [s], [[1]])[0] for s in (he, she)]
+    # one masked token's log p (~ -6) in two batch shapes: f32_log_softmax(V, f32_chain(3, 64, 1), 8) ~ 2e-5,
+    # i.e. ~3e-6 relative: rtol=1e-5
     np.testing.assert_allclose(np.concatenate(together), np.concatenate(alone), rtol=1e-5)
     assert together[0][0] != together[1][0]
 

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 import torch
 from app_helpers import use_plugins
+from tolerances import EPS32, f32_chain, f32_effect_size, f32_log_softmax, f32_sum
 
 from jaxassoc.models import load_model
 from jaxassoc.readouts import rpam_head
@@ -65,9 +66,38 @@ def app_probabilities(model, spec):
     return np.exp(z) / np.exp(z).sum(axis=1, keepdims=True) * inputs.continuation, inputs
 
 
-# An effect size is O(1); on the fixture below float32 forward passes move it by < 1e-6 (measured: C6 3e-7,
-# C9 7e-7 against this float64 reference), so 1e-5 absolute holds where d is near 0 and rtol cannot.
-D_ATOL = 1e-5
+def logit_tol(inputs) -> float:
+    """The first-token logits of two float32 programs (the app's, an example's) on the tiny GPT-2: 2 layers +
+    the head, inner 128, scaled by the logits: f32_chain(3, 128, max|logit|)."""
+    return f32_chain(3, 128, float(np.abs(inputs.first_logits).max()))
+
+
+def p_rtol(inputs) -> float:
+    """p's relative error: a softmax over C of logits within logit_tol (2·logit_tol + the sum over C), times
+    a continuation factor, a mean of full-vocabulary probabilities (f32_log_softmax over the vocabulary)."""
+    tol = logit_tol(inputs)
+    n_c = inputs.first_logits.shape[1]
+    vocab = 320  # the tiny tokenizer's
+    log_p = f32_log_softmax(vocab, tol, np.log(vocab) + 2 * float(np.abs(inputs.first_logits).max()))
+    return float(np.expm1(2 * tol + f32_sum(n_c, 1 / n_c) + log_p))
+
+
+def s_tol(p, n_a, inputs) -> float:
+    """s = mean_A p - mean_B p, absolute: each p within p_rtol, two means and a difference."""
+    top, n_b = float(p.max()), p.shape[1] - n_a
+    return (p_rtol(inputs) + f32_sum(1, 1.0)) * top + f32_sum(n_a, top / n_a) + f32_sum(n_b, top / n_b)
+
+
+def d_tol(p, s, n_a, n_x, inputs) -> float:
+    """d from s within s_tol: f32_effect_size (replaces a measured 1e-5: C6 3e-7, C9 7e-7 observed)."""
+    return f32_effect_size(s_tol(p, n_a, inputs), s, numpy_d(s, n_x))
+
+
+def log_ratio_d_tol(p, s_log, n_a, n_x, inputs) -> float:
+    """d of the log-ratio scores log mean_A p - log mean_B p: each log within p_rtol plus its mean's rounding
+    (positive terms, relative), two of them; then f32_effect_size."""
+    n = max(n_a, p.shape[1] - n_a)
+    return f32_effect_size(2 * (p_rtol(inputs) + f32_sum(n, 1 / n)), s_log, numpy_d(s_log, n_x))
 
 
 def numpy_d(s, n_x):
@@ -79,8 +109,10 @@ def test_head_rpam_reproduces_the_app_inputs(tiny_model):
     first, cont = rpam_head.head_rpam_inputs(tiny_model.head, rpam_head.rpam_test_states(tiny_model, spec))
     _, inputs = app_probabilities(tiny_model, spec)
     assert inputs.n_multi_token > 0
-    np.testing.assert_allclose(np.asarray(first), inputs.first_logits, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(np.asarray(cont), inputs.continuation, rtol=1e-5, atol=1e-9)
+    # two float32 programs: logit_tol; the continuation factors, means of probabilities, relative
+    # expm1(f32_log_softmax) each
+    np.testing.assert_allclose(np.asarray(first), inputs.first_logits, rtol=0, atol=logit_tol(inputs))
+    np.testing.assert_allclose(np.asarray(cont), inputs.continuation, rtol=p_rtol(inputs), atol=0)
 
 
 @pytest.mark.slow
@@ -89,16 +121,21 @@ def test_attribution_table_and_d(tiny, tiny_model, tmp_path, run_example):
     assert "Attribute words ranked" in out and "Target words ranked" in out
     result = json.loads((tmp_path / "a.json").read_text())
     spec = rpam_head.weat_ws_tests()["C6"]
-    p, _ = app_probabilities(tiny_model, spec)
+    p, inputs = app_probabilities(tiny_model, spec)
     s = p[:, : len(spec.a)].mean(axis=1) - p[:, len(spec.a) :].mean(axis=1)
-    np.testing.assert_allclose(result["d"], numpy_d(s, len(spec.x)), rtol=1e-4, atol=D_ATOL)
+    tol = d_tol(p, s, len(spec.a), len(spec.x), inputs)
+    np.testing.assert_allclose(result["d"], numpy_d(s, len(spec.x)), rtol=0, atol=tol)
     attributes, targets = pd.DataFrame(result["attributes"]), pd.DataFrame(result["targets"])
     assert sorted(attributes["attribute"]) == sorted(spec.a + spec.b)
     assert sorted(targets["target"]) == sorted(spec.x + spec.y)
     assert (np.diff(attributes["grad_norm"]) <= 0).all() and (attributes["grad_norm"] > 0).all()
-    np.testing.assert_allclose(targets.set_index("target").loc[list(spec.x + spec.y), "s"], s, rtol=1e-4, atol=1e-9)
-    # ∂d/∂s sums to 0 (d is shift-invariant in s) and sign-separates X from Y when d is small
-    np.testing.assert_allclose(targets["dd_ds"].sum(), 0.0, atol=1e-3 * targets["dd_ds"].abs().max())
+    got_s = targets.set_index("target").loc[list(spec.x + spec.y), "s"]
+    np.testing.assert_allclose(got_s, s, rtol=0, atol=s_tol(p, len(spec.a), inputs))
+    # ∂d/∂s sums to 0 (d is shift-invariant in s) and sign-separates X from Y when d is small: in float32 each
+    # term carries the ~10 roundings of the mean's and the std's backward pass (5·EPS32 relative), then a sum
+    # of n (atol=1e-3·max had been ~100x that)
+    n, top = len(targets), float(targets["dd_ds"].abs().max())
+    np.testing.assert_allclose(targets["dd_ds"].sum(), 0.0, atol=5 * EPS32 * n * top + f32_sum(n, top))
 
 
 @pytest.mark.slow
@@ -132,9 +169,10 @@ def test_mitigation_shrinks_d_and_reports_perplexity(tiny, tiny_model, tmp_path,
     assert abs(table.loc["C6", "d_after"]) < abs(table.loc["C6", "d_before"])
     for tid in ("C6", "C9"):  # "before" is the untouched model's RPAM d
         spec = rpam_head.weat_ws_tests()[tid]
-        p, _ = app_probabilities(tiny_model, spec)
+        p, inputs = app_probabilities(tiny_model, spec)
         s = p[:, : len(spec.a)].mean(axis=1) - p[:, len(spec.a) :].mean(axis=1)
-        np.testing.assert_allclose(table.loc[tid, "d_before"], numpy_d(s, len(spec.x)), rtol=1e-4, atol=D_ATOL)
+        tol = d_tol(p, s, len(spec.a), len(spec.x), inputs)
+        np.testing.assert_allclose(table.loc[tid, "d_before"], numpy_d(s, len(spec.x)), rtol=0, atol=tol)
     # perplexity before fine-tuning, against transformers on the same sentences (no BOS: GPT-2's default)
     reference = family_specs.load_torch("gpt2", tiny)
     nll, count = 0.0, 0
@@ -144,6 +182,8 @@ def test_mitigation_shrinks_d_and_reports_perplexity(tiny, tiny_model, tmp_path,
             logp = torch.log_softmax(reference(ids).logits[0, :-1].double(), dim=-1)
             nll -= logp.gather(1, ids[0, 1:, None]).sum().item()
             count += ids.shape[1] - 1
+    # exp of a mean log p: each within f32_log_softmax(320, f32_chain(3, 128, |logits|), ·) vs torch; for
+    # initializer_range 0.5 the logits reach ~10: ~3e-5 relative, rtol=1e-4
     np.testing.assert_allclose(result["ppl_lm_before"], np.exp(nll / count), rtol=1e-4)
     assert result["n_lm_tokens"] == count and 0 < result["rows_changed"] <= result["n_trainable_rows"]
     assert result["rows"] == "attributes"
@@ -152,13 +192,15 @@ def test_mitigation_shrinks_d_and_reports_perplexity(tiny, tiny_model, tmp_path,
 def test_custom_metric_script(tiny, tiny_model, tmp_path, run_example):
     out = run_example("custom_metric.py", "--model", tiny, "--test", "C9", cwd=tmp_path)
     spec = rpam_head.weat_ws_tests()["C9"]
-    p, _ = app_probabilities(tiny_model, spec)
+    p, inputs = app_probabilities(tiny_model, spec)
     s_log = np.log(p[:, : len(spec.a)].mean(axis=1)) - np.log(p[:, len(spec.a) :].mean(axis=1))
     printed = dict(re.findall(r"(log-ratio d|RPAM d) = ([+-][0-9.]+)", out.splitlines()[0]))
     s = p[:, : len(spec.a)].mean(axis=1) - p[:, len(spec.a) :].mean(axis=1)
     # printed to 4 decimals: within half a unit of the last digit (plus the float32 error) of the reference
-    np.testing.assert_allclose(float(printed["log-ratio d"]), numpy_d(s_log, len(spec.x)), atol=5e-5 + D_ATOL)
-    np.testing.assert_allclose(float(printed["RPAM d"]), numpy_d(s, len(spec.x)), atol=5e-5 + D_ATOL)
+    log_tol = log_ratio_d_tol(p, s_log, len(spec.a), len(spec.x), inputs)
+    np.testing.assert_allclose(float(printed["log-ratio d"]), numpy_d(s_log, len(spec.x)), atol=5e-5 + log_tol)
+    tol = d_tol(p, s, len(spec.a), len(spec.x), inputs)
+    np.testing.assert_allclose(float(printed["RPAM d"]), numpy_d(s, len(spec.x)), atol=5e-5 + tol)
 
 
 @pytest.mark.slow  # the default suite sweeps a plugin metric in tests/test_app.py
@@ -191,11 +233,10 @@ def test_plugin_metric_sweeps_through_the_cli(tiny, tiny_model, tmp_path, cli, m
         assert list(agg.index) == ["C7", "C9"] and (agg["prov_model"] == "tiny").all()
         specs = rpam_head.weat_ws_tests(swap_gender_roles=swap)
         for tid in ("C7", "C9"):
-            p, _ = app_probabilities(tiny_model, specs[tid])
+            p, inputs = app_probabilities(tiny_model, specs[tid])
             n_a = len(specs[tid].a)
             s_log = np.log(p[:, :n_a].mean(axis=1)) - np.log(p[:, n_a:].mean(axis=1))
-            np.testing.assert_allclose(
-                agg.loc[tid, "effect_size"], numpy_d(s_log, len(specs[tid].x)), rtol=1e-4, atol=D_ATOL
-            )
+            tol = log_ratio_d_tol(p, s_log, n_a, len(specs[tid].x), inputs)
+            np.testing.assert_allclose(agg.loc[tid, "effect_size"], numpy_d(s_log, len(specs[tid].x)), rtol=0, atol=tol)
             assert 0.0 <= agg.loc[tid, "p_value"] <= 1.0
     assert sorted(swaps) == [False, True]

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tolerances import f32_association, f32_effect_size, f32_sum
 
 from jaxassoc import metrics
 from jaxassoc.metrics import rpam, set_exact, weat
@@ -83,6 +84,7 @@ def test_rpam_d_gradient_wrt_output_head_matches_finite_differences(tiny_gpt2):
         row = int(rows[0])  # single entries of an attribute row, one at a time
         for col in (0, 7, 31):
             e = jnp.zeros_like(W0).at[row, col].set(1.0)
+            # float64, as check_directional: ~1e-10 truncation against gradients of ~1e-3..1
             np.testing.assert_allclose(float(grad[row, col]), float(central_difference(d_of_head, W0, e)), rtol=1e-6)
 
 
@@ -121,6 +123,7 @@ def test_weat_d_gradient_wrt_embeddings_matches_finite_differences():
             check_directional(d_of, arg, jax.random.key(10 + i))
         # d is invariant to rescaling a vector (cosines), so the gradient is orthogonal to it
         g = jax.grad(lambda v: weat.weat_effect_size(v, y, a, b))(x)
+        # float64: a sum of 6 products of O(1) terms cancelling to 0, ~6·eps64 = 1e-15 (atol=1e-12)
         np.testing.assert_allclose(np.sum(np.asarray(g) * np.asarray(x), axis=1), 0.0, atol=1e-12)
 
 
@@ -150,6 +153,7 @@ def test_set_distance_gradient_matches_finite_differences_and_closed_form(seed):
         delta = set_exact.projection_delta(W @ x + b, gold)
         xt_norm = jnp.sqrt(x @ x + 1.0)
         dz = -delta / (jnp.linalg.norm(delta) * xt_norm)  # ∂(‖δ‖/‖x̃‖)/∂z with z = W x + b
+        # float64 closed form vs autodiff: a few dozen roundings each, ~1e-14 relative (rtol=1e-9)
         np.testing.assert_allclose(np.asarray(gb), np.asarray(dz), rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(np.asarray(gW), np.asarray(jnp.outer(dz, x)), rtol=1e-9, atol=1e-12)
 
@@ -169,8 +173,12 @@ def test_results_are_pytrees_through_jit_vmap_and_grad():
     assert isinstance(batched, metrics.WeatStatistics) and batched.d.shape == (3,)
     for k, t in enumerate(tests):
         one = weat.weat_statistics(*t)
-        np.testing.assert_allclose(float(batched.d[k]), float(one.d), rtol=1e-6)
-        np.testing.assert_allclose(float(batched.S[k]), float(one.S), rtol=1e-5)
+        # vmapped vs alone, float32: each association within f32_association(5, 3, 3), S a sum of 8 of
+        # them (|s| ≤ 2), d by f32_effect_size (rtol=1e-6 on d had been below it)
+        s_tol = f32_association(5, 3, 3)
+        d_tol = f32_effect_size(s_tol, one.associations, float(one.d))
+        np.testing.assert_allclose(float(batched.d[k]), float(one.d), rtol=0, atol=d_tol)
+        np.testing.assert_allclose(float(batched.S[k]), float(one.S), rtol=0, atol=8 * s_tol + f32_sum(8, 2.0))
 
     grads, aux = jax.grad(
         lambda x: (weat.weat_statistics(x, *tests[0][1:]).d, weat.weat_statistics(x, *tests[0][1:])), has_aux=True
@@ -183,10 +191,19 @@ def test_results_are_pytrees_through_jit_vmap_and_grad():
     nested = jax.jit(jax.vmap(set_exact.set_from_logits))(logits, sq, gold)
     assert isinstance(nested, metrics.SetResult) and nested.distance.shape == (2, 4)
     flat = set_exact.set_from_logits(logits.reshape(8, 9), sq.reshape(8), gold.reshape(8))
-    np.testing.assert_allclose(np.asarray(nested.distance).ravel(), np.asarray(flat.distance), rtol=1e-6)
+    # SeT from the same float32 logits in another program: the pool mean (≤ 9 logits) and the shift's norm
+    # (√(k + 1) ≤ 3 entries): 3·f32_sum(9, max|z|), absolute (rtol=1e-6 fails for a small distance)
+    z_max = float(jnp.abs(logits).max())
+    np.testing.assert_allclose(
+        np.asarray(nested.distance).ravel(), np.asarray(flat.distance), rtol=0, atol=3 * f32_sum(9, z_max)
+    )
 
     p = jax.vmap(lambda z: rpam.relative_probabilities(z))(logits)
-    np.testing.assert_allclose(np.asarray(p.sum(-1)), 1.0, rtol=1e-6)
+    # each p: its logit's rounding through exp (f32_sum(1, max|z|)), the sum of 9 and the division; then a
+    # float32 sum of the 9 p's (rtol=1e-6 had been below it)
+    np.testing.assert_allclose(
+        np.asarray(p.sum(-1)), 1.0, rtol=f32_sum(1, z_max) + 2 * f32_sum(9, 1 / 9) + f32_sum(2, 1.0)
+    )
     leaves, treedef = jax.tree_util.tree_flatten(nested)
     assert len(leaves) == len(metrics.SetResult._fields)
     assert isinstance(jax.tree_util.tree_unflatten(treedef, leaves), metrics.SetResult)

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tolerances import f32_chain, f32_log_softmax
 
 from jaxassoc.errors import InputError
 from jaxassoc.models.batching import pad_batch
@@ -26,6 +27,13 @@ PREFIXES = ["The doctor said that he would", "She studies", "People from every c
 def model(tiny_checkpoint, request, tmp_path_factory):
     overrides = {"sliding_window": 3} if request.param == "mistral" else {}
     return load_model(tiny_checkpoint(request.param, seed=3, **overrides))
+
+
+# two float32 programs on the tiny models (2 layers + the head, inner ≤ 128, |hidden| < 4, |logits| < 1, 320
+# tokens, |log p| < 8): hidden states within f32_chain(2, 128, 4) = 2.2e-5, log p within
+# f32_log_softmax(320, f32_chain(3, 128, 1), 8) = 2.1e-5
+HIDDEN_TOL = f32_chain(2, 128, 4.0)
+LOGP_TOL = f32_log_softmax(320, f32_chain(3, 128, 1.0), 8.0)
 
 
 def _full_logprobs(model, prefix, tokens):
@@ -58,8 +66,10 @@ def test_packed_continuations_equal_the_full_recompute(model, padding):
                 got += list(np.asarray(logprob[b, at : at + len(tokens) - 1]))
                 at += len(tokens) - 1
             expected = _full_logprobs(model, prefix, tokens)
-            np.testing.assert_allclose(np.exp(got), np.exp(expected), rtol=0, atol=1e-5)
-            np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+            # δp / p = expm1(δ log p) (atol=1e-5 on p ~ 1/320 had been 100x that; rtol=1e-5 on |log p| ~ 6 had
+            # added 3x LOGP_TOL)
+            np.testing.assert_allclose(np.exp(got), np.exp(expected), rtol=np.expm1(LOGP_TOL), atol=0)
+            np.testing.assert_allclose(got, expected, rtol=0, atol=LOGP_TOL)
         assert np.all(np.asarray(logprob[b, at:]) == 0.0)  # padding columns
 
 
@@ -75,7 +85,9 @@ def test_padding_columns_past_the_context_leave_the_scores_finite_and_exact(mode
         model.params, ids, mask, *packed
     )
     assert np.isfinite(np.asarray(logprob)).all()
-    np.testing.assert_allclose(np.asarray(logprob[0, :2]), _full_logprobs(model, prefix, tokens)[1:], atol=1e-5)
+    np.testing.assert_allclose(
+        np.asarray(logprob[0, :2]), _full_logprobs(model, prefix, tokens)[1:], rtol=0, atol=LOGP_TOL
+    )
 
 
 def test_prefix_only_when_nothing_is_packed(model):
@@ -84,7 +96,7 @@ def test_prefix_only_when_nothing_is_packed(model):
     last, logprob = prefix_and_continuations(model.params, ids, mask, empty, empty, empty, decoder=model.decoder)
     full = model.forward(model.params["body"], jnp.asarray(ids), jnp.asarray(mask)).hidden[:, -1]
     assert logprob.shape == (2, 0)
-    np.testing.assert_allclose(last, full, atol=2e-5, rtol=1e-4)
+    np.testing.assert_allclose(last, full, rtol=0, atol=HIDDEN_TOL)  # rtol=1e-4 had allowed 20x more
 
 
 def test_pack_continuations_layout_and_bad_input():

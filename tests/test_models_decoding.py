@@ -5,6 +5,7 @@ import family_specs
 import numpy as np
 import pytest
 import torch
+from tolerances import f32_chain
 
 from jaxassoc.errors import InputError, ModelError
 from jaxassoc.models.decoding import greedy_generate
@@ -58,8 +59,11 @@ def test_cached_steps_equal_the_full_forward(tiny):
         hidden, cache = dec.forward_cached(model.params["body"], ids[:, t : t + 1], mask, cache, t)
         steps.append(np.asarray(hidden))
     got = np.concatenate(steps, axis=1)
-    np.testing.assert_allclose(got[0, 2:], full[0, 2:], atol=2e-5, rtol=1e-4)
-    np.testing.assert_allclose(got[1], full[1], atol=2e-5, rtol=1e-4)
+    # cached steps vs one forward, float32, tiny models (2 layers, inner ≤ 128, |hidden| < 4): the rtol=1e-4
+    # that came with atol=2e-5 had allowed 20x that
+    tol = f32_chain(2, 128, float(np.abs(full).max()))
+    np.testing.assert_allclose(got[0, 2:], full[0, 2:], rtol=0, atol=tol)
+    np.testing.assert_allclose(got[1], full[1], rtol=0, atol=tol)
 
 
 def test_stop_tokens_cut_each_row(tiny):

@@ -14,6 +14,7 @@ import pytest
 import torch
 from family_specs.mixtral import BASE, PORT
 from safetensors.numpy import load_file
+from tolerances import f32_chain
 
 from jaxassoc.errors import ModelError
 from jaxassoc.models.base import Forward
@@ -165,7 +166,10 @@ def test_sliding_window_is_applied(tiny):
     ids, mask = _ids(T=8)
     full = _logits(params, config, ids, mask)
     windowed = _logits(params, dataclasses.replace(config, sliding_window=3), ids, mask)
-    np.testing.assert_allclose(windowed[:, :3], full[:, :3], atol=1e-6)
+    # within the window the same sums in another compiled program: float32, 2 layers + the head, inner ≤ 64
+    # (atol=1e-6 assumed one program)
+    tol = f32_chain(3, 64, float(np.abs(full[:, :3]).max()))
+    np.testing.assert_allclose(windowed[:, :3], full[:, :3], rtol=0, atol=tol)
     assert np.abs(windowed[:, 3:] - full[:, 3:]).max() > 1e-3
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from family_specs.phi3 import BASE, SPECS
 from safetensors.numpy import load_file
+from tolerances import f32_chain
 
 from jaxassoc.errors import ModelError
 from jaxassoc.models import load_model
@@ -80,7 +81,10 @@ def test_window_reaches_the_forward_pass(tiny):
             params["body"], ids, jnp.ones_like(ids), config=dataclasses.replace(config, sliding_window=None)
         ).hidden
     )
-    np.testing.assert_allclose(wide[0, :3], ours[0, :3], atol=1e-5)
+    # within the window the same sums in another compiled program: float32, 2 layers, inner 64
+    np.testing.assert_allclose(
+        wide[0, :3], ours[0, :3], rtol=0, atol=f32_chain(2, 64, float(np.abs(ours[0, :3]).max()))
+    )
     assert np.abs(wide[0, 3:] - ours[0, 3:]).max() > 1e-3
     model = load_model(folder)
     assert (model.family, model.objective, model.config) == ("phi3", "causal", config)

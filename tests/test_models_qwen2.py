@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from family_specs.qwen2 import BASE, SPECS
 from safetensors.numpy import load_file
+from tolerances import f32_chain
 
 from jaxassoc.errors import ModelError
 from jaxassoc.models import load_model
@@ -86,7 +87,9 @@ def test_biases_and_window_reach_the_forward_pass(tiny):
         dataclasses.replace(config, local_layers=None),
     ):  # no window / window on every layer
         changed = _hidden(params, other, ids)
-        np.testing.assert_allclose(changed[0, :3], ours[0, :3], atol=1e-5)
+        # within the window the same sums in another compiled program: float32, 3 layers, inner 64
+        tol = f32_chain(3, 64, float(np.abs(ours[0, :3]).max()))
+        np.testing.assert_allclose(changed[0, :3], ours[0, :3], rtol=0, atol=tol)
         assert np.abs(changed[0, 3:] - ours[0, 3:]).max() > 1e-3
 
 
@@ -100,5 +103,6 @@ def test_load_model_reads_a_qwen2_folder(tiny):
     direct = head_logits(
         params["head"], Forward(qwen2, config)(params["body"], jnp.asarray(ids), jnp.asarray(mask)).hidden
     )
-    np.testing.assert_allclose(np.asarray(ours), np.asarray(direct), atol=1e-6)
+    # the same Forward (compiled once per config, shared) and the same head: bit-identical
+    np.testing.assert_array_equal(np.asarray(ours), np.asarray(direct))
     assert jax.tree.structure(model.params["body"]) == jax.tree.structure(params["body"])

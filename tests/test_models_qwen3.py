@@ -14,6 +14,7 @@ import pytest
 import torch
 from family_specs.qwen3 import PORT
 from safetensors.numpy import load_file
+from tolerances import f32_chain
 
 from jaxassoc.errors import ModelError
 from jaxassoc.models.base import Forward
@@ -73,7 +74,10 @@ def test_window_acts_on_the_sliding_layers_only(tiny):
         dataclasses.replace(config, local_layers=(True, True, True)),
     ):
         logits, _ = _logits(params, other)
-        np.testing.assert_allclose(logits[:, :3], base[:, :3], atol=1e-6)
+        # within the window the same sums in another compiled program: float32, 3 layers + the head,
+        # inner ≤ 64 (atol=1e-6 assumed one program)
+        tol = f32_chain(4, 64, float(np.abs(base[:, :3]).max()))
+        np.testing.assert_allclose(logits[:, :3], base[:, :3], rtol=0, atol=tol)
         assert np.abs(logits[:, 3:] - base[:, 3:]).max() > 1e-3
 
 

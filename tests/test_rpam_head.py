@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tolerances import f32_log_softmax, f32_sum
 
 from jaxassoc.app import model_loading
 from jaxassoc.app.config import DatasetConfig, ModelConfig, StatsConfig, TemplateConfig, WhiteningConfig
@@ -70,8 +71,15 @@ def test_a_soft_capped_head_gives_the_capped_logits_and_keeps_its_cap():
         cont_attribute=jnp.array([1]),
     )
     first, cont = rpam_head.head_rpam_inputs(capped, states)
-    np.testing.assert_allclose(first, head_logits(capped, states.first_hidden)[:, [1, 5]], rtol=1e-6)
+    # the same float32 head_logits (a dot of 4, capped at 2) in another program: f32_sum(4, max|W||x|),
+    # absolute; rtol=1e-6 had been below it for small logits
+    bound = float(jnp.abs(W).max() * jnp.abs(states.first_hidden).max()) + float(jnp.abs(b).max())
+    ref_first = head_logits(capped, states.first_hidden)[:, [1, 5]]
+    np.testing.assert_allclose(first, ref_first, rtol=0, atol=f32_sum(5, bound))
     logp = jnp.log(jax.nn.softmax(head_logits(capped, states.cont_hidden[0]), -1))
-    np.testing.assert_allclose(cont[0, 1], np.exp(logp[[0, 1], [7, 2]]).mean(), rtol=1e-6)
+    # probabilities over 11 tokens of capped logits (|z| ≤ 2, |log p| ≤ log 11 + 4): relative
+    # expm1(f32_log_softmax(11, f32_sum(5, ·), 6.5)) (rtol=1e-6 had been below it)
+    rtol = float(np.expm1(f32_log_softmax(11, f32_sum(5, bound), 6.5)))
+    np.testing.assert_allclose(cont[0, 1], np.exp(logp[[0, 1], [7, 2]]).mean(), rtol=rtol)
     uncapped, _ = rpam_head.head_rpam_inputs(capped._replace(softcap=None), states)
     assert np.abs(np.asarray(first) - np.asarray(uncapped)).max() > 0.1  # the cap bites

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tolerances import f32_effect_size, f32_sum
 
 from jaxassoc.metrics import rpam
 
@@ -23,6 +24,22 @@ def _data(seed=0):
     continuation = np.where(rng.random(logits.shape) < 0.3, rng.uniform(0.05, 1, logits.shape), 1.0)
     log_partition = np.log(np.exp(logits).sum(1) + rng.uniform(1, 50, T_X + T_Y))  # the rest of V
     return logits, continuation, log_partition
+
+
+def _p_rtol(logits, log_partition=None):
+    """Relative float32 error of p: the logit's (or log-partition's) own rounding through exp, f32_sum(1,
+    max|z|), the sum over the C candidates (f32_sum(C, 1 / C), positive terms), and ~3 more roundings (exp,
+    the division, the continuation factor)."""
+    z = np.abs(logits).max() if log_partition is None else max(np.abs(logits).max(), np.abs(log_partition).max())
+    return f32_sum(1, float(z)) + f32_sum(logits.shape[1], 1 / logits.shape[1]) + f32_sum(3, 1.0)
+
+
+def _s_tol(p, n_a, p_rtol=0.0):
+    """Absolute error of s = mean_A p - mean_B p: each p within p_rtol (plus its float32 copy, u), then two
+    means of values ≤ max p and the subtraction."""
+    top = float(np.abs(p).max())
+    n_b = p.shape[1] - n_a
+    return (p_rtol + f32_sum(1, 1.0)) * top + f32_sum(n_a, top / n_a) + f32_sum(n_b, top / n_b)
 
 
 def _p_ref(logits, continuation, log_partition=None):
@@ -48,9 +65,12 @@ def _d_ref(s, n_x, ddof):
 def test_relative_probabilities_softmax_over_c():
     logits, cont, _ = _data()
     got = rpam.relative_probabilities(jnp.asarray(logits), jnp.asarray(cont))
-    np.testing.assert_allclose(got, _p_ref(logits, cont), rtol=1e-5)
+    # _p_rtol = 2.5e-6 here (rtol=1e-5 had been 4x that)
+    np.testing.assert_allclose(got, _p_ref(logits, cont), rtol=_p_rtol(logits))
     single = rpam.relative_probabilities(jnp.asarray(logits))
-    np.testing.assert_allclose(np.asarray(single).sum(1), 1.0, rtol=1e-5)
+    # each p within _p_rtol, then a float32 sum of C of them
+    tol = _p_rtol(logits) + f32_sum(logits.shape[1], 1 / logits.shape[1])
+    np.testing.assert_allclose(np.asarray(single).sum(1), 1.0, rtol=tol)
 
 
 def test_continuation_factor_is_the_mean_of_subword_probabilities():
@@ -63,13 +83,13 @@ def test_continuation_factor_is_the_mean_of_subword_probabilities():
     p = np.asarray(rpam.relative_probabilities(jnp.asarray(logits), jnp.asarray(cont)))
     for (t, v), probs in sub_probs.items():
         softmax = np.exp(logits[t, v]) / np.exp(logits[t]).sum()
-        assert p[t, v] == pytest.approx(softmax * np.mean(probs), rel=1e-5)
+        assert p[t, v] == pytest.approx(softmax * np.mean(probs), rel=_p_rtol(logits))
 
 
 def test_ablation_without_normalisation():
     logits, cont, lse = _data(2)
     got = rpam.relative_probabilities(jnp.asarray(logits), jnp.asarray(cont), jnp.asarray(lse), normalise=False)
-    np.testing.assert_allclose(got, _p_ref(logits, cont, lse), rtol=1e-5)
+    np.testing.assert_allclose(got, _p_ref(logits, cont, lse), rtol=_p_rtol(logits, lse))
     assert np.asarray(got).sum(1).max() < 1  # not normalised over C
     with pytest.raises(ValueError, match="log_partition"):
         rpam.relative_probabilities(jnp.asarray(logits), normalise=False)
@@ -82,11 +102,16 @@ def test_association_scores_and_effect_size(ddof, normalise):
     p_ref = _p_ref(logits, cont, None if normalise else lse)
     s_ref = _s_ref(p_ref, N_A)
     s = rpam.association_scores(jnp.asarray(p_ref), n_a=N_A)
-    np.testing.assert_allclose(s, s_ref, rtol=1e-5, atol=1e-9)
+    # absolute: s cancels (rtol=1e-5 with atol=1e-9 would not hold for an s near 0)
+    np.testing.assert_allclose(s, s_ref, rtol=0, atol=_s_tol(p_ref, N_A))
     d = rpam.rpam_effect_size(
         jnp.asarray(logits), jnp.asarray(cont), jnp.asarray(lse), n_x=T_X, n_a=N_A, ddof=ddof, normalise=normalise
     )
-    assert float(d) == pytest.approx(_d_ref(s_ref, T_X, ddof), rel=1e-4)
+    # from the logits: p within _p_rtol, s within _s_tol, d by f32_effect_size (rel=1e-4 had been just
+    # below the derived 1.1e-4 relative)
+    s_tol = _s_tol(p_ref, N_A, _p_rtol(logits, None if normalise else lse))
+    d_ref = _d_ref(s_ref, T_X, ddof)
+    assert float(d) == pytest.approx(d_ref, rel=0, abs=f32_effect_size(s_tol, s_ref, d_ref))
 
 
 def test_unequal_attribute_and_target_sizes():
@@ -94,14 +119,16 @@ def test_unequal_attribute_and_target_sizes():
     for n_a in (1, 2, 6):
         p = _p_ref(logits, cont)
         np.testing.assert_allclose(
-            rpam.association_scores(jnp.asarray(p), n_a=n_a), _s_ref(p, n_a), rtol=1e-5, atol=1e-9
+            rpam.association_scores(jnp.asarray(p), n_a=n_a), _s_ref(p, n_a), rtol=0, atol=_s_tol(p, n_a)
         )
 
 
 def test_valence_is_s_with_pleasant_first():
     logits, cont, _ = _data(5)
     p = _p_ref(logits, cont)
-    np.testing.assert_allclose(rpam.rpam_valence(jnp.asarray(p), n_pleasant=N_A), _s_ref(p, N_A), rtol=1e-5, atol=1e-9)
+    np.testing.assert_allclose(
+        rpam.rpam_valence(jnp.asarray(p), n_pleasant=N_A), _s_ref(p, N_A), rtol=0, atol=_s_tol(p, N_A)
+    )
 
 
 def test_rpam_test_exact_p_by_enumeration():
@@ -114,10 +141,12 @@ def test_rpam_test_exact_p_by_enumeration():
     observed = s[:T_X].sum() - s[T_X:].sum()
     stats_ = [s[list(idx)].sum() - (s.sum() - s[list(idx)].sum()) for idx in itertools.combinations(range(len(s)), T_X)]
     assert bool(res.exact)
+    # a share of the 126 splits, exact up to the float32 quotient (no split ties the observed one here)
     assert float(res.p_value) == pytest.approx(np.mean(np.array(stats_) >= observed - 1e-12), rel=1e-6)
-    assert float(res.d) == pytest.approx(_d_ref(s, T_X, 1), rel=1e-4)
+    s_tol = _s_tol(p, N_A)
+    assert float(res.d) == pytest.approx(_d_ref(s, T_X, 1), rel=0, abs=f32_effect_size(s_tol, s, _d_ref(s, T_X, 1)))
     assert float(res.ci_low) <= float(res.d) <= float(res.ci_high)
-    np.testing.assert_allclose(res.associations, s, rtol=1e-5, atol=1e-9)
+    np.testing.assert_allclose(res.associations, s, rtol=0, atol=s_tol)
 
 
 def _finite_difference(f, x, eps=1e-3):
@@ -142,6 +171,8 @@ def test_grad_wrt_first_token_logits(normalise):
                 z, jnp.asarray(cont), jnp.asarray(lse), n_x=T_X, n_a=N_A, normalise=normalise
             )
         )(jnp.asarray(logits))
+    # float64: the central difference (eps 1e-3) is off by eps²/6·|d‴| ~ 1e-7 relative and its rounding
+    # by eps64·|d|/eps ~ 1e-13: rtol=1e-5, atol=1e-7
     np.testing.assert_allclose(grad, _finite_difference(d_numpy, logits), rtol=1e-5, atol=1e-7)
 
 
@@ -163,6 +194,6 @@ def test_grad_wrt_head_matrix():
 
     with jax.enable_x64():
         grad = np.asarray(jax.grad(d_jax)(jnp.asarray(W)))
-    np.testing.assert_allclose(grad, _finite_difference(d_numpy, W), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(grad, _finite_difference(d_numpy, W), rtol=1e-5, atol=1e-7)  # as above
     unused = np.setdiff1d(np.arange(V), first_ids)
     assert np.all(grad[unused] == 0) and np.abs(grad[first_ids]).min() > 0

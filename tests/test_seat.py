@@ -7,6 +7,7 @@ import jax
 import numpy as np
 import pytest
 import torch
+from tolerances import f32_association, f32_chain, f32_effect_size, f32_sum
 
 from jaxassoc import data
 from jaxassoc.data import WeatSuite, WeatTest, load_seat_templates, load_weat_suite
@@ -48,9 +49,12 @@ def _sets(test):
     return (test.targets_x, test.targets_y, test.attributes_a, test.attributes_b)
 
 
+def _unit(m):
+    return m / np.linalg.norm(m, axis=1, keepdims=True)
+
+
 def _numpy_weat_d(x, y, a, b):
-    def unit(m):
-        return m / np.linalg.norm(m, axis=1, keepdims=True)
+    unit = _unit
 
     def s(w):
         return (unit(w) @ unit(a).T).mean(1) - (unit(w) @ unit(b).T).mean(1)
@@ -66,8 +70,15 @@ def test_seat_effect_size_equals_a_numpy_weat_on_the_same_sentence_vectors():
     vectors = {s: rng.normal(size=16).astype(np.float32) for sets in _sets(sentences) for s in sets}
     options = StatsOptions(n_permutations=2000, n_bootstrap=200)
     row = run_seat_experiment(suite, templates, vectors, key=jax.random.key(0), options=options).iloc[0]
-    d, S = _numpy_weat_d(*(np.stack([vectors[s] for s in sets]).astype(np.float64) for sets in _sets(sentences)))
-    np.testing.assert_allclose([row["d"], row["effect_size"], row["S"]], [d, d, S], rtol=1e-4, atol=1e-5)
+    X, Y, A, B = (np.stack([vectors[s] for s in sets]).astype(np.float64) for sets in _sets(sentences))
+    d, S = _numpy_weat_d(X, Y, A, B)
+    # a float32 WEAT on 16-d vectors: associations within f32_association, S a sum of them (|s| ≤ 2), d by
+    # f32_effect_size (ddof 1: the ddof-0 SD is the smaller, so the bound holds)
+    s_tol = f32_association(X.shape[1], len(A), len(B))
+    s = np.concatenate([(_unit(w) @ _unit(A).T).mean(1) - (_unit(w) @ _unit(B).T).mean(1) for w in (X, Y)])
+    d_tol, n = f32_effect_size(s_tol, s, d), len(X) + len(Y)
+    np.testing.assert_allclose([row["d"], row["effect_size"]], [d, d], rtol=0, atol=d_tol)
+    np.testing.assert_allclose(row["S"], S, rtol=0, atol=n * s_tol + f32_sum(n, 2.0))
     assert abs(d) > 0.01  # random vectors: a nonzero d, so the comparison can fail
     assert (row["n_x"], row["n_a"], row["words_x"], row["words_a"]) == (18, 10, 3, 2)
     assert row["ci_low"] <= row["d"] <= row["ci_high"] and 0 < row["p_value"] <= 1
@@ -92,7 +103,10 @@ def test_pooled_sentence_vector_matches_transformers_on_a_tiny_bert(bert, poolin
         with torch.no_grad():
             hidden = reference(**enc, output_hidden_states=True).hidden_states[-1][0]
         expected = {"first": hidden[0], "mean": hidden.mean(0), "last": hidden[-1]}[pooling]
-        np.testing.assert_allclose(vector, expected.numpy(), rtol=1e-4, atol=1e-4)
+        # float32 vs torch, tiny BERT (2 layers, inner 64): f32_chain scaled by the states, ~1e-5 (rtol=1e-4
+        # with atol=1e-4 had been ~20x that)
+        tol = f32_chain(2, 64, float(hidden.abs().max()))
+        np.testing.assert_allclose(vector, expected.numpy(), rtol=0, atol=tol)
     assert not np.allclose(ours, sentence_vectors(model, SENTENCES, pooling="mean" if pooling != "mean" else "first"))
 
 
@@ -104,7 +118,8 @@ def test_last_token_of_a_tiny_causal_lm_matches_transformers(tiny_checkpoint):
     for text, vector in zip(SENTENCES, ours):
         with torch.no_grad():
             hidden = reference(**model.tokenizer(text, return_tensors="pt"), output_hidden_states=True)
-        np.testing.assert_allclose(vector, hidden.hidden_states[-1][0, -1].numpy(), rtol=1e-4, atol=1e-4)
+        last = hidden.hidden_states[-1][0, -1].numpy()  # tiny GPT-2: 2 layers, inner 128 (see above)
+        np.testing.assert_allclose(vector, last, rtol=0, atol=f32_chain(2, 128, float(np.abs(last).max())))
 
 
 def test_a_word_the_encoder_cannot_represent_is_refused_naming_test_set_and_word(bert):
@@ -133,8 +148,10 @@ def test_clustered_effect_size_is_the_effect_size_of_the_items_its_masks_select(
     for ddof in (0, 1):
         got = clustered_effect_size((s_x, m_x), (s_y, m_y), ddof=ddof)
         want = effect_size(s_x[m_x > 0], s_y[m_y > 0], ddof=ddof)
-        # float32 sums over 21 items of O(1) values: a few eps32 each
-        np.testing.assert_allclose(got, want, rtol=1e-5)
+        # float32 sums over 21 items of O(1) values in two programs: the items are exact, so f32_effect_size
+        # with the sums' own rounding only (rtol=1e-5 had been below it for |d| < 1)
+        items = np.concatenate([s_x[m_x > 0], s_y[m_y > 0]])
+        np.testing.assert_allclose(got, want, rtol=0, atol=f32_effect_size(0.0, items, float(want)))
 
 
 def test_a_word_unit_ci_resamples_words_with_all_their_sentences_like_a_numpy_cluster_bootstrap():

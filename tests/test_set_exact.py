@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import scipy.optimize
 from reference_set_numpy import set_distance
+from tolerances import f32_sum
 
 from jaxassoc.errors import InputError
 from jaxassoc.metrics.set_exact import project_logits, projection_delta, set_exact, set_from_logits, set_update
@@ -19,6 +20,22 @@ def _problem(seed, V, D, N, bias=True, scale=1.0):
     X = rng.normal(size=(N, D)).astype(np.float32)
     gold = rng.integers(0, V, N)
     return W, b, X, gold
+
+
+def _distance_tol(W, b, x, pool_size, distance):
+    """Bounds on float32 SeT distances ‖δ‖ / ‖x̃‖: each logit z_i = A_i·x̃ is within f32_sum(D + 1,
+    ‖A_i‖‖x̃‖ / (D + 1)) (Cauchy–Schwarz bounds its Σ|terms|); the shift δ = z - P(z) is 1-Lipschitz in z
+    (P projects onto a convex set) and moves only the gold and the k pooled logits, ‖Δδ‖ ≤ √(k + 1)·max|Δz|,
+    plus the pool mean's rounding (a mean of k + 1 logits); ‖x̃‖ rounds by f32_sum(D + 1, 1 / (D + 1))."""
+    A = np.c_[W, b] if b is not None else W
+    xt = np.c_[x, np.ones(len(x))] if b is not None else x
+    n = A.shape[1]
+    a_norm = float(np.linalg.norm(A.astype(np.float64), axis=1).max())
+    x_norm = np.linalg.norm(xt.astype(np.float64), axis=1)
+    k1 = np.asarray(pool_size) + 1
+    z_max = a_norm * x_norm
+    shift = np.sqrt(k1) * (f32_sum(n, a_norm * x_norm / n) + np.array([f32_sum(k, z / k) for k, z in zip(k1, z_max)]))
+    return shift / x_norm + np.asarray(distance) * f32_sum(n, 1 / n)
 
 
 def _slsqp_distance(W, b, x, gold, margin=1.0):
@@ -62,7 +79,10 @@ def test_matches_generic_qp_solver_on_the_full_matrix(seed, bias):
         )
         for i in range(4)
     ]
-    np.testing.assert_allclose(ours, ref, rtol=2e-4, atol=1e-6)
+    # SLSQP (ftol 1e-12 on ‖ΔA‖², float64) is far more accurate than float32: _distance_tol (rtol=2e-4 had
+    # been 100x looser); the pool of the optimum is at most V - 1
+    res = set_exact(W, b, X, gold)
+    assert np.all(np.abs(ours - ref) <= _distance_tol(W, b, X, res.pool_size, ref))
 
 
 @pytest.mark.parametrize("seed,V,D,bias", [(0, 5000, 64, True), (1, 3000, 32, False), (2, 50, 8, True)])
@@ -75,7 +95,8 @@ def test_matches_the_original_per_problem_algorithm(seed, V, D, bias):
         )
         for i in range(24)
     ]
-    np.testing.assert_allclose(np.asarray(ours.distance), ref, rtol=1e-4)
+    # float32 vs the float64 NumPy original
+    assert np.all(np.abs(np.asarray(ours.distance) - ref) <= _distance_tol(W, b, X, ours.pool_size, ref))
     assert bool(ours.converged.all()) and bool(ours.feasible.all())
     assert int(ours.pool_size.min()) >= 1  # random gold tokens never win by the margin already
 
@@ -83,13 +104,20 @@ def test_matches_the_original_per_problem_algorithm(seed, V, D, bias):
 def test_update_satisfies_constraints_and_has_the_reported_norm():
     W, b, X, gold = _problem(4, V=800, D=16, N=3)
     res = set_exact(W, b, X, gold)
+    # the updated logits in float64 from float32 W + ΔW: each within the rounding of A_i·x̃ and of ΔA's
+    # entries (≤ u relative), 2·f32_sum(D + 1, ‖A_i‖‖x̃‖ / (D + 1)) (abs=1e-4 had been 50x that)
+    n = W.shape[1] + 1
+    a_norm = float(np.linalg.norm(np.c_[W, b], axis=1).max())
     for i in range(3):
+        tol = 2 * f32_sum(n, a_norm * float(np.linalg.norm(np.r_[X[i], 1.0])) / n)
         dW, db = set_update(jnp.asarray(W), jnp.asarray(b), jnp.asarray(X[i]), int(gold[i]))
         z = np.asarray((W + dW) @ X[i] + (b + db), np.float64)
         others = np.delete(z, gold[i])
-        assert z[gold[i]] - others.max() == pytest.approx(1.0, abs=1e-4)  # tight at the optimum
+        assert z[gold[i]] - others.max() == pytest.approx(1.0, abs=tol)  # tight at the optimum
         # exactly pool_size competitors end on the boundary
-        assert np.sum(np.isclose(z[gold[i]] - others, 1.0, atol=1e-4)) == int(res.pool_size[i])
+        assert np.sum(np.isclose(z[gold[i]] - others, 1.0, rtol=0, atol=tol)) == int(res.pool_size[i])
+        # the same δ: ‖δ x̃ᵀ‖ / ‖x̃‖² vs ‖δ‖ / ‖x̃‖, a few roundings per entry and two norms of ≤ V·(D + 1)
+        # positive terms: ~1e-6 relative, rel=1e-5
         norm = np.sqrt(np.sum(np.asarray(dW, np.float64) ** 2) + np.sum(np.asarray(db, np.float64) ** 2))
         assert norm == pytest.approx(float(res.distance[i]), rel=1e-5)
 
@@ -162,7 +190,10 @@ def test_gradient_matches_finite_differences_of_the_reference():
 def test_chunking_does_not_change_results():
     W, b, X, gold = _problem(8, V=500, D=8, N=13)
     a, c = set_exact(W, b, X, gold, chunk=1), set_exact(W, b, X, gold, chunk=64)
-    np.testing.assert_allclose(np.asarray(a.distance), np.asarray(c.distance), rtol=1e-6)
+    # chunks of 1 vs 64 are other programs: _distance_tol, absolute (rtol=1e-6 had been 1.5x the error of
+    # a small distance here: the logits' rounding does not shrink with the distance)
+    tol = _distance_tol(W, b, X, c.pool_size, c.distance)
+    assert np.all(np.abs(np.asarray(a.distance) - np.asarray(c.distance)) <= tol)
 
 
 def test_bad_inputs_raise_input_errors_naming_the_input():
@@ -199,8 +230,11 @@ def test_log1m_transform_is_the_originals_including_nan_past_one():
     d = np.array([0.0, 0.3, 0.999, 1.0, 1.5])
     ours = np.asarray(transform_distance(jnp.asarray(d), "log1m"))
     ref = np.array([original_score(v) for v in d])
-    np.testing.assert_allclose(ours, ref, rtol=1e-4)  # NaN and -inf in the same places
-    np.testing.assert_allclose(np.asarray(transform_distance(jnp.asarray(d))), -d, rtol=1e-6)
+    # NaN and -inf in the same places; d rounds to float32 (u relative), which log(1 - d) amplifies by
+    # d / (1 - d): f32_sum(1, 999) at 0.999 (rtol=1e-4 had allowed 6x that)
+    below = d[d < 1]
+    np.testing.assert_allclose(ours, ref, rtol=0, atol=f32_sum(1, float(np.max(below / (1 - below)))))
+    np.testing.assert_allclose(np.asarray(transform_distance(jnp.asarray(d))), -d, rtol=1e-6)  # d's rounding: u
 
 
 def test_python_min_nan_quirk_matches_builtin_min_on_ragged_rows():
@@ -220,7 +254,7 @@ def test_python_min_nan_quirk_matches_builtin_min_on_ragged_rows():
     py = np.asarray(min_over_subwords(jnp.asarray(scores), jnp.asarray(valid), nan_policy="python"))
     ref = np.array([original_word_score(list(r)) for r in rows])
     np.testing.assert_array_equal(np.isnan(py), np.isnan(ref))
-    np.testing.assert_allclose(py[~np.isnan(ref)], ref[~np.isnan(ref)], rtol=1e-6)
+    np.testing.assert_allclose(py[~np.isnan(ref)], ref[~np.isnan(ref)], rtol=1e-6)  # float32 copies: u relative
     strict = np.asarray(min_over_subwords(jnp.asarray(scores), jnp.asarray(valid)))
     np.testing.assert_array_equal(np.isnan(strict), [bool(np.isnan(r).any()) for r in rows])
     # the two policies differ exactly where a later subword is NaN and the first is not
@@ -237,7 +271,9 @@ def test_median_over_ragged_synonyms_is_numpys():
     scores[rng.random((200, 4)) < 0.05] = np.nan
     ours = np.asarray(median_over_synonyms(jnp.asarray(scores), jnp.asarray(valid)))
     ref = np.array([np.median(scores[i, : n[i]]) for i in range(200)])
-    np.testing.assert_allclose(ours, ref, rtol=1e-6)
+    # float32 copies (u relative) and a mean of the two middle values, whose sum can cancel: absolute
+    # f32_sum(2, max|x|) (rtol=1e-6 would not hold for a median near 0)
+    np.testing.assert_allclose(ours, ref, rtol=0, atol=f32_sum(2, float(np.nanmax(np.abs(scores)))))
     np.testing.assert_array_equal(np.isnan(ours), np.isnan(ref))
 
 
@@ -246,7 +282,10 @@ def test_word_scores_take_the_largest_distance():
     valid = jnp.array([[True, True, True], [True, False, False]])
     np.testing.assert_allclose(np.asarray(set_word_scores(d, valid)), [-0.7, -0.4])
     np.testing.assert_allclose(
-        np.asarray(set_word_scores(d, valid, transform="log1m", nan_policy="python")), np.log([0.3, 0.6]), rtol=1e-6
+        # float32 0.7 and 0.4 (u relative), 1 - d exact (Sterbenz), then the log: ~2e-7 relative
+        np.asarray(set_word_scores(d, valid, transform="log1m", nan_policy="python")),
+        np.log([0.3, 0.6]),
+        rtol=1e-6,
     )
     with pytest.raises(Exception, match="transform"):
         set_word_scores(d, valid, transform="log")

@@ -28,6 +28,8 @@ def test_single_context_matches_the_exact_solver_at_realistic_sizes():
     gold = rng.integers(0, V, N)
     exact = set_exact(W, b, X, gold)
     ours = set_optax(W, b, X[:, None], gold[:, None])
+    # not rounding: the optax solver stops with constraints violated by ≤ 1e-3 in logit units (margin 1,
+    # asserted below), which moves ‖δ‖, and so the distance, by ≤ ~1e-3 relative: rtol=1e-3 (here and below)
     np.testing.assert_allclose(np.asarray(ours.distance), np.asarray(exact.distance), rtol=1e-3)
     assert float(ours.max_violation.max()) <= 1e-3
     assert bool(ours.working_set_ok.all())
@@ -96,6 +98,8 @@ def test_padded_contexts_are_ignored():
     full = set_optax(W, b, X, gold, valid, candidates=None)
     X[0, 2], gold[0, 2] = 100.0, 7  # padding content must not matter
     again = set_optax(W, b, X, gold, valid, candidates=None)
+    # the valid rows alone enter the iterations (padding is masked before any sum): the same float32 solve up
+    # to the masked terms' order, ~u per step over the solver's iterations: rel=1e-5
     assert float(full.distance[0]) == pytest.approx(float(again.distance[0]), rel=1e-5)
     ref = _slsqp_shared(W.astype(np.float64), b.astype(np.float64), X[0, :2].astype(np.float64), [2, 5])
     assert float(full.distance[0]) == pytest.approx(ref, rel=1e-3)
@@ -125,6 +129,8 @@ def test_sharded_over_a_device_mesh_gives_the_same_results():
         candidates=None,
     )
     plain = set_optax(W, b, X, gold, candidates=None)
+    # one device: the same iterations in a shard_map program; its sums of ≤ 8 logits and D = 4 products round
+    # differently (f32_sum(8, ·) ~ 4e-6 relative per step, damped as both solves converge): rtol=1e-5
     np.testing.assert_allclose(np.asarray(sharded.distance), np.asarray(plain.distance), rtol=1e-5)
 
 

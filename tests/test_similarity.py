@@ -5,6 +5,7 @@ import jax
 import numpy as np
 import pytest
 import scipy.stats
+from tolerances import f32_chain, f32_cos
 
 from jaxassoc.metrics.similarity import compare_whitening, cosine_spearman, pair_cosines
 
@@ -21,8 +22,9 @@ def test_pair_cosines_and_spearman_match_scipy():
     human = np.random.default_rng(1).normal(size=60).astype(np.float32)
     cos = np.asarray(pair_cosines(u, v))
     ref = [1 - scipy.spatial.distance.cosine(a, b) for a, b in zip(u.astype(float), v.astype(float))]
-    np.testing.assert_allclose(cos, ref, atol=1e-6)
+    np.testing.assert_allclose(cos, ref, rtol=0, atol=f32_cos(u.shape[1]))  # atol=1e-6 had been below it
     human = cos + np.random.default_rng(2).normal(scale=0.3, size=60)
+    # Spearman's ρ from ranks: exact unless two cosines are within rounding (none here), then a few u
     assert float(cosine_spearman(u, v, human)) == pytest.approx(scipy.stats.spearmanr(ref, human)[0], abs=1e-5)
 
 
@@ -34,6 +36,7 @@ def test_compare_whitening_against_a_numpy_paired_bootstrap():
     res = compare_whitening(jax.random.key(0), (u, v), white, human, n_resamples=4000)
     cos_r, cos_w = np.asarray(pair_cosines(u, v)), np.asarray(pair_cosines(*white))
     rho_r, rho_w = (scipy.stats.spearmanr(c, human)[0] for c in (cos_r, cos_w))
+    # ρ from exact ranks (the same float32 cosines): a few u; abs=1e-5
     assert float(res.rho_raw) == pytest.approx(rho_r, abs=1e-5)
     assert float(res.rho_whitened) == pytest.approx(rho_w, abs=1e-5)
     assert float(res.difference) == pytest.approx(rho_w - rho_r, abs=1e-5)
@@ -44,6 +47,8 @@ def test_compare_whitening_against_a_numpy_paired_bootstrap():
         [scipy.stats.spearmanr(cos_w[i], human[i])[0] - scipy.stats.spearmanr(cos_r[i], human[i])[0] for i in idx]
     )
     lo, hi = np.percentile(diffs, [2.5, 97.5])
+    # sampling, not rounding: two independent 4000-resample bootstraps; a 2.5% quantile's SE is
+    # √(0.025·0.975 / 4000) / density ≈ 0.1·SD of the differences, ~0.005 here: 0.03 is ~4 SEs of the gap
     assert float(res.ci_low) == pytest.approx(lo, abs=0.03)
     assert float(res.ci_high) == pytest.approx(hi, abs=0.03)
     assert 0.0 <= float(res.p_value) <= 1.0
@@ -86,7 +91,11 @@ def test_sentence_vectors_match_transformers_mean_pooling(minilm, torch_minilm, 
     enc, _, hidden = torch_minilm(SENTENCES)
     mask = enc["attention_mask"].numpy()[..., None]
     ref = (hidden[layer] * mask).sum(1) / mask.sum(1)
-    np.testing.assert_allclose(sentence_vectors(minilm, SENTENCES, layer=layer, batch_size=2), ref, atol=2e-5)
+    # float32 vs torch through MiniLM-L6 (6 layers, inner 1536): f32_chain of the layers run, ~2e-4 for
+    # |h| ~ 3.5 (atol=2e-5 had been below it; observed ~2e-6); pooling bugs move vectors by ~0.1
+    depth = 6 if layer == -1 else layer
+    tol = f32_chain(depth, 1536, float(np.abs(ref).max()))
+    np.testing.assert_allclose(sentence_vectors(minilm, SENTENCES, layer=layer, batch_size=2), ref, rtol=0, atol=tol)
 
 
 def test_aggregated_word_vectors_match_transformers(minilm, torch_minilm):
@@ -111,11 +120,14 @@ def test_aggregated_word_vectors_match_transformers(minilm, torch_minilm):
         toks = [t for t, (a, b) in enumerate(offsets[row].tolist()) if b > a and a < hi and b > lo]
         assert len(toks) >= 2  # a multi-subword word: the mean over subwords matters
         pooled.append(hidden[-1][row, toks].mean(0))
-    np.testing.assert_allclose(out.vectors[0], np.mean(pooled, axis=0), atol=2e-5)
+    # MiniLM-L6's last layer, float32 vs torch (test_sentence_vectors_match_transformers_mean_pooling)
+    tol = f32_chain(6, 1536, float(np.abs(hidden[-1]).max()))
+    np.testing.assert_allclose(out.vectors[0], np.mean(pooled, axis=0), rtol=0, atol=tol)
 
     enc, offsets, hidden = torch_minilm(["zyzzyva"])
     toks = [t for t, (a, b) in enumerate(offsets[0].tolist()) if b > a]
-    np.testing.assert_allclose(out.vectors[1], hidden[-1][0, toks].mean(0), atol=2e-5)
+    tol = f32_chain(6, 1536, float(np.abs(hidden[-1]).max()))
+    np.testing.assert_allclose(out.vectors[1], hidden[-1][0, toks].mean(0), rtol=0, atol=tol)
 
     dropping = ContextualWordVectors(minilm, ContextIndex.build(corpus), fallback="drop")
     assert dropping(["tarantula", "zyzzyva"], "insects").lost_words == ["zyzzyva"]
@@ -139,11 +151,12 @@ def test_contextual_reference_token_and_sentence_levels(minilm, torch_minilm):
     enc, offsets, hidden = torch_minilm(texts)
     tokens = [hidden[-1][row, t] for row in range(2) for t, (a, b) in enumerate(offsets[row].tolist()) if b > a]
     ref = contextual_reference(minilm, texts, level="token")
-    np.testing.assert_allclose(ref.vectors, np.stack(tokens), atol=2e-5)
+    tol = f32_chain(6, 1536, float(np.abs(hidden[-1]).max()))  # MiniLM-L6, float32 vs torch
+    np.testing.assert_allclose(ref.vectors, np.stack(tokens), rtol=0, atol=tol)
     assert ref.words[:3] == ["A", "man", "is"] and "token-level" in ref.description
     mask = enc["attention_mask"].numpy()[..., None]
     sent = contextual_reference(minilm, texts, level="sentence")
-    np.testing.assert_allclose(sent.vectors, (hidden[-1] * mask).sum(1) / mask.sum(1), atol=2e-5)
+    np.testing.assert_allclose(sent.vectors, (hidden[-1] * mask).sum(1) / mask.sum(1), rtol=0, atol=tol)
     capped = contextual_reference(minilm, texts, level="token", max_items=5, seed=1)
     assert capped.vectors.shape == (5, 384) and "5 items, seed 1" in capped.description
 
@@ -153,8 +166,11 @@ def test_pair_cosines_and_compare_whitening_are_scale_invariant(scale):
     """Issue 25 item 14: ||u|| ||v|| overflowed (1e20) or underflowed (1e-25) float32 into NaN cosines."""
     u, v = _pairs(3, n=40)
     human = np.random.default_rng(4).normal(size=40)
-    np.testing.assert_allclose(pair_cosines(u * scale, v * scale), pair_cosines(u, v), rtol=1e-5, atol=1e-6)
+    # u * scale rounds (u relative): other float32 cosines, f32_cos(6)
+    np.testing.assert_allclose(pair_cosines(u * scale, v * scale), pair_cosines(u, v), rtol=0, atol=f32_cos(u.shape[1]))
     white = (u * [3, 1, 1, 1, 1, 0.2], v * [3, 1, 1, 1, 1, 0.2])
     base = compare_whitening(jax.random.key(0), (u, v), white, human, n_resamples=200)
     scaled = compare_whitening(jax.random.PRNGKey(0), (u * scale, v * scale), white, human, n_resamples=200)
+    # ρ's from ranks of those cosines (exact unless two are within f32_cos(6): none here) and the same
+    # resamples (same key): a few u
     np.testing.assert_allclose(scaled, base, rtol=1e-5, atol=1e-6)

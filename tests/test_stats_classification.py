@@ -26,6 +26,7 @@ def test_scores_match_hand_counts(seed):
     y_true = rng.integers(0, 2, 57)
     y_pred = np.where(rng.random(57) < 0.7, y_true, 1 - y_true)
     prec, rec, f1 = reference_scores(y_true.tolist(), y_pred.tolist())
+    # float32 quotients of exact counts (F1: two of them and one more division): a few u, abs=1e-6
     assert float(precision(y_true, y_pred)) == pytest.approx(prec, abs=1e-6)
     assert float(recall(y_true, y_pred)) == pytest.approx(rec, abs=1e-6)
     assert float(f1_score(y_true, y_pred)) == pytest.approx(f1, abs=1e-6)
@@ -49,7 +50,7 @@ def test_runs_under_jit_and_vmap():
     y_pred = rng.integers(0, 2, (3, 20))
     got = jax.jit(jax.vmap(f1_score))(jnp.asarray(y_true), jnp.asarray(y_pred))
     ref = [reference_scores(t.tolist(), p.tolist())[2] for t, p in zip(y_true, y_pred)]
-    np.testing.assert_allclose(np.asarray(got), ref, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(got), ref, atol=1e-6)  # float32 quotients of exact counts
 
 
 def test_precision_at_k():
@@ -63,7 +64,7 @@ def test_precision_at_k():
     s, r = rng.normal(size=100), rng.random(100) < 0.3
     for k in (5, 17, 60):
         top = np.argsort(-s)[:k]
-        assert float(precision_at_k(s, r, k)) == pytest.approx(r[top].mean(), abs=1e-6)
+        assert float(precision_at_k(s, r, k)) == pytest.approx(r[top].mean(), abs=1e-6)  # count / k in float32
 
 
 def test_bad_inputs_raise_clear_errors():

@@ -78,6 +78,7 @@ def test_alternative_reaches_weat_rpam_and_ceat_p_values():
     }
     assert p["greater"] < 0.5 < p["less"]  # X shifted towards A
     assert p["greater"] + p["less"] >= 1.0 - 1e-6  # the observed arrangement counts in both directions
+    # p's are float32 quotients of exact counts (≤ u·p each) and 2·p is exact: abs=1e-6
     assert p["two-sided"] == pytest.approx(min(1.0, 2 * min(p["greater"], p["less"])), abs=1e-6)
 
     probs = jax.nn.softmax(jax.random.normal(jax.random.key(3), (8, 6)), axis=-1)
@@ -89,6 +90,8 @@ def test_alternative_reaches_weat_rpam_and_ceat_p_values():
 
     es, v = jnp.array([0.3, 0.5, 0.4]), jnp.array([0.2, 0.3, 0.25])
     ce = {alt: float(random_effects(es, v, alternative=alt).p_value) for alt in ("greater", "less", "two-sided")}
+    # Φ(z) and Φ(-z) in float32: a few ulps each (abs=1e-6); the two-sided p = 2·Φ(-|z|) from its own
+    # float32 evaluation, a few ulps relative (rel=1e-5)
     assert ce["greater"] + ce["less"] == pytest.approx(1.0, abs=1e-6)
     assert ce["two-sided"] == pytest.approx(2 * min(ce["greater"], ce["less"]), rel=1e-5)
 
@@ -255,6 +258,7 @@ def test_permutation_library_caps_partitions_and_draws_keys_by_fold_in():
     observed = difference_of_sums(jnp.asarray(values), jnp.arange(30) < 12)
     keys = jax.random.split(KEY, 5000)  # the documented keys, all at once (the test streams them)
     s = jax.vmap(lambda k: difference_of_sums(jnp.asarray(values), _random_partition(k, 30, 12)))(keys)
+    # the same draws and the same float32 statistic: equal counts, the quotient ≤ u·p
     assert float(res.p_value) == pytest.approx((float(jnp.sum(s >= observed)) + 1) / 5001, abs=1e-7)
 
 

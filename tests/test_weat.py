@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tolerances import f32_association, f32_cos, f32_effect_size, f32_sum
 
 from jaxassoc.errors import InputError
 from jaxassoc.metrics.weat import (
@@ -44,6 +45,14 @@ def _wefe(X, Y, A, B, ddof):
     return sx + sy, S, d
 
 
+def _weat_tols(X, Y, A, B, s_ref, d_ref):
+    """(each association, S, d) bounds of float32 WEAT statistics against float64 references: the
+    associations within f32_association, S a sum of them (|s| ≤ 2), d by f32_effect_size."""
+    s_tol = f32_association(X.shape[1], len(A), len(B))
+    n = len(X) + len(Y)
+    return s_tol, n * s_tol + f32_sum(n, 2.0), f32_effect_size(s_tol, s_ref, d_ref)
+
+
 def _sets(seed, sizes=(6, 5, 4, 7), dim=8):
     rng = np.random.default_rng(seed)
     return [rng.normal(size=(n, dim)).astype(np.float32) for n in sizes]
@@ -63,21 +72,24 @@ def test_statistics_match_wefe_formula_on_random_sets(ddof):
     X, Y, A, B = _sets(0)  # |X| != |Y| on purpose
     s_ref, S_ref, d_ref = _wefe(*map(lambda a: a.astype(np.float64), (X, Y, A, B)), ddof)
     st = weat_statistics(X, Y, A, B, ddof=ddof)
-    np.testing.assert_allclose(st.associations, s_ref, atol=2e-6)
-    np.testing.assert_allclose(st.S, S_ref, atol=1e-5)
-    np.testing.assert_allclose(st.d, d_ref, rtol=1e-5)
+    # the derived bounds (5e-6, 7e-5, 2e-4 relative here) had been above atol=2e-6, 1e-5, rtol=1e-5
+    s_tol, S_tol, d_tol = _weat_tols(X, Y, A, B, s_ref, d_ref)
+    np.testing.assert_allclose(st.associations, s_ref, rtol=0, atol=s_tol)
+    np.testing.assert_allclose(st.S, S_ref, rtol=0, atol=S_tol)
+    np.testing.assert_allclose(st.d, d_ref, rtol=0, atol=d_tol)
 
 
 def test_statistics_match_wefe_on_glove_caliskan_suite(glove_tests):
     for tid, sets in glove_tests.items():
-        _, S_ref, d_ref = _wefe(*[v.astype(np.float64) for v in sets], ddof=0)
+        s_ref, S_ref, d_ref = _wefe(*[v.astype(np.float64) for v in sets], ddof=0)
         st = weat_statistics(*sets, ddof=0)
-        np.testing.assert_allclose(st.S, S_ref, rtol=1e-4, atol=1e-5, err_msg=tid)
-        np.testing.assert_allclose(st.d, d_ref, rtol=1e-4, err_msg=tid)
+        _, S_tol, d_tol = _weat_tols(*sets, s_ref, d_ref)
+        np.testing.assert_allclose(st.S, S_ref, rtol=0, atol=S_tol, err_msg=tid)
+        np.testing.assert_allclose(st.d, d_ref, rtol=0, atol=d_tol, err_msg=tid)
         # ddof 1 rescales d by sqrt((n-1)/n)
         n = sets[0].shape[0] + sets[1].shape[0]
         d1 = weat_statistics(*sets, ddof=1).d
-        np.testing.assert_allclose(d1, d_ref * np.sqrt((n - 1) / n), rtol=1e-4, err_msg=tid)
+        np.testing.assert_allclose(d1, d_ref * np.sqrt((n - 1) / n), rtol=0, atol=d_tol, err_msg=tid)
 
 
 def test_glove_w10_raw_effect_size_matches_methods_md(glove_tests):
@@ -91,7 +103,8 @@ def test_sc_weat_matches_independent_formula():
     for w, g in zip(W.astype(np.float64), np.asarray(got)):
         ca, cb = [_cos(w, a) for a in A], [_cos(w, b) for b in B]
         ref = (np.mean(ca) - np.mean(cb)) / np.std(ca + cb, ddof=1)
-        assert g == pytest.approx(ref, rel=1e-5)
+        # an effect size over the cosines, each within f32_cos(D)
+        assert g == pytest.approx(ref, rel=0, abs=f32_effect_size(f32_cos(W.shape[1]), ca + cb, ref))
 
 
 def _sc_weat_exact_p(w, A, B, alternative):
@@ -114,9 +127,14 @@ def test_sc_weat_p_matches_numpy_exact_enumeration(alternative):
     W, _, A, B = _sets(3, sizes=(5, 2, 4, 5))  # |A| != |B|: 126 partitions of A ∪ B
     got = sc_weat(jax.random.key(0), W, A, B, alternative=alternative)
     assert bool(got.exact) and int(got.n_resamples) == 126
-    np.testing.assert_allclose(got.d, sc_weat_effect_size(W, A, B), rtol=1e-6)
+    # two float32 programs for the same effect sizes (|d| < 2): f32_effect_size over the cosines
+    cosines = [[_cos(w, v) for v in np.concatenate([A, B])] for w in W.astype(np.float64)]
+    tol = max(f32_effect_size(f32_cos(W.shape[1]), c, 2.0) for c in cosines)
+    np.testing.assert_allclose(got.d, sc_weat_effect_size(W, A, B), rtol=0, atol=tol)
     ref = [_sc_weat_exact_p(w, A.astype(np.float64), B.astype(np.float64), alternative) for w in W.astype(np.float64)]
-    np.testing.assert_allclose(got.p_value, ref, atol=1e-6)
+    # a share of 126 partitions: exact up to the float32 quotient (no re-partition ties the observed
+    # difference within rounding here, which would move p by 1/126)
+    np.testing.assert_allclose(got.p_value, ref, rtol=0, atol=f32_sum(1, 1.0))
     assert len(set(np.round(ref, 6))) > 1  # the words differ: not a constant p
 
 
@@ -125,6 +143,7 @@ def test_sc_weat_monte_carlo_p_estimates_the_exact_p():
     exact = sc_weat(jax.random.key(1), W, A, B)
     drawn = sc_weat(jax.random.key(1), W, A, B, exact_bound=0, n_permutations=20_000)
     assert not bool(drawn.exact) and int(drawn.n_resamples) == 20_000
+    # sampling, not rounding: 20,000 draws, p's binomial SD ≤ 0.5 / √20,000 = 0.0035; 0.015 is 4.2 SDs
     np.testing.assert_allclose(drawn.p_value, exact.p_value, atol=0.015)
     again = sc_weat(jax.random.key(1), W, A, B, exact_bound=0, n_permutations=20_000)
     np.testing.assert_array_equal(drawn.p_value, again.p_value)  # explicit key: reproducible
@@ -141,7 +160,13 @@ def test_vmap_over_tests_of_equal_shape():
     stacked = [jnp.stack([t[i] for t in tests]) for i in range(4)]
     batched = jax.vmap(weat_effect_size)(*stacked)
     looped = [weat_effect_size(*t) for t in tests]
-    np.testing.assert_allclose(batched, looped, rtol=1e-6)
+    # vmapped vs looped float32 (another program): f32_effect_size of each test's associations (rtol=1e-6
+    # had been below it)
+    tol = max(
+        f32_effect_size(f32_association(t[0].shape[1], len(t[2]), len(t[3])), associations(t[0], t[2], t[3]), 2.0)
+        for t in tests
+    )
+    np.testing.assert_allclose(batched, looped, rtol=0, atol=tol)
 
 
 def test_gradient_of_d_matches_finite_differences():
@@ -157,12 +182,15 @@ def test_gradient_of_d_matches_finite_differences():
                 plus[arg] = plus[arg].at[i, j].add(h)
                 minus[arg] = minus[arg].at[i, j].add(-h)
                 fd = (weat_effect_size(*plus) - weat_effect_size(*minus)) / (2 * h)
+                # float64: the central difference's truncation h²·f‴/6 ~ 1e-12, its rounding eps64·|d|/h ~ 1e-10
                 assert float(grad[i, j]) == pytest.approx(float(fd), rel=1e-5, abs=1e-8)
 
 
 def test_associations_are_invariant_to_vector_scale():
     X, _, A, B = _sets(4)
-    np.testing.assert_allclose(associations(X * 3.0, A, B * 0.5), associations(X, A, B), atol=1e-6)
+    # X * 3 rounds (B * 0.5 is exact): other float32 cosines, each association within f32_association
+    tol = f32_association(X.shape[1], len(A), len(B))
+    np.testing.assert_allclose(associations(X * 3.0, A, B * 0.5), associations(X, A, B), rtol=0, atol=tol)
 
 
 @pytest.mark.parametrize(
@@ -215,8 +243,9 @@ def test_exact_permutation_p_matches_itertools(sizes):
     p_ref, n_ref = _itertools_p(st.associations, sizes[0])
     assert bool(res.exact)
     assert int(res.n_resamples) == n_ref
-    assert float(res.p_value) == pytest.approx(p_ref, abs=1e-6)  # p is float32
-    assert float(res.d) == pytest.approx(float(st.d))
+    assert float(res.p_value) == pytest.approx(p_ref, abs=1e-6)  # a float32 share of the partitions: ~u
+    tol = f32_effect_size(f32_association(X.shape[1], len(A), len(B)), st.associations, float(st.d))
+    assert float(res.d) == pytest.approx(float(st.d), rel=0, abs=tol)  # another program
     assert float(res.ci_low) <= float(res.d) <= float(res.ci_high)
 
 
@@ -264,7 +293,10 @@ def test_weat_experiment_on_glove_with_whitening_and_figures(tmp_path, glove_tes
     assert frame.loc[0, "lost_words"] == "gladiola" and frame.loc[0, "n_x"] == 24
     assert frame.loc[0, "coverage"] == pytest.approx(99 / 100)
     for i, tid in enumerate(frame.test):
-        assert frame.loc[i, "d_raw"] == pytest.approx(float(weat_statistics(*glove_tests[tid]).d), abs=1e-5)
+        st = weat_statistics(*glove_tests[tid])
+        X, Y, A, B = glove_tests[tid]  # the same float32 kernel through the app (another program)
+        tol = f32_effect_size(f32_association(X.shape[1], len(A), len(B)), st.associations, float(st.d))
+        assert frame.loc[i, "d_raw"] == pytest.approx(float(st.d), rel=0, abs=tol)
     # 8 + 8 targets: C(16, 8) = 12,870 partitions, enumerated (also 6 + 6); 24 + 25 and 16 + 16: Monte Carlo
     assert frame.p_exact_raw.tolist() == [False, False, True, True]
     assert frame.p_resamples_raw.tolist() == [2000, 2000, 12_870, 924]
@@ -300,11 +332,19 @@ def test_weat_and_sc_weat_are_scale_invariant_at_extreme_magnitudes(scale):
     scaled = (np.float32(scale) * v for v in (x, y, a, b))
     every = weat(jax.random.key(0), *scaled, **kw)
     one = weat(jax.random.key(0), np.float32(scale) * x, y, a, b, **kw)  # one set rescaled, the others not
+    # the rescaled vectors round (relative u): other float32 cosines, so _weat_tols for d and S; p is a
+    # share of the partitions, exact up to the quotient (a tie within rounding would move it by 1/252)
+    s = weat_statistics(x, y, a, b).associations
+    _, S_tol, d_tol = _weat_tols(x, y, a, b, s, float(base.d))
     for res in (every, one):
         assert bool(res.defined)
-        np.testing.assert_allclose([res.d, res.S, res.p_value], [base.d, base.S, base.p_value], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(res.d, base.d, rtol=0, atol=d_tol)
+        np.testing.assert_allclose(res.S, base.S, rtol=0, atol=S_tol)
+        np.testing.assert_allclose(res.p_value, base.p_value, rtol=0, atol=f32_sum(1, 1.0))
     d_w = sc_weat(jax.random.key(0), np.float32(scale) * x, a, b).d
-    np.testing.assert_allclose(d_w, sc_weat(jax.random.key(0), x, a, b).d, rtol=1e-5, atol=1e-6)
+    cosines = [[float(v @ u / np.linalg.norm(v) / np.linalg.norm(u)) for u in np.concatenate([a, b])] for v in x]
+    tol = max(f32_effect_size(f32_cos(x.shape[1]), c, 2.0) for c in cosines)  # |d| < 2
+    np.testing.assert_allclose(d_w, sc_weat(jax.random.key(0), x, a, b).d, rtol=0, atol=tol)
 
 
 def test_weat_refuses_float64_beyond_float32_and_subnormal_vectors_by_word():
@@ -324,9 +364,16 @@ def test_association_test_is_scale_invariant_in_its_scores(scale):
     base = association_test(jax.random.key(0), s, 6, n_bootstrap=200)
     res = association_test(jax.random.key(0), np.float32(scale) * s, 6, n_bootstrap=200)
     assert bool(res.defined)
-    np.testing.assert_allclose(res[:5], base[:5], rtol=1e-5)
+    # the rescaled scores round (relative u each: f32_sum(1, max|s|) in the base's units); p is a share of
+    # the permutations, exact up to the quotient; the CI ends are resampled effect sizes, each within
+    # (2 + |d|)·s_tol / sd of its resample: ~1e-6 relative for resample SDs ≥ half the sample's, rtol=1e-5
+    s_tol = f32_sum(1, float(np.abs(s).max()))
+    np.testing.assert_allclose(res.p_value, base.p_value, rtol=0, atol=f32_sum(1, 1.0))
+    np.testing.assert_array_equal(res[1:3], base[1:3])
+    np.testing.assert_allclose(res[3:5], base[3:5], rtol=1e-5)
+    d = float(effect_size(s[:6], s[6:]))
     assert float(effect_size(s[:6] * np.float32(scale), s[6:] * np.float32(scale))) == pytest.approx(
-        float(effect_size(s[:6], s[6:])), rel=1e-6
+        d, rel=0, abs=f32_effect_size(s_tol, s, d)
     )
 
 

@@ -5,6 +5,7 @@ import warnings
 import jax
 import numpy as np
 import pytest
+from tolerances import f32_cos, f32_sum
 
 from jaxassoc.embeddings.static import StaticEmbeddings
 from jaxassoc.embeddings.whitening import (
@@ -32,16 +33,32 @@ def test_fit_matches_numpy_float64_reference():
     cov = np.cov(x64, rowvar=False, ddof=1)
     lam, U = np.linalg.eigh(cov)
     W = U @ np.diag((lam + 1e-3) ** -0.5) @ U.T
-    np.testing.assert_allclose(stats.mean, x64.mean(0), rtol=1e-5)
-    np.testing.assert_allclose(stats.eigenvalues, lam[::-1], rtol=1e-3, atol=1e-6)
+    n, dim = x.shape
+    # a float32 mean of n values: f32_sum(n, mean|x|) / n (rtol=1e-5 had been below it)
+    np.testing.assert_allclose(stats.mean, x64.mean(0), rtol=0, atol=f32_sum(n, float(np.abs(x64).mean(0).max())) / n)
+    # the covariance's entries round relatively (centred sums of n products: f32_sum(n, 1 / n)), which moves
+    # the eigenvalues of this graded, well-correlated sample relatively; float32 eigh adds an absolute
+    # backward error ~ u·‖C‖ per sweep over dim: f32_sum(dim, λ_max / dim) (atol=1e-6 had been below it for
+    # the smallest, 0.0025; rtol=1e-3 70x above the relative part)
+    np.testing.assert_allclose(
+        stats.eigenvalues, lam[::-1], rtol=f32_sum(n, 1 / n), atol=f32_sum(dim, float(lam.max()) / dim)
+    )
+    # W's entries along the smallest eigenvalue move by δλ / (2(λ + eps)) ~ 3e-3 relative, and eigenvectors
+    # of neighbouring eigenvalues (ratio 2.3) rotate by ~u‖C‖ / gap ~ 5e-4: rtol and atol 2e-3
     np.testing.assert_allclose(stats.W, W, rtol=2e-3, atol=2e-3)
-    np.testing.assert_allclose(stats.W, np.asarray(stats.W).T, atol=1e-5)  # ZCA: symmetric
+    # ZCA: symmetric; W_ij and W_ji add the same dim terms U_ik d_k U_jk in other orders, Σ_k|terms| ≤
+    # √(W_ii W_jj) (Cauchy–Schwarz, d_k > 0)
+    tol = f32_sum(dim, float(np.abs(np.diag(stats.W)).max()) / dim)
+    np.testing.assert_allclose(stats.W, np.asarray(stats.W).T, rtol=0, atol=tol)
 
 
 def test_whitened_sample_has_near_identity_covariance():
     x = _anisotropic()
     stats = fit_zca(x, eps=0.0)
     z = np.asarray(apply_zca(stats, x), dtype=np.float64)
+    # exact in exact arithmetic (the same sample): z's mean is the fitted mean's rounding (5e-5, above) times
+    # W's row sums (~17): ~1e-3; its covariance W C Wᵀ deviates from I by 2‖ΔW W⁻¹‖, the relative errors of
+    # W along each eigenvector (test above): ~5e-3
     np.testing.assert_allclose(z.mean(0), 0, atol=1e-3)
     np.testing.assert_allclose(np.cov(z, rowvar=False), np.eye(x.shape[1]), atol=5e-3)
     # with eps > 0 each direction's variance is lambda / (lambda + eps)
@@ -56,7 +73,10 @@ def test_whitened_sample_has_near_identity_covariance():
 def test_apply_accepts_a_single_vector_and_checks_dimension():
     x = _anisotropic()
     stats = fit_zca(x)
-    np.testing.assert_allclose(apply_zca(stats, x[3]), apply_zca(stats, x[:5])[3], atol=1e-5)
+    # one row vs a batch: dots of 12 terms whose |terms| add up to ≤ ‖W_i‖‖x - mean‖
+    bound = float(np.abs(np.asarray(stats.W)).max()) * float(np.abs(x[:5] - np.asarray(stats.mean)).max())
+    tol = f32_sum(x.shape[1], bound)
+    np.testing.assert_allclose(apply_zca(stats, x[3]), apply_zca(stats, x[:5])[3], rtol=0, atol=tol)
     with pytest.raises(InputError, match="fitted on 12-d vectors but got 7-d"):
         apply_zca(stats, x[:, :7])
 
@@ -111,8 +131,11 @@ def test_anisotropy_matches_numpy_and_whitening_reduces_it():
     res = pairwise_cosine(x)
     u = x / np.linalg.norm(x, axis=1, keepdims=True)
     cos = (u @ u.T)[np.triu_indices(400, k=1)]
-    assert float(res.mean) == pytest.approx(cos.mean(), abs=1e-5)
-    assert float(res.sd) == pytest.approx(cos.std(), abs=1e-5)
+    # each cosine within f32_cos(12), then a mean of the m pairs' cosines (≤ 1): abs=1e-5 had been below it
+    m = cos.size
+    tol = f32_cos(x.shape[1]) + f32_sum(m, 1 / m)
+    assert float(res.mean) == pytest.approx(cos.mean(), rel=0, abs=tol)
+    assert float(res.sd) == pytest.approx(cos.std(), rel=0, abs=2 * tol)  # a norm of the centred cosines
     white = apply_zca(fit_zca(x), x)
     after = anisotropy(jax.random.key(0), white, n_samples=300)
     assert float(res.mean) > 0.5 and abs(float(after.mean)) < 0.02
@@ -122,8 +145,13 @@ def test_explained_variance_ratio():
     x = _anisotropic()
     ratio = np.asarray(explained_variance_ratio(x))
     lam = np.linalg.eigvalsh(np.cov(x.astype(np.float64), rowvar=False))[::-1]
-    np.testing.assert_allclose(ratio, lam / lam.sum(), rtol=1e-3, atol=1e-7)
+    # the eigenvalues' errors (test_fit_matches_numpy_float64_reference) over their sum
+    n, dim = x.shape
+    tol = f32_sum(dim, float(lam.max()) / dim) / float(lam.sum())
+    np.testing.assert_allclose(ratio, lam / lam.sum(), rtol=f32_sum(n, 1 / n), atol=tol)
     flat = np.asarray(explained_variance_ratio(apply_zca(fit_zca(x, eps=0.0), x)))
+    # the whitened covariance is I up to ~5e-3 (test_whitened_sample_has_near_identity_covariance): its
+    # eigenvalues share 1/12 each up to ~1e-2 relative
     np.testing.assert_allclose(flat, 1 / 12, rtol=0.02)
 
 
@@ -165,6 +193,8 @@ def test_anisotropy_and_spectrum_are_scale_invariant(scale):
     entries overflowed or underflowed float32; both are scale-invariant."""
     x = _anisotropic(n=200)
     base = pairwise_cosine(x)
+    # x * scale rounds (u relative): other float32 cosines, f32_cos(12) + a mean of 19,900 of them
+    # (f32_sum(19900, 1 / 19900)): 4e-5 absolute, 6e-5 relative to the mean 0.73 (the sd likewise)
     np.testing.assert_allclose(pairwise_cosine(x * np.float32(scale)), base, rtol=1e-4)
     np.testing.assert_allclose(
         anisotropy(jax.random.PRNGKey(1), x * np.float32(scale), n_samples=100),
@@ -172,7 +202,12 @@ def test_anisotropy_and_spectrum_are_scale_invariant(scale):
         rtol=1e-4,
     )
     ratio = explained_variance_ratio(x * np.float32(scale))
-    np.testing.assert_allclose(ratio, explained_variance_ratio(x), rtol=1e-4, atol=1e-7)
+    # the covariance of the rescaled rows rounds relatively (f32_sum(200, 1 / 200) = 3.4e-5), which moves
+    # these graded eigenvalues relatively: rtol=1e-4; eigh's absolute part, f32_sum(dim, max ratio / dim), on
+    # the smallest ratios (atol=1e-7 had been below it)
+    base_ratio = np.asarray(explained_variance_ratio(x))
+    tol = f32_sum(x.shape[1], float(base_ratio.max()) / x.shape[1])
+    np.testing.assert_allclose(ratio, base_ratio, rtol=1e-4, atol=tol)
 
 
 def test_zca_fit_whose_covariance_overflows_float32_is_refused():
