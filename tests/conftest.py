@@ -72,11 +72,18 @@ _FILE_SECONDS = "jaxassoc/file-seconds"
 _seconds_this_run: dict[str, float] = {}
 
 
+_BASELINE_SECONDS = Path(__file__).parent / "file_seconds.json"
+"""Each file's seconds in a fresh clone's first default run (issue 38), for the order of a run with no record
+of its own: counting tests instead had put a 130 s file of two tests last."""
+
+
 def pytest_collection_modifyitems(config, items):
-    """Test files longest first: their seconds in earlier runs (pytest's cache), else their number of
-    tests. With ``--dist loadfile --no-loadscope-reorder`` (scripts/test.sh) pytest-xdist hands out files
-    in this order, so no worker starts a long file when the others are nearly done."""
+    """Test files longest first: their seconds in earlier runs (pytest's cache), else in a fresh clone's first
+    run (:data:`_BASELINE_SECONDS`). With ``--dist loadfile --no-loadscope-reorder`` (scripts/test.sh)
+    pytest-xdist hands out files in this order, so no worker starts a long file when the others are nearly
+    done."""
     seconds = config.cache.get(_FILE_SECONDS, {}) if getattr(config, "cache", None) is not None else {}
+    seconds = seconds or json.loads(_BASELINE_SECONDS.read_text())
     counts: dict[str, int] = {}
     for item in items:
         counts[_file_of(item.nodeid)] = counts.get(_file_of(item.nodeid), 0) + 1

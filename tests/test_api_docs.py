@@ -84,6 +84,7 @@ def built_docs(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow  # builds the API docs with pdoc: ~17 s (issue 38: the default suite's budget)
 @pytest.mark.process  # scripts/build_docs.sh: bash and pdoc
 def test_api_pages_show_the_key_symbols(built_docs):
     assert (built_docs / "index.html").is_file() and (built_docs / "search.js").is_file()
@@ -102,6 +103,7 @@ def public_modules() -> list[str]:
     return ["jaxassoc", *(n for n in names if not any(part.startswith("_") for part in n.split(".")))]
 
 
+@pytest.mark.slow  # shares the built docs (issue 38: the default suite's budget)
 @pytest.mark.process  # scripts/build_docs.sh: bash and pdoc
 def test_every_public_module_has_a_page(built_docs):
     modules = public_modules()

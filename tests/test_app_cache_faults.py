@@ -246,6 +246,7 @@ print(cached_arrays(Path(sys.argv[1]), "demo", {"a": 1}, compute)["x"].sum())
 """
 
 
+@pytest.mark.slow  # two processes: ~8 s (issue 38: the default suite's budget)
 @pytest.mark.process
 def test_two_processes_on_one_entry_extract_it_once(tmp_path):
     import subprocess

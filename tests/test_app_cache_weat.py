@@ -119,6 +119,7 @@ def _job(folder, tmp_path, n_permutations):
     )
 
 
+@pytest.mark.slow  # a 4-job sweep on a tiny LM: ~16 s (issue 38: the default suite's budget)
 def test_weat_job_sweep_over_statistics_reuses_vectors(folder, tmp_path, calls, caplog):
     caplog.set_level(logging.INFO, logger="jaxassoc")
     first = weat_job.run(_job(folder, tmp_path, 100))

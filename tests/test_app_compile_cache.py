@@ -66,6 +66,7 @@ def _run(glove, out, events, *extra):
     return run_job(compose_config(overrides), out).aggregates, dict(events)
 
 
+@pytest.mark.slow  # two processes: ~9 s (issue 38: the default suite's budget)
 def test_compiled_functions_are_kept_and_reused_with_identical_results(glove, tmp_path, monkeypatch, events):
     use_tiny_suite(monkeypatch)
     cache = tmp_path / "cache"

@@ -8,6 +8,7 @@ import pytest
 from jaxassoc.embeddings import load_zca
 
 
+@pytest.mark.slow  # the GloVe W1-W10 job with whitening: ~17 s (issue 38: the default suite's budget)
 def test_weat_job_on_glove_matches_methods_reference_values(tmp_path, cli):
     proc = cli(
         "jaxassoc",

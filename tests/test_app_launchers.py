@@ -20,7 +20,10 @@ from jaxassoc import data
 pytestmark = pytest.mark.process  # the launchers start worker processes; a sweep process is killed
 
 PLUGINS = Path(__file__).parent / "plugins"
-LAUNCHERS = [pytest.param("hydra/launcher=local_parallel", marks=pytest.mark.slow), "hydra/launcher=submitit_local"]
+LAUNCHERS = [  # both slow (issue 38: the default suite's budget): ~25 s each
+    pytest.param("hydra/launcher=local_parallel", marks=pytest.mark.slow),
+    pytest.param("hydra/launcher=submitit_local", marks=pytest.mark.slow),
+]
 
 
 def env(plugins: str) -> dict[str, str]:
@@ -107,6 +110,7 @@ def wait_for(condition, seconds: float) -> bool:
     return True
 
 
+@pytest.mark.slow  # a launcher's workers in other processes: ~9 s (issue 38: the default suite's budget)
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from Linux /proc")
 def test_workers_exit_when_the_sweep_process_is_killed(tmp_path):
     log = (tmp_path / "sweep.log").open("w")

@@ -94,6 +94,7 @@ def test_inputs_mediation_cannot_take_are_refused(tmp_path, tiny_checkpoint, cli
     assert split.returncode != 0 and "needs 'she' to be one token after a sentence" in split.stderr
 
 
+@pytest.mark.slow  # mediation, then a 2-job sweep: ~34 s (issue 38: the default suite's budget)
 def test_ablating_the_top_mediating_heads_moves_another_metric(tmp_path, tiny_checkpoint, cli):
     folder = _model(tiny_checkpoint, tmp_path)
     (tmp_path / "p.json").write_text(json.dumps(PROFESSIONS))

@@ -62,6 +62,7 @@ def sweep(compose, tmp_path_factory):
     return root / "sweep", consoles
 
 
+@pytest.mark.slow  # shares the 2x2 sweep fixture: ~16 s (issue 38: the default suite's budget)
 def test_weat_console_tables_split_tests_and_anisotropy_without_nan(sweep):
     text = sweep[1][0]
     assert "nan" not in text.lower()
@@ -70,6 +71,7 @@ def test_weat_console_tables_split_tests_and_anisotropy_without_nan(sweep):
     assert "cosine_mean_raw" not in tests and not re.search(r"\bd_raw\b", anisotropy)  # own columns each
 
 
+@pytest.mark.slow  # shares the 2x2 sweep fixture (issue 38: the default suite's budget)
 def test_report_of_a_2x2_sweep_has_per_metric_sections_marks_cis_and_forest_plot(sweep):
     out = report.write_report(sweep[0])
     text = (out / "report.md").read_text()

@@ -38,7 +38,10 @@ def vectors_of(glove, words):
 
 
 def run(glove, out, *extra, model="tiny"):
-    overrides = ["metric=wefe", "model=glove-6b-50d", f"model.source={glove}", f"model.name={model}", *extra]
+    # 100 resamples for the scores' word-bootstrap CIs unless a test asks for more: only one test reads them
+    resamples = [] if any(e.startswith("stats.n_bootstrap=") for e in extra) else ["stats.n_bootstrap=100"]
+    overrides = ["metric=wefe", "model=glove-6b-50d", f"model.source={glove}", f"model.name={model}", *resamples]
+    overrides += list(extra)
     return run_job(compose_config(overrides), out)
 
 

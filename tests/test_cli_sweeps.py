@@ -4,6 +4,7 @@
 import io
 import json
 
+import pytest
 from app_helpers import use_plugins
 from hydra import compose, initialize_config_dir
 
@@ -17,6 +18,7 @@ def toy(cli, monkeypatch, cwd, *overrides):
     return cli("jaxassoc", "-m", "metric=toy", "model=glove-6b-50d", *overrides, cwd=cwd, env=env)
 
 
+@pytest.mark.slow  # a failing sweep: ~8 s (issue 38: the default suite's budget)
 def test_a_sweep_goes_on_past_failed_jobs_and_ends_with_their_summary(cli, tmp_path, monkeypatch):
     # seed=-1 is a bad input (refused in the job); metric.n_items=-2 makes the toy metric crash inside JAX
     proc = toy(cli, monkeypatch, tmp_path, "seed=1,-1,2", "metric.n_items=3,-2", "hydra.sweep.dir=sweep")

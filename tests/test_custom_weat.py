@@ -201,6 +201,7 @@ def test_wefe_suite_is_a_dataset_config(tmp_path):
     assert job.dataset.name == "weat_wefe"
 
 
+@pytest.mark.slow  # ~6 s (issue 38: the default suite's budget)
 def test_cli_runs_own_yaml_file_relative_to_the_working_folder_on_embedded_glove(tmp_path, cli):
     suite = load_weat_suite("weat_caliskan2017")
     write_suite(tmp_path / "my_test.yaml", type(suite)("mine", suite.tests[5:7], "x"))  # W6, W7

@@ -65,12 +65,14 @@ def composed() -> dict[str, ModelConfig]:
         return {name: OmegaConf.to_object(compose(f"model={name}").model) for name in CONFIGS}
 
 
+@pytest.mark.slow  # composes every model config: ~10 s (issue 38: the default suite's budget)
 def test_every_config_composes_and_names_itself(composed):
     for name, model in composed.items():
         assert isinstance(model, ModelConfig), name
         assert model.name == name, f"conf/model/{name}.yaml: name {model.name!r} is not the file's name"
 
 
+@pytest.mark.slow  # shares the composed configs (issue 38: the default suite's budget)
 def test_every_config_names_a_source_that_loads(composed):
     """A hub id (owner/name), an embedded model, or for static vectors a .txt/.bin file."""
     for name, model in composed.items():

@@ -132,6 +132,7 @@ def test_llama_folder_dispatches_to_the_llama_port(tiny_checkpoint, tmp_path):
     assert np.abs(logits(model, ids, np.ones_like(ids)) - ref).max() <= 1e-4
 
 
+@pytest.mark.slow  # loads the embedded SmolLM2: ~6 s (issue 38: the default suite's budget)
 def test_embedded_gguf_smollm2():
     from jaxassoc.resources import smollm2_gguf
 

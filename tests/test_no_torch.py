@@ -23,6 +23,7 @@ print("ok without torch")
 """
 
 
+@pytest.mark.slow  # both embedded models in a fresh interpreter: ~8 s (issue 38: the default suite's budget)
 def test_library_loads_and_runs_both_embedded_models_without_torch():
     proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -12,6 +12,9 @@ from app_helpers import run_metric, start_hydra
 from jaxassoc.readouts import stereotypes as causal
 from jaxassoc.readouts import stereotypes_mlm as masked
 
+# two tiny models x three multi-template SeT runs each, ~65 s a model (issue 38: the default suite's budget)
+pytestmark = pytest.mark.slow
+
 TEMPLATES = ["Most <pgroup> are <mask>.", "The <sgroup> is <mask>."]
 
 hydra_context = pytest.fixture(start_hydra)

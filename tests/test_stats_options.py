@@ -70,6 +70,7 @@ def _static(glove, *extra):
 # --- point 1: stats.alternative --------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # ~6 s (issue 38: the default suite's budget)
 def test_alternative_reaches_weat_rpam_and_ceat_p_values():
     x, y, a, b = _sets(1)
     p = {
@@ -96,6 +97,7 @@ def test_alternative_reaches_weat_rpam_and_ceat_p_values():
     assert ce["two-sided"] == pytest.approx(2 * min(ce["greater"], ce["less"]), rel=1e-5)
 
 
+@pytest.mark.slow  # ~6 s (issue 38: the default suite's budget)
 def test_alternative_and_confidence_change_the_weat_job(glove, monkeypatch, tmp_path):
     use_tiny_suite(monkeypatch)
     base = run_metric(_static(glove), tmp_path).aggregates.set_index("test")

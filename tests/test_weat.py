@@ -79,6 +79,7 @@ def test_statistics_match_wefe_formula_on_random_sets(ddof):
     np.testing.assert_allclose(st.d, d_ref, rtol=0, atol=d_tol)
 
 
+@pytest.mark.slow  # GloVe W1-W10: ~7 s (issue 38: the default suite's budget)
 def test_statistics_match_wefe_on_glove_caliskan_suite(glove_tests):
     for tid, sets in glove_tests.items():
         s_ref, S_ref, d_ref = _wefe(*[v.astype(np.float64) for v in sets], ddof=0)
@@ -271,6 +272,7 @@ def test_change_classes():
     assert change_class(0.05, 0.049) == "Emerging"  # p < alpha, strictly
 
 
+@pytest.mark.slow  # GloVe W1-W10 with whitening and figures: ~11 s (issue 38: the default suite's budget)
 def test_weat_experiment_on_glove_with_whitening_and_figures(tmp_path, glove_tests):
     from jaxassoc.app.tasks.weat import plot_cosine_heatmaps, plot_effect_size_heatmap, plot_raw_vs_whitened
     from jaxassoc.data import load_weat_suite
