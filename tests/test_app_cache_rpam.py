@@ -105,6 +105,7 @@ def _job(folder, tmp_path, dataset, sample=None, **metric):
     )
 
 
+@pytest.mark.slow  # ~6 s (issue 38: the default suite's budget)
 def test_job_reruns_ablation_and_downstream_hit_the_cache(folder, tmp_path, counted, monkeypatch, caplog):
     caplog.set_level(logging.INFO, logger="jaxassoc")
     first = rpam_job.run(_job(folder, tmp_path, "bellezza", sample=12))

@@ -77,6 +77,7 @@ def _jaxassoc(cli, cwd, *overrides, check=True):
     return proc
 
 
+@pytest.mark.slow  # two CEAT jobs: ~6 s (issue 38: the default suite's budget)
 def test_ceat_cli_tables_and_pool_cache_hit_is_bit_identical(tmp_path, tiny, cli):
     folder, corpus = tiny
     common = [

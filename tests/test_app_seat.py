@@ -23,6 +23,7 @@ def overrides(tiny_checkpoint):
     return ["metric=seat", "model=bert-base-cased", f"model.source={folder}", "model.name=tiny", "stats.n_bootstrap=50"]
 
 
+@pytest.mark.slow  # three SEAT jobs on a tiny BERT: ~9 s (issue 38: the default suite's budget)
 def test_default_dataset_runs_with_first_token_pooling_and_its_table(tmp_path, monkeypatch, overrides):
     use_tiny_suite(monkeypatch, x=("rose", "tulip", "daisy", "lily"))
     result = run_metric(overrides, tmp_path)

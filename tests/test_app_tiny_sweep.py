@@ -17,6 +17,7 @@ def tiny_folders(tiny_checkpoint):
     }
 
 
+@pytest.mark.slow  # a sweep on two tiny models: ~5 s (issue 38: the default suite's budget)
 def test_unstereo_sweep_on_two_tiny_models_then_report_and_cache(tmp_path, tiny_folders, cli):
     sources = ",".join(str(p) for p in tiny_folders.values())
     sweep = [

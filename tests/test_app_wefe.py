@@ -78,6 +78,7 @@ def test_wefe_job_rows_items_and_views(glove, tmp_path, monkeypatch):
     assert "RIPA (A)" in tables.console(views)
 
 
+@pytest.mark.slow  # two WEFE jobs: ~6 s (issue 38: the default suite's budget)
 def test_seed_decides_rnsb_split_and_the_rest_is_seed_free(glove, tmp_path, monkeypatch):
     use_tiny_suite(monkeypatch)
     one = run(glove, tmp_path / "a", "seed=1").aggregates.set_index(["test", "series"])
@@ -108,6 +109,7 @@ def test_unused_and_bad_options_are_refused(glove, tmp_path, monkeypatch):
         run(glove, tmp_path / "c", "metric.metrics=[weat]")
 
 
+@pytest.mark.slow  # two WEFE jobs and a report: ~5 s (issue 38: the default suite's budget)
 def test_report_ranks_models_per_wefe_metric(glove, tmp_path, monkeypatch):
     use_tiny_suite(monkeypatch)
     other = write_tiny_glove(tmp_path / "other.txt", dim=6)

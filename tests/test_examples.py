@@ -189,6 +189,7 @@ def test_mitigation_shrinks_d_and_reports_perplexity(tiny, tiny_model, tmp_path,
     assert result["rows"] == "attributes"
 
 
+@pytest.mark.slow  # a sweep through the example: ~6 s (issue 38: the default suite's budget)
 def test_custom_metric_script(tiny, tiny_model, tmp_path, run_example):
     out = run_example("custom_metric.py", "--model", tiny, "--test", "C9", cwd=tmp_path)
     spec = rpam_head.weat_ws_tests()["C9"]

@@ -40,6 +40,7 @@ def model(folder):
     return load_model(folder)
 
 
+@pytest.mark.slow  # ~8 s (issue 38: the default suite's budget)
 def test_optax_scores_match_the_exact_solver_on_abc_prompts(model):
     abc = data.load_abc()
     common = dict(groups=["Black people", "women", "Asian people"], words=WORDS, bos=True)
