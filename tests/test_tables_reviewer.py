@@ -67,6 +67,7 @@ def test_correction_adds_its_own_column_per_table(glove, monkeypatch, tmp_path, 
     p = table["p_raw"].to_numpy(float)  # two tests: Holm doubles the smaller p; BH doubles it, keeps the larger
     low, high = p.argmin(), p.argmax()
     adjusted = table["p_raw" + suffix].to_numpy(float)
+    # float64 arithmetic on float64 p's (one product, one min): a few ulps, inside approx's default rel 1e-6
     assert adjusted[low] == pytest.approx(min(1, 2 * p[low]) if correction == "holm" else min(1, 2 * p[low], p[high]))
     assert adjusted[high] == pytest.approx(max(adjusted[low], p[high]))
     assert any(f"p_raw{suffix}:" in n and "over the 2 tests" in n for n in tables.notes(table))
@@ -88,6 +89,7 @@ def test_sc_weat_p_is_two_sided_and_names_the_closer_set(glove, monkeypatch, tmp
     assert rows.loc[strongest, "p"] < 0.5 < greater.loc[strongest, "p"]
     # two-sided = 2 x the p towards B, which counts the observed arrangement once more than 1 - p(greater)
     p_min = rows.loc[strongest, "p_min"] / 2
+    # p's are float32 ratios of counts (≤ 1): 1 - p + p_min and the doubling round ≤ 4 times, 4·EPS32 < 1e-6
     assert rows.loc[strongest, "p"] == pytest.approx(2 * (1 - greater.loc[strongest, "p"] + p_min), abs=1e-6)
     [(_, table)] = tables.views_of(weat.views, rows, "none")
     assert "associated_with" in table and "permutation test of A ∪ B" in tables.notes(table)[0]
