@@ -31,6 +31,7 @@ def _check_aggregates(agg: pd.DataFrame, items: pd.DataFrame) -> None:
         part = items if row.bias_type == "all" else items[items["bias_type"] == row.bias_type]
         more = part["sent_more_score"].round(3) > part["sent_less_score"].round(3)
         assert row.n == len(part)
+        # float64 shares of integer counts and SciPy's float64 Clopper-Pearson: a few ulps, inside approx's rel 1e-6
         assert row.metric_score == pytest.approx(100 * more.mean())
         ci = sps.binomtest(int(more.sum()), len(part)).proportion_ci(0.95, method="exact")
         assert (row.ci_low, row.ci_high) == pytest.approx((100 * ci.low, 100 * ci.high))

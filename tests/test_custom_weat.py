@@ -276,6 +276,7 @@ def test_two_words_a_set_give_p_one_sixth_and_a_caveat_in_the_table_and_the_log(
     proc = cli("jaxassoc", *base, "hydra.run.dir=run", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     row = pd.read_parquet(tmp_path / "run" / "aggregates.parquet").iloc[0]
+    # 1/6 from exact counts, stored as float32: 1e-8 off, inside approx's default rel 1e-6
     assert row["p_raw"] == pytest.approx(1 / 6) and row["p_exact_raw"] and row["p_resamples_raw"] == 6
     assert row["p_min"] == pytest.approx(1 / 6) and row["d_raw"] > 0
     assert row["caveat"] == (

@@ -38,6 +38,7 @@ def test_save_writes_png_pdf_and_svg_with_a_tight_box_and_no_date(tmp_path):
     paths = figures.save(fig, tmp_path / "plot.png", close=False)
     assert [p.name for p in paths] == ["plot.png", "plot.pdf", "plot.svg"]
     with Image.open(paths[0]) as image:
+        # PNG stores pixels per metre as an integer: 200 dpi reads back as 199.9949 (abs=1)
         assert image.info["dpi"] == pytest.approx((figures.DPI, figures.DPI), abs=1)
         assert image.size[0] > 2.0 * figures.DPI * 1.5  # the box grew to hold the title: not clipped
     assert paths[1].read_bytes().startswith(b"%PDF")
@@ -116,9 +117,11 @@ def test_scatter_has_ci_error_bars_axis_labels_and_a_legend():
 
 def test_correlation_ci_is_fishers_z():
     lo, hi = figures.correlation_ci(0.5, 28, "pearson")  # SE = 1/5
+    # float64 Fisher z against the same formula in float64: a few ulps, inside approx's rel 1e-6
     assert (lo, hi) == pytest.approx(
         (math.tanh(math.atanh(0.5) - 1.959964 * 0.2), math.tanh(math.atanh(0.5) + 0.391993))
     )
+    # the published 4-decimal values: ±5e-5 from their rounding, abs=1e-4
     assert (lo, hi) == pytest.approx((0.1560, 0.7358), abs=1e-4)
     s_lo, s_hi = figures.correlation_ci(0.5, 28, "spearman")  # Bonett & Wright: wider
     assert s_lo < lo and s_hi > hi
@@ -206,6 +209,7 @@ def test_job_figures_are_saved_as_png_pdf_and_svg(tmp_path, monkeypatch):
     for suffix in ("png", "pdf", "svg"):
         assert (tmp_path / "job" / f"job_plot.{suffix}").stat().st_size > 0
     with Image.open(tmp_path / "job" / "job_plot.png") as image:
+        # PNG stores pixels per metre as an integer: 200 dpi reads back as 199.9949 (abs=1)
         assert image.info["dpi"] == pytest.approx((figures.DPI, figures.DPI), abs=1)
 
 
