@@ -38,7 +38,7 @@ def test_save_writes_png_pdf_and_svg_with_a_tight_box_and_no_date(tmp_path):
     paths = figures.save(fig, tmp_path / "plot.png", close=False)
     assert [p.name for p in paths] == ["plot.png", "plot.pdf", "plot.svg"]
     with Image.open(paths[0]) as image:
-        # PNG stores pixels per metre as an integer: 200 dpi reads back as 199.9949 (abs=1)
+        # PNG stores pixels per metre as an integer: 200 dpi is stored as 7874 px/m and reads back as 199.9996 (abs=1)
         assert image.info["dpi"] == pytest.approx((figures.DPI, figures.DPI), abs=1)
         assert image.size[0] > 2.0 * figures.DPI * 1.5  # the box grew to hold the title: not clipped
     assert paths[1].read_bytes().startswith(b"%PDF")
@@ -209,7 +209,7 @@ def test_job_figures_are_saved_as_png_pdf_and_svg(tmp_path, monkeypatch):
     for suffix in ("png", "pdf", "svg"):
         assert (tmp_path / "job" / f"job_plot.{suffix}").stat().st_size > 0
     with Image.open(tmp_path / "job" / "job_plot.png") as image:
-        # PNG stores pixels per metre as an integer: 200 dpi reads back as 199.9949 (abs=1)
+        # PNG stores pixels per metre as an integer: 200 dpi is stored as 7874 px/m and reads back as 199.9996 (abs=1)
         assert image.info["dpi"] == pytest.approx((figures.DPI, figures.DPI), abs=1)
 
 
