@@ -137,6 +137,7 @@ def test_lm_ss_icat_equal_the_authors_evaluation(tmp_path):
     for (split, domain), got in summary.iterrows():
         want = _authors_evaluation(rows, None if split == "overall" else split, None if domain == "all" else domain)
         assert got["n"] == want["n"]
+        # float64 means and ratios of the same float64 scores on both sides: a few ulps (rtol 1e-12)
         np.testing.assert_allclose(
             got[["lm_score", "ss_score", "icat_score"]].to_numpy(float),
             [want["lm_score"], want["ss_score"], want["icat_score"]],
@@ -239,6 +240,9 @@ def test_candidate_scores_equal_the_authors_rules(family, scoring, tiny_checkpoi
         start = model.vocab.bos_id if model.vocab.bos_id is not None else model.vocab.eos_id
         want = [_torch_causal(torch_model, model.tokenizer, start, r, scoring) for r in rows.itertuples()]
     got = score_candidates(model, rows, scoring=scoring, batch_size=8)
+    # ours (float32) vs torch: a log p of a 2-layer tiny model within f32_log_softmax(V, f32_chain(3, 128, L), 7),
+    # 1.3e-5 at |logits| L <= 0.5 and linear in L; a causal score sums same-sign log p's (relative error no larger),
+    # a masked one averages probabilities (relative ~ the log p's absolute): rtol 1e-4 holds up to L ~ 4
     np.testing.assert_allclose(got, want, rtol=1e-4)
     assert np.ptp(got) > 0
 
