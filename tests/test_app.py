@@ -253,6 +253,15 @@ def test_an_output_folder_that_cannot_be_written_is_one_line_naming_it(tmp_path,
     said = f"jaxassoc: error: cannot write {tmp_path / 'run' / 'items.parquet'}: No space left on device; "
     assert said in disk_full.stderr
 
+    def forbidden(folder, *args, **kwargs):  # a file this user may not write: not a full disk
+        raise OSError(errno.EACCES, "Permission denied", str(Path(folder) / "items.parquet"))
+
+    monkeypatch.setattr(store, "write_results", forbidden)
+    denied = jaxassoc(tmp_path, *job, "hydra.run.dir=run")
+    assert denied.returncode != 0 and "Traceback" not in denied.stderr
+    said = f"jaxassoc: error: cannot access {tmp_path / 'run' / 'items.parquet'}: Permission denied; check its"
+    assert said in denied.stderr
+
 
 def test_ctrl_c_ends_with_one_line_saying_how_to_resume(tmp_path, jaxassoc, monkeypatch):
     from jaxassoc.app import main

@@ -199,17 +199,21 @@ def interrupted(hydra_cfg: Any, in_sweep: bool, output_dir: Path) -> int:
     return SIGINT_STATUS
 
 
-WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
-"""What a full disk, a quota or a read-only or forbidden folder raise: one line naming the file, no traceback."""
+FULL_OR_READ_ONLY = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+WRITE_ERRORS = FULL_OR_READ_ONLY | {errno.EACCES, errno.EPERM}
+"""What a full disk, a quota, a read-only file system or a forbidden file raise: one line naming the file,
+no traceback."""
 
 
 def _user_error(e: Exception, output_dir: Path) -> str:
     """The one-line message of a bad input or an unwritable output (``jaxassoc: error: `` follows)."""
-    if isinstance(e, OSError):
+    if isinstance(e, OSError) and e.errno in FULL_OR_READ_ONLY:
         return (
             f"cannot write {e.filename or output_dir}: {e.strerror}; free space there or write the results "
             f"elsewhere (hydra.run.dir=... / hydra.sweep.dir=...); output folder: {output_dir}"
         )
+    if isinstance(e, OSError):  # EACCES, EPERM: a file this user may not read or write
+        return f"cannot access {e.filename or output_dir}: {e.strerror}; check its permissions"
     if isinstance(e, MissingMandatoryValue):  # e.g. a model config of the user's own without `source`
         return (
             f"{e.full_key} has no value; set it on the command line ({e.full_key}=...) or in the config file "
