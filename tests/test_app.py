@@ -244,23 +244,18 @@ def test_an_output_folder_that_cannot_be_written_is_one_line_naming_it(tmp_path,
     assert "the output folder locked/sweep cannot be written: locked is read-only for this user" in read_only.stderr
     monkeypatch.setattr(os, "access", writable)
 
-    def full(folder, *args, **kwargs):  # the disk fills up as the results are written
-        raise OSError(errno.ENOSPC, "No space left on device", str(Path(folder) / "items.parquet"))
+    for code, reason, said, advice in (
+        (errno.ENOSPC, "No space left on device", "cannot write", "free space"),  # the disk fills up
+        (errno.EACCES, "Permission denied", "cannot access", "check its"),  # a forbidden file: not a full disk
+    ):
 
-    monkeypatch.setattr(store, "write_results", full)
-    disk_full = jaxassoc(tmp_path, *job, "hydra.run.dir=run")
-    assert disk_full.returncode != 0 and "Traceback" not in disk_full.stderr
-    said = f"jaxassoc: error: cannot write {tmp_path / 'run' / 'items.parquet'}: No space left on device; "
-    assert said in disk_full.stderr
+        def failing(folder, *args, code=code, reason=reason, **kwargs):
+            raise OSError(code, reason, str(Path(folder) / "items.parquet"))
 
-    def forbidden(folder, *args, **kwargs):  # a file this user may not write: not a full disk
-        raise OSError(errno.EACCES, "Permission denied", str(Path(folder) / "items.parquet"))
-
-    monkeypatch.setattr(store, "write_results", forbidden)
-    denied = jaxassoc(tmp_path, *job, "hydra.run.dir=run")
-    assert denied.returncode != 0 and "Traceback" not in denied.stderr
-    said = f"jaxassoc: error: cannot access {tmp_path / 'run' / 'items.parquet'}: Permission denied; check its"
-    assert said in denied.stderr
+        monkeypatch.setattr(store, "write_results", failing)
+        failed = jaxassoc(tmp_path, *job, "hydra.run.dir=run")
+        assert failed.returncode != 0 and "Traceback" not in failed.stderr
+        assert f"jaxassoc: error: {said} {tmp_path / 'run' / 'items.parquet'}: {reason}; {advice}" in failed.stderr
 
 
 def test_ctrl_c_ends_with_one_line_saying_how_to_resume(tmp_path, jaxassoc, monkeypatch):

@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from jaxassoc.data._files import read_text
-from jaxassoc.data.textfile import read_utf8
+from jaxassoc.data.textfile import check_header, read_utf8
 from jaxassoc.errors import DataError
 
 CROWS_PAIRS_FILE = "crows_pairs/crows_pairs_anonymized.csv"
@@ -67,9 +67,7 @@ def parse_crows_pairs(text: str, source: str, *, packaged: bool = False) -> pd.D
     header = next(reader, None)
     if header is None:
         raise DataError(f"{source}: the file is empty; it needs a header with the columns {list(COLUMNS)}")
-    repeated = [c for c in dict.fromkeys(header) if c and header.count(c) > 1]
-    if repeated:
-        raise DataError(f"{source}, line 1: the header names the column {repeated[0]!r} twice; name each column once")
+    check_header(header, source)
     missing = [c for c in COLUMNS if c not in header]
     if missing:
         raise DataError(

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from jaxassoc.data.textfile import read_utf8
+from jaxassoc.data.textfile import check_header, read_utf8
 from jaxassoc.errors import DataError, InputError
 
 FORMATS = (".txt", ".csv")
@@ -98,9 +98,7 @@ def _csv_rows(text: str, source: str) -> list[tuple[int, str, float | None]]:
     if header is None:
         raise DataError(f"{source}: the file is empty; its first row must name the column 'template'")
     header = [h.strip() for h in header]
-    repeated = [c for c in dict.fromkeys(header) if c and header.count(c) > 1]
-    if repeated:
-        raise DataError(f"{source}, line 1: the header names the column {repeated[0]!r} twice; name each column once")
+    check_header(header, source)
     if "template" not in header:
         raise DataError(
             f"{source}, line 1: no column 'template' (the header has {header}); optional column: max_gender_pmi"

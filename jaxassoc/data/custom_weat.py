@@ -29,7 +29,7 @@ from pathlib import Path
 
 import yaml
 
-from jaxassoc.data.textfile import read_utf8
+from jaxassoc.data.textfile import check_header, read_utf8
 from jaxassoc.data.weat import WeatSuite, WeatTest
 from jaxassoc.errors import DataError, InputError
 
@@ -293,9 +293,7 @@ def _csv_tests(text: str, source: str) -> list[_Test]:
     if header is None:
         raise DataError(f"{source}: the file is empty; its first row must name the columns {', '.join(CSV_COLUMNS)}")
     header = [h.strip() for h in header]
-    repeated = [c for c in dict.fromkeys(header) if c and header.count(c) > 1]
-    if repeated:
-        raise DataError(f"{source}, line 1: the header names the column {repeated[0]!r} twice; name each column once")
+    check_header(header, source)
     missing = [c for c in CSV_COLUMNS if c not in header]
     if missing:
         raise DataError(

@@ -3,7 +3,7 @@ DataError naming the file, the line and the bytes (never a silent replacement ch
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from jaxassoc.errors import DataError
@@ -48,3 +48,10 @@ def utf8_lines(path: Path, source: str) -> Iterator[tuple[int, str]]:
             except UnicodeDecodeError as e:
                 raise _not_utf8(source, raw, e, number) from None
             yield number, line.removeprefix(BOM) if number == 1 else line
+
+
+def check_header(header: Sequence[str], source: str) -> None:
+    """DataError naming the first column a CSV header names twice (its rows would be read ambiguously)."""
+    repeated = [c for c in dict.fromkeys(header) if c and header.count(c) > 1]
+    if repeated:
+        raise DataError(f"{source}, line 1: the header names the column {repeated[0]!r} twice; name each column once")
