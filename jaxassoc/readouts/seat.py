@@ -136,9 +136,11 @@ def word_intervals(
             test.attributes_a, test.attributes_b))  # fmt: skip
         clustered = []
         for words in (test.targets_x, test.targets_y):
-            per_word = [np.asarray(associations(np.stack([vectors[t] for t in templates.sentences(w)]), a, b))
-                        for w in words]  # fmt: skip
-            k = max(map(len, per_word))
+            counts = [len(templates.sentences(w)) for w in words]
+            every = np.stack([vectors[t] for w in words for t in templates.sentences(w)])
+            s = np.asarray(associations(every, a, b))  # one call per set, not one per word (one shape each)
+            per_word = np.split(s, np.cumsum(counts)[:-1])
+            k = max(counts)
             scores = np.zeros((len(words), k), np.float32)
             mask = np.zeros((len(words), k), np.float32)
             for row, values in enumerate(per_word):
