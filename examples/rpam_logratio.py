@@ -85,15 +85,7 @@ def run(job: Job) -> JobResult:
         tokens = tokenize_attributes(model.tokenizer, a + b, template)
         inputs = rpam_inputs(model, x + y, tokens, template, add_bos=job.model.add_bos, batch_size=job.model.batch_size)
         s = log_ratio_scores(jnp.asarray(inputs.first_logits), jnp.asarray(inputs.continuation), n_a=len(a))
-        perm = stats.permutation_test(
-            key,
-            s,
-            len(x),
-            exact_bound=job.stats.exact_bound,
-            n_permutations=job.stats.n_permutations,
-            alternative=job.stats.alternative,
-            ties=job.stats.ties,
-        )
+        perm = stats.permutation_test(key, s, len(x), options=job.stats.options())
         rows.append(
             {
                 "test": test.id,

@@ -32,7 +32,7 @@ from jaxassoc.metrics import rpam
 from jaxassoc.metrics.ceat import random_effects, weat_draw
 from jaxassoc.metrics.weat import check_distinct_words, sc_weat, weat
 from jaxassoc.readouts.weat import change_class
-from jaxassoc.stats import permutation_test
+from jaxassoc.stats import StatsOptions, permutation_test
 from jaxassoc.stats.permutation import _random_partition, difference_of_sums
 
 KEY = jax.random.key(0)
@@ -252,11 +252,13 @@ def test_metric_yaml_values_are_the_dataclass_defaults():
 
 def test_permutation_library_caps_partitions_and_draws_keys_by_fold_in():
     with pytest.raises(ConfigError, match="n_permutations must lie in 1..10,000,000"):
-        permutation_test(KEY, np.arange(6.0), 3, exact_bound=0, n_permutations=3_000_000_000)
+        permutation_test(KEY, np.arange(6.0), 3, options=StatsOptions(exact_bound=0, n_permutations=3_000_000_000))
     with pytest.raises(ConfigError, match="exact_bound must lie in 0..10,000,000"):
-        permutation_test(KEY, np.arange(6.0), 3, exact_bound=10**9)
+        permutation_test(KEY, np.arange(6.0), 3, options=StatsOptions(exact_bound=10**9))
     values = np.random.default_rng(0).normal(size=30).astype(np.float32)
-    res = permutation_test(KEY, values, 12, exact_bound=0, n_permutations=5000, alternative="greater")
+    res = permutation_test(
+        KEY, values, 12, options=StatsOptions(exact_bound=0, n_permutations=5000, alternative="greater")
+    )
     observed = difference_of_sums(jnp.asarray(values), jnp.arange(30) < 12)
     keys = jax.random.split(KEY, 5000)  # the documented keys, all at once (the test streams them)
     s = jax.vmap(lambda k: difference_of_sums(jnp.asarray(values), _random_partition(k, 30, 12)))(keys)

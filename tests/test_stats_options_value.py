@@ -2,13 +2,18 @@
 holds the defaults the app's ``stats`` group extends, and the suite readouts take it whole."""
 
 import dataclasses
+import functools
+import inspect
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from jaxassoc.app.config import StatsConfig
 from jaxassoc.data.weat import WeatSuite, WeatTest
 from jaxassoc.embeddings.static import Lookup
+from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.weat import weat
 from jaxassoc.readouts.weat import run_sc_weat_experiment, run_weat_experiment
 from jaxassoc.stats import StatsOptions
@@ -39,11 +44,49 @@ def _vectors(words, name):
 
 
 def test_the_app_stats_group_takes_its_defaults_from_the_options_value():
+    """StatsConfig stays mutable (Hydra's overrides write into it), so it repeats StatsOptions' fields, in
+    their order and with their types and defaults, and hands them over as one frozen value."""
     options, config = StatsOptions(), StatsConfig()
-    assert isinstance(config, StatsOptions)
-    assert {f.name for f in dataclasses.fields(StatsOptions)} == set(options.as_kwargs())
-    assert config.as_kwargs() == options.as_kwargs()  # alpha is the app's own
-    assert "alpha" not in config.as_kwargs() and "n_bootstrap" not in options.permutation_kwargs()
+    fields = [(f.name, f.type, f.default) for f in dataclasses.fields(StatsOptions)]
+    assert [(f.name, f.type, f.default) for f in dataclasses.fields(StatsConfig)][: len(fields)] == fields
+    assert {name for name, _, _ in fields} == set(options.as_kwargs())
+    assert config.options() == options and type(config.options()) is StatsOptions  # alpha is the app's own
+    changed = StatsConfig(n_permutations=500, ties="strict", alpha=0.01)
+    assert changed.options() == StatsOptions(n_permutations=500, ties="strict")
+    assert "n_bootstrap" not in options.permutation_kwargs()
+
+
+def test_the_options_value_is_frozen_hashable_and_a_static_jit_argument():
+    options = StatsOptions(n_permutations=500)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.n_permutations = 10  # type: ignore[misc]
+    assert hash(options) == hash(StatsOptions(n_permutations=500)) and options != StatsOptions()
+    assert dataclasses.replace(options, ties="strict").n_permutations == 500
+
+    calls = []
+
+    @functools.partial(jax.jit, static_argnames="options")
+    def scaled(x, options: StatsOptions = StatsOptions()):
+        calls.append(options)  # runs once per compilation
+        return x * options.n_permutations
+
+    assert float(scaled(jnp.float32(2.0), options=options)) == 1000.0
+    assert float(scaled(jnp.float32(3.0), options=StatsOptions(n_permutations=500))) == 1500.0  # an equal value
+    assert float(scaled(jnp.float32(1.0))) == StatsOptions().n_permutations
+    assert calls == [options, StatsOptions()]
+
+
+def test_the_kernels_take_the_options_whole_with_the_one_default():
+    """Each default is written once, in StatsOptions: the test kernels take it whole, not as loose keywords."""
+    from jaxassoc.stats import permutation_test, permutation_test_batch, smallest_p
+
+    loose = {f.name for f in dataclasses.fields(StatsOptions)}
+    for kernel in (permutation_test, permutation_test_batch, smallest_p):
+        parameters = inspect.signature(kernel).parameters
+        assert parameters["options"].default == StatsOptions(), kernel.__name__
+        assert not loose & set(parameters), kernel.__name__
+    with pytest.raises(ConfigError, match="options must be a jaxassoc.stats.StatsOptions"):
+        permutation_test(jax.random.key(0), np.arange(6.0), 3, options=StatsConfig())
 
 
 def test_the_weat_readout_passes_the_options_whole_to_the_kernel():

@@ -1,5 +1,6 @@
 """Permutation test: exact p against brute-force itertools enumeration and scipy; Monte Carlo against exact."""
 
+import dataclasses
 import itertools
 import math
 from fractions import Fraction
@@ -12,7 +13,14 @@ import scipy.stats as st
 from tolerances import f32_sum
 
 from jaxassoc.errors import ConfigError, InputError
-from jaxassoc.stats import difference_of_sums, permutation_test, permutation_test_batch, small_samples, smallest_p
+from jaxassoc.stats import (
+    StatsOptions,
+    difference_of_sums,
+    permutation_test,
+    permutation_test_batch,
+    small_samples,
+    smallest_p,
+)
 from jaxassoc.stats.permutation import _random_partition
 
 KEY = jax.random.key(0)
@@ -44,7 +52,7 @@ def test_exact_matches_brute_force_with_ties(n, n_x, ties):
     values = rng.integers(-3, 4, n).astype(np.float32)  # small integers: many exactly tied partitions
     values[:n_x] += 1.0
     for alternative in ("greater", "less", "two-sided"):
-        res = permutation_test(KEY, values, n_x, alternative=alternative, ties=ties)
+        res = permutation_test(KEY, values, n_x, options=StatsOptions(alternative=alternative, ties=ties))
         observed, p, total = brute_force_p(values, n_x, alternative, ties)
         assert bool(res.exact) and int(res.n_resamples) == total == math.comb(n, n_x)
         assert float(res.statistic) == observed
@@ -57,7 +65,7 @@ def test_strict_ties_survive_float_rounding():
     decimals = ["0.1", "0.7", "0.3", "0.2", "0.3", "0.1", "0.7", "0.2", "0.6", "0.3"]
     values = np.array([float(d) for d in decimals], np.float32)
     for ties in ("strict", "inclusive"):
-        res = permutation_test(KEY, values, 5, ties=ties, alternative="greater")
+        res = permutation_test(KEY, values, 5, options=StatsOptions(ties=ties, alternative="greater"))
         p = brute_force_p([Fraction(d) for d in decimals], 5, "greater", ties)[1]
         assert float(res.p_value) == pytest.approx(p, abs=1e-7), ties
 
@@ -75,7 +83,7 @@ def test_exact_inclusive_matches_scipy_permutation_test():
             n_resamples=np.inf,
             vectorized=True,
         )
-        res = permutation_test(KEY, values, 6, alternative=alternative, ties="inclusive")
+        res = permutation_test(KEY, values, 6, options=StatsOptions(alternative=alternative, ties="inclusive"))
         # a float32 difference of two sums of the 13 values: f32_sum(13, max|v|) (rel=1e-5 would not hold
         # for a statistic near 0)
         assert float(res.statistic) == pytest.approx(
@@ -92,7 +100,7 @@ def test_custom_statistic_unequal_groups():
     def mean_difference(v, in_x):
         return jnp.sum(jnp.where(in_x, v, 0.0)) / jnp.sum(in_x) - jnp.sum(jnp.where(in_x, 0.0, v)) / jnp.sum(~in_x)
 
-    res = permutation_test(KEY, values, 3, statistic=mean_difference, alternative="greater")
+    res = permutation_test(KEY, values, 3, statistic=mean_difference, options=StatsOptions(alternative="greater"))
     _, p, _ = brute_force_p(values, 3, "greater", "inclusive", stat=lambda a, b: sum(a) / len(a) - sum(b) / len(b))
     assert float(res.p_value) == pytest.approx(p, abs=1e-7)
 
@@ -101,10 +109,10 @@ def test_monte_carlo_within_binomial_tolerance_of_exact():
     rng = np.random.default_rng(9)
     values = rng.normal(size=(3, 14)).astype(np.float32)
     values[:, :7] += np.array([0.2, 0.5, 0.9])[:, None]
-    exact = permutation_test_batch(KEY, values, 7, alternative="greater")
+    exact = permutation_test_batch(KEY, values, 7, options=StatsOptions(alternative="greater"))
     n_perm = 20_000
     mc = permutation_test_batch(
-        jax.random.key(1), values, 7, exact_bound=0, n_permutations=n_perm, alternative="greater"
+        jax.random.key(1), values, 7, options=StatsOptions(exact_bound=0, n_permutations=n_perm, alternative="greater")
     )
     assert bool(exact.exact.all()) and not bool(mc.exact.any())
     assert (np.asarray(mc.n_resamples) == n_perm).all() and (np.asarray(exact.n_resamples) == math.comb(14, 7)).all()
@@ -118,15 +126,17 @@ def test_monte_carlo_is_deterministic_per_key_and_batch_equals_single():
     rng = np.random.default_rng(10)
     values = rng.normal(size=(4, 40)).astype(np.float32)
     values[:, :20] += 0.15
-    batch = permutation_test_batch(KEY, values, 20, n_permutations=5_000)
-    again = permutation_test_batch(KEY, values, 20, n_permutations=5_000)
-    other = permutation_test_batch(jax.random.key(2), values, 20, n_permutations=5_000)
+    batch = permutation_test_batch(KEY, values, 20, options=StatsOptions(n_permutations=5_000))
+    again = permutation_test_batch(KEY, values, 20, options=StatsOptions(n_permutations=5_000))
+    other = permutation_test_batch(jax.random.key(2), values, 20, options=StatsOptions(n_permutations=5_000))
     np.testing.assert_array_equal(np.asarray(batch.p_value), np.asarray(again.p_value))
     assert not np.array_equal(np.asarray(batch.p_value), np.asarray(other.p_value))
     for t in range(4):
-        single = permutation_test(KEY, values[t], 20, n_permutations=5_000)
+        single = permutation_test(KEY, values[t], 20, options=StatsOptions(n_permutations=5_000))
         assert float(single.p_value) == float(batch.p_value[t])
-    vmapped = jax.jit(jax.vmap(lambda v: permutation_test(KEY, v, 20, n_permutations=5_000)))(values)
+    vmapped = jax.jit(jax.vmap(lambda v: permutation_test(KEY, v, 20, options=StatsOptions(n_permutations=5_000))))(
+        values
+    )
     np.testing.assert_array_equal(np.asarray(vmapped.p_value), np.asarray(batch.p_value))
 
 
@@ -163,50 +173,46 @@ def test_bad_inputs_raise_clear_errors():
     with pytest.raises(InputError, match="NaN in tests \\(rows\\) \\[1\\]"):
         permutation_test_batch(KEY, np.array([[1.0, 2.0], [np.nan, 1.0]]), 1)
     with pytest.raises(ConfigError, match="alternative"):
-        permutation_test(KEY, v, 3, alternative="bigger")
+        permutation_test(KEY, v, 3, options=StatsOptions(alternative="bigger"))
     with pytest.raises(ConfigError, match="ties"):
-        permutation_test(KEY, v, 3, ties="loose")
+        permutation_test(KEY, v, 3, options=StatsOptions(ties="loose"))
     with pytest.raises(ConfigError, match="n_permutations"):
-        permutation_test(KEY, v, 3, exact_bound=0, n_permutations=0)
+        permutation_test(KEY, v, 3, options=StatsOptions(exact_bound=0, n_permutations=0))
 
 
 def test_the_default_counts_the_observed_arrangement_so_an_exact_p_never_reads_below_one_over_n():
     values = np.array([2.0, 1.9, -1.0, -1.1], np.float32)  # X = {2.0, 1.9} beats every other partition
-    default = permutation_test(KEY, values, 2, alternative="greater")
+    default = permutation_test(KEY, values, 2, options=StatsOptions(alternative="greater"))
     assert (
-        float(default.p_value) == pytest.approx(1 / 6) == smallest_p(4, 2, alternative="greater")
+        float(default.p_value) == pytest.approx(1 / 6) == smallest_p(4, 2, options=StatsOptions(alternative="greater"))
     )  # not 0: 6 partitions
     assert (
-        float(permutation_test(KEY, values, 2, ties="strict", alternative="greater").p_value) == 0.0
+        float(permutation_test(KEY, values, 2, options=StatsOptions(ties="strict", alternative="greater")).p_value)
+        == 0.0
     )  # Eq. 4 as printed
-    two_sided = permutation_test(KEY, values, 2, alternative="two-sided")
-    assert float(two_sided.p_value) == pytest.approx(2 / 6) == smallest_p(4, 2, alternative="two-sided")
+    two_sided = permutation_test(KEY, values, 2, options=StatsOptions(alternative="two-sided"))
+    assert (
+        float(two_sided.p_value)
+        == pytest.approx(2 / 6)
+        == smallest_p(4, 2, options=StatsOptions(alternative="two-sided"))
+    )
     assert float(permutation_test(KEY, values, 2).p_value) == float(two_sided.p_value)  # the default alternative
 
 
 def test_the_default_monte_carlo_p_is_k_plus_one_over_n_plus_one():
     values = np.arange(40, 0, -1).astype(np.float32)  # the observed split is the unique extreme of C(40, 20)
-    mc = permutation_test(KEY, values, 20, exact_bound=0, n_permutations=100, alternative="greater")
-    assert (
-        float(mc.p_value)
-        == pytest.approx(1 / 101)
-        == smallest_p(40, 20, exact_bound=0, n_permutations=100, alternative="greater")
-    )
-    strict = permutation_test(KEY, values, 20, exact_bound=0, n_permutations=100, ties="strict", alternative="greater")
+    drawn = StatsOptions(exact_bound=0, n_permutations=100, alternative="greater")
+    mc = permutation_test(KEY, values, 20, options=drawn)
+    assert float(mc.p_value) == pytest.approx(1 / 101) == smallest_p(40, 20, options=drawn)
+    strict = permutation_test(KEY, values, 20, options=dataclasses.replace(drawn, ties="strict"))
     assert float(strict.p_value) == 0.0
     # with draws beyond S: (k + 1) / (n + 1), k counted by the strict run on the same draws (no ties here)
     rng = np.random.default_rng(4)
     noisy = rng.normal(size=30).astype(np.float32)
     noisy[:15] += 0.3
-    k = (
-        float(
-            permutation_test(
-                KEY, noisy, 15, exact_bound=0, n_permutations=999, ties="strict", alternative="greater"
-            ).p_value
-        )
-        * 999
-    )
-    p = float(permutation_test(KEY, noisy, 15, exact_bound=0, n_permutations=999, alternative="greater").p_value)
+    drawn = dataclasses.replace(drawn, n_permutations=999)
+    k = float(permutation_test(KEY, noisy, 15, options=dataclasses.replace(drawn, ties="strict")).p_value) * 999
+    p = float(permutation_test(KEY, noisy, 15, options=drawn).p_value)
     assert round(k) >= 1 and p == pytest.approx((round(k) + 1) / 1000)
 
 
@@ -238,10 +244,11 @@ def test_infinite_scores_are_refused_not_p_zero():
 
 def test_the_older_prng_key_draws_the_same_partitions_and_bad_keys_are_named():
     values = np.random.default_rng(0).normal(size=30).astype(np.float32)
-    typed = permutation_test(jax.random.key(7), values, 12, exact_bound=0, n_permutations=500)
-    raw = permutation_test(jax.random.PRNGKey(7), values, 12, exact_bound=0, n_permutations=500)
+    drawn = StatsOptions(exact_bound=0, n_permutations=500)
+    typed = permutation_test(jax.random.key(7), values, 12, options=drawn)
+    raw = permutation_test(jax.random.PRNGKey(7), values, 12, options=drawn)
     assert float(raw.p_value) == float(typed.p_value)
-    batch = permutation_test_batch(jax.random.PRNGKey(7), values[None], 12, exact_bound=0, n_permutations=500)
+    batch = permutation_test_batch(jax.random.PRNGKey(7), values[None], 12, options=drawn)
     assert float(batch.p_value[0]) == float(typed.p_value)
     for bad, got in [
         (0, "got 0"),
@@ -249,4 +256,4 @@ def test_the_older_prng_key_draws_the_same_partitions_and_bad_keys_are_named():
         (jax.random.split(KEY, 2), r"a batch of keys of shape \(2,\)"),
     ]:
         with pytest.raises(InputError, match=rf"permutation_test: key must be one PRNG key.*{got}"):
-            permutation_test(bad, values, 12, exact_bound=0, n_permutations=500)
+            permutation_test(bad, values, 12, options=drawn)

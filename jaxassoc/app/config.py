@@ -14,6 +14,7 @@ changing a result or being refused.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -28,8 +29,8 @@ from jaxassoc.readouts.rpam_prompts import template_slots
 from jaxassoc.stats import StatsOptions
 from jaxassoc.stats.bootstrap import MAX_RESAMPLES, min_resamples
 from jaxassoc.stats.multiple import CORRECTIONS
-from jaxassoc.stats.options import RESAMPLING_UNITS
-from jaxassoc.stats.permutation import ALTERNATIVES, MAX_PARTITIONS, TIES
+from jaxassoc.stats.options import ALTERNATIVES, RESAMPLING_UNITS, TIES
+from jaxassoc.stats.permutation import MAX_PARTITIONS
 
 NO_EFFECT = {"affects_results": False}
 """Field metadata of an option that changes speed or memory only, never a result."""
@@ -309,9 +310,20 @@ class InterventionConfig:
 
 
 @dataclass
-class StatsConfig(StatsOptions):
-    """The ``stats`` group: the test options (:class:`jaxassoc.stats.StatsOptions`, their defaults) and ``alpha``."""
+class StatsConfig:
+    """The ``stats`` group: the test options (:class:`jaxassoc.stats.StatsOptions`: the same fields, in its
+    order, with its defaults) and the app's own ``alpha``, ``correction`` and ``unit``.
 
+    Mutable, as Hydra's overrides need (a frozen dataclass is a read-only config node), so it is not a
+    :class:`~jaxassoc.stats.StatsOptions` itself: :meth:`options` gives the frozen value the kernels take."""
+
+    ddof: int = StatsOptions.ddof
+    exact_bound: int = StatsOptions.exact_bound
+    n_permutations: int = StatsOptions.n_permutations
+    n_bootstrap: int = StatsOptions.n_bootstrap
+    confidence: float = StatsOptions.confidence
+    alternative: str = StatsOptions.alternative
+    ties: str = StatsOptions.ties
     alpha: float = 0.05  # significance level of WEAT's raw vs whitened change class
     # multiple comparisons in the tables: none | holm | bh (docs/methods.md §5.9); the result files keep raw p
     correction: str = field(default="none", metadata=NO_EFFECT)
@@ -342,6 +354,11 @@ class StatsConfig(StatsOptions):
         check_range("stats.alpha", self.alpha, 0, 1, open_low=True, open_high=True, hint="e.g. 0.05")
         check_choice("stats.correction", self.correction, CORRECTIONS)
         check_choice("stats.unit", self.unit, RESAMPLING_UNITS, "what SEAT's CI resamples")
+
+    def options(self) -> StatsOptions:
+        """The test options as the frozen value the kernels and readouts take (``alpha``, ``correction`` and
+        ``unit`` left out)."""
+        return StatsOptions(**{f.name: getattr(self, f.name) for f in dataclasses.fields(StatsOptions)})
 
 
 @dataclass

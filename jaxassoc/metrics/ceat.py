@@ -38,7 +38,7 @@ from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray
 from jaxassoc.errors import ConfigError, InputError
 from jaxassoc.metrics.weat import is_constant, unit_rows
 from jaxassoc.stats.keys import check_key
-from jaxassoc.stats.permutation import ALTERNATIVES, DEFAULT_ALTERNATIVE
+from jaxassoc.stats.options import ALTERNATIVES, DEFAULT_ALTERNATIVE
 
 N_DRAWS = 10_000
 

@@ -219,10 +219,9 @@ def sc_weat(
         cosines,
         a.shape[0],
         statistic=stats.difference_of_means,
-        exact_bound=exact_bound,
-        n_permutations=n_permutations,
-        alternative=alternative,
-        ties=ties,
+        options=stats.StatsOptions(
+            exact_bound=exact_bound, n_permutations=n_permutations, alternative=alternative, ties=ties
+        ),
     )
     defined = ~jax.vmap(is_constant)(cosines)
     d = sc_weat_effect_size(w, a, b, ddof=ddof)
@@ -491,7 +490,12 @@ def association_test(
     _check_ddof(ddof)
     key_perm, key_boot = jax.random.split(check_key("association_test", key))
     perm = stats.permutation_test(
-        key_perm, s, n_x, exact_bound=exact_bound, n_permutations=n_permutations, alternative=alternative, ties=ties
+        key_perm,
+        s,
+        n_x,
+        options=stats.StatsOptions(
+            exact_bound=exact_bound, n_permutations=n_permutations, alternative=alternative, ties=ties
+        ),
     )
     ci = stats.bootstrap_ci_groups(
         key_boot,

@@ -43,7 +43,7 @@ from jaxassoc.metrics.ceat import ceat, pad_contexts
 from jaxassoc.metrics.weat import check_distinct_words
 from jaxassoc.models.base import LanguageModel
 from jaxassoc.readouts.weat import small_test_columns
-from jaxassoc.stats.permutation import DEFAULT_ALTERNATIVE
+from jaxassoc.stats.options import DEFAULT_ALTERNATIVE
 
 FALLBACKS = ("word", "templates", "drop")
 UNDEFINED_DRAWS = (

@@ -9,7 +9,8 @@
 - permutation test of a two-group statistic, exact or Monte Carlo: ``permutation_test``,
   ``permutation_test_batch``, with WEAT's ``difference_of_sums`` as the default statistic (SC-WEAT: ``difference_of_means``);
 - multiple comparisons: ``multiple.holm``, ``multiple.benjamini_hochberg``;
-- ``StatsOptions``: the options of a permutation test and bootstrap CI (WEAT, SC-WEAT, RPAM Test) as one value.
+- ``StatsOptions``: the options of a permutation test and bootstrap CI (WEAT, SC-WEAT, RPAM Test) as one frozen,
+  hashable value, which those kernels take whole (``options=StatsOptions(n_permutations=10_000)``).
 """
 
 from jaxassoc.stats import multiple, small_samples
@@ -32,10 +33,8 @@ from jaxassoc.stats.correlation import (
     spearman,
     spearman_test,
 )
-from jaxassoc.stats.options import StatsOptions
+from jaxassoc.stats.options import DEFAULT_ALTERNATIVE, DEFAULT_TIES, StatsOptions
 from jaxassoc.stats.permutation import (
-    DEFAULT_ALTERNATIVE,
-    DEFAULT_TIES,
     PermutationResult,
     difference_of_means,
     difference_of_sums,

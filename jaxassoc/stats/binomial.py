@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from jaxassoc.errors import ConfigError
-from jaxassoc.stats.permutation import ALTERNATIVES
+from jaxassoc.stats.options import ALTERNATIVES
 
 
 class BinomialResult(NamedTuple):

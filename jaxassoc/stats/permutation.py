@@ -31,14 +31,8 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 from jaxassoc.errors import ConfigError, InputError
 from jaxassoc.stats.compilation import by_work
 from jaxassoc.stats.keys import check_key
+from jaxassoc.stats.options import ALTERNATIVES, TIES, StatsOptions
 
-ALTERNATIVES = ("greater", "less", "two-sided")
-DEFAULT_ALTERNATIVE = "two-sided"
-"""The p-value's default sidedness, beside a two-sided CI (docs/methods.md §5.8); the source papers' one-sided
-Eq. 4 is ``"greater"``."""
-TIES = ("inclusive", "strict")
-DEFAULT_TIES = "inclusive"
-"""The one default of every test's ``ties``: count the observed arrangement (p >= its resolution)."""
 MAX_PARTITIONS = 10**7
 """Most partitions one test evaluates, enumerated (``exact_bound``) or drawn (``n_permutations``): a p
 resolution of 1e-7, minutes of work and about 100 MB of index sets or keys at most."""
@@ -180,7 +174,14 @@ def _monte_carlo_test(key, values, *, statistic, n_x, n_permutations, alternativ
     )
 
 
-def _check_config(n: int, n_x, exact_bound, n_permutations, alternative: str, ties: str) -> None:
+def _check_config(n: int, n_x, options: StatsOptions) -> None:
+    if not isinstance(options, StatsOptions):
+        raise ConfigError(
+            f"permutation_test: options must be a jaxassoc.stats.StatsOptions (e.g. StatsOptions(n_permutations="
+            f"10_000)); got {type(options).__name__}."
+        )
+    exact_bound, n_permutations = options.exact_bound, options.n_permutations
+    alternative, ties = options.alternative, options.ties
     for name, value in (("n_x", n_x), ("exact_bound", exact_bound), ("n_permutations", n_permutations)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
             raise ConfigError(f"permutation_test: {name} must be an integer; got {value!r}.")
@@ -222,11 +223,11 @@ def _finite_float32(values: Float[Array, "*T n"]) -> Float[Array, "*T n"]:
     return values
 
 
-def _run(key, values, n_x, statistic, exact_bound, n_permutations, alternative, ties) -> PermutationResult:
+def _run(key, values, n_x, statistic, options: StatsOptions) -> PermutationResult:
     """Pick exact or Monte Carlo; a 2-D ``values`` is a batch of tests sharing the partitions."""
-    n = values.shape[-1]
-    statics = dict(statistic=statistic, n_x=int(n_x), alternative=alternative, ties=ties)
-    if math.comb(n, n_x) <= exact_bound:
+    n, n_permutations = values.shape[-1], options.n_permutations
+    statics = dict(statistic=statistic, n_x=int(n_x), alternative=options.alternative, ties=options.ties)
+    if math.comb(n, n_x) <= options.exact_bound:
         combos = jnp.asarray(_combinations(n, int(n_x)))
         test = lambda _, v: _exact_test(combos, v, work=combos.shape[0] * n, **statics)  # noqa: E731
     else:
@@ -242,17 +243,15 @@ def permutation_test(
     n_x: int,
     *,
     statistic: Callable[[Float[Array, " n"], Bool[Array, " n"]], Float[Array, ""]] = difference_of_sums,
-    exact_bound: int = 1_000_000,
-    n_permutations: int = 100_000,
-    alternative: str = DEFAULT_ALTERNATIVE,
-    ties: str = DEFAULT_TIES,
+    options: StatsOptions = StatsOptions(),
 ) -> PermutationResult:
     """One-sided (or two-sided) permutation test that X's items score higher than Y's (docs/methods.md §2).
 
     ``values[:n_x]`` is group X, ``values[n_x:]`` group Y (sizes may differ; partitions keep them).
     ``statistic(values, in_x_mask)`` maps the scores and a mask of group X to a scalar; the default is
     WEAT's S = Σ_X − Σ_Y. Pass a module-level function: it is a static argument of ``jit``, so a new
-    lambda or closure compiles anew on every call.
+    lambda or closure compiles anew on every call. ``options`` (:class:`~jaxassoc.stats.StatsOptions`) gives
+    ``exact_bound``, ``n_permutations``, ``alternative`` and ``ties``; its other fields are unused here.
 
     Exact when C(n, n_x) <= ``exact_bound``: every partition is enumerated (the index sets are built on
     the host once per (n, n_x) and cached) and ``key`` is unused. Otherwise Monte Carlo: partition i is
@@ -272,10 +271,10 @@ def permutation_test(
     """
     if np.ndim(values) != 1:
         raise InputError(f"permutation_test: values must be 1-D (one score per item); got shape {np.shape(values)}.")
-    _check_config(np.shape(values)[0], n_x, exact_bound, n_permutations, alternative, ties)
+    _check_config(np.shape(values)[0], n_x, options)
     key = check_key("permutation_test", key)
     values = _finite_float32(values)
-    return _run(key, values, n_x, statistic, exact_bound, n_permutations, alternative, ties)
+    return _run(key, values, n_x, statistic, options)
 
 
 def permutation_test_batch(
@@ -284,10 +283,7 @@ def permutation_test_batch(
     n_x: int,
     *,
     statistic: Callable[[Float[Array, " n"], Bool[Array, " n"]], Float[Array, ""]] = difference_of_sums,
-    exact_bound: int = 1_000_000,
-    n_permutations: int = 100_000,
-    alternative: str = DEFAULT_ALTERNATIVE,
-    ties: str = DEFAULT_TIES,
+    options: StatsOptions = StatsOptions(),
 ) -> PermutationResult:
     """``permutation_test`` for T tests of equal shape in one jitted call; every field gets a leading T axis.
 
@@ -299,24 +295,14 @@ def permutation_test_batch(
         raise InputError(
             f"permutation_test_batch: values must be 2-D (tests x items) with at least one test; got shape {np.shape(values)}."
         )
-    _check_config(np.shape(values)[1], n_x, exact_bound, n_permutations, alternative, ties)
+    _check_config(np.shape(values)[1], n_x, options)
     key = check_key("permutation_test_batch", key)
     values = _finite_float32(values)
-    return _run(key, values, n_x, statistic, exact_bound, n_permutations, alternative, ties)
+    return _run(key, values, n_x, statistic, options)
 
 
-def smallest_p(
-    n: int,
-    n_x: int,
-    *,
-    exact_bound: int = 1_000_000,
-    n_permutations: int = 100_000,
-    alternative: str = DEFAULT_ALTERNATIVE,
-) -> float:
-    """The smallest p-value :func:`permutation_test` can report for n items, n_x in group X, when the
-    observed arrangement counts (``ties="inclusive"``): 1/C(n, n_x) exact, 1/(n_permutations + 1) Monte
-    Carlo, doubled for "two-sided". Eq. 4's strict count (``ties="strict"``) can read below it, down to 0,
-    which only says p < this value."""
-    partitions = math.comb(n, n_x)
-    floor = 1 / partitions if partitions <= exact_bound else 1 / (n_permutations + 1)
-    return min(1.0, 2 * floor) if alternative == "two-sided" else floor
+def smallest_p(n: int, n_x: int, *, options: StatsOptions = StatsOptions()) -> float:
+    """The smallest p-value :func:`permutation_test` can report with ``options`` for n items, n_x in group X
+    (:meth:`StatsOptions.smallest_p`): 1/C(n, n_x) exact, 1/(n_permutations + 1) Monte Carlo, doubled for
+    "two-sided"; Eq. 4's strict count (``ties="strict"``) can read below it, down to 0."""
+    return options.smallest_p(n, n_x)

@@ -192,7 +192,7 @@ def _task(job: Job, model, template: PromptTemplate, options: dict, suite) -> tu
             key,
             suite=suite,
             swap_gender_roles=cfg.swap_gender_roles and name == "weat_ws",
-            options=job.stats,
+            options=job.stats.options(),
             **options,
         )
     if name == "wordsim353":

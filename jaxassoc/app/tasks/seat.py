@@ -71,7 +71,9 @@ def run(job: Job) -> JobResult:
         )
     with stage("seat", f"{job.dataset.name} tests scored", len(suite.tests)):
         vectors = dict(zip(sentences, matrix))
-        table = run_seat_experiment(suite, templates, vectors, key=job.key(), options=job.stats, unit=job.stats.unit)
+        table = run_seat_experiment(
+            suite, templates, vectors, key=job.key(), options=job.stats.options(), unit=job.stats.unit
+        )
     table = table.assign(layer=cfg.layer, pooling=pooling)
     provenance = {
         **model_loading.model_provenance(job.model, model),

@@ -299,7 +299,7 @@ def run(job: Job) -> JobResult:
             key=key_weat,
             whitening=zca,
             whitening_description=reference.description if zca is not None else "",
-            options=job.stats,
+            options=job.stats.options(),
             alpha=job.stats.alpha,
             max_oov_share=cfg.max_oov_share,
         )
@@ -374,7 +374,7 @@ def _single_category(job: Job, vectors, suite, key, provenance: dict) -> JobResu
     """``metric.single_category=true``: SC-WEAT of every target word (one row per word)."""
     with stage("weat", f"{job.dataset.name} SC-WEAT words scored") as scored:
         table = run_sc_weat_experiment(
-            vectors, suite, key=key, options=job.stats, max_oov_share=job.metric.max_oov_share
+            vectors, suite, key=key, options=job.stats.options(), max_oov_share=job.metric.max_oov_share
         )
         scored.count = len(table)
     provenance["dataset_version"] = datasets.dataset_version(job.dataset, suite)
