@@ -1,7 +1,10 @@
-"""The guides' code runs: every ```python block of README.md, docs/*.md and examples/README.md is run in a
-fresh interpreter (8 simulated CPU devices, as the mesh guide needs), except a block marked
+"""The guides' code runs: every ```python block of README.md, docs/*.md, docs/methods/*.md and examples/README.md
+is run in a fresh interpreter (8 simulated CPU devices, as the mesh guide needs), except a block marked
 ``<!-- excerpt of FILE ... -->``, whose every line (blank lines, comments and lines with ``...`` aside) must
-appear in one of the files it names, so an excerpt cannot drift from the code it quotes."""
+appear in one of the files it names, so an excerpt cannot drift from the code it quotes.
+
+docs/methods.md is an index of docs/methods/*.md: every section number cited as "docs/methods.md §N.M" anywhere
+in the tree is listed there, with a link to its file and heading."""
 
 import os
 import re
@@ -12,7 +15,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-GUIDES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "examples" / "README.md"]
+GUIDES = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    *sorted((ROOT / "docs").glob("methods/*.md")),
+    ROOT / "examples" / "README.md",
+]
 BLOCK = re.compile(r"(?:<!-- excerpt of (?P<files>[^>]*?) -->\n)?```python\n(?P<code>.*?)```", re.S)
 
 
@@ -60,3 +68,57 @@ def test_guide_block(code, files, tmp_path):
         [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+# --- docs/methods.md: an index of docs/methods/*.md that keeps every cited section number -----------------------
+
+METHODS = ROOT / "docs" / "methods.md"
+INDEX_LINK = re.compile(
+    r"\[§(?P<number>\d+(?:\.\d+)?) [^\]]*\]\((?P<file>methods/[\w.]+\.md)(?:#(?P<anchor>[\w-]+))?\)"
+)
+CITATION = re.compile(
+    r"methods(?:\.md)?`?[\s#]*(?P<run>§\d+(?:\.\d+)?(?:(?:\s*[–-]\s*|,\s*§|\s+and\s+§)\d+(?:\.\d+)?)*)"
+)
+CITING = ("README.md", "jaxassoc", "docs", "tests", "conf", "examples", "experiments", "benchmarks", "scripts")
+
+
+def anchors(markdown: Path) -> set[str]:
+    """GitHub's anchor of each heading: the rendered text lower-cased, punctuation dropped, spaces as hyphens."""
+    titles = re.findall(r"^#+ (.*)$", markdown.read_text(), flags=re.M)
+    return {
+        re.sub(r"[^\w\- ]", "", re.sub(r"\\(.)", r"\1", t.replace("`", "")).lower()).replace(" ", "-") for t in titles
+    }
+
+
+def test_the_methods_index_links_every_section_to_its_heading():
+    links = list(INDEX_LINK.finditer(METHODS.read_text()))
+    numbers = [link["number"] for link in links]
+    assert len(numbers) == len(set(numbers)) and {"1", "5.5", "10.8"} <= set(numbers)
+    broken = [
+        link[0]
+        for link in links
+        if not (METHODS.parent / link["file"]).is_file()
+        or (link["anchor"] and link["anchor"] not in anchors(METHODS.parent / link["file"]))
+        or not re.search(rf"^#+ §?{re.escape(link['number'])} ", (METHODS.parent / link["file"]).read_text(), re.M)
+    ]
+    assert not broken, f"links of {METHODS.name} that name no heading of that number: {broken}"
+    listed = {path.relative_to(METHODS.parent).as_posix() for path in (METHODS.parent / "methods").glob("*.md")}
+    assert listed - {"methods/references.md"} == {link["file"] for link in links}
+
+
+def test_every_cited_methods_section_is_in_the_index():
+    indexed = {link["number"] for link in INDEX_LINK.finditer(METHODS.read_text())}
+    files = [ROOT / "README.md"] + [
+        path
+        for top in CITING[1:]
+        for path in (ROOT / top).rglob("*")
+        if path.suffix in {".py", ".md", ".yaml", ".sh", ".txt"} and path.is_file()
+    ]
+    cited = {}
+    for path in files:
+        for match in CITATION.finditer(path.read_text(errors="replace")):
+            for number in re.findall(r"\d+(?:\.\d+)?", match["run"]):
+                cited.setdefault(number, path.relative_to(ROOT).as_posix())
+    assert len(cited) >= 30
+    missing = {number: where for number, where in cited.items() if number not in indexed}
+    assert not missing, f"sections cited as docs/methods.md §N that its index does not list: {missing}"
