@@ -70,6 +70,14 @@ def test_guide_block(code, files, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
+def test_the_readme_maps_every_doc():
+    readme = (ROOT / "README.md").read_text()
+    unmapped = [
+        p.name for p in sorted((ROOT / "docs").glob("*.md")) if f"| [`docs/{p.name}`](docs/{p.name}) |" not in readme
+    ]
+    assert not unmapped, f"docs the README's map of the docs does not list: {unmapped}"
+
+
 # --- docs/methods.md: an index of docs/methods/*.md that keeps every cited section number -----------------------
 
 METHODS = ROOT / "docs" / "methods.md"
