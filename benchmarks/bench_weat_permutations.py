@@ -68,6 +68,7 @@ def main(argv=None) -> None:
     from jaxassoc.data import load_weat_suite
     from jaxassoc.embeddings.static import load_embedded_glove
     from jaxassoc.metrics.weat import weat
+    from jaxassoc.stats import StatsOptions
 
     emb = load_embedded_glove()
     suite = load_weat_suite("weat_caliskan2017")
@@ -79,7 +80,7 @@ def main(argv=None) -> None:
 
     def ours(key):
         return [
-            weat(k, *sets, exact_bound=0, n_permutations=args.permutations, n_bootstrap=1_000)
+            weat(k, *sets, options=StatsOptions(exact_bound=0, n_permutations=args.permutations, n_bootstrap=1_000))
             for k, sets in zip(jax.random.split(key, len(tests)), tests)
         ]
 

@@ -14,6 +14,7 @@ import pytest
 from tolerances import f32_effect_size, f32_sum
 
 from jaxassoc.metrics import rpam
+from jaxassoc.stats import StatsOptions
 
 T_X, T_Y, N_A, N_B = 5, 4, 3, 4
 
@@ -137,7 +138,13 @@ def test_rpam_test_exact_p_by_enumeration():
     logits, cont, _ = _data(6)
     p = _p_ref(logits, cont)
     s = _s_ref(p, N_A)
-    res = rpam.rpam_test(jax.random.key(0), jnp.asarray(p), n_x=T_X, n_a=N_A, n_bootstrap=200, alternative="greater")
+    res = rpam.rpam_test(
+        jax.random.key(0),
+        jnp.asarray(p),
+        n_x=T_X,
+        n_a=N_A,
+        options=StatsOptions(n_bootstrap=200, alternative="greater"),
+    )
     observed = s[:T_X].sum() - s[T_X:].sum()
     stats_ = [s[list(idx)].sum() - (s.sum() - s[list(idx)].sum()) for idx in itertools.combinations(range(len(s)), T_X)]
     assert bool(res.exact)

@@ -74,7 +74,7 @@ def _static(glove, *extra):
 def test_alternative_reaches_weat_rpam_and_ceat_p_values():
     x, y, a, b = _sets(1)
     p = {
-        alt: float(weat(KEY, x, y, a, b, n_bootstrap=50, alternative=alt).p_value)
+        alt: float(weat(KEY, x, y, a, b, options=StatsOptions(n_bootstrap=50, alternative=alt)).p_value)
         for alt in ("greater", "less", "two-sided")
     }
     assert p["greater"] < 0.5 < p["less"]  # X shifted towards A
@@ -84,7 +84,7 @@ def test_alternative_reaches_weat_rpam_and_ceat_p_values():
 
     probs = jax.nn.softmax(jax.random.normal(jax.random.key(3), (8, 6)), axis=-1)
     greater, less = (
-        float(rpam.rpam_test(KEY, probs, n_x=4, n_a=3, n_bootstrap=50, alternative=alt).p_value)
+        float(rpam.rpam_test(KEY, probs, n_x=4, n_a=3, options=StatsOptions(n_bootstrap=50, alternative=alt)).p_value)
         for alt in ("greater", "less")
     )
     assert greater != less and greater + less >= 1.0 - 1e-6
@@ -272,15 +272,16 @@ def test_permutation_library_caps_partitions_and_draws_keys_by_fold_in():
 def test_degenerate_weat_rpam_and_ceat_are_undefined_not_significant():
     x, y, a, _ = _sets(2)
     words = (list("abcde"), list("fghij"), list("klmn"), list("opqr"))
+    few = StatsOptions(n_bootstrap=50)
     for b in (a + 0.0, a[::-1] * 2.0):  # B = A, and A reversed and rescaled: s is rounding noise (~1e-9)
-        res = weat(KEY, x, y, a, b, n_bootstrap=50, words=words)
+        res = weat(KEY, x, y, a, b, words=words, options=few)
         assert not bool(res.defined)
         assert all(math.isnan(float(v)) for v in (res.d, res.p_value, res.ci_low, res.ci_high))
-    assert bool(weat(KEY, x, y, a, a[::-1] + 0.01, n_bootstrap=50, words=words).defined)  # a real difference
+    assert bool(weat(KEY, x, y, a, a[::-1] + 0.01, words=words, options=few).defined)  # a real difference
     es, _ = weat_draw(*(jnp.asarray(v) for v in (x, y, a, a[::-1])))
     assert math.isnan(float(es))
     flat = jnp.full((8, 6), 1 / 6)  # every target gives every attribute the same probability
-    r = rpam.rpam_test(KEY, flat, n_x=4, n_a=3, n_bootstrap=50)
+    r = rpam.rpam_test(KEY, flat, n_x=4, n_a=3, options=StatsOptions(n_bootstrap=50))
     assert not bool(r.defined) and math.isnan(float(r.p_value)) and math.isnan(float(r.d))
     assert change_class(float("nan"), 0.01) == change_class(0.01, float("nan")) == "Undefined"
 
@@ -380,9 +381,9 @@ def test_the_api_refuses_a_ddof_the_cli_refuses_instead_of_returning_nan_as_defi
     x, y, a, b = _sets(1)
     probs = jax.nn.softmax(jax.random.normal(jax.random.key(3), (8, 6)), axis=-1)
     for call in (
-        lambda: weat(KEY, x, y, a, b, ddof=5),
-        lambda: sc_weat(KEY, x, a, b, ddof=2),
-        lambda: rpam.rpam_test(KEY, probs, n_x=4, n_a=3, ddof=True),
+        lambda: weat(KEY, x, y, a, b, options=StatsOptions(ddof=5)),
+        lambda: sc_weat(KEY, x, a, b, options=StatsOptions(ddof=2)),
+        lambda: rpam.rpam_test(KEY, probs, n_x=4, n_a=3, options=StatsOptions(ddof=True)),
     ):
         with pytest.raises(InputError, match="is not supported: use 1 .sample std, Caliskan et al.. or 0"):
             call()

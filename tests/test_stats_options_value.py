@@ -49,11 +49,11 @@ def test_the_app_stats_group_takes_its_defaults_from_the_options_value():
     options, config = StatsOptions(), StatsConfig()
     fields = [(f.name, f.type, f.default) for f in dataclasses.fields(StatsOptions)]
     assert [(f.name, f.type, f.default) for f in dataclasses.fields(StatsConfig)][: len(fields)] == fields
-    assert {name for name, _, _ in fields} == set(options.as_kwargs())
+    assert {name for name, _, _ in fields} == set(options.as_dict())
     assert config.options() == options and type(config.options()) is StatsOptions  # alpha is the app's own
     changed = StatsConfig(n_permutations=500, ties="strict", alpha=0.01)
     assert changed.options() == StatsOptions(n_permutations=500, ties="strict")
-    assert "n_bootstrap" not in options.permutation_kwargs()
+    assert "n_bootstrap" not in options.permutation_dict()
 
 
 def test_the_options_value_is_frozen_hashable_and_a_static_jit_argument():
@@ -78,10 +78,12 @@ def test_the_options_value_is_frozen_hashable_and_a_static_jit_argument():
 
 def test_the_kernels_take_the_options_whole_with_the_one_default():
     """Each default is written once, in StatsOptions: the test kernels take it whole, not as loose keywords."""
+    from jaxassoc.metrics.rpam import rpam_test
+    from jaxassoc.metrics.weat import association_test, sc_weat
     from jaxassoc.stats import permutation_test, permutation_test_batch, smallest_p
 
     loose = {f.name for f in dataclasses.fields(StatsOptions)}
-    for kernel in (permutation_test, permutation_test_batch, smallest_p):
+    for kernel in (permutation_test, permutation_test_batch, smallest_p, weat, sc_weat, association_test, rpam_test):
         parameters = inspect.signature(kernel).parameters
         assert parameters["options"].default == StatsOptions(), kernel.__name__
         assert not loose & set(parameters), kernel.__name__
@@ -103,11 +105,11 @@ def test_the_weat_readout_passes_the_options_whole_to_the_kernel():
     direct = weat(
         jax.random.split(jax.random.key(3), 1)[0],
         *(_vectors(s, "").vectors for s in (TEST.targets_x, TEST.targets_y, TEST.attributes_a, TEST.attributes_b)),
-        **options.as_kwargs(),
+        options=options,
     )
     assert row["d_raw"] == float(direct.d) and row["p_raw"] == float(direct.p_value)
     assert (row["ci_low_raw"], row["ci_high_raw"]) == (float(direct.ci_low), float(direct.ci_high))
-    assert {k: row[k] for k in options.as_kwargs()} == options.as_kwargs()
+    assert {k: row[k] for k in options.as_dict()} == options.as_dict()
     assert row["p_resamples_raw"] == 500  # Monte Carlo, as exact_bound=0 asks
 
 

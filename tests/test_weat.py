@@ -24,6 +24,7 @@ from jaxassoc.metrics.weat import (
     weat_effect_size,
     weat_statistics,
 )
+from jaxassoc.stats import StatsOptions
 
 SUITE = Path(__file__).resolve().parents[1] / "jaxassoc" / "data" / "files" / "weat" / "weat_caliskan2017.json"
 
@@ -126,7 +127,7 @@ def _sc_weat_exact_p(w, A, B, alternative):
 @pytest.mark.parametrize("alternative", ["greater", "less", "two-sided"])
 def test_sc_weat_p_matches_numpy_exact_enumeration(alternative):
     W, _, A, B = _sets(3, sizes=(5, 2, 4, 5))  # |A| != |B|: 126 partitions of A ∪ B
-    got = sc_weat(jax.random.key(0), W, A, B, alternative=alternative)
+    got = sc_weat(jax.random.key(0), W, A, B, options=StatsOptions(alternative=alternative))
     assert bool(got.exact) and int(got.n_resamples) == 126
     # two float32 programs for the same effect sizes (|d| < 2): f32_effect_size over the cosines
     cosines = [[_cos(w, v) for v in np.concatenate([A, B])] for w in W.astype(np.float64)]
@@ -142,11 +143,11 @@ def test_sc_weat_p_matches_numpy_exact_enumeration(alternative):
 def test_sc_weat_monte_carlo_p_estimates_the_exact_p():
     W, _, A, B = _sets(4, sizes=(3, 2, 5, 5))
     exact = sc_weat(jax.random.key(1), W, A, B)
-    drawn = sc_weat(jax.random.key(1), W, A, B, exact_bound=0, n_permutations=20_000)
+    drawn = sc_weat(jax.random.key(1), W, A, B, options=StatsOptions(exact_bound=0, n_permutations=20_000))
     assert not bool(drawn.exact) and int(drawn.n_resamples) == 20_000
     # sampling, not rounding: 20,000 draws, p's binomial SD ≤ 0.5 / √20,000 = 0.0035; 0.015 is 4.2 SDs
     np.testing.assert_allclose(drawn.p_value, exact.p_value, atol=0.015)
-    again = sc_weat(jax.random.key(1), W, A, B, exact_bound=0, n_permutations=20_000)
+    again = sc_weat(jax.random.key(1), W, A, B, options=StatsOptions(exact_bound=0, n_permutations=20_000))
     np.testing.assert_array_equal(drawn.p_value, again.p_value)  # explicit key: reproducible
 
 
@@ -239,7 +240,7 @@ def test_exact_permutation_p_matches_itertools(sizes):
     X, Y, A, B = _sets(7, sizes=sizes)
     # shift X towards A so the p-value is not trivially 0.5
     X = X + 0.3 * (A.mean(axis=0) - B.mean(axis=0))
-    res = weat(jax.random.key(1), X, Y, A, B, n_bootstrap=200, alternative="greater")
+    res = weat(jax.random.key(1), X, Y, A, B, options=StatsOptions(n_bootstrap=200, alternative="greater"))
     st = weat_statistics(X, Y, A, B)
     p_ref, n_ref = _itertools_p(st.associations, sizes[0])
     assert bool(res.exact)
@@ -253,8 +254,10 @@ def test_exact_permutation_p_matches_itertools(sizes):
 def test_monte_carlo_p_is_reported_and_close_to_exact():
     X, Y, A, B = _sets(8, sizes=(7, 7, 5, 5))
     X = X + 0.2 * A.mean(axis=0)
-    exact = weat(jax.random.key(2), X, Y, A, B, n_bootstrap=200)
-    mc = weat(jax.random.key(2), X, Y, A, B, exact_bound=10, n_permutations=20_000, n_bootstrap=200)
+    exact = weat(jax.random.key(2), X, Y, A, B, options=StatsOptions(n_bootstrap=200))
+    mc = weat(
+        jax.random.key(2), X, Y, A, B, options=StatsOptions(exact_bound=10, n_permutations=20_000, n_bootstrap=200)
+    )
     assert bool(exact.exact) and not bool(mc.exact)
     assert int(mc.n_resamples) == 20_000
     # 20,000 draws: the MC p is within 4 binomial SDs of the exact one
@@ -279,7 +282,6 @@ def test_weat_experiment_on_glove_with_whitening_and_figures(tmp_path, glove_tes
     from jaxassoc.embeddings.static import load_embedded_glove
     from jaxassoc.embeddings.whitening import fit_zca, reference_sample
     from jaxassoc.readouts.weat import run_anisotropy, run_weat_experiment
-    from jaxassoc.stats import StatsOptions
 
     emb = load_embedded_glove()
     ref = reference_sample(emb, max_items=3000, seed=0)
@@ -329,7 +331,7 @@ def test_weat_and_sc_weat_are_scale_invariant_at_extreme_magnitudes(scale):
     """Cosine is scale-invariant: ||x||^2 overflowing (1e20) or underflowing (1e-20) float32 must not turn
     d into NaN ("constant s"), a wrong sign, or a "zero vectors" refusal of non-zero vectors."""
     x, y, a, b = _four_sets()
-    kw = dict(exact_bound=10**6, n_bootstrap=50)
+    kw = dict(options=StatsOptions(exact_bound=10**6, n_bootstrap=50))
     base = weat(jax.random.key(0), x, y, a, b, **kw)
     scaled = (np.float32(scale) * v for v in (x, y, a, b))
     every = weat(jax.random.key(0), *scaled, **kw)
@@ -363,8 +365,8 @@ def test_association_test_is_scale_invariant_in_its_scores(scale):
     """A user metric's scores s of any finite magnitude: d's std must neither overflow (CI [0, 0]) nor
     underflow (s called constant, p NaN)."""
     s = np.random.default_rng(0).normal(size=12).astype(np.float32) + np.r_[np.ones(6), np.zeros(6)]
-    base = association_test(jax.random.key(0), s, 6, n_bootstrap=200)
-    res = association_test(jax.random.key(0), np.float32(scale) * s, 6, n_bootstrap=200)
+    base = association_test(jax.random.key(0), s, 6, options=StatsOptions(n_bootstrap=200))
+    res = association_test(jax.random.key(0), np.float32(scale) * s, 6, options=StatsOptions(n_bootstrap=200))
     assert bool(res.defined)
     # the rescaled scores round (relative u each: f32_sum(1, max|s|) in the base's units); p is a share of
     # the permutations, exact up to the quotient; the CI ends are resampled effect sizes, each within
@@ -381,7 +383,7 @@ def test_association_test_is_scale_invariant_in_its_scores(scale):
 
 def test_weat_takes_the_older_prng_key_with_the_same_result():
     x, y, a, b = _four_sets(n=8)  # 12,870 partitions: Monte Carlo below, so the key matters
-    kw = dict(exact_bound=100, n_permutations=200, n_bootstrap=100)
+    kw = dict(options=StatsOptions(exact_bound=100, n_permutations=200, n_bootstrap=100))
     typed = weat(jax.random.key(3), x, y, a, b, **kw)
     raw = weat(jax.random.PRNGKey(3), x, y, a, b, **kw)
     np.testing.assert_array_equal(raw, typed)

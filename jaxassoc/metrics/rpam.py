@@ -93,15 +93,10 @@ def rpam_test(
     *,
     n_x: int,
     n_a: int,
-    ddof: int = 1,
-    exact_bound: int = 1_000_000,
-    n_permutations: int = 100_000,
-    ties: str = stats.DEFAULT_TIES,
-    n_bootstrap: int = 10_000,
-    confidence: float = 0.95,
-    alternative: str = stats.DEFAULT_ALTERNATIVE,
+    options: stats.StatsOptions = stats.StatsOptions(),
 ) -> RpamTestResult:
-    """RPAM Test: d (Eq. 1), WEAT's permutation p-value on s (``alternative``), and a bootstrap CI of d.
+    """RPAM Test: d (Eq. 1), WEAT's permutation p-value on s (``options.alternative``), and a bootstrap CI of d;
+    ``options`` (:class:`~jaxassoc.stats.StatsOptions`) as in :func:`jaxassoc.metrics.weat.weat`.
 
     ``p`` holds p(v, t) for targets X then Y (rows) and attributes A then B (columns). The permutation
     test and the CI are those of :func:`jaxassoc.metrics.weat.weat`, applied to the RPAM scores s; with
@@ -113,16 +108,10 @@ def rpam_test(
         check_key("rpam_test", key),
         s,
         n_x,
-        ddof=ddof,
-        exact_bound=exact_bound,
-        n_permutations=n_permutations,
-        ties=ties,
-        n_bootstrap=n_bootstrap,
-        confidence=confidence,
-        alternative=alternative,
+        options=options,
         scale=jnp.maximum(p[:, :n_a].mean(axis=1), p[:, n_a:].mean(axis=1)).max(),
     )
-    d = jnp.where(test.defined, effect_size(s[:n_x], s[n_x:], ddof=ddof), jnp.nan)
+    d = jnp.where(test.defined, effect_size(s[:n_x], s[n_x:], ddof=options.ddof), jnp.nan)
     return RpamTestResult(d=d, associations=s, **test._asdict())
 
 

@@ -27,7 +27,7 @@ X ∪ Y into sets of the original sizes.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import jax
@@ -36,6 +36,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float, Int, PRNGKeyArray
 
 from jaxassoc import stats
+from jaxassoc.data.word_sets import check_distinct_words
 from jaxassoc.errors import InputError
 from jaxassoc.stats.keys import check_key
 
@@ -186,11 +187,7 @@ def sc_weat(
     *,
     words: tuple[Sequence[str], Sequence[str], Sequence[str]] | None = None,
     names: tuple[str, str, str] = ("W", "A", "B"),
-    ddof: int = 1,
-    exact_bound: int = 1_000_000,
-    n_permutations: int = 100_000,
-    ties: str = stats.DEFAULT_TIES,
-    alternative: str = stats.DEFAULT_ALTERNATIVE,
+    options: stats.StatsOptions = stats.StatsOptions(),
 ) -> ScWeatResult:
     """SC-WEAT of every row of ``w`` (Caliskan et al. 2017, suppl.): :func:`sc_weat_effect_size` and its
     permutation p-value.
@@ -198,11 +195,12 @@ def sc_weat(
     As in the paper the attributes are permuted: p ("greater") is the share of re-partitions (A_i, B_i) of
     A ∪ B into sets of sizes |A|, |B| with mean_{A_i} cos(w, ·) − mean_{B_i} cos(w, ·) beyond the observed
     one (:func:`jaxassoc.stats.permutation_test` with ``difference_of_means``: exact enumeration up to
-    ``exact_bound`` partitions, else ``n_permutations`` drawn with ``key``; ``ties`` and ``alternative``
-    as in :func:`weat`). Every word sees the same partitions. The sets pass :func:`check_word_set` and
+    ``options.exact_bound`` partitions, else ``options.n_permutations`` drawn with ``key``; ``ties`` and
+    ``alternative`` as in :func:`weat`; ``ddof`` is d's). ``options.n_bootstrap`` and ``confidence`` are
+    unused: SC-WEAT has no CI. Every word sees the same partitions. The sets pass :func:`check_word_set` and
     :func:`check_distinct_words` (``words``/``names`` label the errors).
     """
-    _check_ddof(ddof)
+    ddof = _check_ddof(options.ddof)
     key = check_key("sc_weat", key)
     w = check_word_set(names[0], w, words[0] if words is not None else None)
     a, b = (
@@ -219,9 +217,7 @@ def sc_weat(
         cosines,
         a.shape[0],
         statistic=stats.difference_of_means,
-        options=stats.StatsOptions(
-            exact_bound=exact_bound, n_permutations=n_permutations, alternative=alternative, ties=ties
-        ),
+        options=options,
     )
     defined = ~jax.vmap(is_constant)(cosines)
     d = sc_weat_effect_size(w, a, b, ddof=ddof)
@@ -301,43 +297,6 @@ def check_word_set(
     return arr
 
 
-def check_distinct_words(
-    label: str,
-    sets: Sequence[Sequence[str]],
-    names: Sequence[str] = ("X", "Y", "A", "B"),
-    key: Callable[[str], str] | None = None,
-) -> None:
-    """The word rule of every metric that takes word sets: InputError for a word repeated inside a set or
-    found in two sets of one test (``label`` names the test; ``names`` the sets, targets first). ``key``
-    maps a word to what the embedding looks up (e.g. lower-cased for GloVe): spellings with one key are
-    one word, so ``rose`` and ``Rose`` would count the same vector twice."""
-    key = key or (lambda word: word)
-
-    def spelled(k: str) -> str:
-        spellings = sorted({w for words in sets for w in words if key(w) == k})
-        return repr(spellings[0]) if len(spellings) == 1 else f"{spellings} (one word to the lookup: {k!r})"
-
-    for name, words in zip(names, sets):
-        keys = [key(w) for w in words]
-        repeated = sorted({k for k in keys if keys.count(k) > 1})
-        if repeated:
-            merged = [k for k in repeated if len({w for w in words if key(w) == k}) > 1]
-            shown = ", ".join(spelled(k) for k in merged) if merged else str(repeated)
-            raise InputError(
-                f"{label}: word set {name!r} repeats {shown}; a repeated word would count twice, so list each word once"
-            )
-    owner: dict[str, str] = {}
-    for name, words in zip(names, sets):
-        for word in words:
-            if key(word) in owner:
-                raise InputError(
-                    f"{label}: word {spelled(key(word))} is in both {owner[key(word)]!r} and {name!r}; a word may "
-                    f"belong to one set of a test only (a target that is also an attribute would score itself), "
-                    f"so remove it from one side"
-                )
-            owner[key(word)] = name
-
-
 def _check_distinct_rows(sets: Sequence[np.ndarray], names: Sequence[str]) -> None:
     """The word rule on bare vectors: no row appears twice across the four sets."""
     rows = np.concatenate(sets)
@@ -402,16 +361,12 @@ def weat(
     *,
     words: tuple[Sequence[str], Sequence[str], Sequence[str], Sequence[str]] | None = None,
     names: tuple[str, str, str, str] = ("X", "Y", "A", "B"),
-    ddof: int = 1,
-    exact_bound: int = 1_000_000,
-    n_permutations: int = 100_000,
-    ties: str = stats.DEFAULT_TIES,
-    n_bootstrap: int = 10_000,
-    confidence: float = 0.95,
-    alternative: str = stats.DEFAULT_ALTERNATIVE,
+    options: stats.StatsOptions = stats.StatsOptions(),
 ) -> WeatResult:
     """A full WEAT: d and S (Eq. 1-3), the permutation p-value (Eq. 4) and a bootstrap CI.
 
+    ``options`` (:class:`~jaxassoc.stats.StatsOptions`, e.g. ``StatsOptions(alternative="greater")``) holds
+    the settings named below (``alternative``, ``exact_bound``, ...) and d's ``ddof``.
     p is two-sided by default, min(1, 2 min(greater, less)), beside a two-sided CI; ``alternative="greater"``
     is Eq. 4's P[S(Xi, Yi) >= S(X, Y)] (``"less"``: <=), beside a one-sided CI (docs/methods.md §5.8), over re-partitions of X ∪ Y into sets of sizes |X|, |Y|, the observed
     one counted, computed on the per-target associations (S is a difference of their sums): exact
@@ -425,7 +380,7 @@ def weat(
     the CI are NaN and ``defined`` is False. On small sets the p cannot go low and the CI means little:
     see :mod:`jaxassoc.stats.small_samples`.
     """
-    _check_ddof(ddof)
+    ddof = _check_ddof(options.ddof)
     key = check_key("weat", key)
     x = check_word_set(names[0], x, words[0] if words is not None else None)
     dim = x.shape[1]
@@ -442,13 +397,7 @@ def weat(
         key,
         st.associations,
         x.shape[0],
-        ddof=ddof,
-        exact_bound=exact_bound,
-        n_permutations=n_permutations,
-        ties=ties,
-        n_bootstrap=n_bootstrap,
-        confidence=confidence,
-        alternative=alternative,
+        options=options,
         scale=association_scale(jnp.concatenate([jnp.asarray(x), jnp.asarray(y)]), a, b),
     )
     return WeatResult(d=jnp.where(test.defined, st.d, jnp.nan), S=st.S, **test._asdict())
@@ -470,13 +419,7 @@ def association_test(
     s: Float[Array, " n"],
     n_x: int,
     *,
-    ddof: int = 1,
-    exact_bound: int = 1_000_000,
-    n_permutations: int = 100_000,
-    ties: str = stats.DEFAULT_TIES,
-    n_bootstrap: int = 10_000,
-    confidence: float = 0.95,
-    alternative: str = stats.DEFAULT_ALTERNATIVE,
+    options: stats.StatsOptions = stats.StatsOptions(),
     scale: Float[ArrayLike, ""] | None = None,
 ) -> AssociationTest:
     """Eq. 4's permutation p of S = Σ_X s − Σ_Y s (``alternative``: greater, less or two-sided) and a
@@ -486,24 +429,17 @@ def association_test(
 
     When s is constant (:func:`is_constant`; ``scale``: the magnitude of the means s is a difference of),
     d is 0/0 and every partition ties with the observed one: p and the CI are NaN and ``defined`` is False
-    (never p = 0)."""
-    _check_ddof(ddof)
+    (never p = 0). ``options`` (:class:`~jaxassoc.stats.StatsOptions`) holds every setting, as in :func:`weat`."""
+    ddof = _check_ddof(options.ddof)
     key_perm, key_boot = jax.random.split(check_key("association_test", key))
-    perm = stats.permutation_test(
-        key_perm,
-        s,
-        n_x,
-        options=stats.StatsOptions(
-            exact_bound=exact_bound, n_permutations=n_permutations, alternative=alternative, ties=ties
-        ),
-    )
+    perm = stats.permutation_test(key_perm, s, n_x, options=options)
     ci = stats.bootstrap_ci_groups(
         key_boot,
         _EffectSize(ddof),
         (s[:n_x], s[n_x:]),
-        n_resamples=n_bootstrap,
-        confidence=confidence,
-        alternative=alternative,
+        n_resamples=options.n_bootstrap,
+        confidence=options.confidence,
+        alternative=options.alternative,
     )
     defined = ~is_constant(s, scale)
     p, low, high = (jnp.where(defined, v, jnp.nan) for v in (perm.p_value, ci.low, ci.high))

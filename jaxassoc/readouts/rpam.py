@@ -130,7 +130,7 @@ def weat_ws(
     for test, test_key, swapped, p in zip(tests, jax.random.split(key, len(tests)), swapped, ps):
         x, y, a, b = test.targets_x, test.targets_y, test.attributes_a, test.attributes_b
         n_multi = len(tokenize_attributes(model.tokenizer, a + b, template).multi_token)
-        result = rpam.rpam_test(test_key, jnp.asarray(p), n_x=len(x), n_a=len(a), **options.as_kwargs())
+        result = rpam.rpam_test(test_key, jnp.asarray(p), n_x=len(x), n_a=len(a), options=options)
         sizes = {"X": len(x), "Y": len(y), "A": len(a), "B": len(b)}
         p_min = options.smallest_p(len(x) + len(y), len(x))
         row = {

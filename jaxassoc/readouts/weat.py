@@ -148,7 +148,7 @@ def run_weat_experiment(
     for test, test_key in zip(suite.tests, jax.random.split(key, len(suite.tests))):
         names, found = looked_up(test, lookup)
         kept = tuple(f.kept_words for f in found)
-        settings = dict(words=kept, names=names, **options.as_kwargs())
+        settings = dict(words=kept, names=names, options=options)
         row = {
             "suite": suite.name,
             "test": test.id,
@@ -171,7 +171,7 @@ def run_weat_experiment(
         row.update(
             **small,
             alpha=alpha,
-            **options.as_kwargs(),
+            **options.as_dict(),
             whitening=whitening_description if whitening is not None else "none",
         )
         rows.append(row)
@@ -203,7 +203,7 @@ def run_sc_weat_experiment(
             found[3].vectors,
             words=(words, found[2].kept_words, found[3].kept_words),
             names=(f"{names[0]} ∪ {names[1]}", *names[2:]),
-            **options.permutation_kwargs(),
+            options=options,
         )
         n_x = len(found[0].kept_words)
         n_permuted = (len(found[2].kept_words), len(found[3].kept_words))
@@ -232,7 +232,7 @@ def run_sc_weat_experiment(
                     **small,
                     "undefined_reason": "" if bool(res.defined[i]) else "cos(w, ·) is the same for every attribute",
                     "lost_words": " ".join(w for f in found for w in f.lost_words),
-                    **options.permutation_kwargs(),
+                    **options.permutation_dict(),
                 }
             )
     return pd.DataFrame(rows)

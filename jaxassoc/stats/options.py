@@ -51,13 +51,13 @@ class StatsOptions:
     alternative: str = DEFAULT_ALTERNATIVE  # two-sided | greater | less (the papers' Eq. 4: greater)
     ties: str = DEFAULT_TIES  # inclusive: the observed arrangement counts (p >= 1/N) | strict: Eq. 4 as printed
 
-    def as_kwargs(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         """The options as a dict by field name (e.g. the settings columns of a result table)."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(StatsOptions)}
 
-    def permutation_kwargs(self) -> dict[str, Any]:
+    def permutation_dict(self) -> dict[str, Any]:
         """The options of the permutation p and d alone (SC-WEAT's: no bootstrap CI), as a dict by field name."""
-        return {k: v for k, v in self.as_kwargs().items() if k not in ("n_bootstrap", "confidence")}
+        return {k: v for k, v in self.as_dict().items() if k not in ("n_bootstrap", "confidence")}
 
     def smallest_p(self, n: int, n_x: int) -> float:
         """The smallest p-value :func:`jaxassoc.stats.permutation_test` can report with these options for n
