@@ -51,7 +51,12 @@ def log_ratio_scores(
 
 @functools.partial(jax.jit, static_argnames=("n_x", "n_a", "ddof"))
 def log_ratio_effect_size(
-    first_logits: Float[Array, "T C"], continuation: Float[Array, "T C"], *, n_x: int, n_a: int, ddof: int = 1
+    first_logits: Float[Array, "T C"],
+    continuation: Float[Array, "T C"],
+    *,
+    n_x: int,
+    n_a: int,
+    ddof: int = stats.StatsOptions.ddof,
 ) -> Float[Array, ""]:
     """d of s_log over X (the first ``n_x`` rows) and Y: a scalar to differentiate."""
     s = log_ratio_scores(first_logits, continuation, n_a=n_a)

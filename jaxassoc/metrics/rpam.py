@@ -23,8 +23,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
-from jaxassoc import stats
 from jaxassoc.metrics.weat import association_test, effect_size
+from jaxassoc.stats import StatsOptions
 from jaxassoc.stats.keys import check_key
 
 
@@ -77,7 +77,7 @@ def rpam_effect_size(
     *,
     n_x: int,
     n_a: int,
-    ddof: int = 1,
+    ddof: int = StatsOptions.ddof,
     normalise: bool = True,
 ) -> Float[Array, ""]:
     """Eq. 1 from logits alone (rows: X then Y targets): a scalar to differentiate."""
@@ -93,7 +93,7 @@ def rpam_test(
     *,
     n_x: int,
     n_a: int,
-    options: stats.StatsOptions = stats.StatsOptions(),
+    options: StatsOptions = StatsOptions(),
 ) -> RpamTestResult:
     """RPAM Test: d (Eq. 1), WEAT's permutation p-value on s (``options.alternative``), and a bootstrap CI of d;
     ``options`` (:class:`~jaxassoc.stats.StatsOptions`) as in :func:`jaxassoc.metrics.weat.weat`.

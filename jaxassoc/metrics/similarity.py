@@ -55,8 +55,8 @@ def compare_whitening(
     whitened: tuple[Float[Array, "n D"], Float[Array, "n D"]],
     human: Float[Array, " n"],
     *,
-    n_resamples: int = 10_000,
-    confidence: float = 0.95,
+    n_resamples: int = stats.StatsOptions.n_bootstrap,
+    confidence: float = stats.StatsOptions.confidence,
 ) -> SimilarityComparison:
     """rho(raw) vs rho(whitened) on the same pairs; the bootstrap resamples pairs for both at once."""
     data = (pair_cosines(*raw), pair_cosines(*whitened), jnp.asarray(human))

@@ -37,6 +37,7 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Int, PRNGKeyArray
 
 from jaxassoc import stats
 from jaxassoc.errors import InputError
+from jaxassoc.stats import StatsOptions
 from jaxassoc.stats.keys import check_key
 
 
@@ -116,7 +117,9 @@ def is_constant(s: Float[Array, " n"], scale: Float[ArrayLike, ""] | None = None
     return jnp.std(_rescale(s, s)) <= _CONSTANT_EPS * jnp.finfo(s.dtype).eps * _rescale(scale, s)
 
 
-def effect_size(s_x: Float[Array, " nx"], s_y: Float[Array, " ny"], *, ddof: int = 1) -> Float[Array, ""]:
+def effect_size(
+    s_x: Float[Array, " nx"], s_y: Float[Array, " ny"], *, ddof: int = StatsOptions.ddof
+) -> Float[Array, ""]:
     """Eq. 3: (mean_X s - mean_Y s) / std_{X ∪ Y} s; ddof 1 = Caliskan et al., 0 = WEFE. Any finite
     magnitude of s (:func:`_rescale`)."""
     s = jnp.concatenate([s_x, s_y])
@@ -131,7 +134,7 @@ def weat_statistics(
     a: Float[Array, "na D"],
     b: Float[Array, "nb D"],
     *,
-    ddof: int = 1,
+    ddof: int = StatsOptions.ddof,
 ) -> WeatStatistics:
     """Eq. 1-3 for target sets X, Y and attribute sets A, B."""
     s_x, s_y = associations(x, a, b), associations(y, a, b)
@@ -149,7 +152,7 @@ def weat_effect_size(
     a: Float[Array, "na D"],
     b: Float[Array, "nb D"],
     *,
-    ddof: int = 1,
+    ddof: int = StatsOptions.ddof,
 ) -> Float[Array, ""]:
     """Eq. 3 alone: a scalar to take ``jax.grad`` of."""
     return weat_statistics(x, y, a, b, ddof=ddof).d
@@ -157,7 +160,7 @@ def weat_effect_size(
 
 @functools.partial(jax.jit, static_argnames=("ddof",))
 def sc_weat_effect_size(
-    w: Float[Array, "n D"], a: Float[Array, "na D"], b: Float[Array, "nb D"], *, ddof: int = 1
+    w: Float[Array, "n D"], a: Float[Array, "na D"], b: Float[Array, "nb D"], *, ddof: int = StatsOptions.ddof
 ) -> Float[Array, " n"]:
     """SC-WEAT (Caliskan et al. 2017, suppl.): (mean_A cos(w,a) - mean_B cos(w,b)) / std_{A∪B} cos(w,·).
 
@@ -186,7 +189,7 @@ def sc_weat(
     *,
     words: tuple[Sequence[str], Sequence[str], Sequence[str]] | None = None,
     names: tuple[str, str, str] = ("W", "A", "B"),
-    options: stats.StatsOptions = stats.StatsOptions(),
+    options: StatsOptions = StatsOptions(),
 ) -> ScWeatResult:
     """SC-WEAT of every row of ``w`` (Caliskan et al. 2017, suppl.): :func:`sc_weat_effect_size` and its
     permutation p-value.
@@ -353,7 +356,7 @@ def clustered_effect_size(
     x: tuple[Float[Array, "wx k"], Float[Array, "wx k"]],
     y: tuple[Float[Array, "wy k"], Float[Array, "wy k"]],
     *,
-    ddof: int = 1,
+    ddof: int = StatsOptions.ddof,
 ) -> Float[Array, ""]:
     """Eq. 3 over items grouped in clusters (SEAT: a word's sentences): ``x = (s, mask)`` with one row per
     cluster of X, its items' association scores padded to ``k`` and ``mask`` 1 on the real ones (likewise
@@ -397,7 +400,7 @@ def weat(
     *,
     words: tuple[Sequence[str], Sequence[str], Sequence[str], Sequence[str]] | None = None,
     names: tuple[str, str, str, str] = ("X", "Y", "A", "B"),
-    options: stats.StatsOptions = stats.StatsOptions(),
+    options: StatsOptions = StatsOptions(),
 ) -> WeatResult:
     """A full WEAT: d and S (Eq. 1-3), the permutation p-value (Eq. 4) and a bootstrap CI.
 
@@ -455,7 +458,7 @@ def association_test(
     s: Float[Array, " n"],
     n_x: int,
     *,
-    options: stats.StatsOptions = stats.StatsOptions(),
+    options: StatsOptions = StatsOptions(),
     scale: Float[ArrayLike, ""] | None = None,
 ) -> AssociationTest:
     """Eq. 4's permutation p of S = Σ_X s − Σ_Y s (``alternative``: greater, less or two-sided) and a

@@ -262,8 +262,8 @@ def run_similarity_benchmark(
     *,
     key: jax.Array,
     name: str,
-    n_resamples: int = 10_000,
-    confidence: float = 0.95,
+    n_resamples: int = StatsOptions.n_bootstrap,
+    confidence: float = StatsOptions.confidence,
 ) -> dict:
     """Experiment 2 for a word-pair benchmark (``word1, word2, score``): pairs with an OOV word are
     dropped and counted; all pairs are kept as published (WS-353's duplicate rows included)."""

@@ -33,6 +33,7 @@ from jaxassoc.errors import InputError
 from jaxassoc.metrics import wefe
 from jaxassoc.metrics.weat import unit_rows
 from jaxassoc.readouts.weat import VectorsFn, check_suite_words, looked_up, lookup_fn
+from jaxassoc.stats import StatsOptions
 from jaxassoc.stats.bootstrap import bootstrap_ci_groups
 from jaxassoc.stats.small_samples import caveat
 
@@ -52,7 +53,7 @@ class WefeOptions:
     rnsb_test_share: float = 0.2
     rnsb_iterations: int = 1
     n_bootstrap: int = 0  # resamples of the words for each score's CI (0: no CI, as WEFE)
-    confidence: float = 0.95
+    confidence: float = StatsOptions.confidence
 
     def settings(self, metric: str) -> dict:
         """The options a metric's rows record."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from jaxassoc.errors import ConfigError
-from jaxassoc.stats.options import ALTERNATIVES
+from jaxassoc.stats.options import ALTERNATIVES, DEFAULT_ALTERNATIVE, StatsOptions
 
 
 class BinomialResult(NamedTuple):
@@ -27,7 +27,12 @@ class BinomialResult(NamedTuple):
 
 
 def binomial_test(
-    k: int, n: int, *, p0: float = 0.5, alternative: str = "two-sided", confidence: float = 0.95
+    k: int,
+    n: int,
+    *,
+    p0: float = 0.5,
+    alternative: str = DEFAULT_ALTERNATIVE,
+    confidence: float = StatsOptions.confidence,
 ) -> BinomialResult:
     """Exact test of ``k`` successes in ``n`` trials against rate ``p0`` with its Clopper–Pearson interval
     (Clopper & Pearson 1934), sided as ``alternative``."""

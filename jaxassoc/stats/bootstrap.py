@@ -29,6 +29,7 @@ from jaxtyping import Array, Float, Int32, PRNGKeyArray, UInt32
 from jaxassoc.errors import ConfigError, InputError
 from jaxassoc.stats.compilation import by_work
 from jaxassoc.stats.keys import check_key
+from jaxassoc.stats.options import DEFAULT_ALTERNATIVE, StatsOptions
 
 # Memory for the resampled copies of the data evaluated at once. The statistic's own temporaries are a
 # multiple of it (Spearman of 1,500 pairs: ~5x); 16 MB ran as fast as 64 MB with half the peak memory.
@@ -211,9 +212,9 @@ def bootstrap_ci(
     statistic: Callable[..., Float[Array, ""]],
     data: tuple[Array, ...],
     *,
-    n_resamples: int = 10_000,
-    confidence: float = 0.95,
-    alternative: str = "two-sided",
+    n_resamples: int = StatsOptions.n_bootstrap,
+    confidence: float = StatsOptions.confidence,
+    alternative: str = DEFAULT_ALTERNATIVE,
 ) -> BootstrapResult:
     """Percentile bootstrap CI of ``statistic(*data)``; the arrays of ``data`` are resampled jointly by row.
 
@@ -237,9 +238,9 @@ def bootstrap_ci_groups(
     statistic: Callable[..., Float[Array, ""]],
     groups: tuple[Any, ...],
     *,
-    n_resamples: int = 10_000,
-    confidence: float = 0.95,
-    alternative: str = "two-sided",
+    n_resamples: int = StatsOptions.n_bootstrap,
+    confidence: float = StatsOptions.confidence,
+    alternative: str = DEFAULT_ALTERNATIVE,
 ) -> BootstrapResult:
     """Stratified percentile bootstrap: each group is resampled independently within itself.
 
@@ -266,8 +267,8 @@ def paired_bootstrap(
     statistic_b: Callable[..., Float[Array, ""]],
     data: tuple[Array, ...],
     *,
-    n_resamples: int = 10_000,
-    confidence: float = 0.95,
+    n_resamples: int = StatsOptions.n_bootstrap,
+    confidence: float = StatsOptions.confidence,
 ) -> PairedBootstrapResult:
     """Paired bootstrap of the difference ``statistic_a(*data) - statistic_b(*data)``.
 

@@ -21,6 +21,7 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray
 from jaxassoc.errors import InputError
 from jaxassoc.stats.bootstrap import _check_settings
 from jaxassoc.stats.keys import check_key
+from jaxassoc.stats.options import StatsOptions
 
 _CHUNK = 256  # resamples per step: their (chunk, clusters) counts and (chunk, columns) means
 
@@ -45,8 +46,8 @@ def cluster_bootstrap_means(
     values: Float[Array, "n K"],
     clusters: Int[Array, " n"],
     *,
-    n_resamples: int = 10_000,
-    confidence: float = 0.95,
+    n_resamples: int = StatsOptions.n_bootstrap,
+    confidence: float = StatsOptions.confidence,
 ) -> ClusterBootstrapResult:
     """The mean of each column of ``values`` over its rows with a percentile CI from resampling the
     clusters (``clusters``: each row's cluster, 0..C-1, e.g. from :func:`cluster_codes`). InputError for

@@ -23,6 +23,7 @@ from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
 from jaxassoc.errors import InputError
 from jaxassoc.stats.keys import check_key
+from jaxassoc.stats.options import StatsOptions
 
 _BATCH = 32  # resamples evaluated at once: 32 x n^2 signs (n = 400 cells: 20 MB)
 
@@ -90,8 +91,8 @@ def grouped_kendall(
     y: Float[ArrayLike, "G T"],
     *,
     n_permutations: int = 10_000,
-    n_resamples: int = 10_000,
-    confidence: float = 0.95,
+    n_resamples: int = StatsOptions.n_bootstrap,
+    confidence: float = StatsOptions.confidence,
 ) -> GroupedKendall:
     """τ-b of ``x`` and ``y`` over all cells (rows: groups, columns: items), its two-sided p from
     ``n_permutations`` within-group permutations of ``x`` and its percentile CI at ``confidence`` from

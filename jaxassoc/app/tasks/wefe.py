@@ -58,7 +58,7 @@ class WefeMetricConfig(MetricConfig):
         check_choice("metric.fallback", self.fallback, ("word", "templates", "drop"))
         check_corpus("metric.corpus", self.corpus)
 
-    def options(self, n_bootstrap: int = 0, confidence: float = 0.95) -> WefeOptions:
+    def options(self, n_bootstrap: int = 0, confidence: float = WefeOptions.confidence) -> WefeOptions:
         """WEFE's options, with the word bootstrap of every score (``stats.n_bootstrap``, ``stats.confidence``)."""
         return WefeOptions(
             n_bootstrap=n_bootstrap,
