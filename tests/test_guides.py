@@ -6,6 +6,7 @@ appear in one of the files it names, so an excerpt cannot drift from the code it
 docs/methods.md is an index of docs/methods/*.md: every section number cited as "docs/methods.md §N.M" anywhere
 in the tree is listed there, with a link to its file and heading."""
 
+import ast
 import os
 import re
 import subprocess
@@ -130,3 +131,73 @@ def test_every_cited_methods_section_is_in_the_index():
     assert len(cited) >= 30
     missing = {number: where for number, where in cited.items() if number not in indexed}
     assert not missing, f"sections cited as docs/methods.md §N that its index does not list: {missing}"
+
+
+# --- docs/testing.md: which test files cover which module ------------------------------------------------------
+
+PACKAGE = ROOT / "jaxassoc"
+COVERAGE_ROW = re.compile(r"^\| `(?P<module>jaxassoc/[\w/]+(?:\.py|/))` \| (?P<cell>.*) \|$", re.M)
+TASK_OF_METRIC = {"set": "stereotypes", "ilps": "stereotypes", "ilps_star": "stereotypes"}
+
+
+def _module_file(dotted: str) -> Path | None:
+    path = ROOT / dotted.replace(".", "/")
+    return next((p for p in (path.with_suffix(".py"), path / "__init__.py") if p.is_file()), None)
+
+
+def _defining_file(module: str, name: str) -> Path | None:
+    """The file ``from module import name`` reads: the submodule ``name``, else the module that defines it,
+    following a package's re-exports."""
+    for _ in range(5):
+        if (sub := _module_file(f"{module}.{name}")) is not None:
+            return sub
+        path = _module_file(module)
+        if path is None or path.name != "__init__.py":
+            return path
+        reexports = {
+            alias.asname or alias.name: (node.module, alias.name)
+            for node in ast.parse(path.read_text()).body
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("jaxassoc")
+            for alias in node.names
+        }
+        if name not in reexports:
+            return path
+        module, name = reexports[name]
+    return None
+
+
+def _covered(path: Path) -> set[str]:
+    """The rows of the table a file imports (a family folder as one row) or, for a test, runs as a metric."""
+    files = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            files |= {
+                f for alias in node.names if alias.name.startswith("jaxassoc") and (f := _module_file(alias.name))
+            }
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("jaxassoc"):
+            files |= {f for alias in node.names if (f := _defining_file(node.module, alias.name))}
+    for metric in re.findall(r"metric=(\w+)", path.read_text()):
+        files.add(PACKAGE / "app" / "tasks" / f"{TASK_OF_METRIC.get(metric, metric)}.py")
+    rows = set()
+    for file in files:
+        parts = file.relative_to(ROOT).parts
+        rows.add("/".join(parts[:3]) + "/" if len(parts) >= 4 and parts[1] == "models" else "/".join(parts))
+    return rows
+
+
+def test_the_testing_map_names_tests_that_cover_each_module():
+    rows = list(COVERAGE_ROW.finditer((ROOT / "docs" / "testing.md").read_text()))
+    assert len(rows) >= 100
+    wrong = []
+    for row in rows:
+        module, cell = row["module"], row["cell"]
+        if not (ROOT / module).exists():
+            wrong.append(f"{module}: no such module")
+            continue
+        through_users = cell.startswith("none directly")  # then the names are the package modules that import it
+        for name in re.findall(r"`([\w/]+(?:\.py|/))`", cell):
+            path = (PACKAGE if through_users else ROOT / "tests") / name
+            paths = sorted(path.rglob("*.py")) if name.endswith("/") else [path]
+            if not path.exists() or not any(module in _covered(p) for p in paths):
+                wrong.append(f"{module}: {name}")
+    assert not wrong, f"rows of docs/testing.md's module table that are no longer true: {wrong}"
