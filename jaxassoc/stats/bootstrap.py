@@ -156,9 +156,7 @@ def _bootstrap(key, groups, *, fn, n_resamples: int, batch_size: int) -> tuple[A
 
 
 @functools.partial(jax.jit, static_argnames="alternative")
-def _percentile_ci(
-    samples: Float[Array, " R"], confidence: Float[Array, ""], alternative: str = "two-sided"
-) -> tuple[Array, Array]:
+def _percentile_ci(samples: Float[Array, " R"], confidence: Float[Array, ""], alternative: str) -> tuple[Array, Array]:
     """The (1 - confidence)/2 and (1 + confidence)/2 quantiles, linearly interpolated (numpy's default);
     one-sided: [the 1 - confidence quantile, +inf) (``"greater"``) or (-inf, the confidence quantile]."""
     alpha = 1.0 - confidence
@@ -288,5 +286,5 @@ def paired_bootstrap(
     difference, samples = _bootstrap(
         key, (group,), fn=fn, n_resamples=int(n_resamples), batch_size=batch, work=_work((group,), n_resamples)
     )
-    low, high = _percentile_ci(samples, float(confidence))
+    low, high = _percentile_ci(samples, float(confidence), "two-sided")  # beside its two-sided p
     return PairedBootstrapResult(difference, low, high, _two_sided_p(difference, samples))
