@@ -16,7 +16,12 @@ store, the report and sweeps then treat it as a built-in one::
         ...
         return JobResult(items=..., aggregates=..., provenance=job.provenance(model))
 
-    register_metric("my_metric", run=run, config=MyConfig, model_kinds=("causal",), uses={"stats.ddof"})
+    register_metric("my_metric", run=run, config=MyConfig, model_kinds=("causal",), uses={"stats.ddof"},
+                    title="My metric", effects=(EFFECT_SIZE,), plots=EFFECT_PLOTS)
+
+The spec (:class:`MetricSpec`) is all the app knows of a metric: its title, compact tables (``views``),
+effect-size columns (:class:`Effects`) and figures (:class:`Plot`: the built-in ``EFFECT_PLOTS`` and
+``CORRELATIONS``, or a function of a :class:`PlotInput`) give it its section of the report.
 
 A job (:class:`Job`) holds the resolved config groups as typed dataclasses (``job.model``, ``job.metric``,
 ``job.dataset``, ``job.template``, ``job.whitening``, ``job.stats``), its seed (``job.key()``), output folder
@@ -38,19 +43,36 @@ from jaxassoc.app.config import (
     check_range,
     check_unique,
 )
-from jaxassoc.app.registry import Job, JobResult, MetricSpec, register_metric
+from jaxassoc.app.registry import register_metric
+from jaxassoc.app.spec import (
+    CORRELATIONS,
+    EFFECT_PLOTS,
+    EFFECT_SIZE,
+    Effects,
+    Job,
+    JobResult,
+    MetricSpec,
+    Plot,
+    PlotInput,
+)
 from jaxassoc.errors import ConfigError, DataError, InputError
 
 __all__ = [
+    "CORRELATIONS",
     "ConfigError",
     "DataError",
     "DatasetConfig",
+    "EFFECT_PLOTS",
+    "EFFECT_SIZE",
+    "Effects",
     "InputError",
     "Job",
     "JobResult",
     "MetricConfig",
     "MetricSpec",
     "ModelConfig",
+    "Plot",
+    "PlotInput",
     "StatsConfig",
     "TemplateConfig",
     "WhiteningConfig",

@@ -23,7 +23,7 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 
 from jaxassoc import data
-from jaxassoc.app import builtin_metrics, main, registry
+from jaxassoc.app import main, registry
 from jaxassoc.app.config import register_configs
 from jaxassoc.app.main import CONF_DIR, make_job
 from jaxassoc.app.registry import METRICS, get_metric
@@ -143,8 +143,8 @@ def write_corpus(path: Path, sentences=CORPUS) -> Path:
 
 def start_hydra():
     """Register the metrics and configs and open Hydra on the real conf/ (a generator for a fixture)."""
-    if "weat" not in METRICS:
-        builtin_metrics.register_all()
+    for name in registry.BUILTIN:
+        get_metric(name)
     register_configs({n: s.config for n, s in METRICS.items()}, {p.stem for p in (CONF_DIR / "metric").glob("*.yaml")})
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):

@@ -10,7 +10,7 @@ import pytest
 
 from jaxassoc.app import model_loading
 from jaxassoc.app.config import DatasetConfig, ModelConfig, StatsConfig, TemplateConfig, WhiteningConfig
-from jaxassoc.app.registry import Job
+from jaxassoc.app.spec import Job
 from jaxassoc.app.tasks import rpam as rpam_job
 from jaxassoc.models import load_model
 from jaxassoc.readouts import rpam as pipeline

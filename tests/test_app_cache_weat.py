@@ -11,7 +11,7 @@ import pytest
 
 from jaxassoc.app import model_loading
 from jaxassoc.app.config import DatasetConfig, ModelConfig, StatsConfig, TemplateConfig, WhiteningConfig
-from jaxassoc.app.registry import Job
+from jaxassoc.app.spec import Job
 from jaxassoc.app.tasks import weat as weat_job
 from jaxassoc.embeddings import contextual
 from jaxassoc.embeddings.contextual import ContextIndex, ContextualWordVectors

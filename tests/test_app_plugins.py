@@ -8,7 +8,7 @@ import sys
 import pytest
 from app_helpers import PLUGINS, app_config
 
-from jaxassoc.app import builtin_metrics, registry
+from jaxassoc.app import registry
 from jaxassoc.app.main import run_job
 from jaxassoc.app.tasks import rpam
 from jaxassoc.errors import ConfigError
@@ -44,8 +44,9 @@ def test_plugin_cannot_replace_a_builtin_metric(fresh_registry):
 
 
 def test_registering_the_same_metric_again_is_allowed(fresh_registry):
-    builtin_metrics.register_all()
-    builtin_metrics.register_all()  # e.g. the app and a test both register them
+    for _ in range(2):  # e.g. the app and a test both register them
+        for name in registry.BUILTIN:
+            registry.register(registry.get_metric(name))
     toy = importlib.import_module("toy_metric")
     importlib.reload(toy)  # a researcher reloading their plugin module
     assert registry.METRICS["toy"].run is toy.run_toy
@@ -61,3 +62,33 @@ def test_plugin_run_returning_a_dict_is_a_config_error(tmp_path):
     ):
         run_job(cfg, tmp_path / "job")
     assert not (tmp_path / "job" / "results.json").exists()
+
+
+def test_a_plugin_metrics_spec_alone_gives_its_report_section(tmp_path):
+    """Title, compact table, forest plot and heatmap from its effect columns, and its own figure: nothing in
+    jaxassoc names the metric."""
+    from jaxassoc.app import report
+
+    sweep = tmp_path / "sweep"
+    with app_config("spec_metric") as compose:
+        for seed in (0, 1):
+            run_job(compose("metric=spec_toy", "model=glove-6b-50d", "cache_dir=null", f"seed={seed}"), sweep / str(seed))
+    report.write_report(sweep, rank=True)
+    text = (sweep / "report" / "report.md").read_text()
+    assert "## Toy effect sizes (a plugin) (`metric=spec_toy`)" in text
+    assert "### Toy effects per test" in text and "| seed |" in text
+    for stem in ("forest", "effect_sizes", "spread"):
+        assert (sweep / "report" / f"{stem}_spec_toy.png").stat().st_size > 0, stem
+    assert not (sweep / "report" / "raw_vs_whitened_spec_toy.png").exists()
+
+
+def test_asking_for_one_builtin_metric_imports_its_task_module_only():
+    import subprocess
+    import sys
+
+    script = (
+        "import sys; from jaxassoc.app.registry import get_metric; get_metric('crows_pairs'); "
+        "print(sorted(m for m in sys.modules if m.startswith('jaxassoc.app.tasks.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['jaxassoc.app.tasks.crows_pairs']"

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from app_helpers import app_config, use_tiny_suite, write_tiny_glove
 
-from jaxassoc.app import report, store, tables
+from jaxassoc.app import plots, report, store, tables
 from jaxassoc.app.main import console_tables, run_job
 
 
@@ -251,7 +251,7 @@ def test_correlation_bars_keep_templates_and_sample_sizes_apart(tmp_path):
     settings = report.job_settings(root, list(dict.fromkeys(table["job"])))
     keys = report.varying(settings)
     assert keys == ["dataset.sample", "template.name"]  # template.text follows from template.name
-    fig = report.correlation_bars(table.join(report.labels(settings, keys)[["label"]], on="job"), "")
+    fig = plots.correlation_bars(table.join(report.labels(settings, keys)[["label"]], on="job"), "")
     ax = fig.axes[0]
     heights = sorted(round(p.get_height(), 3) for p in ax.patches)
     assert heights == sorted(values.values())

@@ -42,9 +42,8 @@ def _inputs(model, batch=3, length=7, seed=0):
 
 
 def _run(model, ids, mask, **kw):
-    return jax.jit(lambda b, i, m: iv.run(model.port, b, i, m, config=model.config, **kw))(
-        model.params["body"], ids, mask
-    )
+    """The public call (the model object) jitted over its parameters."""
+    return jax.jit(lambda p, i, m: iv.run(model.with_params(p), i, m, **kw))(model.params, ids, mask)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -58,7 +57,7 @@ def test_an_identity_intervention_is_the_plain_forward_bit_for_bit(models, famil
     }
     nothing["layers.1.attn.heads"] = Replace(jnp.zeros(()), jnp.zeros((), bool))
     nothing["final_norm"] = Apply(lambda x: x)
-    edited = jax.jit(lambda b, i, m: iv.run(model.port, b, i, m, config=model.config, edits=nothing).hidden)
+    edited = jax.jit(lambda b, i, m: iv.run_parts(model.port, b, i, m, config=model.config, edits=nothing).hidden)
     np.testing.assert_array_equal(np.asarray(edited(model.params["body"], ids, mask)), np.asarray(plain))
     # returning every site keeps them all in memory: XLA may fuse differently, never by more than rounding
     # through the L layers (atol=2e-6 had been below that, ~2e-5 for |hidden| ~ 4)
@@ -126,7 +125,7 @@ def test_head_ablation_vmaps_over_interventions(models):
     masks = jnp.eye(L * H, dtype=bool).reshape(L * H, L, H)
 
     def ablated(m):
-        return iv.run(model.port, body, ids, mask, config=model.config, edits=iv.ablate_heads(m, L, H)).hidden
+        return iv.run_parts(model.port, body, ids, mask, config=model.config, edits=iv.ablate_heads(m, L, H)).hidden
 
     batched = jax.jit(jax.vmap(ablated))(masks)
     for k in (0, L * H - 1):
@@ -163,7 +162,7 @@ def test_gradients_through_an_intervention_match_finite_differences(models):
     D = body["embed"].shape[1]
 
     def score(delta):
-        out = iv.run(model.port, body, ids, mask, config=model.config, edits={"layers.1.resid_post": Add(delta)})
+        out = iv.run_parts(model.port, body, ids, mask, config=model.config, edits={"layers.1.resid_post": Add(delta)})
         logits = head_logits(head, out.hidden[:, -1])
         return logits[0, 5] - logits[0, 7]
 
@@ -214,7 +213,7 @@ def test_bad_sites_and_edits_are_refused_by_name(models, tiny_checkpoint):
         iv.run_decoder(model.port, model.params["body"], None, mask, ids, mask, config=model.config)
     t5 = load_model(tiny_checkpoint(V11))
     with pytest.raises(ModelError, match=r"unknown site 'layers.0.cross_attn.heads'.*valid sites"):  # encoder's
-        iv.run(t5.port, t5.params["body"], ids, mask, config=t5.config, read=["layers.0.cross_attn.heads"])
+        iv.run(t5, ids, mask, read=["layers.0.cross_attn.heads"])
 
 
 def test_t5_sites_in_both_stacks_read_hf_states_and_ablate_a_cross_attention_head_like_a_hook(tiny_checkpoint):
@@ -240,7 +239,7 @@ def test_t5_sites_in_both_stacks_read_hf_states_and_ablate_a_cross_attention_hea
         return edits | {"final_norm": Apply(lambda x: x)}
 
     plain_enc = jax.jit(lambda b, i, m: model.forward(b, i, m).hidden)(body, ids, mask)
-    enc = jax.jit(lambda b, i, m: iv.run(port, b, i, m, config=config, edits=nothing(L, LAYER_SITES)).hidden)
+    enc = jax.jit(lambda b, i, m: iv.run_parts(port, b, i, m, config=config, edits=nothing(L, LAYER_SITES)).hidden)
     np.testing.assert_array_equal(np.asarray(enc(body, ids, mask)), np.asarray(plain_enc))
     plain_dec = jax.jit(lambda b, e, d, dm: port.decode(b, e, mask, d, dm, config=config).hidden)
     edited_dec = jax.jit(
@@ -253,7 +252,7 @@ def test_t5_sites_in_both_stacks_read_hf_states_and_ablate_a_cross_attention_hea
         np.asarray(plain_dec(body, plain_enc, dec_ids, dec_mask)),
     )
 
-    read = iv.run(port, body, ids, mask, config=config, read=["layers.*.resid_post", "layers.0.attn.heads"])
+    read = iv.run_parts(port, body, ids, mask, config=config, read=["layers.*.resid_post", "layers.0.attn.heads"])
     cross = iv.ablate_heads({1: [0]}, Ld, H)["layers.*.attn.heads"]
     dec = iv.run_decoder(
         port,
@@ -322,7 +321,7 @@ def test_grad_times_activation_is_the_activation_times_the_gradient_of_a_replace
     acts = _run(model, ids, mask, read=[name]).sites[name]
 
     def replaced(a):
-        return _logodds(model, iv.run(model.port, body, ids, mask, config=model.config, edits={name: Replace(a)}))
+        return _logodds(model, iv.run_parts(model.port, body, ids, mask, config=model.config, edits={name: Replace(a)}))
 
     expected = acts * jax.grad(replaced)(acts)
     got = attribution.grad_times_activation(
@@ -351,7 +350,7 @@ def test_attribution_patching_is_the_first_order_term_of_exact_patching(models, 
     @jax.jit
     def patched(where, alpha):
         edit = Replace(a + alpha * (b - a), where[:, None, None, :, None])
-        return score(iv.run(model.port, body, clean, mask, config=model.config, edits={name: edit}))
+        return score(iv.run_parts(model.port, body, clean, mask, config=model.config, edits={name: edit}))
 
     base = score(_run(model, clean, mask))
     alpha = 1e-2
@@ -391,19 +390,18 @@ def test_head_ablation_equals_transformers_with_a_hook_zeroing_that_head(models,
 
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
 def test_an_ablated_model_ablates_every_pass_cached_or_not(models, family):
-    from jaxassoc.models.ablation import ablated
+    from jaxassoc.models.ablation import ablated, label
 
     model = models[family]
     L = iv.layer_count(model.params["body"])
     H = iv.site_shapes(model.port, model.params["body"], config=model.config)["attn.heads"][0]
+    F = iv.site_shapes(model.port, model.params["body"], config=model.config)["mlp.hidden"][-1]
     cut = ablated(model, heads=[[0, 1], [L - 1, 0]], neurons=[[0, 3]])
-    assert cut.ablation.label == f"heads 0.1 {L - 1}.0; neurons 0.3"
+    assert label([[0, 1], [L - 1, 0]], [[0, 3]]) == f"heads 0.1 {L - 1}.0; neurons 0.3"
+    assert set(cut.edits) == {"layers.*.attn.heads", "layers.*.mlp.hidden"} and not model.edits
     ids, mask = _inputs(model)
     expected = _run(
-        model,
-        ids,
-        mask,
-        edits={**iv.ablate_heads({0: [1], L - 1: [0]}, L, H), **iv.ablate_neurons({0: [3]}, L, cut.ablation.n_neurons)},
+        model, ids, mask, edits={**iv.ablate_heads({0: [1], L - 1: [0]}, L, H), **iv.ablate_neurons({0: [3]}, L, F)}
     ).hidden
     got = cut.forward(cut.params["body"], ids, mask).hidden
     # the ablated model's own forward: another program than iv.run (atol=1e-6 had been below its rounding)
@@ -431,10 +429,115 @@ def test_a_run_resumed_at_a_layer_equals_the_full_run(models, family):
 
     @jax.jit
     def resumed(layer):
-        return iv.run(model.port, body, ids, mask, config=model.config, edits=edits, start=(layer, resid[layer])).hidden
+        return iv.run_parts(
+            model.port, body, ids, mask, config=model.config, edits=edits, start=(layer, resid[layer])
+        ).hidden
 
     for layer in range(L):
         # layers ≥ layer in another program, from a state read in a third one: L layers' rounding
         np.testing.assert_allclose(resumed(layer), full, rtol=0, atol=_tol(L, full))
     with pytest.raises(ModelError, match="reads no sites"):
-        iv.run(model.port, body, ids, mask, config=model.config, read=["final_norm"], start=(0, resid[0]))
+        iv.run_parts(model.port, body, ids, mask, config=model.config, read=["final_norm"], start=(0, resid[0]))
+
+
+SUBLAYERS = {  # model_type -> the block's (attention input norm, attention, MLP input norm, MLP) in transformers
+    "gpt2": ("transformer.h", "ln_1", "attn", "ln_2", "mlp"),
+    "llama": ("model.layers", "input_layernorm", "self_attn", "post_attention_layernorm", "mlp"),
+}
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_the_sublayer_sites_read_what_transformers_computes_and_edit_like_a_hook(models, tiny_checkpoint, family):
+    """``attn.in``, ``attn.out``, ``mlp.in``, ``mlp.out`` are the outputs of transformers' norms and sublayers,
+    ``attn.pattern`` its eager attention weights; ``resid_mid`` sits between the sublayers; zeroing ``attn.out``
+    equals a forward hook zeroing the attention's output."""
+    import torch
+    from family_specs import load_torch
+
+    model = models[family]
+    ref = load_torch(TINY[family], tiny_checkpoint(family))
+    ref.config._attn_implementation = "eager"  # its attention weights, as output_attentions returns them
+    ids, mask = _inputs(model)
+    L = iv.layer_count(model.params["body"])
+    kinds = ("attn.in", "attn.out", "mlp.in", "mlp.out")
+    out = _run(model, ids, mask, read=[f"layers.*.{k}" for k in (*kinds, "attn.pattern", "resid_pre", "resid_mid",
+                                                                     "resid_post", "attn.q", "attn.k")])  # fmt: skip
+    blocks, *names = SUBLAYERS[family]
+    seen: dict[str, list] = {k: [] for k in kinds}
+    hooks = [
+        ref.get_submodule(f"{blocks}.{i}.{name}").register_forward_hook(
+            lambda _, __, o, kind=kind: seen[kind].append((o[0] if isinstance(o, tuple) else o).detach().numpy())
+        )
+        for i in range(L)
+        for kind, name in zip(kinds, names)
+    ]
+    t_ids, t_mask = torch.tensor(np.asarray(ids), dtype=torch.long), torch.tensor(np.asarray(mask))
+    with torch.inference_mode():
+        theirs = ref(input_ids=t_ids, attention_mask=t_mask, output_attentions=True)
+    for hook in hooks:
+        hook.remove()
+    real = np.asarray(mask) > 0
+    for kind in kinds:
+        ours = np.asarray(out.sites[f"layers.*.{kind}"])
+        for i in range(L):
+            # ours vs torch through i + 1 blocks
+            assert np.abs(ours[i][real] - seen[kind][i][real]).max() <= _tol(i + 1, seen[kind][i][real]), (kind, i)
+    pattern = np.asarray(out.sites["layers.*.attn.pattern"])  # (L, B, T, H, S)
+    for i in range(L):
+        hf = theirs.attentions[i].numpy().transpose(0, 2, 1, 3)  # (B, H, T, S) -> (B, T, H, S)
+        assert np.abs(pattern[i][real] - hf[real]).max() <= _tol(i + 1, 1.0), i  # weights <= 1
+    sites = {k: np.asarray(v) for k, v in out.sites.items()}
+    # one addition in float32 each: exact to the ulp of the sum
+    np.testing.assert_allclose(sites["layers.*.resid_mid"], sites["layers.*.resid_pre"] + sites["layers.*.attn.out"],
+                               rtol=0, atol=4 * np.finfo(np.float32).eps * np.abs(sites["layers.*.resid_mid"]).max())  # fmt: skip
+    np.testing.assert_allclose(sites["layers.*.resid_post"], sites["layers.*.resid_mid"] + sites["layers.*.mlp.out"],
+                               rtol=0, atol=4 * np.finfo(np.float32).eps * np.abs(sites["layers.*.resid_post"]).max())  # fmt: skip
+    H = sites["layers.*.attn.q"].shape[3]
+    labelled = out.units("layers.*.attn.pattern")
+    assert len(labelled) == L * H and np.array_equal(labelled[(1, H - 1)], pattern[1][:, :, H - 1])
+
+    zeroed = _run(model, ids, mask, edits={"layers.1.attn.out": Replace(jnp.zeros(()))})
+    hook = ref.get_submodule(f"{blocks}.1.{names[1]}").register_forward_hook(
+        lambda _, __, o: (torch.zeros_like(o[0]), *o[1:]) if isinstance(o, tuple) else torch.zeros_like(o)
+    )
+    with torch.inference_mode():
+        hooked = ref(input_ids=t_ids, attention_mask=t_mask).logits.numpy()
+    hook.remove()
+    ours = np.asarray(zeroed.logits)
+    assert np.abs(ours[real] - hooked[real]).max() <= _tol(L + 1, hooked[real])
+    assert np.abs(ours - np.asarray(out.logits))[real].max() > 1e-3  # the edit mattered: the check can fail
+
+
+def test_tokenize_adds_a_causal_models_bos_once_and_pads_right(models):
+    model = models["llama"]
+    ids, mask = iv.tokenize(model, ["a b", "a b c d"])
+    plain = model.tokenizer(["a b c d"], add_special_tokens=False)["input_ids"][0]
+    assert np.asarray(ids)[1].tolist() == [model.vocab.bos_id, *plain]
+    assert np.asarray(mask).sum(axis=1).tolist() == [len(model.tokenizer("a b", add_special_tokens=False)["input_ids"]) + 1,
+                                                     len(plain) + 1]  # fmt: skip
+    out = iv.run(model, ids, mask)
+    np.testing.assert_array_equal(np.asarray(out.logits), np.asarray(head_logits(model.head, out.hidden)))
+
+
+def test_bound_edits_and_labels_are_refused_by_name(models, tiny_checkpoint):
+    model = models["gpt2"]
+    ids, mask = _inputs(model)
+    L = iv.layer_count(model.params["body"])
+    H = iv.site_shapes(model.port, model.params["body"], config=model.config)["attn.heads"][0]
+    with pytest.raises(ModelError, match=r"site 'layers.0.attn.heads': value of shape \(5, 3\) does not broadcast"):
+        model.with_edits({"layers.0.attn.heads": Replace(jnp.zeros((5, 3)))})
+    with pytest.raises(ModelError, match=r"unknown site 'layers.0.mlp.inn'"):
+        model.with_edits({"layers.0.mlp.inn": Add(jnp.zeros(()))})
+    cut = model.with_edits(iv.ablate_heads({0: [1]}, L, H))
+    with pytest.raises(ModelError, match=r"site 'layers.\*.attn.heads' is edited by the model's bound edits"):
+        iv.run(cut, ids, mask, edits=iv.ablate_heads({1: [0]}, L, H))
+    with pytest.raises(ModelError, match=r"a head is a \[layer, head\] pair, got \[0, 1, 2\]"):
+        iv.unit_mask([[0, 1, 2]], L, H)
+    out = iv.run(cut, ids, mask, read=["layers.0.resid_post"])
+    with pytest.raises(ModelError, match=r"site 'layers.0.attn.heads' was not read: pass it in read="):
+        out.units("layers.0.attn.heads")
+    with pytest.raises(ModelError, match=r"site 'layers.0.resid_post' has no units to label"):
+        out.units("layers.0.resid_post")
+    t5 = load_model(tiny_checkpoint(V11))
+    with pytest.raises(ModelError, match=r"encoder-decoder .*edits are not bound into it; pass them"):
+        t5.with_edits({"final_norm": Add(jnp.zeros(()))})

@@ -11,8 +11,8 @@ SCRIPT = r"""
 import sys
 sys.modules["torch"] = None  # any `import torch` now raises ImportError
 import jax.numpy as jnp
-import jaxassoc.app.main, jaxassoc.app.builtin_metrics, jaxassoc.metrics, jaxassoc.embeddings, jaxassoc.stats
-jaxassoc.app.builtin_metrics.register_all()
+import jaxassoc.app.main, jaxassoc.app.registry, jaxassoc.metrics, jaxassoc.embeddings, jaxassoc.stats
+jaxassoc.app.registry.load_metrics()
 from jaxassoc.models import load_model
 for name in ("minilm-l6", "smollm2-135m"):
     model = load_model(name)

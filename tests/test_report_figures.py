@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from jaxassoc.app import figures, registry, report
-from jaxassoc.app.registry import JobResult
+from jaxassoc.app import figures, plots, registry
+from jaxassoc.app.spec import JobResult
 
 TWO_TESTS = pd.DataFrame(
     {
@@ -78,7 +78,7 @@ def test_text_colour_follows_the_cells_luminance():
 
 
 def test_heatmap_marks_every_level_covers_the_data_and_picks_readable_text():
-    fig = report.effect_size_heatmap(TWO_TESTS, "WEAT")
+    fig = plots.effect_size_heatmap(TWO_TESTS, "WEAT")
     ax = fig.axes[0]
     image = ax.get_images()[0]
     assert (image.norm.vmin, image.norm.vmax) == (-2.0, 2.0)  # max |d|, not a fixed 1.5
@@ -101,7 +101,7 @@ def test_scatter_has_ci_error_bars_axis_labels_and_a_legend():
         ],
         ignore_index=True,
     )
-    fig = report.raw_vs_whitened_scatter(rows, "WEAT")
+    fig = plots.raw_vs_whitened_scatter(rows, "WEAT")
     ax = fig.axes[0]
     assert "raw" in ax.get_xlabel() and "whitened" in ax.get_ylabel() and "CI" in ax.get_xlabel()
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
@@ -141,7 +141,7 @@ def test_correlation_bars_carry_their_ci_and_n():
             "label": ["m (a)", "m (b)"] * 3,
         }
     )
-    fig = report.correlation_bars(table, "template=t")
+    fig = plots.correlation_bars(table, "template=t")
     ax = fig.axes[0]
     ticks = [t.get_text() for t in ax.get_xticklabels()]
     assert ticks == ["Bellezza pearson\nn = 28", "SST-2 f1\nn = 300", "WS-353 spearman"]
@@ -213,7 +213,7 @@ def test_job_figures_are_saved_as_png_pdf_and_svg(tmp_path, monkeypatch):
         assert image.info["dpi"] == pytest.approx((figures.DPI, figures.DPI), abs=1)
 
 
-@pytest.mark.parametrize("plot", [report.forest_plot, report.effect_size_heatmap])
+@pytest.mark.parametrize("plot", [plots.forest_plot, plots.effect_size_heatmap])
 def test_figures_say_what_each_test_id_stands_for(plot):
     named = TWO_TESTS.assign(name=["Flowers/Insects x Pleasant/Unpleasant", "Jobs/Arts x Male/Female"] * 2)
     texts = [t.get_text() for t in plot(named, "WEAT").axes[0].texts]
@@ -224,7 +224,7 @@ def test_figures_say_what_each_test_id_stands_for(plot):
 
 
 def test_the_direct_effect_heatmap_is_centred_on_the_total_effect_and_the_indirect_on_zero():
-    from jaxassoc.app.report import head_effect_heatmaps
+    from jaxassoc.app.plots import head_effect_heatmaps
 
     heads = pd.DataFrame(
         {

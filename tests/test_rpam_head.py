@@ -9,7 +9,7 @@ from tolerances import f32_log_softmax, f32_sum
 
 from jaxassoc.app import model_loading
 from jaxassoc.app.config import DatasetConfig, ModelConfig, StatsConfig, TemplateConfig, WhiteningConfig
-from jaxassoc.app.registry import Job
+from jaxassoc.app.spec import Job
 from jaxassoc.app.tasks import rpam as rpam_task
 from jaxassoc.metrics.rpam import rpam_effect_size
 from jaxassoc.models import load_model

@@ -130,7 +130,7 @@ def test_job_bars_and_stage_lines_off_in_quiet_mode(tmp_path, tiny_checkpoint, c
     monkeypatch.setattr(progress_module, "bars_wanted", lambda stream=None: True)  # as on a terminal
     from jaxassoc.app import model_loading
     from jaxassoc.app.config import DatasetConfig, ModelConfig, StatsConfig, TemplateConfig, WhiteningConfig
-    from jaxassoc.app.registry import Job
+    from jaxassoc.app.spec import Job
     from jaxassoc.app.tasks import rpam as rpam_job
 
     folder = tiny_checkpoint("gpt2")

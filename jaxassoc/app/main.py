@@ -41,7 +41,7 @@ from jaxassoc.errors import ConfigError, JaxassocError
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
-    from jaxassoc.app.registry import Job, JobResult
+    from jaxassoc.app.spec import Job, JobResult
 
 log = logging.getLogger("jaxassoc")
 
@@ -438,6 +438,9 @@ def make_job(cfg: DictConfig, output_dir: Path) -> Job:
                 else ""
             )
         )
+    intervention = cfg.get("intervention") or {}
+    if not spec.interventions and intervention.get("name", "none") != "none":
+        raise ConfigError(f"metric={spec.name} intervenes on the model itself: run it with intervention=none")
     job = _job_objects(cfg, output_dir)
     validation.check_options(spec, job)
     cache_max_bytes(cfg)
@@ -460,7 +463,7 @@ def _job_objects(cfg: DictConfig, output_dir: Path) -> Job:
     ``quiet`` (the progress bars) is also on when stderr is not a terminal (:func:`jaxassoc.progress.bars_wanted`)."""
     from jaxassoc.app import validation
     from jaxassoc.app.config import AppConfig
-    from jaxassoc.app.registry import Job
+    from jaxassoc.app.spec import Job
 
     validation.check_top_level_keys(cfg.keys(), AppConfig)
     obj = {g: OmegaConf.to_object(cfg[g]) for g in JOB_GROUPS if g in cfg}
@@ -617,7 +620,7 @@ def run_job(cfg: DictConfig, output_dir: Path) -> JobResult | None:
     First removes the temporaries that killed writers left in ``output_dir`` and the cache, and turns an
     unwritable cache off (with a warning)."""
     from jaxassoc.app import cache, figures, store
-    from jaxassoc.app.registry import get_metric, result_of
+    from jaxassoc.app.registry import get_metric
     from jaxassoc.io import remove_stale_temporaries
 
     job = make_job(cfg, output_dir)
@@ -632,7 +635,7 @@ def run_job(cfg: DictConfig, output_dir: Path) -> JobResult | None:
         return None
     spec = get_metric(cfg.metric.name)
     start, started = time.perf_counter(), math.floor(time.time())
-    result = result_of(spec, spec.run(job))
+    result = spec.result_of(spec.run(job))
     if is_writer():
         labels = {
             "model": cfg.model.name,
@@ -718,7 +721,7 @@ def run_audit(cfg: DictConfig, output_dir: Path) -> None:
     from hydra.core.hydra_config import HydraConfig
 
     from jaxassoc.app import model_loading, report
-    from jaxassoc.app.registry import JobResult
+    from jaxassoc.app.spec import JobResult
     from jaxassoc.memory import release_freed_memory
 
     parts = audit_parts(cfg, list(HydraConfig.get().overrides.task))

@@ -95,20 +95,14 @@ def language_model(cfg: ModelConfig, mesh: Mesh | None = None) -> LanguageModel:
     return model
 
 
-NO_INTERVENTION = frozenset({"mediation"})
-"""Metrics that intervene on the model themselves: an ablation would not be what they measure."""
-
-
-def with_intervention(model: LanguageModel, cfg: Any, metric: str) -> LanguageModel:
+def with_intervention(model: LanguageModel, cfg: Any) -> LanguageModel:
     """``model`` with ``intervention=ablate``'s heads and neurons zeroed in every pass (``models.ablation``);
-    the model itself for ``intervention=none``. ConfigError for a metric that intervenes itself."""
+    the model itself for ``intervention=none``."""
     if cfg.name == "none":
         if cfg.heads or cfg.neurons or cfg.from_mediation is not None:
             logging.getLogger("jaxassoc").info("intervention=none: the model as loaded (intervention.* options unused)")
         return model
-    if metric in NO_INTERVENTION:
-        raise ConfigError(f"metric={metric} intervenes on the model itself: run it with intervention=none")
-    from jaxassoc.models.ablation import ablated
+    from jaxassoc.models.ablation import ablated, label
 
     heads, neurons = [list(p) for p in cfg.heads], [list(p) for p in cfg.neurons]
     if cfg.from_mediation is not None:
@@ -122,7 +116,7 @@ def with_intervention(model: LanguageModel, cfg: Any, metric: str) -> LanguageMo
             )
         heads, neurons = heads + found.heads, neurons + found.neurons
     cut = ablated(model, heads, neurons)
-    logging.getLogger("jaxassoc").info("intervention: %s ablated in every forward pass", cut.ablation.label)
+    logging.getLogger("jaxassoc").info("intervention: %s ablated in every forward pass", label(heads, neurons))
     return cut
 
 
@@ -248,7 +242,8 @@ def _hub_snapshot(source: str, revision: str | None) -> Path | None:
 
 def model_provenance(cfg: ModelConfig, model: LanguageModel | StaticEmbeddings) -> dict[str, Any]:
     """Hashes that pin down the weights (and tokenizer) a result came from; for a hub model, the commit its
-    revision resolved to (``main`` -> its commit hash)."""
+    revision resolved to (``main`` -> its commit hash); a language model's fingerprint (weights, tokenizer,
+    dtypes and the edits bound into it: ``LanguageModel.fingerprint``, the cache identity of its results)."""
     if isinstance(model, LanguageModel):
         return {
             "model_revision": model.provenance.revision,
@@ -256,6 +251,7 @@ def model_provenance(cfg: ModelConfig, model: LanguageModel | StaticEmbeddings) 
             "tokenizer_sha256": model.provenance.tokenizer_sha256,
             "model_file_format": model.provenance.file_format,
             "model_dtype": cfg.dtype,
+            "model_fingerprint": model.fingerprint(),
         }
     files = glove_files() if cfg.source == "glove-6b-50d" else (Path(cfg.source).expanduser(),)
     return {

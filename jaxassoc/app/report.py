@@ -5,14 +5,11 @@ Every finished job of the sweep (a folder with ``results.json``) contributes its
 section per metric: its compact tables (the ones the console prints, :mod:`jaxassoc.app.tables`), each row
 led by the settings that vary between that metric's jobs, so nothing is averaged. ``report.html``
 (:mod:`jaxassoc.app.report_html`) is the same report as one self-contained page, with sortable tables, the
-figures embedded and each job's provenance. Figures, one per metric, each as PNG, PDF and SVG
-(:func:`jaxassoc.app.figures.save`):
-
-- ``forest_<metric>``: effect sizes with their confidence intervals, per test and job;
-- ``effect_sizes_<metric>``: a jobs x tests heatmap of effect sizes with significance marks;
-- ``raw_vs_whitened_<metric>``: WEAT effect sizes raw vs ZCA-whitened, with both CIs;
-- ``correlations_<metric>``: correlations with human ratings and their CIs, one bar per job, labelled by its
-  settings.
+figures embedded and each job's provenance. Each metric's section is what its spec
+(:class:`~jaxassoc.app.spec.MetricSpec`) declares: its title, compact tables (``views``) and figures (``plots``,
+drawn by :mod:`jaxassoc.app.plots` from its rows and the effect sizes its ``effects`` locate), each as PNG, PDF
+and SVG (:func:`jaxassoc.app.figures.save`): e.g. ``forest_<metric>``, ``effect_sizes_<metric>``,
+``raw_vs_whitened_<metric>``, ``scores_<metric>``, ``heads_<metric>``, ``correlations_<metric>``.
 
 ``jaxassoc-report --rank <sweep dir>`` also ranks the models per test (:func:`rank_models`: only across
 models, with the ranks their CIs allow), prints the ranking and adds it to the report.
@@ -22,43 +19,26 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
-import textwrap
 from pathlib import Path
 from typing import NamedTuple
 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
-from jaxassoc.app import figures, store, tables  # noqa: E402
+from jaxassoc.app import figures, plots, store, tables  # noqa: E402
 from jaxassoc.app import report_html as doc  # noqa: E402
+from jaxassoc.app.config import MetricConfig  # noqa: E402
 from jaxassoc.app.console import closes_quietly  # noqa: E402
 from jaxassoc.app.registry import get_metric  # noqa: E402
+from jaxassoc.app.spec import Effects, MetricSpec, PlotInput, resolve  # noqa: E402
 from jaxassoc.errors import ConfigError  # noqa: E402
 
 NON_PROVENANCE = ("prov_model", "prov_metric", "prov_dataset", "prov_template", "prov_whitening", "prov_seed")
-TITLES = {
-    "weat": "WEAT",
-    "rpam": "RPAM",
-    "set": "SeT",
-    "ilps": "ILPS",
-    "ilps_star": "ILPS*",
-    "ceat": "CEAT",
-    "unstereo": "UnStereoEval",
-    "intersectional": "Intersectional groups",
-    "wefe": "WEFE",
-    "seat": "SEAT",
-    "crows_pairs": "CrowS-Pairs",
-    "mediation": "Causal mediation analysis (Vig et al. 2020)",
-    "stereoset": "StereoSet",
-}
 SHORT = {
     "model.name": "model",
     "dataset.name": "dataset",
@@ -68,13 +48,7 @@ SHORT = {
     "dataset.sample": "sample",
     "intervention.name": "intervention",
 }
-# (series, effect, CI low, CI high, p): the effect sizes a test row can carry
-SERIES = (
-    ("raw", "d_raw", "ci_low_raw", "ci_high_raw", "p_raw"),
-    ("whitened", "d_whitened", "ci_low_whitened", "ci_high_whitened", "p_whitened"),
-    ("", "effect_size", "ci_low", "ci_high", "p_value"),
-)
-Z_95 = 1.959963984540054  # a CEAT CI: CES ± z·SE (normal, 95 %)
+Z_95 = 1.959963984540054  # a CI from a standard error (CEAT's CES ± z·SE; normal, 95 %)
 
 
 def gather(sweep_dir: Path) -> pd.DataFrame:
@@ -196,32 +170,31 @@ def labels(settings: pd.DataFrame, keys: list[str], apart: bool = True) -> pd.Da
     return out
 
 
-def effects(rows: pd.DataFrame) -> pd.DataFrame:
+def effects(rows: pd.DataFrame, series: tuple[Effects, ...]) -> pd.DataFrame:
     """The effect sizes of test rows in long form: ``job, test, series, effect, lo, hi, p, name`` (the test's
-    name, "" without one; CEAT's CI: CES ± 1.96 SE). The unnamed series (``effect_size``) is left out where
-    raw / whitened ones exist; a row's own ``series`` column names it (WEFE's metrics: ``RND (A)``, ``MAC``)."""
+    name, "" without one), where a metric's spec says they are (``MetricSpec.effects``; a CI from a standard
+    error: ± 1.96 SE). The unnamed series is left out where raw / whitened ones exist; a row's own ``series``
+    column names it (WEFE's metrics: ``RND (A)``, ``MAC``)."""
     if "test" not in rows:
         return pd.DataFrame(columns=["job", "test", "series", "effect", "lo", "hi", "p", "name"])
     rows = rows[rows["test"].notna()]
     parts = []
-    for series, effect, low, high, p in SERIES:
+    for name, effect, low, high, p, se in series:
         if effect not in rows:
             continue
         picked = rows[rows[effect].notna()]
-        if series == "" and "d_raw" in picked:
+        if name == "" and "d_raw" in picked:
             picked = picked[picked["d_raw"].isna()]
         lo = picked[low] if low in picked else pd.Series(np.nan, index=picked.index)
         hi = picked[high] if high in picked else pd.Series(np.nan, index=picked.index)
-        if series == "" and "ces_se" in picked and low not in picked:
-            lo, hi = picked[effect] - Z_95 * picked["ces_se"], picked[effect] + Z_95 * picked["ces_se"]
+        if se is not None and se in picked and low not in picked:
+            lo, hi = picked[effect] - Z_95 * picked[se], picked[effect] + Z_95 * picked[se]
         parts.append(
             pd.DataFrame(
                 {
                     "job": picked["job"],
                     "test": picked["test"].astype(str),
-                    "series": picked["series"].fillna("").astype(str)
-                    if series == "" and "series" in picked
-                    else series,
+                    "series": picked["series"].fillna("").astype(str) if name == "" and "series" in picked else name,
                     "effect": picked[effect].astype(float),
                     "lo": lo.astype(float),
                     "hi": hi.astype(float),
@@ -232,274 +205,6 @@ def effects(rows: pd.DataFrame) -> pd.DataFrame:
         )
     columns = ["job", "test", "series", "effect", "lo", "hi", "p", "name"]
     return pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
-
-
-def _natural(label: str) -> tuple:
-    """W2 before W10: digit runs compare as numbers."""
-    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", str(label)))
-
-
-def _name_key(ax, table: pd.DataFrame) -> None:
-    """Under the x-axis label, what each test id stands for ("W1: Flowers/Insects x Pleasant/Unpleasant;
-    ..."), when the rows carry test names."""
-    if "name" not in table:
-        return
-    names = {t: n for t, n in zip(table["test"], table["name"]) if n and n != t}
-    if names:
-        text = "; ".join(f"{t}: {names[t]}" for t in sorted(names, key=_natural))
-        ax.annotate(textwrap.fill(text, 130), xy=(0.5, 0.0), xycoords=ax.xaxis.label, xytext=(0, -6),
-                    textcoords="offset points", ha="center", va="top", fontsize=6)  # fmt: skip
-
-
-def _row_label(row) -> str:
-    return row["label"] + (f" [{row['series']}]" if row["series"] else "")
-
-
-MARKS = "* p<.05, ** p<.01, *** p<.001"
-
-
-def _reach(*values) -> float:
-    """Half the width of a symmetric axis that shows every finite value with a margin."""
-    return 1.08 * figures.symmetric_limit(*values)
-
-
-def _clipped(values: pd.Series, reach: float) -> np.ndarray:
-    """CI bounds with ±∞ (a one-sided interval) drawn to the axis edge."""
-    return np.clip(values.to_numpy(dtype=float), -reach, reach)
-
-
-def forest_plot(table: pd.DataFrame, title: str):
-    """Effect sizes with their CIs, one line per (test, job, series), tests in order, p marks at the right;
-    a one-sided CI runs to the axis edge, with an arrow head."""
-    table = table.assign(row=table.apply(_row_label, axis=1))
-    table = table.iloc[sorted(range(len(table)), key=lambda i: (_natural(table["test"].iloc[i]), table["row"].iloc[i]))]
-    rows = list(dict.fromkeys(table["row"]))
-    colors = {r: plt.get_cmap("tab10")(i % 10) for i, r in enumerate(rows)}
-    reach = _reach(table["effect"], table["lo"], table["hi"])
-    fig, ax = plt.subplots(figsize=(7.0, 1.2 + 0.24 * len(table)))
-    y = np.arange(len(table))[::-1]
-    lo, hi = _clipped(table["lo"], reach), _clipped(table["hi"], reach)
-    for k, (yi, (_, r)) in enumerate(zip(y, table.iterrows())):
-        color = colors[r["row"]]
-        ax.errorbar(r["effect"], yi, xerr=[[r["effect"] - lo[k]], [hi[k] - r["effect"]]], fmt="o", ms=4, color=color,
-                    capsize=2, lw=1)  # fmt: skip
-        for bound, edge, marker in ((r["lo"], -reach, "<"), (r["hi"], reach, ">")):
-            if np.isinf(bound):
-                ax.plot(edge, yi, marker=marker, color=color, ms=5, clip_on=False)
-        if np.isfinite(r["p"]) and tables.stars(r["p"]):
-            ax.annotate(tables.stars(r["p"]), (hi[k], yi), xytext=(4, -3), textcoords="offset points", fontsize=7)
-    ax.set_xlim(-reach, reach)
-    ax.set_yticks(y, [f"{t}  {r}" for t, r in zip(table["test"], table["row"])], fontsize=7)
-    ax.axvline(0, color="grey", lw=0.8)
-    ax.set_xlabel("effect size with confidence interval")
-    ax.set_title(f"{title}: effect sizes and CIs ({MARKS})", fontsize=9)
-    _name_key(ax, table)
-    return fig
-
-
-def effect_size_heatmap(table: pd.DataFrame, title: str):
-    """Jobs (and series) x tests heatmap of effect sizes, each cell with its value and significance mark
-    (``*``, ``**``, ``***``); one row per job, so nothing is averaged. The colour scale is symmetric and
-    covers the data (``±max |effect|``); each cell's text is black or white by the cell's luminance."""
-    table = table.assign(row=table.apply(_row_label, axis=1))
-    grid = table.pivot(index="row", columns="test", values="effect")
-    marks = table.pivot(index="row", columns="test", values="p")
-    columns = sorted(grid.columns, key=_natural)
-    grid, marks = grid[columns], marks.reindex(index=grid.index, columns=columns)
-    values = grid.to_numpy(dtype=float)
-    fig, ax = plt.subplots(figsize=(max(5.0, 3.5 + 0.7 * grid.shape[1]), max(3.0, 1.5 + 0.45 * grid.shape[0])))
-    limit = figures.symmetric_limit(values)
-    image = ax.imshow(values, cmap="RdBu_r", vmin=-limit, vmax=limit, aspect="auto", interpolation="nearest")
-    ax.set_xticks(range(grid.shape[1]), grid.columns, rotation=45, ha="right")
-    ax.set_yticks(range(grid.shape[0]), grid.index, fontsize=7)
-    for (i, j), value in np.ndenumerate(values):
-        if np.isfinite(value):
-            p = marks.iloc[i, j]
-            mark = tables.stars(p) if np.isfinite(p) else ""
-            ax.text(j, i, f"{value:.2f}{chr(10) + mark if mark else ''}", ha="center", va="center", fontsize=7,
-                    color=figures.text_colour(image.cmap(image.norm(value))))  # fmt: skip
-    fig.colorbar(image, ax=ax, label=f"effect size (scale ±{limit:.2f}: the largest |value|)")
-    ax.set_xlabel("test")
-    ax.set_title(f"{title}: effect sizes ({MARKS})", fontsize=9)
-    _name_key(ax, table)
-    return fig
-
-
-def raw_vs_whitened_scatter(table: pd.DataFrame, title: str = "WEAT"):
-    """Effect sizes raw (x) vs ZCA-whitened (y) with their CIs as error bars, one colour and marker per job
-    (the legend names its settings), each point labelled by its test; the diagonal is "whitening leaves
-    d unchanged". ``table``: :func:`effects` rows with a ``label`` (raw and whitened series)."""
-    pair = ["job", "test"]
-    raw = table[table["series"] == "raw"].set_index(pair)
-    whitened = table[table["series"] == "whitened"].set_index(pair)
-    both = raw.join(whitened[["effect", "lo", "hi", "p"]], how="inner", rsuffix="_w").reset_index()
-    reach = _reach(both["effect"], both["lo"], both["hi"], both["effect_w"], both["lo_w"], both["hi_w"])
-    fig, ax = plt.subplots(figsize=(6.4, 5.0))
-    ax.plot(
-        [-reach, reach], [-reach, reach], color="grey", lw=0.8, ls="--", label="y = x: whitening leaves d unchanged"
-    )
-    ax.axhline(0, color="grey", lw=0.5)
-    ax.axvline(0, color="grey", lw=0.5)
-    markers = "osD^v<>ph*"
-    for k, (label, rows) in enumerate(both.groupby("label", sort=False)):
-        x, y = rows["effect"].to_numpy(float), rows["effect_w"].to_numpy(float)
-
-        def spread(lo, hi, centre):
-            lo, hi = _clipped(lo, reach), _clipped(hi, reach)
-            return np.nan_to_num(np.vstack([centre - lo, hi - centre]).clip(min=0))
-
-        ax.errorbar(x, y, xerr=spread(rows["lo"], rows["hi"], x), yerr=spread(rows["lo_w"], rows["hi_w"], y),
-                    fmt=markers[k % len(markers)], ms=5, capsize=2, elinewidth=0.8, color=plt.get_cmap("tab10")(k % 10),
-                    label=label)  # fmt: skip
-        if len(both) <= 40:
-            for xi, yi, test in zip(x, y, rows["test"]):
-                ax.annotate(str(test), (xi, yi), xytext=(4, 3), textcoords="offset points", fontsize=6)
-    ax.set(xlim=(-reach, reach), ylim=(-reach, reach), aspect="equal")
-    ax.set_xlabel("effect size d, raw (error bars: its CI)")
-    ax.set_ylabel("effect size d, ZCA-whitened (error bars: its CI)")
-    ax.set_title(f"{title}: effect sizes raw vs ZCA-whitened, per test and job", fontsize=9)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), title="job", title_fontsize=7)
-    return fig
-
-
-FISHER_NOTE = (
-    "error bars: the row's own CI, else a 95 % CI by Fisher's z from r and n (Spearman: Bonett & Wright's SE); F1: none"
-)
-
-
-def correlation_intervals(table: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
-    """Each correlation row's CI: the row's own ``ci_low`` / ``ci_high`` when it has them, else a 95 % Fisher-z
-    interval from ``correlation`` and ``n`` (:func:`jaxassoc.app.figures.correlation_ci`; none for F1)."""
-    own_lo = table["ci_low"] if "ci_low" in table else pd.Series(np.nan, index=table.index)
-    own_hi = table["ci_high"] if "ci_high" in table else pd.Series(np.nan, index=table.index)
-    statistic = table["statistic"] if "statistic" in table else pd.Series("pearson", index=table.index)
-    n = table["n"] if "n" in table else pd.Series(np.nan, index=table.index)
-    lo, hi = [], []
-    for r, own_l, own_h, stat, size in zip(table["correlation"], own_lo, own_hi, statistic, n):
-        if pd.notna(own_l) and pd.notna(own_h):
-            lo.append(float(own_l))
-            hi.append(float(own_h))
-        else:
-            interval = figures.correlation_ci(float(r), float(size) if pd.notna(size) else np.nan, str(stat))
-            lo.append(interval[0])
-            hi.append(interval[1])
-    return pd.Series(lo, index=table.index, dtype=float), pd.Series(hi, index=table.index, dtype=float)
-
-
-def preference_plot(table: pd.DataFrame, title: str):
-    """CrowS-Pairs-style shares: each group's (``bias_type``) ``metric_score`` in percent with its CI, one
-    colour per job, n beside each group, and the line of no preference at 50 %."""
-    groups = list(dict.fromkeys(table["bias_type"]))
-    jobs = list(dict.fromkeys(table["label"]))
-    fig, ax = plt.subplots(figsize=(6.5, 1.2 + 0.32 * len(groups) * max(1, len(jobs) / 2)))
-    step = 0.7 / max(1, len(jobs))
-    for k, job in enumerate(jobs):
-        rows = table[table["label"] == job].set_index("bias_type").reindex(groups)
-        y = np.arange(len(groups))[::-1] + 0.35 - step * (k + 0.5)
-        score = rows["metric_score"].to_numpy(float)
-        lo, hi = rows["ci_low"].to_numpy(float), rows["ci_high"].to_numpy(float)
-        ax.errorbar(score, y, xerr=[score - lo, hi - score], fmt="o", ms=4, capsize=2, lw=1, label=job,
-                    color=plt.get_cmap("tab10")(k % 10))  # fmt: skip
-        for yi, top, p in zip(y, hi, rows["p_value"] if "p_value" in rows else [np.nan] * len(y)):
-            if np.isfinite(top) and pd.notna(p) and tables.stars(float(p)):
-                ax.annotate(tables.stars(float(p)), (top, yi), xytext=(4, -3), textcoords="offset points", fontsize=7)
-    ns = table.groupby("bias_type", sort=False)["n"].unique()
-    ticks = [g + (f" (n = {int(ns[g][0])})" if len(ns[g]) == 1 else "") for g in groups]  # n when all jobs share it
-    ax.set_yticks(np.arange(len(groups))[::-1], ticks, fontsize=7)
-    ax.axvline(50, color="grey", lw=0.8)
-    ax.set_xlim(0, 100)
-    ax.set_xlabel("% of pairs whose more-stereotyping sentence scores higher, with CI (50: no preference)")
-    ax.set_title(f"{title}: metric score per bias type ({MARKS})", fontsize=9)
-    if len(jobs) > 1:
-        ax.legend(fontsize=7, loc="lower right")
-    return fig
-
-
-def head_effect_heatmaps(table: pd.DataFrame, title: str):
-    """Causal mediation per head: each job's natural indirect and direct effects as layer × head heatmaps,
-    n and the total effect in each panel's title. The indirect effects' colour scale is centred on 0 (no
-    mediation); the direct effects' on the total effect, which a head that mediates nothing leaves as it is
-    (Vig et al. 2020 §3), so white is "no part of the effect" in both (:func:`effect_scale`)."""
-    jobs = list(dict.fromkeys(table["label"]))[:6]
-    fig, axes = plt.subplots(len(jobs), 2, figsize=(8, 0.5 + 2.6 * len(jobs)), squeeze=False)
-    for row, job in zip(axes, jobs):
-        part = table[table["label"] == job]
-        L, H = int(part["layer"].max()) + 1, int(part["head"].max()) + 1
-        te, n = float(part["total_effect"].iloc[0]), int(part["n"].iloc[0])
-        for ax, column, name in zip(row, ("indirect_effect", "direct_effect"), ("indirect", "direct")):
-            grid = np.full((L, H), np.nan)
-            grid[part["layer"].astype(int), part["head"].astype(int)] = part[column].astype(float)
-            low, high = effect_scale(grid, te if name == "direct" else 0.0)
-            image = ax.imshow(grid, cmap="RdBu_r", vmin=low, vmax=high, aspect="auto", origin="lower")
-            ax.set_xlabel("head", fontsize=7)
-            ax.set_ylabel("layer", fontsize=7)
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-            ax.tick_params(labelsize=6)
-            ax.set_title(f"{job}: {name} effect (n = {n}, total = {te:.3g})", fontsize=7)
-            fig.colorbar(image, ax=ax, fraction=0.046, pad=0.02).ax.tick_params(labelsize=6)
-    fig.suptitle(f"{title}: effect of each attention head on p(anti)/p(stereo)", fontsize=9)
-    fig.tight_layout()
-    return fig
-
-
-def effect_scale(grid: np.ndarray, centre: float) -> tuple[float, float]:
-    """``(vmin, vmax)`` of a diverging colour scale centred on ``centre``: as far either side as the value
-    farthest from it (1 when all equal it)."""
-    spread = float(np.nanmax(np.abs(grid - centre))) if np.isfinite(grid).any() else 0.0
-    spread = spread or 1.0
-    return centre - spread, centre + spread
-
-
-def correlation_bars(table: pd.DataFrame, fixed: str):
-    """Correlations with human judgements per benchmark (and statistic, normalisation), one bar per job,
-    labelled by the job's model and varying settings (template, sample size, ...): no bar averages jobs.
-    Each bar has its CI (:func:`correlation_intervals`) and its n: in the benchmark's label when its bars
-    share one, else above each bar. ``fixed`` (the settings all bars share) leads the title."""
-    table = table[table["correlation"].notna()].copy()
-    label = table["benchmark"].astype(str)
-    if "statistic" in table:
-        label += " " + table["statistic"].fillna("").astype(str)
-    if "normalised" in table:
-        label += table["normalised"].map({False: " (no norm.)"}).fillna("")
-    table["benchmark_label"] = label.str.strip()
-    table["lo"], table["hi"] = correlation_intervals(table)
-    table["n_shown"] = table["n"] if "n" in table else np.nan
-    benchmarks = list(dict.fromkeys(table["benchmark_label"]))
-    jobs = list(dict.fromkeys(table["label"]))
-    width = 0.8 / len(jobs)
-    fig, ax = plt.subplots(figsize=(2.5 + 1.2 * len(benchmarks) + 0.3 * len(jobs), 4.5))
-    common_n = {}
-    for b in benchmarks:
-        ns = table.loc[table["benchmark_label"] == b, "n_shown"].dropna().unique()
-        common_n[b] = int(ns[0]) if len(ns) == 1 else None
-    for k, job in enumerate(jobs):
-        rows = table[table["label"] == job].set_index("benchmark_label").reindex(benchmarks)
-        x = np.arange(len(benchmarks)) - 0.4 + width * (k + 0.5)
-        heights = rows["correlation"].to_numpy(float)
-        present = np.isfinite(heights)
-        ax.bar(x[present], heights[present], width * 0.92, label=job, color=plt.get_cmap("tab10")(k % 10))
-        lo, hi = rows["lo"].to_numpy(float), rows["hi"].to_numpy(float)
-        has = present & np.isfinite(lo) & np.isfinite(hi)
-        if has.any():
-            ax.errorbar(x[has], heights[has], yerr=[heights[has] - lo[has], hi[has] - heights[has]], fmt="none",
-                        ecolor="black", elinewidth=0.8, capsize=2)  # fmt: skip
-        for xi, h, top, b, n in zip(
-            x, heights, np.where(has, np.fmax(hi, heights), heights), benchmarks, rows["n_shown"]
-        ):
-            if np.isfinite(h) and common_n[b] is None and pd.notna(n):
-                ax.annotate(f"n={int(n)}", (xi, max(top, 0)), xytext=(0, 2), textcoords="offset points",
-                            ha="center", va="bottom", fontsize=6, rotation=90)  # fmt: skip
-    ticks = [b + (f"\nn = {common_n[b]}" if common_n[b] is not None else "") for b in benchmarks]
-    ax.set_xticks(np.arange(len(benchmarks)), ticks, rotation=30, ha="right")
-    ax.set_ylabel("correlation with human judgements (F1 for SST-2)")
-    ax.axhline(0, color="grey", lw=0.5)
-    low = np.nanmin(np.r_[table["lo"].to_numpy(float), table["correlation"].to_numpy(float), 0.0])
-    high = np.nanmax(np.r_[table["hi"].to_numpy(float), table["correlation"].to_numpy(float), 0.0])
-    ax.set_ylim(min(low, 0) - 0.05, max(high, 0) + 0.15)
-    ax.legend(fontsize=7, title="one bar per job", title_fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
-    ax.set_title("\n".join(filter(None, [fixed, FISHER_NOTE])), fontsize=8)
-    return fig
 
 
 # Settings that cannot change an effect size: the permutation p and its significance level, the CI, how
@@ -608,10 +313,10 @@ def ranking_tables(ranking: Ranking) -> list[tuple[str, pd.DataFrame]]:
     ranked, overall = ranking.ranked, ranking.overall
     out = []
     for (metric, series, setting), rows in ranked.groupby(RANK_KEYS, sort=False):
-        title = " ".join(filter(None, [TITLES.get(metric, metric), series, f"({setting})" if setting else ""]))
+        title = " ".join(filter(None, [_title(metric), series, f"({setting})" if setting else ""]))
         cell = rows.apply(_rank_cell, axis=1)
         wide = rows.assign(cell=cell).pivot(index="test", columns="model", values="cell").fillna("undefined")
-        wide = wide.loc[sorted(wide.index, key=_natural)].reset_index()
+        wide = wide.loc[sorted(wide.index, key=plots.natural)].reset_index()
         wide.columns.name = None
         mean = overall[(overall["metric"] == metric) & (overall["series"] == series) & (overall["setting"] == setting)]
         out.append((f"{title}: rank by |effect size| (1 = smallest)", wide))
@@ -627,11 +332,21 @@ def _save(out: Path, name: str, fig) -> str:
     return name
 
 
-def _views(metric: str):
+def _spec(metric: str) -> MetricSpec:
+    """The metric's spec; for a plugin metric this process cannot load, a spec of the defaults (its aggregates as
+    they are, the conventional effect-size columns and figures)."""
     try:
-        return get_metric(metric).views
-    except ConfigError:  # a plugin metric this process cannot load: its aggregates as they are
-        return None
+        return get_metric(metric)
+    except ConfigError:
+        return MetricSpec(name=metric, run=_not_here, config=MetricConfig, model_kinds=())
+
+
+def _not_here(job):
+    raise ConfigError(f"metric {job.metric.name!r} is not registered in this process")
+
+
+def _title(metric: str) -> str:
+    return _spec(metric).title
 
 
 def metric_section(metric: str, rows: pd.DataFrame, settings: pd.DataFrame, sweep_dir: Path, out: Path) -> list:
@@ -639,10 +354,10 @@ def metric_section(metric: str, rows: pd.DataFrame, settings: pd.DataFrame, swee
     job's stored aggregates) and plots (written into ``out``)."""
     keys = [k for k in varying(settings) if k != "metric.name"]
     lead = setting_columns(settings, keys)
-    title = TITLES.get(metric, metric)
+    title = _title(metric)
     blocks: list = [doc.Heading(f"{title} (`metric={metric}`)", 2), doc.Paragraph(_settings_line(settings, keys))]
     found: dict[str, list[pd.DataFrame]] = {}
-    view_fn = _views(metric)
+    view_fn = _spec(metric).views
     for job in settings.index:
         for name, table in tables.views_of(view_fn, pd.read_parquet(sweep_dir / job / "aggregates.parquet")):
             front = pd.DataFrame({c: [lead.loc[job, c]] * len(table) for c in lead.columns})
@@ -651,9 +366,9 @@ def metric_section(metric: str, rows: pd.DataFrame, settings: pd.DataFrame, swee
             found.setdefault(name, []).append(joined)
     for name, parts in found.items():
         blocks += ([doc.Heading(name, 3)] if name else []) + [doc.Table(tables.concat_jobs(parts))]
-    plots = _metric_plots(metric, rows, settings, keys, out)
-    if plots:
-        blocks.append(doc.Figures(tuple(plots)))
+    drawn = _metric_plots(metric, rows, settings, keys, out)
+    if drawn:
+        blocks.append(doc.Figures(tuple(drawn)))
     return blocks
 
 
@@ -670,35 +385,25 @@ def _settings_line(settings: pd.DataFrame, keys: list[str]) -> str:
 
 
 def _metric_plots(metric: str, rows: pd.DataFrame, settings: pd.DataFrame, keys: list[str], out: Path) -> list[str]:
-    title = TITLES.get(metric, metric)
+    """The figures the metric's spec names (``MetricSpec.plots``), drawn from its rows and written into ``out``."""
+    spec = _spec(metric)
+    if not spec.plots:
+        return []
     named = labels(settings, keys)
     rows = rows.join(named[["label"]], on="job")
-    found = effects(rows).join(named[["label"]], on="job")
-    plots = []
-    if found["lo"].notna().any():
-        plots.append(_save(out, f"forest_{metric}.png", forest_plot(found[found["lo"].notna()], title)))
-    if len(found):
-        plots.append(_save(out, f"effect_sizes_{metric}.png", effect_size_heatmap(found, title)))
-    if {"raw", "whitened"} <= set(found["series"]):
-        plots.append(_save(out, f"raw_vs_whitened_{metric}.png", raw_vs_whitened_scatter(found, title)))
-    if {"metric_score", "ci_low", "ci_high", "bias_type"} <= set(
-        rows.columns
-    ):  # a sweep's table: every metric's columns
-        shares = rows[rows["metric_score"].notna() & rows["bias_type"].notna()]
-        if len(shares):
-            plots.append(_save(out, f"scores_{metric}.png", preference_plot(shares, title)))
-    if {"component", "layer", "head", "indirect_effect"} <= set(rows.columns):
-        heads = rows[rows["component"] == "head"]
-        if len(heads):
-            plots.append(_save(out, f"heads_{metric}.png", head_effect_heatmaps(heads, title)))
-    if {"benchmark", "correlation"} <= set(rows.columns) and rows["correlation"].notna().any():
-        fixed = [
-            f"{SHORT[k]}={_short(settings[k].iloc[0]).replace('null', 'all')}"
-            for k in ("template.name", "dataset.sample")
-            if k in settings and k not in keys
-        ]
-        plots.append(_save(out, f"correlations_{metric}.png", correlation_bars(rows, ", ".join(fixed))))
-    return plots
+    fixed = [
+        f"{SHORT[k]}={_short(settings[k].iloc[0]).replace('null', 'all')}"
+        for k in ("template.name", "dataset.sample")
+        if k in settings and k not in keys
+    ]
+    found = effects(rows, spec.effects).join(named[["label"]], on="job")
+    inp = PlotInput(rows=rows, effects=found, title=spec.title, fixed=", ".join(fixed))
+    drawn = []
+    for plot in spec.plots:
+        fig = resolve(plot.draw)(inp)
+        if fig is not None:
+            drawn.append(_save(out, f"{plot.stem}_{metric}.png", fig))
+    return drawn
 
 
 def sweep_effects(table: pd.DataFrame, settings: pd.DataFrame) -> pd.DataFrame:
@@ -710,7 +415,8 @@ def sweep_effects(table: pd.DataFrame, settings: pd.DataFrame) -> pd.DataFrame:
     for metric, metric_settings in settings.groupby("metric.name", sort=False):
         relevant = metric_settings.drop(columns=[c for c in metric_settings.columns if c in NO_EFFECT_SIZE])
         keys = [k for k in varying(relevant) if k != "metric.name"]
-        found = effects(table[table["job"].isin(metric_settings.index)])
+        spec = _spec(metric)
+        found = effects(table[table["job"].isin(metric_settings.index)], spec.effects)
         if "stats.n_bootstrap" in metric_settings:
             found["n_bootstrap"] = found["job"].map(
                 pd.to_numeric(metric_settings["stats.n_bootstrap"], errors="coerce")
@@ -743,7 +449,7 @@ def write_report(sweep_dir: Path, rank: bool = False) -> Path:
         doc.Paragraph(
             _settings_line(settings, keys)
             + " · metrics: "
-            + ", ".join(f"{TITLES.get(m, m)}" for m in dict.fromkeys(settings["metric.name"]))
+            + ", ".join(f"{_title(m)}" for m in dict.fromkeys(settings["metric.name"]))
         ),
         doc.Paragraph(
             f"Legend: {tables.LEGEND}. Every table row is one job's; the first columns name the settings that "
@@ -825,7 +531,7 @@ def ranking_blocks(table: pd.DataFrame, settings: pd.DataFrame, out: Path) -> li
     if len(ranking.unranked):
         alone = ranking.unranked.groupby([*RANK_KEYS, "model"], sort=False)["test"].agg(lambda t: ", ".join(t))
         items = tuple(
-            " ".join(filter(None, [TITLES.get(metric, metric), series, f"({setting})" if setting else ""]))
+            " ".join(filter(None, [_title(metric), series, f"({setting})" if setting else ""]))
             + f": only `{model}` ({tests})"
             for (metric, series, setting, model), tests in alone.items()
         )

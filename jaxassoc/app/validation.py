@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from jaxassoc.app.registry import Job, MetricSpec
+from jaxassoc.app.spec import Job, MetricSpec
 from jaxassoc.errors import ConfigError
 
 SHARED_GROUPS = ("stats", "whitening", "template")

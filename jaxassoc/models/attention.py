@@ -61,10 +61,14 @@ class Attention(nnx.Module):
         self.rotary = rotary
 
     def project(
-        self, h: Float[Array, "B T D"], rope: tuple[Array, Array] | None
+        self, h: Float[Array, "B T D"], rope: tuple[Array, Array] | None, tap: Tap | None = None
     ) -> tuple[Float[Array, "B T H d"], Float[Array, "B T G d"], Float[Array, "B T G d"]]:
         """Queries and keys (head-normalised when ``qk_norm``, then rotated by ``rope = (cos, sin)`` unless
-        ``rotary`` is None) and values."""
+        ``rotary`` is None) and values: the sites ``attn.q``, ``attn.k``, ``attn.v`` of ``tap``."""
+        q, k, v = self._project(h, rope)
+        return tap_site(tap, "attn.q", q), tap_site(tap, "attn.k", k), tap_site(tap, "attn.v", v)
+
+    def _project(self, h, rope):
         B, T, _ = h.shape
         q, k, v = self.q(h), self.k(h), self.v(h)
         if self.clip is not None:
@@ -89,12 +93,12 @@ class Attention(nnx.Module):
         bias: Array | None = None,
         tap: Tap | None = None,
     ) -> Float[Array, "B T D"]:
-        """The output projection of the queries' attention over the (cached) keys and values; the heads'
-        outputs before it are the site ``attn.heads`` of ``tap``."""
+        """The output projection of the queries' attention over the (cached) keys and values; the weights are
+        the site ``attn.pattern`` of ``tap``, the heads' outputs before the projection ``attn.heads``."""
         B, T = q.shape[:2]
         if self.f32_scores:
             up = jnp.promote_types(q.dtype, jnp.float32)
             q, k = q.astype(up), k.astype(up)
-        attended = attention(q, k, v, allowed, self.scale, bias=bias, softcap=self.softcap)
+        attended = attention(q, k, v, allowed, self.scale, bias=bias, softcap=self.softcap, tap=tap)
         attended = tap_site(tap, "attn.heads", attended)
         return self.o(attended.reshape(B, T, -1))

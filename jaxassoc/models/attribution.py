@@ -22,7 +22,7 @@ from jaxtyping import Array, Float, Int
 
 from jaxassoc.errors import ModelError
 from jaxassoc.models.base import ForwardOutput
-from jaxassoc.models.interventions import layer_count, run, site_shapes
+from jaxassoc.models.interventions import layer_count, run_parts, site_shapes
 from jaxassoc.models.sites import ALL_LAYERS, MODEL_SITES, Add, parse_site
 
 Score = Callable[[ForwardOutput], Float[Array, ""]]
@@ -44,7 +44,7 @@ def gradients(
     config: Any,
     sites: Sequence[str],
 ) -> tuple[Float[Array, ""], dict[str, Array], dict[str, Array]]:
-    """``(score, activations, gradients)`` at ``sites`` (names as :func:`~jaxassoc.models.interventions.run`
+    """``(score, activations, gradients)`` at ``sites`` (names as :func:`~jaxassoc.models.interventions.run_parts`
     takes them) from one forward and one backward pass."""
     n_layers = layer_count(body)
     shapes = site_shapes(port, body, config=config)
@@ -52,7 +52,7 @@ def gradients(
     zeros = {name: jnp.zeros(_site_shape(name, shapes, n_layers, B, T)) for name in sites}
 
     def scored(deltas):
-        out = run(
+        out = run_parts(
             port,
             body,
             input_ids,
@@ -108,7 +108,7 @@ def attribution_patching(
     if kind in MODEL_SITES:
         raise ModelError(f"attribution patching is per layer; {kind!r} is a model site")
     name = f"layers.{ALL_LAYERS}.{kind}"
-    corrupt = run(port, body, corrupt_ids, attention_mask, config=config, read=(name,)).sites[name]
+    corrupt = run_parts(port, body, corrupt_ids, attention_mask, config=config, read=(name,)).sites[name]
     _, acts, grads = gradients(port, body, clean_ids, attention_mask, score, config=config, sites=(name,))
     return unit_totals((corrupt - acts[name]) * grads[name], kind)
 

@@ -19,11 +19,18 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
+import json
+from collections.abc import Mapping
 from typing import Any, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
+
+from jaxassoc.errors import ModelError
+from jaxassoc.models.sites import EDITS, split_bound
 
 
 class Head(NamedTuple):
@@ -88,7 +95,6 @@ class Decoder:
 
     family: Any  # jaxassoc.models.family.Family (a module-level singleton: compared by identity)
     config: Any  # the family's frozen config
-    ablation: Any = None  # a models.ablation.Ablation applied at every step (hashable), or None
 
     def init_cache(self, batch: int, length: int, dtype=jnp.float32) -> Any:
         """An empty cache pytree for ``batch`` rows of ``length`` columns."""
@@ -109,7 +115,6 @@ class Decoder:
             config=self.config,
             positions=positions,
             allowed=allowed,
-            sites=_sites(body, self.ablation),
         )
 
 
@@ -122,33 +127,14 @@ class Forward:
 
     family: Any  # jaxassoc.models.family.Family (a module-level singleton: compared by identity)
     config: Any
-    ablation: Any = None  # a models.ablation.Ablation applied in every pass (hashable), or None
 
     def __call__(self, body, input_ids, attention_mask, all_layers: bool = False) -> ForwardOutput:
-        return _forward(
-            body,
-            input_ids,
-            attention_mask,
-            family=self.family,
-            config=self.config,
-            all_layers=all_layers,
-            ablation=self.ablation,
-        )
+        return _forward(body, input_ids, attention_mask, family=self.family, config=self.config, all_layers=all_layers)
 
 
-@functools.partial(jax.jit, static_argnames=("family", "config", "all_layers", "ablation"))
-def _forward(body, input_ids, attention_mask, *, family, config, all_layers: bool, ablation=None):
-    sites = _sites(body, ablation)
-    return family.forward(body, input_ids, attention_mask, config=config, all_layers=all_layers, sites=sites)
-
-
-def _sites(body, ablation) -> Any:
-    """The ablation's edits as the body applies them, or None."""
-    if ablation is None:
-        return None
-    from jaxassoc.models.sites import SiteOps
-
-    return SiteOps.build(ablation.n_layers, (), ablation.edits())
+@functools.partial(jax.jit, static_argnames=("family", "config", "all_layers"))
+def _forward(body, input_ids, attention_mask, *, family, config, all_layers: bool):
+    return family.forward(body, input_ids, attention_mask, config=config, all_layers=all_layers)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -168,7 +154,6 @@ class LanguageModel:
     max_positions: int  # the context length
     decoder: Decoder | None = None  # causal ports: KV-cache decoding; None for encoders
     mesh: Any = None  # the jax.sharding.Mesh the params are sharded over (models.mesh); None: one device
-    ablation: Any = None  # the heads / neurons zeroed in every pass (models.ablation.ablated), or None
 
     @property
     def head(self) -> Head:
@@ -183,6 +168,59 @@ class LanguageModel:
     def with_params(self, params: dict) -> "LanguageModel":
         """The same model with other parameters (e.g. a perturbed head or a bf16 copy)."""
         return dataclasses.replace(self, params=params)
+
+    @property
+    def edits(self) -> dict[str, Any]:
+        """The edits bound into the model (:meth:`with_edits`), by site name; ``{}``: none."""
+        return dict(split_bound(self.params["body"])[1])
+
+    def with_edits(self, edits: Mapping[str, Any]) -> "LanguageModel":
+        """The model with ``edits`` (site name -> ``sites.Replace`` / ``Add`` / ``Apply``, as
+        :func:`jaxassoc.models.interventions.run` takes them) bound into it, replacing any bound before
+        (``{}``: none): every forward pass applies them (``forward``, cached decoding, packing, meshes), and
+        their arrays travel with the weights (``params["body"]["edits"]``: traced, differentiable, replicated
+        over the model's mesh). ModelError naming a site that does not exist or an edit that does not fit it,
+        and for an encoder-decoder (its two stacks are edited per call: ``interventions.run_decoder``)."""
+        if self.objective == "seq2seq" and edits:
+            raise ModelError(
+                f"{self.name!r} is an encoder-decoder ({self.family}) model: edits are not bound into it; pass them "
+                "to interventions.run / run_decoder"
+            )
+        body, _ = split_bound(self.params["body"])
+        if edits:
+            edits = dict(edits)
+            if self.mesh is not None:
+                from jax.sharding import NamedSharding, PartitionSpec
+
+                edits = jax.device_put(edits, NamedSharding(self.mesh, PartitionSpec()))
+            body = {**body, EDITS: edits}
+            ids = jax.ShapeDtypeStruct((1, 1), jnp.int32)
+            jax.eval_shape(lambda b, i: self.port.forward(b, i, i, config=self.config), body, ids)  # fits?
+        return self.with_params({**self.params, "body": body})
+
+    def fingerprint(self) -> str:
+        """What the model's outputs depend on, as a sha256: its weights' and tokenizer's hashes, its parameters'
+        dtypes and the edits bound into it (sites, kinds, arrays' bytes, functions' names). The cache identity
+        of every result computed from it."""
+        parts = {
+            "weights": self.provenance.weights_sha256,
+            "tokenizer": self.provenance.tokenizer_sha256,
+            "dtypes": sorted(
+                {str(leaf.dtype) for leaf in jax.tree.leaves(split_bound(self.params["body"])[0])}
+                | {str(leaf.dtype) for leaf in jax.tree.leaves(self.params["head"])}
+            ),  # fmt: skip
+            "edits": {name: _edit_identity(edit) for name, edit in sorted(self.edits.items())},
+        }
+        return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def _edit_identity(edit: Any) -> list:
+    """An edit as JSON: its kind, then each array's dtype, shape and bytes' sha256 (a function: its name)."""
+    fn = getattr(edit, "fn", None)
+    if fn is not None:
+        return [type(edit).__name__, f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"]
+    arrays = [np.asarray(leaf) for leaf in jax.tree.leaves(edit)]
+    return [type(edit).__name__, *([str(a.dtype), a.shape, hashlib.sha256(a.tobytes()).hexdigest()] for a in arrays)]
 
 
 def tree_bytes(tree: Any) -> int:

@@ -35,6 +35,7 @@ from jaxassoc.models.layers import CausalBlock, CausalBody, DecoderSizes, check_
 from jaxassoc.models.linear import Linear
 from jaxassoc.models.mlp import MLP
 from jaxassoc.models.norms import LayerNorm
+from jaxassoc.models.sites import tap_site
 
 POSITIONS = ("learned", "rotary", "alibi")
 RESIDUALS = ("sequential", "parallel", "post")
@@ -138,20 +139,27 @@ class GPTLikeBlock(CausalBlock):
         self.mlp = MLP(D, c.intermediate_size, activation=c.activation, bias=c.mlp_bias, lead=lead)
         self.residual = c.residual
 
-    def project(self, x, rope):
-        """Queries, keys (rotated with rotary positions) and values of the (normalised) layer input."""
-        return self.attn.project(x if self.residual == "post" else self.attn_norm(x), rope)
+    def project(self, x, rope, tap=None):
+        """Queries, keys (rotated with rotary positions) and values of the (normalised) layer input (the site
+        ``attn.in``)."""
+        return self.attn.project(
+            tap_site(tap, "attn.in", x if self.residual == "post" else self.attn_norm(x)), rope, tap
+        )
 
     def attend(self, x, q, k, v, allowed, bias=None, tap=None):
-        """The layer output from the queries' attention over the given keys and values (see the module doc)."""
-        attended = self.attn.attend(q, k, v, allowed, bias, tap)
+        """The layer output from the queries' attention over the given keys and values (see the module doc);
+        sites ``attn.out``, ``resid_mid``, ``mlp.in``, ``mlp.out`` of ``tap`` (:mod:`jaxassoc.models.sites`:
+        parallel blocks' MLP reads ``resid_pre``, so ``resid_post = resid_mid + mlp.out``)."""
+        attended = tap_site(tap, "attn.out", self.attn.attend(q, k, v, allowed, bias, tap))
         if self.residual == "post":
-            x = self.attn_norm(x + attended)
-            return self.mlp_norm(x + self.mlp(x, tap))
+            x = tap_site(tap, "resid_mid", self.attn_norm(x + attended))
+            return self.mlp_norm(x + tap_site(tap, "mlp.out", self.mlp(tap_site(tap, "mlp.in", x), tap)))
         if self.residual == "parallel":
-            return x + attended + self.mlp(getattr(self, "mlp_norm", self.attn_norm)(x), tap)
-        x = x + attended
-        return x + self.mlp(self.mlp_norm(x), tap)
+            mid = tap_site(tap, "resid_mid", x + attended)
+            inner = tap_site(tap, "mlp.in", getattr(self, "mlp_norm", self.attn_norm)(x))
+            return mid + tap_site(tap, "mlp.out", self.mlp(inner, tap))
+        x = tap_site(tap, "resid_mid", x + attended)
+        return x + tap_site(tap, "mlp.out", self.mlp(tap_site(tap, "mlp.in", self.mlp_norm(x)), tap))
 
 
 class GPTLike(CausalBody):

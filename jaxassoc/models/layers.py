@@ -25,7 +25,7 @@ from jaxtyping import Array, Bool, Float, Int
 
 from jaxassoc.errors import ModelError
 from jaxassoc.models.base import ForwardOutput
-from jaxassoc.models.sites import SiteOps, tap_site
+from jaxassoc.models.sites import SiteOps, Tap, tap_site
 
 Axes = tuple[str | None, ...]
 """Logical axes of one parameter, one per dimension (``mesh.RULES`` maps them onto the mesh), e.g.
@@ -289,6 +289,7 @@ def attention(
     *,
     bias: Float[Array, "B H T S"] | None = None,
     softcap: float | None = None,
+    tap: Tap | None = None,
 ) -> Float[Array, "B T H K"]:
     """Scaled dot-product attention (Vaswani et al. 2017, eq. 1) with grouped-query heads (Ainslie et al.
     2023: the H query heads share G key/value heads, H a multiple of G); softmax in float32.
@@ -297,7 +298,7 @@ def attention(
     are all such arrays). Disallowed scores are set to the float32 minimum (not -inf), as in HF, so a query
     row with no allowed key (a padding row) gives finite values instead of NaN. ``bias`` (broadcastable to
     ``(B, H, T, S)``, e.g. ALiBi's) is added to the scaled scores; ``softcap`` then caps them smoothly,
-    ``c * tanh(scores / c)`` (Gemma 2).
+    ``c * tanh(scores / c)`` (Gemma 2). The weights are the site ``attn.pattern`` of ``tap``.
     """
     B, T, H, K = q.shape
     G = k.shape[2]
@@ -309,8 +310,18 @@ def attention(
     if softcap is not None:
         scores = softcap * jnp.tanh(scores / softcap)
     scores = jnp.where(allowed[:, :, None], scores, jnp.finfo(jnp.float32).min)
-    weights = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
+    weights = tapped_pattern(tap, "attn.pattern", jax.nn.softmax(scores, axis=-1), G).astype(v.dtype)
     return jnp.einsum("bgnts,bsgk->btgnk", weights, v).reshape(B, T, H, K)
+
+
+def tapped_pattern(tap: Tap | None, kind: str, weights: Float[Array, "B G n T S"], groups: int) -> Array:
+    """``weights`` (grouped heads) as ``tap`` leaves the site ``kind`` (``(B, T, H, S)``, query by key), or
+    untouched (no transposes traced) when the run neither reads nor edits it."""
+    if tap is None or not tap.wants(kind):
+        return weights
+    B, G, n, T, S = weights.shape
+    pattern = tap(kind, weights.transpose(0, 3, 1, 2, 4).reshape(B, T, G * n, S))
+    return pattern.reshape(B, T, G, n, S).transpose(0, 2, 3, 1, 4)
 
 
 def window_allowed(
@@ -418,7 +429,7 @@ class CausalBlock(nnx.Module):
     ``gpt_like.GPTLikeBlock``."""
 
     def __call__(self, h, positions, allowed, bias=None, tap=None):
-        return self.attend(h, *self.project(h, positions), allowed, bias, tap)
+        return self.attend(h, *self.project(h, positions, tap), allowed, bias, tap)
 
 
 class CausalBody(nnx.Module):
@@ -549,7 +560,7 @@ class CausalBody(nnx.Module):
             tap = None if sites is None else sites.tap(index, stacked)
             h = tap_site(tap, "resid_pre", h)
             mask = allowed if local is None else jnp.where(flag, local, allowed)
-            q, k, v = block.project(h, self.layer_positions(at, flag))
+            q, k, v = block.project(h, self.layer_positions(at, flag), tap)
             k_all, v_all = write_columns(k_all, v_all, k, v, start)
             out = tap_site(tap, "resid_post", block.attend(h, q, k_all, v_all, mask, bias, tap))
             return out, (k_all, v_all)

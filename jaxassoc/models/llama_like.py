@@ -40,6 +40,7 @@ from jaxassoc.models.layers import (
 )
 from jaxassoc.models.mlp import GatedMLP, MoE
 from jaxassoc.models.norms import ParameterFreeLayerNorm, RMSNorm
+from jaxassoc.models.sites import tap_site
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,17 +116,22 @@ class LlamaLikeBlock(CausalBlock):
             self.post_attn_norm = make_norm(c, lead=lead)
             self.post_mlp_norm = make_norm(c, lead=lead)
 
-    def project(self, x, rope):
-        """Queries, rotated keys and values of the layer's normalised input; ``rope`` is ``(cos, sin)``."""
-        return self.attn.project(self.attn_norm(x), rope)
+    def project(self, x, rope, tap=None):
+        """Queries, rotated keys and values of the layer's normalised input (the site ``attn.in``); ``rope`` is
+        ``(cos, sin)``."""
+        return self.attn.project(tap_site(tap, "attn.in", self.attn_norm(x)), rope, tap)
 
     def attend(self, x, q, k, v, allowed, bias=None, tap=None):
         """``x + attn`` (queries of x's tokens over the given keys/values), then ``x + mlp(mlp_norm(x))``; with
-        ``post_norms`` each sublayer's output is normalised before it is added (Gemma)."""
+        ``post_norms`` each sublayer's output is normalised before it is added (Gemma). Sites ``attn.out``,
+        ``resid_mid``, ``mlp.in``, ``mlp.out`` of ``tap`` (:mod:`jaxassoc.models.sites`)."""
         attended = self.attn.attend(q, k, v, allowed, bias, tap)
-        x = x + (self.post_attn_norm(attended) if hasattr(self, "post_attn_norm") else attended)
-        out = self.mlp(self.mlp_norm(x), tap)
-        return x + (self.post_mlp_norm(out) if hasattr(self, "post_mlp_norm") else out)
+        x = x + tap_site(
+            tap, "attn.out", self.post_attn_norm(attended) if hasattr(self, "post_attn_norm") else attended
+        )
+        x = tap_site(tap, "resid_mid", x)
+        out = self.mlp(tap_site(tap, "mlp.in", self.mlp_norm(x)), tap)
+        return x + tap_site(tap, "mlp.out", self.post_mlp_norm(out) if hasattr(self, "post_mlp_norm") else out)
 
 
 class LlamaLike(CausalBody):

@@ -1,19 +1,34 @@
 """Named sites inside a model: where an activation can be read and replaced during the forward pass (the
 mediators of Vig et al. 2020's causal mediation analysis; docs/models.md "Named sites").
 
-One naming scheme for every family (``D`` model width, ``H`` heads of ``d`` dimensions, ``F`` MLP width):
+One naming scheme for every family (``D`` model width, ``H`` query heads and ``G`` key/value heads of ``d``
+dimensions, ``S`` keys, ``F`` MLP width), in the order a block meets them:
 
 - ``layers.{i}.resid_pre`` ``(B, T, D)``: the residual stream entering block ``i`` (block 0: the embeddings);
+- ``layers.{i}.attn.in`` ``(B, T, D)``: the attention sublayer's input, normalised (a post-norm block's: the
+  stream itself); where concept erasure acts layer by layer;
+- ``layers.{i}.attn.q`` ``(B, T, H, d)``, ``attn.k`` / ``attn.v`` ``(B, T, G, d)``: the queries, keys and values
+  as attention uses them (after any q/k norm and rotary embedding; the new tokens' in a cached step);
+- ``layers.{i}.attn.pattern`` ``(B, T, H, S)``: each head's attention weights, query by key (after the softmax);
 - ``layers.{i}.attn.heads`` ``(B, T, H, d)``: each attention head's output before the output projection;
+- ``layers.{i}.attn.out`` ``(B, T, D)``: the attention sublayer's output as the residual stream receives it
+  (after the output projection; Gemma: after its post-attention norm);
+- ``layers.{i}.resid_mid`` ``(B, T, D)``: the stream entering the MLP sublayer (``resid_pre + attn.out``; a
+  post-norm block's: after its norm; parallel attention and MLP: ``resid_pre + attn.out``, the MLP reading
+  ``resid_pre``, so ``resid_post = resid_mid + mlp.out``);
+- ``layers.{i}.mlp.in`` ``(B, T, D)``: the MLP's input, normalised;
 - ``layers.{i}.mlp.hidden`` ``(B, T, F)``: the MLP's hidden activations, its neurons (``act(up x)``; gated:
   ``act(gate x) * up x``; a mixture of experts: ``(B, T, E, F)``, each expert's scaled by its routing weight);
+- ``layers.{i}.mlp.out`` ``(B, T, D)``: the MLP sublayer's output as the residual stream receives it;
 - ``layers.{i}.resid_post`` ``(B, T, D)``: the block's output (= ``layers.{i+1}.resid_pre``);
 - ``final_norm`` ``(B, T, D)``: the head's input (after the final norm; BERT: after the MLM transform);
 - ``layers.*.{kind}``: that site in every layer, stacked on a leading layer axis ``(L, ...)``.
 
 An encoder-decoder (T5) has these sites in each stack: ``interventions.run`` reads its encoder,
-``interventions.run_decoder`` its decoder, whose blocks also have ``layers.{i}.cross_attn.heads``
-``(B, T, H, d)`` (each cross-attention head's output; :data:`DECODER_LAYER_SITES`).
+``interventions.run_decoder`` its decoder, whose blocks also have the cross-attention's ``cross_attn.in``,
+``cross_attn.q`` / ``k`` / ``v`` (keys and values of the encoder's states), ``cross_attn.pattern``,
+``cross_attn.heads`` and ``cross_attn.out``, after the self-attention's ``attn.out`` and before ``resid_mid``
+(:data:`DECODER_LAYER_SITES`).
 
 A :class:`Tap` is what the body calls at each site; :class:`SiteOps` builds one per layer inside the layer
 scan from the requested reads and edits, so reading costs no second forward and an edit of ``layers.*``
@@ -31,13 +46,26 @@ from jaxtyping import Array, Bool, Float
 
 from jaxassoc.errors import ModelError
 
-LAYER_SITES = ("resid_pre", "attn.heads", "mlp.hidden", "resid_post")
+ATTENTION_SITES = ("in", "q", "k", "v", "pattern", "heads", "out")
+"""The sites of an attention sublayer, after its prefix (``attn``, ``cross_attn``)."""
+LAYER_SITES = (
+    "resid_pre",
+    *(f"attn.{s}" for s in ATTENTION_SITES),
+    "resid_mid",
+    "mlp.in",
+    "mlp.hidden",
+    "mlp.out",
+    "resid_post",
+)
 """The sites of every block, in the order the forward pass meets them."""
-DECODER_LAYER_SITES = ("resid_pre", "attn.heads", "cross_attn.heads", "mlp.hidden", "resid_post")
+DECODER_LAYER_SITES = (*LAYER_SITES[:8], *(f"cross_attn.{s}" for s in ATTENTION_SITES), *LAYER_SITES[8:])
 """The sites of an encoder-decoder's decoder blocks: self attention, cross attention, MLP."""
 MODEL_SITES = ("final_norm",)
 """The sites outside the blocks."""
 ALL_LAYERS = "*"
+EDITS = "edits"
+"""The key of a body pytree under which the edits bound into a model live (``LanguageModel.with_edits``): their
+arrays travel with the weights through every forward, cached decoding, packing and mesh placement."""
 
 
 class Site(NamedTuple):
@@ -155,6 +183,10 @@ class Tap:
         self.ops, self.index, self.stacked = ops, index, stacked
         self.records: dict[str, Array] = {}
 
+    def wants(self, kind: str) -> bool:
+        """Whether this run reads or edits the site ``kind`` (a body may skip the work of exposing it)."""
+        return kind in self.ops.read_kinds or kind in self.ops.single or kind in self.stacked
+
     def __call__(self, kind: str, x: Array) -> Array:
         for layer, edit in self.ops.single.get(kind, ()):
             x = jnp.where(self.index == layer, _edit(edit, x, Site(kind, layer)), x)
@@ -234,6 +266,36 @@ class SiteOps:
         return out
 
 
+def split_bound(body: Mapping) -> tuple[Mapping, Mapping[str, Edit]]:
+    """``(the body's weights, the edits bound into it)`` (``{}``: none)."""
+    if EDITS not in body:
+        return body, {}
+    return {k: v for k, v in body.items() if k != EDITS}, body[EDITS]
+
+
+def with_bound(sites: "SiteOps | None", body: Mapping, kinds: tuple[str, ...] = LAYER_SITES) -> "SiteOps | None":
+    """The site operations of a pass over ``body``: ``sites`` as given when it is not None (built by
+    :func:`jaxassoc.models.interventions.run_parts`, which merges the bound edits in), else the bound edits
+    alone, else None (the plain forward)."""
+    _, bound = split_bound(body)
+    if sites is not None or not bound:
+        return sites
+    blocks = body["layers"] if "layers" in body else body["encoder"]["blocks"]
+    return SiteOps.build(int(jax.tree.leaves(blocks)[0].shape[0]), (), bound, kinds=kinds)
+
+
+def merge_edits(bound: Mapping[str, Edit], edits: Mapping[str, Edit] | None) -> dict[str, Edit]:
+    """The bound edits then a call's own; ModelError for a site both edit (say which to keep: unbind the
+    model's with ``model.with_edits({})``)."""
+    both = sorted(set(bound) & set(edits or {}))
+    if both:
+        raise ModelError(
+            f"site {both[0]!r} is edited by the model's bound edits (model.with_edits) and by this call; edit it "
+            "once: pass the combined edit, or call model.with_edits({}) for the model without its edits"
+        )
+    return {**bound, **(edits or {})}
+
+
 def tap_site(tap: Tap | None, kind: str, x: Array) -> Array:
     """``tap(kind, x)``, or ``x`` untouched without a tap (the plain forward's trace is unchanged)."""
     return x if tap is None else tap(kind, x)
@@ -241,6 +303,7 @@ def tap_site(tap: Tap | None, kind: str, x: Array) -> Array:
 
 __all__ = [
     "ALL_LAYERS",
+    "EDITS",
     "DECODER_LAYER_SITES",
     "Add",
     "Apply",
@@ -252,6 +315,9 @@ __all__ = [
     "SiteOps",
     "Tap",
     "parse_site",
+    "merge_edits",
     "site_names",
+    "split_bound",
     "tap_site",
+    "with_bound",
 ]

@@ -38,21 +38,10 @@ log = logging.getLogger("jaxassoc")
 
 
 def model_key(model: Any) -> dict[str, Any]:
-    """The parts of a key that pin down a loaded language model: weight and tokenizer hashes, and the
-    parameters' dtype (the same file loaded as float32 or bfloat16 gives different outputs)."""
-    return {
-        "weights": model.provenance.weights_sha256,
-        "tokenizer": model.provenance.tokenizer_sha256,
-        "dtypes": sorted({str(leaf.dtype) for leaf in jax.tree.leaves(model.params)}),
-        **ablation_key(model),
-    }
-
-
-def ablation_key(model: Any) -> dict[str, Any]:
-    """``{"ablation": ...}`` for a model with ablated heads or neurons (``models.ablation``), else nothing:
-    an ablated model's outputs are another model's."""
-    ablation = getattr(model, "ablation", None)
-    return {} if ablation is None else {"ablation": [list(ablation.heads), list(ablation.neurons)]}
+    """The part of a key that pins down a loaded language model: its :meth:`~jaxassoc.models.base.LanguageModel.
+    fingerprint` (weight and tokenizer hashes, the parameters' dtypes, the edits bound into it: an ablated or
+    erased model's outputs are another model's)."""
+    return {"model": model.fingerprint()}
 
 
 def cache_key(namespace: str, parts: dict[str, Any]) -> str:

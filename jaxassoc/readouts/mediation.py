@@ -33,7 +33,7 @@ from jaxassoc.data.mediation import Profession
 from jaxassoc.errors import ModelError
 from jaxassoc.models.base import ForwardOutput, Head, LanguageModel
 from jaxassoc.models.heads import token_logits
-from jaxassoc.models.interventions import layer_count, run, site_shapes
+from jaxassoc.models.interventions import layer_count, run_parts, site_shapes
 from jaxassoc.models.sites import Add, Replace
 from jaxassoc.readouts.sentence_scores import start_token
 
@@ -111,7 +111,7 @@ def _per_layer(port, config, body, ids, mask, logodds, values, resid, kind, unit
         def one(unit):
             where = where_of((jnp.arange(L)[:, None] == layer) & (jnp.arange(n_units)[None, :] == unit))
             edits = {kind: Replace(values, where)}
-            out = run(port, body, ids, mask, config=config, edits=edits, start=(layer, resid[layer]))
+            out = run_parts(port, body, ids, mask, config=config, edits=edits, start=(layer, resid[layer]))
             return logodds(out)
 
         return jax.vmap(one)(chosen)
@@ -129,7 +129,7 @@ def _head_runs(port, config, params, base, alt, position, tokens, n, *, neurons:
     logodds = functools.partial(pronoun_logodds, head, tokens=tokens)
 
     def plain(ids):
-        out = run(port, body, ids, mask, config=config, read=reads)
+        out = run_parts(port, body, ids, mask, config=config, read=reads)
         return logodds(out), out.sites
 
     lo_base, at_base = plain(base)
@@ -166,7 +166,7 @@ def _neuron_estimate(port, config, body, logodds, base, mask, position, at_base,
     ``(L, F)``, one backward pass."""
 
     def score(delta):
-        return logodds(run(port, body, base, mask, config=config, edits={NEURONS: Add(delta)})).sum()
+        return logodds(run_parts(port, body, base, mask, config=config, edits={NEURONS: Add(delta)})).sum()
 
     grad = jax.grad(score)(jnp.zeros_like(at_base[NEURONS]))
     at = _at_position(position, base.shape[1])[None, :, :, None]
@@ -180,8 +180,8 @@ def _neuron_runs(port, config, params, base, alt, position, tokens, units):
     body, head = params["body"], params["head"]
     mask = jnp.ones_like(base)
     logodds = functools.partial(pronoun_logodds, head, tokens=tokens)
-    at_base = run(port, body, base, mask, config=config, read=(NEURONS, RESID)).sites
-    at_alt = run(port, body, alt, mask, config=config, read=(NEURONS, RESID)).sites
+    at_base = run_parts(port, body, base, mask, config=config, read=(NEURONS, RESID)).sites
+    at_alt = run_parts(port, body, alt, mask, config=config, read=(NEURONS, RESID)).sites
     at = _at_position(position, base.shape[1])[None, :, :, None]
     F = at_base[NEURONS].shape[-1]
     where = lambda m: m[:, None, None, :] & at  # noqa: E731  (L, F) -> the neurons at the profession

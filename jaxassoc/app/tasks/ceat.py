@@ -19,12 +19,12 @@ import pandas as pd
 from jaxassoc.app import datasets, model_loading, store, tables
 from jaxassoc.app.cache import cached_arrays
 from jaxassoc.app.config import NO_EFFECT, MetricConfig, check_choice, check_corpus, check_range, check_unique
-from jaxassoc.app.registry import Job, JobResult
+from jaxassoc.app.spec import EFFECT_PLOTS, LANGUAGE_MODELS, Effects, Job, JobResult, MetricSpec
 from jaxassoc.embeddings.contextual import ContextIndex, tokenizer_normaliser
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.ceat import N_DRAWS
 from jaxassoc.progress import stage
-from jaxassoc.readouts.cache import ablation_key
+from jaxassoc.readouts.cache import model_key
 from jaxassoc.readouts.ceat import (
     FALLBACKS,
     ContextPools,
@@ -87,9 +87,7 @@ def run(job: Job) -> JobResult:
     check_suite_words(tests, tokenizer_normaliser(model.tokenizer))  # an uncased tokenizer reads Rose as rose
     sentences, corpus = corpus_sentences(cfg.corpus)
     key = {
-        "weights": model.provenance.weights_sha256,
-        **ablation_key(model),
-        "tokenizer": model.provenance.tokenizer_sha256,
+        **model_key(model),
         "dtype": job.model.dtype,
         "corpus": corpus,
         "layer": cfg.layer,
@@ -165,3 +163,18 @@ def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
             ),
         )
     ]
+
+
+SPEC = MetricSpec(
+    name="ceat",
+    run=run,
+    config=CeatMetricConfig,
+    model_kinds=LANGUAGE_MODELS,
+    title="CEAT",
+    description="CEAT (random-effects WEAT over contextual embeddings) on a WEAT suite",
+    uses=frozenset({"stats.alternative", "stats.correction"}),
+    ignores=ignored_options,
+    views=views,
+    effects=(Effects(se="ces_se"),),
+    plots=EFFECT_PLOTS,
+)

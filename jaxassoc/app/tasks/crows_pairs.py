@@ -16,7 +16,7 @@ import pandas as pd
 from jaxassoc.app import datasets, tables
 from jaxassoc.app.cache import cached_chunks, model_key
 from jaxassoc.app.config import NO_EFFECT, MetricConfig, check_range
-from jaxassoc.app.registry import Job, JobResult
+from jaxassoc.app.spec import PREFERENCES, Job, JobResult, MetricSpec
 from jaxassoc.data.crows_pairs import CROWS_PAIRS_FILE, load_crows_pairs
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.crows_pairs import DECIMALS, MORE, NEUTRAL, direction_score, metric_score, pair_outcomes
@@ -163,3 +163,19 @@ def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
         ("all pairs", tables.with_notes(tables.block(overall, COLUMNS), note)),
         ("bias types", tables.with_notes(tables.block(types, COLUMNS), note)),
     ]
+
+
+SPEC = MetricSpec(
+    name="crows_pairs",
+    run=run,
+    config=CrowsPairsMetricConfig,
+    model_kinds=("causal", "masked"),
+    title="CrowS-Pairs",
+    description="CrowS-Pairs metric score overall and per bias type (Nangia et al. 2020)",
+    uses=frozenset({"stats.alternative", "stats.confidence", "stats.correction", "dataset.sample"}),
+    ignores=ignored_options,
+    views=views,
+    effects=(),
+    plots=(PREFERENCES,),
+    dataset="crows_pairs",
+)

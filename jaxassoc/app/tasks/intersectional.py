@@ -48,6 +48,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
@@ -57,14 +58,14 @@ from jaxassoc import data, stats
 from jaxassoc.app import model_loading, store, tables
 from jaxassoc.app.cache import cached_arrays
 from jaxassoc.app.config import MetricConfig, check_choice, check_range, check_unique
-from jaxassoc.app.registry import Job, JobResult
+from jaxassoc.app.spec import Job, JobResult, MetricSpec
 from jaxassoc.app.tasks.stereotypes import set_options_ignored
 from jaxassoc.data import AbcData
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.set_score import NAN_POLICIES, TRANSFORMS, median_over_synonyms
 from jaxassoc.metrics.stereotype_alignment import emergent_scores
 from jaxassoc.progress import stage
-from jaxassoc.readouts.cache import ablation_key
+from jaxassoc.readouts.cache import model_key
 from jaxassoc.readouts.stereotypes import check_set_head, is_causal_template, score_causal
 from jaxassoc.readouts.stereotypes_mlm import score_masked
 
@@ -400,40 +401,7 @@ def run(job: Job) -> JobResult:
     model = job.language_model()
     if cfg.score == "set":
         check_set_head(model)
-    key = {
-        "weights": model.provenance.weights_sha256,
-        **ablation_key(model),
-        "tokenizer": model.provenance.tokenizer_sha256,
-        "template": cfg.template,
-        "groups": fillers,
-        "words": words,
-        "bos": cfg.bos,
-        "transform": cfg.set_transform,
-        "nan_policy": cfg.set_nan_policy,
-        "dtype": job.model.dtype,
-    }
-
-    options = {
-        "groups": fillers,
-        "words": words,
-        "set_transform": cfg.set_transform,
-        "set_nan_policy": cfg.set_nan_policy,
-        "batch_size": job.model.batch_size,
-    }
-    if model.objective == "masked":
-        key = {**key, "bos": None, "prompt": "masked write-in"}
-
-    def compute():
-        if model.objective == "masked":
-            frame = score_masked(model, abc, cfg.template, **options)
-        else:
-            frame = score_causal(model, abc, cfg.template, bos=cfg.bos, **options)
-        return {c: frame[c].to_numpy() for c in frame.columns}
-
-    with stage(
-        "intersectional", "(group, trait word) prompts scored or read from the cache", (len(fillers) + 1) * len(words)
-    ):
-        scores = pd.DataFrame(cached_arrays(job.cache_dir, "stereotype_scores_intersectional", key, compute))
+    scores = _scores(job, model, abc, fillers, words)
     traits = trait_matrix(scores, abc, cfg.score, poles, cfg.trait_level)
     traits = traits.rename(index={in_slot[g]: g for g in singles})
     emergent = emergent_table(traits, pairs)
@@ -469,6 +437,44 @@ def run(job: Job) -> JobResult:
         "bos": cfg.bos,
     }
     return JobResult(items=emergent.assign(**settings), aggregates=aggregates, provenance=provenance)
+
+
+def _scores(job: Job, model: Any, abc: Any, fillers: list[str], words: list[str]) -> pd.DataFrame:
+    """Every (group, trait word) prompt's score, computed once and cached (the key: the model, template, groups,
+    words and scoring options)."""
+    cfg = job.metric
+    key = {
+        **model_key(model),
+        "template": cfg.template,
+        "groups": fillers,
+        "words": words,
+        "bos": cfg.bos,
+        "transform": cfg.set_transform,
+        "nan_policy": cfg.set_nan_policy,
+        "dtype": job.model.dtype,
+    }
+
+    options = {
+        "groups": fillers,
+        "words": words,
+        "set_transform": cfg.set_transform,
+        "set_nan_policy": cfg.set_nan_policy,
+        "batch_size": job.model.batch_size,
+    }
+    if model.objective == "masked":
+        key = {**key, "bos": None, "prompt": "masked write-in"}
+
+    def compute():
+        if model.objective == "masked":
+            frame = score_masked(model, abc, cfg.template, **options)
+        else:
+            frame = score_causal(model, abc, cfg.template, bos=cfg.bos, **options)
+        return {c: frame[c].to_numpy() for c in frame.columns}
+
+    with stage(
+        "intersectional", "(group, trait word) prompts scored or read from the cache", (len(fillers) + 1) * len(words)
+    ):
+        return pd.DataFrame(cached_arrays(job.cache_dir, "stereotype_scores_intersectional", key, compute))
 
 
 def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
@@ -511,3 +517,18 @@ def _write_markdown(job, top, bottom, order, domains, domain_counts, settings) -
     ]
     text = "\n".join(lines)
     store.atomic_write(job.output_dir / "intersectional.md", lambda p: p.write_text(text))
+
+
+SPEC = MetricSpec(
+    name="intersectional",
+    run=run,
+    config=IntersectionalMetricConfig,
+    model_kinds=("causal", "masked"),
+    title="Intersectional groups",
+    description="paired ABC groups: identity order, dominant domains, emergent associations",
+    uses=frozenset(),
+    ignores=ignored_options,
+    views=views,
+    effects=(),
+    plots=(),
+)

@@ -21,7 +21,7 @@ import pandas as pd
 from jaxassoc.app import datasets, tables
 from jaxassoc.app.cache import model_key
 from jaxassoc.app.config import NO_EFFECT, MetricConfig, check_range
-from jaxassoc.app.registry import Job, JobResult
+from jaxassoc.app.spec import HEADS, Job, JobResult, MetricSpec
 from jaxassoc.data.mediation import load_vig_professions
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.mediation import relative_change
@@ -271,3 +271,19 @@ def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
                 )
             )
     return out
+
+
+SPEC = MetricSpec(
+    name="mediation",
+    run=run,
+    config=MediationMetricConfig,
+    model_kinds=("causal",),
+    title="Causal mediation analysis (Vig et al. 2020)",
+    description="causal mediation analysis of gender bias: effects of every head and top neurons (Vig et al. 2020)",
+    uses=frozenset({"dataset.sample", "stats.n_bootstrap", "stats.confidence"}),
+    views=views,
+    effects=(),
+    plots=(HEADS,),
+    interventions=False,  # it intervenes on the model itself: an ablation would not be what it measures
+    dataset="vig_professions",
+)

@@ -20,7 +20,7 @@ import pandas as pd
 from jaxassoc import data
 from jaxassoc.app import datasets, model_loading, tables
 from jaxassoc.app.config import MetricConfig, check_range
-from jaxassoc.app.registry import Job, JobResult
+from jaxassoc.app.spec import CORRELATIONS, EFFECT_PLOTS, EFFECT_SIZE, Job, JobResult, MetricSpec
 from jaxassoc.errors import ConfigError
 from jaxassoc.progress import stage
 from jaxassoc.readouts import rpam, rpam_downstream
@@ -212,3 +212,18 @@ def _task(job: Job, model, template: PromptTemplate, options: dict, suite) -> tu
     if name == "bellezza":
         return rpam.bellezza(model, template, sample=job.dataset.sample, key=key, **options)
     return rpam.sst2(model, template, key, sample=job.dataset.sample, **options)
+
+
+SPEC = MetricSpec(
+    name="rpam",
+    run=run,
+    config=RpamMetricConfig,
+    model_kinds=("causal", "seq2seq"),
+    title="RPAM",
+    description="RPAM Test / Valence / similarity on a causal LM or an encoder-decoder (T5)",
+    uses=frozenset({*(f"stats.{f}" for f in STATS_USED), "stats.correction", "dataset.sample", "template"}),
+    ignores=ignored_options,
+    views=views,
+    effects=(EFFECT_SIZE,),
+    plots=(*EFFECT_PLOTS, CORRELATIONS),
+)

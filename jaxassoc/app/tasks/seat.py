@@ -17,7 +17,15 @@ import pandas as pd
 from jaxassoc import data
 from jaxassoc.app import datasets, model_loading, tables
 from jaxassoc.app.config import MetricConfig, check_choice
-from jaxassoc.app.registry import Job, JobResult
+from jaxassoc.app.spec import (
+    D_RAW_AND_WHITENED,
+    EFFECT_PLOTS,
+    LANGUAGE_MODELS,
+    RAW_VS_WHITENED,
+    Job,
+    JobResult,
+    MetricSpec,
+)
 from jaxassoc.embeddings.contextual import tokenizer_normaliser
 from jaxassoc.embeddings.sentence import POOLINGS
 from jaxassoc.progress import stage
@@ -109,3 +117,18 @@ def _resampled(rows: pd.DataFrame) -> str:
     if "ci_unit" in rows and (rows["ci_unit"] == "word").all():
         return "of the target words within X and within Y, each with all its sentences (stats.unit=word)"
     return "of the sentences within X and within Y (stats.unit=word resamples words, a wider, word-level CI)"
+
+
+SPEC = MetricSpec(
+    name="seat",
+    run=run,
+    config=SeatMetricConfig,
+    model_kinds=LANGUAGE_MODELS,
+    title="SEAT",
+    description="SEAT: WEAT on sentence vectors of a WEAT suite's words in bleached templates",
+    uses=frozenset({"stats"}),
+    ignores=ignored_options,
+    views=views,
+    effects=D_RAW_AND_WHITENED,
+    plots=(*EFFECT_PLOTS, RAW_VS_WHITENED),
+)

@@ -11,7 +11,7 @@ import pandas as pd
 from jaxassoc.app import datasets, tables
 from jaxassoc.app.cache import cached_chunks, model_key
 from jaxassoc.app.config import NO_EFFECT, MetricConfig, check_choice, check_range
-from jaxassoc.app.registry import Job, JobResult
+from jaxassoc.app.spec import Job, JobResult, MetricSpec
 from jaxassoc.data.stereoset import LABELS, SPLITS, load_stereoset
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.stereoset import stereoset_scores
@@ -144,3 +144,19 @@ def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
             notes.insert(0, ONE_SPLIT.format(covers=f"the {covers} split", why=why))
         out.append((split, tables.with_notes(tables.block(part, COLUMNS), *notes)))
     return out
+
+
+SPEC = MetricSpec(
+    name="stereoset",
+    run=run,
+    config=StereoSetMetricConfig,
+    model_kinds=("causal", "masked"),
+    title="StereoSet",
+    description="StereoSet LM, SS and ICAT scores per split and domain (Nadeem et al. 2021)",
+    uses=frozenset({"dataset.sample"}),
+    ignores=ignored_options,
+    views=views,
+    effects=(),
+    plots=(),
+    dataset="stereoset",
+)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 import jax
 import numpy as np
@@ -29,13 +30,13 @@ from jaxassoc import data
 from jaxassoc.app import model_loading, tables
 from jaxassoc.app.cache import cached_arrays
 from jaxassoc.app.config import MetricConfig, check_choice, check_range, check_unique
-from jaxassoc.app.registry import Job, JobResult
+from jaxassoc.app.spec import Job, JobResult, MetricSpec
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.set_optax import SolverSettings
 from jaxassoc.metrics.set_score import NAN_POLICIES, TRANSFORMS
 from jaxassoc.metrics.stereotype_alignment import alignment
 from jaxassoc.progress import stage
-from jaxassoc.readouts.cache import ablation_key
+from jaxassoc.readouts.cache import model_key
 from jaxassoc.readouts.stereotypes import (
     OptaxOptions,
     aligned_matrices,
@@ -151,9 +152,7 @@ def _scores(job: Job, model, abc, template: str, where: str) -> pd.DataFrame:
     to_slot = dict(zip(abc.groups["<sgroup>"], abc.groups[slot]))
     groups = [to_slot[s] for s in human_groups(abc)]
     key = {
-        "weights": model.provenance.weights_sha256,
-        **ablation_key(model),
-        "tokenizer": model.provenance.tokenizer_sha256,
+        **model_key(model),
         "template": template,
         "groups": groups,
         "bos": cfg.bos,
@@ -293,63 +292,12 @@ def run(job: Job) -> JobResult:
     for (template, slot, scored, line), key in zip(units, keys):
         with stage(score, line):
             scores = scored()
-        model_scores, human, present = aligned_matrices(pair_matrix(scores, abc, score), abc, slot)
-        result = alignment(model_scores, human)
-        n = cfg.tau_resamples
-        tau = grouped_kendall(
-            key, model_scores, human, n_permutations=n, n_resamples=n, confidence=job.stats.confidence
-        )
-        taus, p3 = np.asarray(result.tau_per_group), np.asarray(result.p_at_3_per_group)
-        pilot = np.array([g in PILOT_GROUPS for g in present])
-        converged = convergence(scores, present, abc, slot)
-        caveat = unconverged_caveat(template, None if converged is None else converged[0])
-        rows.append(
-            {
-                "template": template,
-                "score": score,
-                "kendall_tau_overall": float(result.tau_overall),
-                "p_value": float(tau.p_value),
-                "ci_low": float(tau.ci_low),
-                "ci_high": float(tau.ci_high),
-                "n_trait_pairs": human.shape[1],
-                "p_at_3_overall": float(result.p_at_3_overall),
-                "kendall_tau_pilot": float(np.nanmean(taus[pilot])),
-                "kendall_tau_heldout": float(np.nanmean(taus[~pilot])),
-                "p_at_3_pilot": float(p3[pilot].mean()),
-                "p_at_3_heldout": float(p3[~pilot].mean()),
-                "n_groups": len(present),
-                "tau_permutations": n,
-                "tau_bootstrap": n,
-                "confidence": job.stats.confidence,
-                **({} if converged is None else converged[0]),
-                **({"caveat": caveat} if caveat else {}),
-            }
-        )
-        group_rows = pd.DataFrame(
-            {"template": template, "group": present, "pilot": pilot, "kendall_tau": taus, "p_at_3": p3}
-        )
-        items.append(group_rows if converged is None else pd.concat([group_rows, converged[1]], axis=1))
+        row, groups = _aligned(job, abc, template, slot, scores, key)
+        rows.append(row)
+        items.append(groups)
     aggregates = pd.DataFrame(rows)
-    best = aggregates.loc[aggregates["kendall_tau_pilot"].idxmax()]
-    summary_rows = [
-        {
-            "template_selection": "best template on the pilot groups",
-            "template": best["template"],
-            "kendall_tau_heldout": best["kendall_tau_heldout"],
-            "p_at_3_heldout": best["p_at_3_heldout"],
-        }
-    ]
-    if len(templates) > 1:  # the mean over one template is that template's row
-        summary_rows.append(
-            {
-                "template_selection": f"mean over {len(templates)} templates",
-                "template": "",
-                "kendall_tau_heldout": aggregates["kendall_tau_heldout"].mean(),
-                "p_at_3_heldout": aggregates["p_at_3_heldout"].mean(),
-            }
-        )
     if not (score == "set" and cfg.shared_delta):  # one shared ΔA is one row: nothing to select or average
-        aggregates = pd.concat([aggregates, pd.DataFrame(summary_rows).assign(score=score)], ignore_index=True)
+        aggregates = pd.concat([aggregates, _template_selection(aggregates, len(templates), score)], ignore_index=True)
     provenance = {
         **model_loading.model_provenance(job.model, model),
         "dataset_version": data.dataset_info("abc").version,
@@ -359,6 +307,66 @@ def run(job: Job) -> JobResult:
     if score == "set":
         provenance["set_solver"] = solver_description(cfg)
     return JobResult(items=pd.concat(items, ignore_index=True), aggregates=aggregates, provenance=provenance)
+
+
+def _aligned(job: Job, abc: Any, template: str, slot: str, scores: Any, key: Any) -> tuple[dict, pd.DataFrame]:
+    """One template's (or the shared ΔA's) alignment with the human ratings: its aggregate row (Kendall's tau
+    with its permutation p and bootstrap CI, P@3, pilot and held-out groups, SeT's convergence) and its
+    per-group rows."""
+    score, n = job.metric.name, job.metric.tau_resamples
+    model_scores, human, present = aligned_matrices(pair_matrix(scores, abc, score), abc, slot)
+    result = alignment(model_scores, human)
+    tau = grouped_kendall(key, model_scores, human, n_permutations=n, n_resamples=n, confidence=job.stats.confidence)
+    taus, p3 = np.asarray(result.tau_per_group), np.asarray(result.p_at_3_per_group)
+    pilot = np.array([g in PILOT_GROUPS for g in present])
+    converged = convergence(scores, present, abc, slot)
+    caveat = unconverged_caveat(template, None if converged is None else converged[0])
+    row = {
+        "template": template,
+        "score": score,
+        "kendall_tau_overall": float(result.tau_overall),
+        "p_value": float(tau.p_value),
+        "ci_low": float(tau.ci_low),
+        "ci_high": float(tau.ci_high),
+        "n_trait_pairs": human.shape[1],
+        "p_at_3_overall": float(result.p_at_3_overall),
+        "kendall_tau_pilot": float(np.nanmean(taus[pilot])),
+        "kendall_tau_heldout": float(np.nanmean(taus[~pilot])),
+        "p_at_3_pilot": float(p3[pilot].mean()),
+        "p_at_3_heldout": float(p3[~pilot].mean()),
+        "n_groups": len(present),
+        "tau_permutations": n,
+        "tau_bootstrap": n,
+        "confidence": job.stats.confidence,
+        **({} if converged is None else converged[0]),
+        **({"caveat": caveat} if caveat else {}),
+    }
+    groups = pd.DataFrame({"template": template, "group": present, "pilot": pilot, "kendall_tau": taus, "p_at_3": p3})
+    return row, groups if converged is None else pd.concat([groups, converged[1]], axis=1)
+
+
+def _template_selection(aggregates: pd.DataFrame, n_templates: int, score: str) -> pd.DataFrame:
+    """The held-out scores of the template best on the pilot groups, and their mean over the templates (more
+    than one: the mean over one template is that template's row)."""
+    best = aggregates.loc[aggregates["kendall_tau_pilot"].idxmax()]
+    rows = [
+        {
+            "template_selection": "best template on the pilot groups",
+            "template": best["template"],
+            "kendall_tau_heldout": best["kendall_tau_heldout"],
+            "p_at_3_heldout": best["p_at_3_heldout"],
+        }
+    ]
+    if n_templates > 1:
+        rows.append(
+            {
+                "template_selection": f"mean over {n_templates} templates",
+                "template": "",
+                "kendall_tau_heldout": aggregates["kendall_tau_heldout"].mean(),
+                "p_at_3_heldout": aggregates["p_at_3_heldout"].mean(),
+            }
+        )
+    return pd.DataFrame(rows).assign(score=score)
 
 
 def solver_description(cfg: StereotypeMetricConfig) -> str:
@@ -443,3 +451,22 @@ def views(aggregates: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
             ),
         ),
     ]
+
+
+def _spec(name: str, title: str) -> MetricSpec:
+    return MetricSpec(
+        name=name,
+        run=run,
+        config=StereotypeMetricConfig,
+        model_kinds=("causal", "masked"),
+        title=title,
+        description=f"{name} stereotype scores aligned with human ratings (Cao et al. 2022)",
+        uses=frozenset({"stats.confidence", "stats.correction"}),
+        ignores=ignored_options,
+        views=views,
+        effects=(),
+        plots=(),
+    )
+
+
+ILPS, ILPS_STAR, SET = _spec("ilps", "ILPS"), _spec("ilps_star", "ILPS*"), _spec("set", "SeT")

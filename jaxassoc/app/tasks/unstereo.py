@@ -13,12 +13,12 @@ from jaxassoc import data
 from jaxassoc.app import datasets, model_loading, tables
 from jaxassoc.app.cache import cached_arrays
 from jaxassoc.app.config import NO_EFFECT, MetricConfig, check_choice, check_range, check_unique
-from jaxassoc.app.registry import Job, JobResult
+from jaxassoc.app.spec import Job, JobResult, MetricSpec
 from jaxassoc.data.custom_sentences import load_templates_file
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.unstereo import AUFC_UNITS, DEFAULT_AUFC_UNITS, ETAS, LOG10_THRESHOLD
 from jaxassoc.progress import stage
-from jaxassoc.readouts.cache import ablation_key
+from jaxassoc.readouts.cache import model_key
 from jaxassoc.readouts.unstereo import run_unstereo, score_sentences, summarize
 
 CUSTOM = "custom_sentences"  # the user's templates (dataset.path)
@@ -73,9 +73,7 @@ def run(job: Job) -> JobResult:
 
     def scorer(sentences: list[str]) -> np.ndarray:
         key = {
-            "weights": model.provenance.weights_sha256,
-            **ablation_key(model),
-            "tokenizer": model.provenance.tokenizer_sha256,
+            **model_key(model),
             "dtype": job.model.dtype,
             "sentences": sentences,
             "tokens_per_batch": cfg.tokens_per_batch,
@@ -146,3 +144,17 @@ def subset_label(subset) -> str:
     """``"all pairs"`` for the unconstrained dataset, ``"D_η, η = 0.65"`` for a MaxPMI subset."""
     text = str(subset)
     return "all pairs" if text == "unconstrained" else f"D_η, η = {text}"
+
+
+SPEC = MetricSpec(
+    name="unstereo",
+    run=run,
+    config=UnstereoMetricConfig,
+    model_kinds=("causal",),
+    title="UnStereoEval",
+    description="UnStereoEval US score and preference disparity on a causal LM",
+    uses=frozenset({"dataset.sample"}),
+    views=views,
+    effects=(),
+    plots=(),
+)

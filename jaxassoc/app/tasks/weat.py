@@ -17,7 +17,15 @@ import pandas as pd
 from jaxassoc import data
 from jaxassoc.app import datasets, model_loading, store, tables
 from jaxassoc.app.config import MetricConfig, check_choice, check_corpus, check_range
-from jaxassoc.app.registry import Job, JobResult
+from jaxassoc.app.spec import (
+    D_RAW_AND_WHITENED,
+    EFFECT_PLOTS,
+    LANGUAGE_MODELS,
+    RAW_VS_WHITENED,
+    Job,
+    JobResult,
+    MetricSpec,
+)
 from jaxassoc.embeddings.contextual import ContextIndex, ContextualWordVectors
 from jaxassoc.embeddings.static import StaticEmbeddings
 from jaxassoc.embeddings.whitening import ZcaStats, apply_zca, corpus_word_types, fit_zca, reference_sample, save_zca
@@ -246,50 +254,13 @@ def run(job: Job) -> JobResult:
     suite = datasets.weat_suite(job.dataset)
     check_suite_words(suite.tests)
     key_weat, key_aniso, key_sim = jax.random.split(jax.random.key(job.seed), 3)
-    aggregates, provenance = [], {}
     found = suite_vectors(job, suite, cfg, "weat")
-    vectors = found.vectors
-    provenance.update(found.provenance)
-    if job.model.kind == "static":
-        embeddings = found.loaded
-        if whitening.name == "zca":
-            word_types = (
-                corpus_word_types(" ".join(_corpus_sentences(cfg.corpus)).split())
-                if whitening.reference == "corpus_word_types"
-                else None
-            )
-            reference = reference_sample(
-                embeddings,
-                word_types=word_types,
-                corpus_name="WikiText-2 (test+valid)" if cfg.corpus == "wikitext2" else cfg.corpus,
-                max_items=whitening.max_samples,
-                seed=job.seed,
-            )
-    else:
-        model, sentences = found.loaded, found.sentences
-        if whitening.name == "zca":
-            rng = np.random.default_rng(job.seed)
-            if len(sentences) > cfg.reference_sentences:
-                sentences = [
-                    sentences[i] for i in sorted(rng.choice(len(sentences), cfg.reference_sentences, replace=False))
-                ]
-            with stage("weat", "reference vectors extracted") as extracted:
-                reference = cached_reference(
-                    model,
-                    sentences,
-                    cache_dir=job.cache_dir,
-                    level=cfg.reference_level,
-                    layer=cfg.layer,
-                    max_items=whitening.max_samples,
-                    seed=job.seed,
-                    batch_size=job.model.batch_size,
-                    progress=not job.quiet,
-                )
-                extracted.count = len(reference.vectors)
+    vectors, provenance = found.vectors, dict(found.provenance)
     if cfg.single_category:
         return _single_category(job, vectors, suite, key_weat, provenance)
-    zca = None
+    zca = reference = None
     if whitening.name == "zca":
+        reference = _whitening_reference(job, found)
         with stage("weat", f"whitening fitted on {len(reference.vectors):,} vectors"):
             zca = fit_zca(reference.vectors, eps=whitening.eps)
     with stage("weat", f"{job.dataset.name} tests scored", len(suite.tests)):
@@ -311,63 +282,107 @@ def run(job: Job) -> JobResult:
         how = vectors.coverage()
         table["words_with_contexts"] = sum(h.endswith("contexts") for h in how.values())
         table["words_total"] = len(how)
-    aggregates.append(table)
+    aggregates = [table]
     if zca is not None:
-        save_zca(
-            zca,
-            job.output_dir / "zca.npz",
-            metadata={  # reload with jaxassoc.embeddings.load_zca
-                "model": job.model.name,
-                "reference": reference.description,
-                "eps": whitening.eps,
-            },
-        )
-        if cfg.anisotropy:
-            a = run_anisotropy(key_aniso, reference.vectors, zca)
-            spectrum = pd.DataFrame(
-                {
-                    "component": np.arange(1, len(a["explained_variance_raw"]) + 1),
-                    "explained_variance_raw": a["explained_variance_raw"],
-                    "explained_variance_whitened": a["explained_variance_whitened"],
-                }
-            )
-            store.write_table(job.output_dir, "explained_variance", spectrum)
-            aggregates.append(
-                pd.DataFrame(
-                    [
-                        {
-                            "test": "anisotropy",
-                            "name": "mean ± SD pairwise cosine (2,000 reference vectors)",
-                            "cosine_mean_raw": a["mean_raw"],
-                            "cosine_sd_raw": a["sd_raw"],
-                            "cosine_mean_whitened": a["mean_whitened"],
-                            "cosine_sd_whitened": a["sd_whitened"],
-                        }
-                    ]
-                )
-            )
-        if cfg.similarity and job.model.kind == "static":
-            for name, pairs in (("WS-353", data.load_wordsim353()), ("SimLex-999", data.load_simlex999())):
-                r = run_similarity_benchmark(
-                    embeddings,
-                    pairs,
-                    zca,
-                    key=key_sim,
-                    name=name,
-                    n_resamples=job.stats.n_bootstrap,
-                    confidence=job.stats.confidence,
-                )
-                aggregates.append(pd.DataFrame([{"test": "similarity", **r}]))
-            aggregates.append(pd.DataFrame([_static_stsb(embeddings, zca, jax.random.fold_in(key_sim, 2), job.stats)]))
-        elif cfg.similarity:
-            aggregates.append(pd.DataFrame(_contextual_similarity(model, vectors, zca, key_sim, cfg, job)))
-        if cfg.anisotropy:
-            plot_cosine_heatmaps(key_aniso, reference.vectors, zca, job.output_dir / "cosine_matrices.png")
-        plot_effect_size_heatmap({job.model.name: table}, job.output_dir / "weat_heatmap.png", alpha=job.stats.alpha)
-        plot_raw_vs_whitened({job.model.name: table}, job.output_dir / "weat_raw_vs_whitened.png")
+        aggregates += _whitening_outputs(job, found, table, reference, zca, key_aniso, key_sim)
     provenance["dataset_version"] = datasets.dataset_version(job.dataset, suite)
     provenance["whitening_reference"] = reference.description if zca is not None else None
     return JobResult(items=table, aggregates=pd.concat(aggregates, ignore_index=True), provenance=provenance)
+
+
+def _whitening_reference(job: Job, found: Any) -> Any:
+    """The vectors ZCA whitening is fitted on: a static model's reference words (``whitening.reference``), or a
+    contextual model's vectors of at most ``metric.reference_sentences`` corpus sentences (cached)."""
+    cfg, whitening = job.metric, job.whitening
+    if job.model.kind == "static":
+        word_types = (
+            corpus_word_types(" ".join(_corpus_sentences(cfg.corpus)).split())
+            if whitening.reference == "corpus_word_types"
+            else None
+        )
+        return reference_sample(
+            found.loaded,
+            word_types=word_types,
+            corpus_name="WikiText-2 (test+valid)" if cfg.corpus == "wikitext2" else cfg.corpus,
+            max_items=whitening.max_samples,
+            seed=job.seed,
+        )
+    sentences = found.sentences
+    if len(sentences) > cfg.reference_sentences:
+        rng = np.random.default_rng(job.seed)
+        sentences = [sentences[i] for i in sorted(rng.choice(len(sentences), cfg.reference_sentences, replace=False))]
+    with stage("weat", "reference vectors extracted") as extracted:
+        reference = cached_reference(
+            found.loaded,
+            sentences,
+            cache_dir=job.cache_dir,
+            level=cfg.reference_level,
+            layer=cfg.layer,
+            max_items=whitening.max_samples,
+            seed=job.seed,
+            batch_size=job.model.batch_size,
+            progress=not job.quiet,
+        )
+        extracted.count = len(reference.vectors)
+    return reference
+
+
+def _whitening_outputs(job, found, table, reference, zca, key_aniso, key_sim) -> list[pd.DataFrame]:
+    """With ZCA whitening: the fitted whitening saved (``zca.npz``), its figures, and the rows of the anisotropy
+    and similarity checks asked for (``metric.anisotropy``, ``metric.similarity``)."""
+    cfg, rows = job.metric, []
+    save_zca(
+        zca,
+        job.output_dir / "zca.npz",
+        metadata={"model": job.model.name, "reference": reference.description, "eps": job.whitening.eps},
+    )  # reload with jaxassoc.embeddings.load_zca
+    if cfg.anisotropy:
+        rows.append(_anisotropy_row(job, run_anisotropy(key_aniso, reference.vectors, zca)))
+    if cfg.similarity and job.model.kind == "static":
+        for name, pairs in (("WS-353", data.load_wordsim353()), ("SimLex-999", data.load_simlex999())):
+            r = run_similarity_benchmark(
+                found.loaded,
+                pairs,
+                zca,
+                key=key_sim,
+                name=name,
+                n_resamples=job.stats.n_bootstrap,
+                confidence=job.stats.confidence,
+            )
+            rows.append(pd.DataFrame([{"test": "similarity", **r}]))
+        rows.append(pd.DataFrame([_static_stsb(found.loaded, zca, jax.random.fold_in(key_sim, 2), job.stats)]))
+    elif cfg.similarity:
+        rows.append(pd.DataFrame(_contextual_similarity(found.loaded, found.vectors, zca, key_sim, cfg, job)))
+    if cfg.anisotropy:
+        plot_cosine_heatmaps(key_aniso, reference.vectors, zca, job.output_dir / "cosine_matrices.png")
+    plot_effect_size_heatmap({job.model.name: table}, job.output_dir / "weat_heatmap.png", alpha=job.stats.alpha)
+    plot_raw_vs_whitened({job.model.name: table}, job.output_dir / "weat_raw_vs_whitened.png")
+    return rows
+
+
+def _anisotropy_row(job: Job, a: dict) -> pd.DataFrame:
+    """The anisotropy row (mean ± SD pairwise cosine, raw and whitened); the explained-variance spectrum is
+    written beside it (``explained_variance``)."""
+    spectrum = pd.DataFrame(
+        {
+            "component": np.arange(1, len(a["explained_variance_raw"]) + 1),
+            "explained_variance_raw": a["explained_variance_raw"],
+            "explained_variance_whitened": a["explained_variance_whitened"],
+        }
+    )
+    store.write_table(job.output_dir, "explained_variance", spectrum)
+    return pd.DataFrame(
+        [
+            {
+                "test": "anisotropy",
+                "name": "mean ± SD pairwise cosine (2,000 reference vectors)",
+                "cosine_mean_raw": a["mean_raw"],
+                "cosine_sd_raw": a["sd_raw"],
+                "cosine_mean_whitened": a["mean_whitened"],
+                "cosine_sd_whitened": a["sd_whitened"],
+            }
+        ]
+    )
 
 
 def _single_category(job: Job, vectors, suite, key, provenance: dict) -> JobResult:
@@ -580,3 +595,18 @@ def _save(fig, path: str | Path) -> Path:
     finally:
         plt.close(fig)
     return path
+
+
+SPEC = MetricSpec(
+    name="weat",
+    run=run,
+    config=WeatMetricConfig,
+    model_kinds=("static", *LANGUAGE_MODELS),
+    title="WEAT",
+    description="WEAT / ZCA-whitened WEAT on static or contextual vectors",
+    uses=frozenset({"stats", "whitening"}),
+    ignores=ignored_options,
+    views=views,
+    effects=D_RAW_AND_WHITENED,
+    plots=(*EFFECT_PLOTS, RAW_VS_WHITENED),
+)

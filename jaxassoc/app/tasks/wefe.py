@@ -17,7 +17,7 @@ import pandas as pd
 
 from jaxassoc.app import datasets, tables
 from jaxassoc.app.config import MetricConfig, check_choice, check_corpus, check_range, check_unique
-from jaxassoc.app.registry import Job, JobResult
+from jaxassoc.app.spec import EFFECT_PLOTS, EFFECT_SIZE, LANGUAGE_MODELS, Job, JobResult, MetricSpec
 from jaxassoc.app.tasks.weat import CONTEXTUAL_ONLY, suite_vectors
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.wefe import RND_DISTANCES
@@ -159,3 +159,18 @@ def ci_note(aggregates: pd.DataFrame) -> str:
         "is undefined (ECT's ρ on one repeated attribute word), left out; WEFE gives no interval "
         "(docs/methods.md §9.4)"
     )
+
+
+SPEC = MetricSpec(
+    name="wefe",
+    run=run,
+    config=WefeMetricConfig,
+    model_kinds=("static", *LANGUAGE_MODELS),
+    title="WEFE",
+    description="WEFE's RND, RNSB, MAC, ECT and RIPA on a WEAT suite, static or contextual vectors",
+    uses=frozenset({"stats.n_bootstrap", "stats.confidence"}),
+    ignores=ignored_options,
+    views=views,
+    effects=(EFFECT_SIZE,),
+    plots=EFFECT_PLOTS,
+)

@@ -36,7 +36,7 @@ from jaxassoc.models.layers import (
 from jaxassoc.models.linear import Linear
 from jaxassoc.models.mlp import MLP
 from jaxassoc.models.norms import LayerNorm
-from jaxassoc.models.sites import SiteOps
+from jaxassoc.models.sites import SiteOps, tap_site
 
 
 def position_ids(attention_mask: Int[Array, "B T"], config: BertConfig) -> Int[Array, "B T"]:
@@ -63,8 +63,10 @@ class BertBlock(nnx.Module):
         self.mlp_norm = LayerNorm(D, eps, lead=lead)
 
     def __call__(self, h, allowed, tap=None):
-        h = self.attn_norm(h + self.attn.attend(*self.attn.project(h, None), allowed, tap=tap))
-        return self.mlp_norm(h + self.mlp(h, tap))
+        """Post-norm: ``attn.in`` is the stream itself, ``resid_mid`` (= ``mlp.in``) after the attention's norm."""
+        attended = self.attn.attend(*self.attn.project(tap_site(tap, "attn.in", h), None, tap), allowed, tap=tap)
+        h = tap_site(tap, "resid_mid", self.attn_norm(h + tap_site(tap, "attn.out", attended)))
+        return self.mlp_norm(h + tap_site(tap, "mlp.out", self.mlp(tap_site(tap, "mlp.in", h), tap)))
 
 
 class MLMTransform(nnx.Module):

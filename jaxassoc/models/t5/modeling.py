@@ -36,6 +36,7 @@ from jaxassoc.models.layers import (
     rms_norm,
     scan_blocks,
     split_heads,
+    tapped_pattern,
     zeros,
 )
 from jaxassoc.models.sites import SiteOps, tap_site
@@ -70,13 +71,15 @@ def position_bias(table: Float[Array, "N H"], T: int, S: int, bidirectional: boo
     return jnp.take(table, buckets, axis=0).transpose(2, 0, 1)[None]
 
 
-def t5_attention(q, k, v, allowed, bias):
-    """Unscaled dot-product attention with an additive ``bias`` ``(1|B, H, T, S)``; softmax in float32."""
+def t5_attention(q, k, v, allowed, bias, tap=None, prefix: str = "attn"):
+    """Unscaled dot-product attention with an additive ``bias`` ``(1|B, H, T, S)``; softmax in float32. The
+    weights are the site ``<prefix>.pattern`` of ``tap``."""
     scores = jnp.einsum("bthk,bshk->bhts", q, k).astype(jnp.float32)
     if bias is not None:
         scores = scores + bias.astype(jnp.float32)
     scores = jnp.where(allowed, scores, jnp.finfo(jnp.float32).min)
-    weights = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
+    weights = jax.nn.softmax(scores, axis=-1)[:, None]  # one key/value group: (B, 1, H, T, S)
+    weights = tapped_pattern(tap, f"{prefix}.pattern", weights, 1)[:, 0].astype(v.dtype)
     return jnp.einsum("bhts,bshk->bthk", weights, v)
 
 
@@ -90,9 +93,18 @@ class Attention(nnx.Module):
         self.o = zeros(inner, D, axes=("heads", "embed"), **heads)
         self.heads = config.num_heads
 
-    def __call__(self, x, memory, allowed, bias, tap=None, site: str = "attn.heads"):
-        q, k, v = (split_heads(h @ w[...], self.heads) for h, w in ((x, self.q), (memory, self.k), (memory, self.v)))
-        return merge_heads(tap_site(tap, site, t5_attention(q, k, v, allowed, bias))) @ self.o[...]
+    def __call__(self, x, memory, allowed, bias, tap=None, prefix: str = "attn"):
+        """The sublayer's output from its normalised input ``x`` (the site ``<prefix>.in``) attending over
+        ``memory`` (``x`` itself, or the encoder's states); sites ``<prefix>.q``, ``.k``, ``.v``, ``.pattern``,
+        ``.heads``, ``.out`` of ``tap``."""
+        x = tap_site(tap, f"{prefix}.in", x)
+        q, k, v = (
+            tap_site(tap, f"{prefix}.{name}", split_heads(h @ w[...], self.heads))
+            for name, h, w in (("q", x, self.q), ("k", memory if memory is not None else x, self.k),
+                               ("v", memory if memory is not None else x, self.v))
+        )  # fmt: skip
+        attended = tap_site(tap, f"{prefix}.heads", t5_attention(q, k, v, allowed, bias, tap, prefix))
+        return tap_site(tap, f"{prefix}.out", merge_heads(attended) @ self.o[...])
 
 
 class FeedForward(nnx.Module):
@@ -111,9 +123,11 @@ class FeedForward(nnx.Module):
         self.activation, self.gated = config.activation, config.gated
 
     def __call__(self, x, tap=None):
-        act = ACTIVATIONS[self.activation]
+        """``wo`` of the neurons (the site ``mlp.hidden``) of the normalised input ``x`` (``mlp.in``); the output
+        is ``mlp.out``."""
+        x, act = tap_site(tap, "mlp.in", x), ACTIVATIONS[self.activation]
         h = act(x @ self.wi_0[...]) * (x @ self.wi_1[...]) if self.gated else act(x @ self.wi[...])
-        return tap_site(tap, "mlp.hidden", h) @ self.wo[...]
+        return tap_site(tap, "mlp.out", tap_site(tap, "mlp.hidden", h) @ self.wo[...])
 
 
 class EncoderBlock(nnx.Module):
@@ -124,8 +138,9 @@ class EncoderBlock(nnx.Module):
         self.eps = config.layer_norm_epsilon
 
     def __call__(self, h, allowed, bias, tap=None):
-        x = rms_norm(h, self.attn_norm[...], self.eps)
-        h = h + self.attn(x, x, allowed, bias, tap)
+        h = tap_site(
+            tap, "resid_mid", h + self.attn(rms_norm(h, self.attn_norm[...], self.eps), None, allowed, bias, tap)
+        )
         return h + self.ffn(rms_norm(h, self.ffn_norm[...], self.eps), tap)
 
 
@@ -138,10 +153,9 @@ class DecoderBlock(nnx.Module):
         self.eps = config.layer_norm_epsilon
 
     def __call__(self, h, memory, allowed, bias, cross_allowed, tap=None):
-        x = rms_norm(h, self.self_norm[...], self.eps)
-        h = h + self.self_attn(x, x, allowed, bias, tap)
+        h = h + self.self_attn(rms_norm(h, self.self_norm[...], self.eps), None, allowed, bias, tap)
         cross = rms_norm(h, self.cross_norm[...], self.eps)
-        h = h + self.cross_attn(cross, memory, cross_allowed, None, tap, "cross_attn.heads")
+        h = tap_site(tap, "resid_mid", h + self.cross_attn(cross, memory, cross_allowed, None, tap, "cross_attn"))
         return h + self.ffn(rms_norm(h, self.ffn_norm[...], self.eps), tap)
 
 
