@@ -13,7 +13,7 @@ The schema (``docs/datasets.md``):
 
 Every test must have the four sets; each set at least two words (WEAT's d needs a spread), no word twice
 in a set and no word in two sets of a test (the word rule of every metric,
-:func:`jaxassoc.metrics.weat.check_distinct_words`). |X| ≠ |Y| and |A| ≠ |B| are allowed (the
+:func:`jaxassoc.data.word_sets.check_distinct_words`). |X| ≠ |Y| and |A| ≠ |B| are allowed (the
 permutation test keeps both sizes). Every error is a :class:`~jaxassoc.errors.DataError` naming the file,
 the line, the test, the set and the word.
 """
@@ -129,7 +129,7 @@ def _check_set(test: _Test, s: str, source: str) -> None:
 
 def _check_word_rule(test: _Test, source: str) -> None:
     """:func:`check_distinct_words` on the test, its InputError turned into a DataError at the word's line."""
-    from jaxassoc.metrics.weat import check_distinct_words  # the metrics (and JAX) only once a file is read
+    from jaxassoc.data.word_sets import check_distinct_words
 
     sets = [test.sets[s] for s in SETS]
     try:

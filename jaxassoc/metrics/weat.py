@@ -27,7 +27,7 @@ X ∪ Y into sets of the original sizes.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import jax
@@ -36,6 +36,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float, Int, PRNGKeyArray
 
 from jaxassoc import stats
+from jaxassoc.data.word_sets import check_distinct_words
 from jaxassoc.errors import InputError
 from jaxassoc.stats import StatsOptions
 from jaxassoc.stats.keys import check_key
@@ -297,43 +298,6 @@ def check_word_set(
             f"count as 0) for {label(zero)}; drop these words"
         )
     return arr
-
-
-def check_distinct_words(
-    label: str,
-    sets: Sequence[Sequence[str]],
-    names: Sequence[str] = ("X", "Y", "A", "B"),
-    key: Callable[[str], str] | None = None,
-) -> None:
-    """The word rule of every metric that takes word sets: InputError for a word repeated inside a set or
-    found in two sets of one test (``label`` names the test; ``names`` the sets, targets first). ``key``
-    maps a word to what the embedding looks up (e.g. lower-cased for GloVe): spellings with one key are
-    one word, so ``rose`` and ``Rose`` would count the same vector twice."""
-    key = key or (lambda word: word)
-
-    def spelled(k: str) -> str:
-        spellings = sorted({w for words in sets for w in words if key(w) == k})
-        return repr(spellings[0]) if len(spellings) == 1 else f"{spellings} (one word to the lookup: {k!r})"
-
-    for name, words in zip(names, sets):
-        keys = [key(w) for w in words]
-        repeated = sorted({k for k in keys if keys.count(k) > 1})
-        if repeated:
-            merged = [k for k in repeated if len({w for w in words if key(w) == k}) > 1]
-            shown = ", ".join(spelled(k) for k in merged) if merged else str(repeated)
-            raise InputError(
-                f"{label}: word set {name!r} repeats {shown}; a repeated word would count twice, so list each word once"
-            )
-    owner: dict[str, str] = {}
-    for name, words in zip(names, sets):
-        for word in words:
-            if key(word) in owner:
-                raise InputError(
-                    f"{label}: word {spelled(key(word))} is in both {owner[key(word)]!r} and {name!r}; a word may "
-                    f"belong to one set of a test only (a target that is also an attribute would score itself), "
-                    f"so remove it from one side"
-                )
-            owner[key(word)] = name
 
 
 def _check_distinct_rows(sets: Sequence[np.ndarray], names: Sequence[str]) -> None:

@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import importlib
 import pkgutil
+from pathlib import Path
 from typing import Any, Callable, Literal, Mapping
 
 import jax.numpy as jnp
@@ -26,7 +27,7 @@ from jaxassoc.models.base import Decoder, ForwardOutput, Head
 from jaxassoc.models.heads import head_logits
 from jaxassoc.models.hf_config import ConfigTaker
 from jaxassoc.models.mesh import OUTPUT_HEAD_AXES, ParamAxes, module_axes
-from jaxassoc.models.sites import SiteOps
+from jaxassoc.models.sites import SiteOps, split_bound, with_bound
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -66,7 +67,8 @@ class Family:
         return _param_axes(self, config)
 
     def body_module(self, config: Any, body: Mapping) -> nnx.Module:
-        """The body module holding the arrays of the pytree ``body`` (no copy)."""
+        """The body module holding the arrays of the pytree ``body`` (no copy; edits bound into it aside)."""
+        body, _ = split_bound(body)
         return nnx.merge(_graphdef(self, config, tuple(sorted(body))), body)
 
     def forward(
@@ -80,7 +82,9 @@ class Family:
         sites: SiteOps | None = None,
     ) -> ForwardOutput:
         """The head input and, on request, every layer's hidden states (HF ``hidden_states`` order) and the
-        named sites ``sites`` reads (after applying its edits; :mod:`jaxassoc.models.sites`)."""
+        named sites ``sites`` reads (after applying its edits; :mod:`jaxassoc.models.sites`), with the edits bound
+        into ``body`` (``LanguageModel.with_edits``) applied."""
+        sites = with_bound(sites, body)
         module = self.body_module(config, body)
         if sites is None:
             return module(input_ids, attention_mask, all_layers=all_layers)
@@ -128,6 +132,7 @@ class Family:
     ) -> tuple[Float[Array, "B t D"], Any]:
         """``layers.CausalBody.forward_cached`` of the body module holding ``body`` (``sites``: edits only)."""
         self._check_causal()
+        sites = with_bound(sites, body)
         return self.body_module(config, body).forward_cached(
             input_ids, attention_mask, cache, start, positions=positions, allowed=allowed, sites=sites
         )
@@ -165,9 +170,8 @@ def _map_leaves(fn: Callable, tree: Mapping) -> dict:
 
 def family_folders() -> tuple[str, ...]:
     """The family folders: every sub-package of :mod:`jaxassoc.models` (each exports ``FAMILY``)."""
-    import jaxassoc.models as models
-
-    return tuple(sorted(m.name for m in pkgutil.iter_modules(models.__path__) if m.ispkg))
+    here = str(Path(__file__).resolve().parent)  # this package's folder (importing the package: a circle)
+    return tuple(sorted(m.name for m in pkgutil.iter_modules([here]) if m.ispkg))
 
 
 @functools.lru_cache(maxsize=1)
