@@ -72,7 +72,9 @@ def test_a_plugin_metrics_spec_alone_gives_its_report_section(tmp_path):
     sweep = tmp_path / "sweep"
     with app_config("spec_metric") as compose:
         for seed in (0, 1):
-            run_job(compose("metric=spec_toy", "model=glove-6b-50d", "cache_dir=null", f"seed={seed}"), sweep / str(seed))
+            run_job(
+                compose("metric=spec_toy", "model=glove-6b-50d", "cache_dir=null", f"seed={seed}"), sweep / str(seed)
+            )
     report.write_report(sweep, rank=True)
     text = (sweep / "report" / "report.md").read_text()
     assert "## Toy effect sizes (a plugin) (`metric=spec_toy`)" in text

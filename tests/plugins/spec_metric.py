@@ -19,7 +19,15 @@ def run(job) -> JobResult:
     rng = np.random.default_rng(job.seed)
     d = rng.normal(size=2) + job.metric.shift
     aggregates = pd.DataFrame(
-        {"test": ["T1", "T2"], "d": d, "lo": d - 0.2, "hi": d + 0.2, "p": [0.01, 0.3], "n": [8, 8], "spread": [1.0, 2.0]}
+        {
+            "test": ["T1", "T2"],
+            "d": d,
+            "lo": d - 0.2,
+            "hi": d + 0.2,
+            "p": [0.01, 0.3],
+            "n": [8, 8],
+            "spread": [1.0, 2.0],
+        }
     )
     return JobResult(items=aggregates.copy(), aggregates=aggregates)
 
