@@ -4,6 +4,7 @@ Layers (imports flow downwards only)::
 
     jaxassoc.app                      Hydra entry point, one task module per metric, result store, reports
     jaxassoc.readouts                 model readouts: prompts, forward passes, scores of words and sentences
+    jaxassoc.array_cache              on-disk cache of computed arrays (forward passes' outputs), keyed by model
     jaxassoc.metrics  jaxassoc.models  jaxassoc.embeddings
     jaxassoc.stats    jaxassoc.data    jaxassoc.resources
 

@@ -31,7 +31,6 @@ helpers range-check a config's fields in ``__post_init__`` with the app's messag
 entry point (:mod:`jaxassoc.app.registry`).
 """
 
-from jaxassoc.app.cache import cached_arrays
 from jaxassoc.app.config import (
     DatasetConfig,
     MetricConfig,
@@ -55,6 +54,7 @@ from jaxassoc.app.spec import (
     Plot,
     PlotInput,
 )
+from jaxassoc.array_cache import cached_arrays
 from jaxassoc.errors import ConfigError, DataError, InputError
 
 __all__ = [

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 from app_helpers import app_config
 
-from jaxassoc.app.cache import cached_arrays, entry_path, usable_cache_dir
+from jaxassoc.app.cache import usable_cache_dir
 from jaxassoc.app.main import run_job
+from jaxassoc.array_cache import cached_arrays, entry_path
 
 PARTS = {"weights": "abc", "sentences": ["a b", "c"]}
 
@@ -121,13 +122,13 @@ def test_job_with_unwritable_cache_dir_runs_without_the_cache(tmp_path, log):
 
 
 def test_an_entry_written_by_other_jaxassoc_code_is_a_miss(tmp_path, monkeypatch):
-    import jaxassoc.readouts.cache as readout_cache
+    import jaxassoc.array_cache as array_cache
 
     calls = []
     cached_arrays(tmp_path, "demo", PARTS, counting_compute(calls))
     cached_arrays(tmp_path, "demo", PARTS, counting_compute(calls))
     assert len(calls) == 1  # same code: a hit
-    monkeypatch.setattr(readout_cache, "jaxassoc_code", lambda: {"version": "99.0", "source_sha256": "0" * 16})
+    monkeypatch.setattr(array_cache, "jaxassoc_code", lambda: {"version": "99.0", "source_sha256": "0" * 16})
     cached_arrays(tmp_path, "demo", PARTS, counting_compute(calls))
     assert len(calls) == 2  # an upgrade (or an edit of the source) misses
 
@@ -234,7 +235,7 @@ CLAIMING_SCRIPT = """
 import sys, time
 from pathlib import Path
 import numpy as np
-from jaxassoc.readouts.cache import cached_arrays
+from jaxassoc.array_cache import cached_arrays
 
 def compute():
     with open(sys.argv[2], "a") as f:

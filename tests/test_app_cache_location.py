@@ -11,8 +11,9 @@ import pytest
 from app_helpers import app_config
 
 from jaxassoc.app import cache_command
-from jaxassoc.app.cache import ENTRY_SUFFIX, cached_arrays, default_cache_dir, entries, entry_path, evict
+from jaxassoc.app.cache import default_cache_dir, entries, evict
 from jaxassoc.app.main import make_job, run_job
+from jaxassoc.array_cache import ENTRY_SUFFIX, cached_arrays, entry_path
 from jaxassoc.errors import ConfigError
 
 

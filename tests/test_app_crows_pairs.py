@@ -142,7 +142,7 @@ def test_a_sweep_table_with_other_metrics_columns_plots_only_the_share_rows(tmp_
 
 
 def test_cached_chunks_resume_at_the_first_unfinished_chunk(tmp_path):
-    from jaxassoc.readouts.cache import cached_chunks
+    from jaxassoc.array_cache import cached_chunks
 
     frame = pd.DataFrame({"x": np.arange(7.0)})
     calls = []

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jaxassoc.app.cache import cache_key, cached_arrays
+from jaxassoc.array_cache import cache_key, cached_arrays
 
 
 @pytest.fixture(scope="module")

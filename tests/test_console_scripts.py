@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jaxassoc.app.cache import cached_arrays
+from jaxassoc.array_cache import cached_arrays
 
 pytestmark = pytest.mark.process  # each test starts its console script's interpreter
 

@@ -44,9 +44,21 @@ LAYERS = {  # each layer: the layers of the package it may import (besides itsel
     "metrics": {"stats", "data"},
     "models": {"resources"},
     "embeddings": {"models", "metrics", "stats", "data", "resources"},
-    "readouts": {"models", "metrics", "embeddings", "stats", "data", "resources"},
+    "array_cache": {"models"},
+    "readouts": {"models", "metrics", "embeddings", "stats", "data", "resources", "array_cache"},
 }
-LAYER_NAMES = {"stats", "data", "resources", "metrics", "models", "embeddings", "readouts", "app", "plugin"}
+LAYER_NAMES = {
+    "stats",
+    "data",
+    "resources",
+    "metrics",
+    "models",
+    "embeddings",
+    "array_cache",
+    "readouts",
+    "app",
+    "plugin",
+}
 
 
 @pytest.mark.parametrize("layer", sorted(LAYERS))

@@ -12,7 +12,7 @@ jobs that need the same entry at once compute it once (the second waits for the 
 The cache lives in the user cache folder (:func:`default_cache_dir`), shared by every working folder. A hit
 refreshes its entry's modification time, so :func:`evict` (a size limit, ``cache_max_gb``) removes the least
 recently used entries first; :func:`entries` and :func:`clear` back the ``jaxassoc-cache`` command. Entries
-are read and written by :func:`jaxassoc.readouts.cache.cached_arrays` (re-exported here for plugins). After
+are read and written by :func:`jaxassoc.array_cache.cached_arrays` (``jaxassoc.plugin.cached_arrays``). After
 each job, :func:`label_used` notes on every entry it used the job's model, dataset, metric and intervention
 (a ``<key>.jaxassoc.json`` beside the entry, removed with it), so the command can list and clear by them.
 
@@ -34,17 +34,8 @@ from jax.experimental.compilation_cache import compilation_cache
 from omegaconf import OmegaConf
 
 from jaxassoc import io
+from jaxassoc.array_cache import ENTRY_SUFFIX, is_entry, remove_free_locks
 from jaxassoc.models.multihost import all_processes
-from jaxassoc.readouts.cache import (  # noqa: F401 (the app's and plugins' names)
-    ENTRY_SUFFIX,
-    cache_key,
-    cached_arrays,
-    cached_chunks,
-    entry_path,
-    is_entry,
-    model_key,
-    remove_free_locks,
-)
 
 log = logging.getLogger("jaxassoc")
 

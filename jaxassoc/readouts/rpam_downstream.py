@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 
 from jaxassoc import stats
+from jaxassoc.array_cache import cached_arrays, model_key
 from jaxassoc.errors import ConfigError
 from jaxassoc.models.base import LanguageModel
 from jaxassoc.models.decoding import greedy_generate
-from jaxassoc.readouts.cache import cached_arrays, model_key
 from jaxassoc.readouts.rpam import bellezza
 from jaxassoc.readouts.rpam_prompts import PromptTemplate, encode_prompts
 

@@ -30,13 +30,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh
 
+from jaxassoc.array_cache import cached_arrays, model_key
 from jaxassoc.errors import ConfigError, InputError
 from jaxassoc.models.base import LanguageModel
 from jaxassoc.models.batching import FINE_BUCKETS, bucket_length, check_sequences, model_limits, pad_batch
 from jaxassoc.models.continuations import pack_continuations, prefix_and_continuations
 from jaxassoc.models.heads import head_logits
 from jaxassoc.models.multihost import Feeder, in_batches
-from jaxassoc.readouts.cache import cached_arrays, model_key
 from jaxassoc.readouts.rpam_seq2seq import encode_encoder_prompts, seq2seq_factors
 
 TEMPLATE_SLOTS = frozenset({"target", "quote"})
@@ -335,7 +335,7 @@ def cached_rpam_inputs(
     progress: bool = False,
     buckets: Sequence[int] = PROMPT_BUCKETS,
 ) -> RpamInputs:
-    """:func:`rpam_inputs` through the on-disk cache (:mod:`jaxassoc.readouts.cache`; ``cache_dir=None``: off).
+    """:func:`rpam_inputs` through the on-disk cache (:mod:`jaxassoc.array_cache`; ``cache_dir=None``: off).
 
     The key holds what decides the arrays bit for bit: the model (weights, tokenizer, dtypes), the filled
     prompts, BOS, the attributes' token ids, the needed pairs, and the batching (batch size, buckets, devices). Statistics

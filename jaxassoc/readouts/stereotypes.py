@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
+from jaxassoc.array_cache import cached_arrays, model_key
 from jaxassoc.data import AbcData, load_human_ratings
 from jaxassoc.data.stereotypes import MASK
 from jaxassoc.errors import ConfigError, InputError
@@ -46,7 +47,6 @@ from jaxassoc.models.heads import head_logits
 from jaxassoc.models.multihost import Feeder
 from jaxassoc.models.packing import pack_rows, packed_row
 from jaxassoc.progress import stage
-from jaxassoc.readouts.cache import cached_arrays, model_key
 
 _TRAILING = " .?!"
 ROW_LENGTH = 64  # tokens of a packed row of prompts (as jaxassoc.models.packing's default)

@@ -38,11 +38,11 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
+from jaxassoc.array_cache import cached_arrays, model_key
 from jaxassoc.data import AbcData
 from jaxassoc.data.stereotypes import MASK
 from jaxassoc.errors import ConfigError, InputError, ModelError
 from jaxassoc.models import LanguageModel, model_limits, run_batched
-from jaxassoc.readouts.cache import cached_arrays, model_key
 from jaxassoc.readouts.stereotypes import (
     OptaxOptions,
     chunk_stage,

@@ -9,7 +9,7 @@
 - :func:`run_similarity_benchmark` (Experiment 2): Spearman rho of cosine vs human scores, raw vs
   whitened, with a paired bootstrap.
 - Contextual models: :func:`prefetch_word_vectors` and :func:`cached_reference` run the forward passes
-  through the on-disk cache (:mod:`jaxassoc.readouts.cache`), so a sweep over whitening or statistics
+  through the on-disk cache (:mod:`jaxassoc.array_cache`), so a sweep over whitening or statistics
   options extracts the vectors once.
 
 Vectors come from a :class:`~jaxassoc.embeddings.static.StaticEmbeddings` or any ``vectors_fn(words,
@@ -27,6 +27,7 @@ import jax
 import numpy as np
 import pandas as pd
 
+from jaxassoc.array_cache import cached_arrays, model_key
 from jaxassoc.embeddings.contextual import ContextualWordVectors, contextual_reference
 from jaxassoc.embeddings.sentence import sentence_vectors
 from jaxassoc.embeddings.static import Lookup, StaticEmbeddings
@@ -44,7 +45,6 @@ from jaxassoc.metrics.anisotropy import (
 from jaxassoc.metrics.similarity import compare_whitening
 from jaxassoc.metrics.weat import UNDEFINED_CONSTANT_S, check_distinct_words, sc_weat, weat
 from jaxassoc.progress import progress
-from jaxassoc.readouts.cache import cached_arrays, model_key
 from jaxassoc.stats import StatsOptions, small_samples
 
 log = logging.getLogger("jaxassoc")

@@ -17,14 +17,13 @@ import jax
 import pandas as pd
 
 from jaxassoc.app import datasets, model_loading, store, tables
-from jaxassoc.app.cache import cached_arrays
 from jaxassoc.app.config import NO_EFFECT, MetricConfig, check_choice, check_corpus, check_range, check_unique
 from jaxassoc.app.spec import EFFECT_PLOTS, LANGUAGE_MODELS, Effects, Job, JobResult, MetricSpec
+from jaxassoc.array_cache import cached_arrays, model_key
 from jaxassoc.embeddings.contextual import ContextIndex, tokenizer_normaliser
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.ceat import N_DRAWS
 from jaxassoc.progress import stage
-from jaxassoc.readouts.cache import model_key
 from jaxassoc.readouts.ceat import (
     FALLBACKS,
     ContextPools,

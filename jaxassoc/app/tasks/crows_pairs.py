@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 
 from jaxassoc.app import datasets, tables
-from jaxassoc.app.cache import cached_chunks, model_key
 from jaxassoc.app.config import NO_EFFECT, MetricConfig, check_range
 from jaxassoc.app.spec import PREFERENCES, Job, JobResult, MetricSpec
+from jaxassoc.array_cache import cached_chunks, model_key
 from jaxassoc.data.crows_pairs import CROWS_PAIRS_FILE, load_crows_pairs
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.crows_pairs import DECIMALS, MORE, NEUTRAL, direction_score, metric_score, pair_outcomes

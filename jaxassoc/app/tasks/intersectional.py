@@ -56,16 +56,15 @@ import pandas as pd
 
 from jaxassoc import data, stats
 from jaxassoc.app import model_loading, store, tables
-from jaxassoc.app.cache import cached_arrays
 from jaxassoc.app.config import MetricConfig, check_choice, check_range, check_unique
 from jaxassoc.app.spec import Job, JobResult, MetricSpec
 from jaxassoc.app.tasks.stereotypes import set_options_ignored
+from jaxassoc.array_cache import cached_arrays, model_key
 from jaxassoc.data import AbcData
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.set_score import NAN_POLICIES, TRANSFORMS, median_over_synonyms
 from jaxassoc.metrics.stereotype_alignment import emergent_scores
 from jaxassoc.progress import stage
-from jaxassoc.readouts.cache import model_key
 from jaxassoc.readouts.stereotypes import check_set_head, is_causal_template, score_causal
 from jaxassoc.readouts.stereotypes_mlm import score_masked
 

@@ -19,15 +19,14 @@ import numpy as np
 import pandas as pd
 
 from jaxassoc.app import datasets, tables
-from jaxassoc.app.cache import model_key
 from jaxassoc.app.config import NO_EFFECT, MetricConfig, check_range
 from jaxassoc.app.spec import HEADS, Job, JobResult, MetricSpec
+from jaxassoc.array_cache import cached_arrays, model_key
 from jaxassoc.data.mediation import load_vig_professions
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.mediation import relative_change
 from jaxassoc.progress import progress, stage
 from jaxassoc.readouts import mediation as readout
-from jaxassoc.readouts.cache import cached_arrays
 from jaxassoc.stats.cluster_bootstrap import cluster_bootstrap_means, cluster_codes
 from jaxassoc.stats.small_samples import MIN_SET_WORDS
 

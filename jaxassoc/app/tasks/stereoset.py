@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from jaxassoc.app import datasets, tables
-from jaxassoc.app.cache import cached_chunks, model_key
 from jaxassoc.app.config import NO_EFFECT, MetricConfig, check_choice, check_range
 from jaxassoc.app.spec import Job, JobResult, MetricSpec
+from jaxassoc.array_cache import cached_chunks, model_key
 from jaxassoc.data.stereoset import LABELS, SPLITS, load_stereoset
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.stereoset import stereoset_scores

@@ -28,15 +28,14 @@ import pandas as pd
 
 from jaxassoc import data
 from jaxassoc.app import model_loading, tables
-from jaxassoc.app.cache import cached_arrays
 from jaxassoc.app.config import MetricConfig, check_choice, check_range, check_unique
 from jaxassoc.app.spec import Job, JobResult, MetricSpec
+from jaxassoc.array_cache import cached_arrays, model_key
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.set_optax import SolverSettings
 from jaxassoc.metrics.set_score import NAN_POLICIES, TRANSFORMS
 from jaxassoc.metrics.stereotype_alignment import alignment
 from jaxassoc.progress import stage
-from jaxassoc.readouts.cache import model_key
 from jaxassoc.readouts.stereotypes import (
     OptaxOptions,
     aligned_matrices,

@@ -11,14 +11,13 @@ import pandas as pd
 
 from jaxassoc import data
 from jaxassoc.app import datasets, model_loading, tables
-from jaxassoc.app.cache import cached_arrays
 from jaxassoc.app.config import NO_EFFECT, MetricConfig, check_choice, check_range, check_unique
 from jaxassoc.app.spec import Job, JobResult, MetricSpec
+from jaxassoc.array_cache import cached_arrays, model_key
 from jaxassoc.data.custom_sentences import load_templates_file
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.unstereo import AUFC_UNITS, DEFAULT_AUFC_UNITS, ETAS, LOG10_THRESHOLD
 from jaxassoc.progress import stage
-from jaxassoc.readouts.cache import model_key
 from jaxassoc.readouts.unstereo import run_unstereo, score_sentences, summarize
 
 CUSTOM = "custom_sentences"  # the user's templates (dataset.path)
