@@ -193,6 +193,10 @@ def test_a_mesh_run_equals_the_single_device_one(tiny_checkpoint, models):
     np.testing.assert_allclose(a.hidden, b.hidden, rtol=0, atol=_tol(L, a.hidden))
     heads = a.sites["layers.0.attn.heads"]
     np.testing.assert_allclose(heads, b.sites["layers.0.attn.heads"], rtol=0, atol=_tol(1, heads))
+    # the same edits bound into the sharded model: its arrays replicated over the mesh, its own forward
+    cut = many.with_edits(kw["edits"])
+    bound = cut.forward(cut.params["body"], ids, mask).hidden
+    np.testing.assert_allclose(a.hidden, bound, rtol=0, atol=_tol(L, a.hidden))
 
 
 def test_bad_sites_and_edits_are_refused_by_name(models, tiny_checkpoint):

@@ -11,8 +11,8 @@ from tolerances import f32_chain, f32_sum
 from jaxassoc.errors import ModelError
 from jaxassoc.models.family import LanguageModule, family_folders, family_for
 from jaxassoc.models.heads import head_logits
-from jaxassoc.models.layers import causal_allowed, positions_from_mask
 from jaxassoc.models.loading import load_model
+from jaxassoc.models.masks import causal_allowed, positions_from_mask
 
 CAUSAL = ["gpt2", "llama", "mistral"]
 WITH_HEAD = [*CAUSAL, "bert"]

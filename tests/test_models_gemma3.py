@@ -20,7 +20,7 @@ from jaxassoc.models.base import Forward
 from jaxassoc.models.family import family_for
 from jaxassoc.models.gemma3 import FAMILY as gemma3
 from jaxassoc.models.heads import head_logits
-from jaxassoc.models.layers import RopeScaling
+from jaxassoc.models.rope import RopeScaling
 
 SPEC = SPECS[0]
 

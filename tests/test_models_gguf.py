@@ -22,9 +22,9 @@ from jaxassoc.models.base import Forward
 from jaxassoc.models.gguf import _open, read_gguf, reverse_permute
 from jaxassoc.models.gguf_tokenizer import bytes_to_unicode, tokenizer_from_metadata
 from jaxassoc.models.heads import head_logits, last_positions
-from jaxassoc.models.layers import RopeScaling
 from jaxassoc.models.llama import FAMILY as llama
 from jaxassoc.models.mesh import device_params
+from jaxassoc.models.rope import RopeScaling
 from jaxassoc.resources import smollm2_gguf
 
 WIKITEXT = str(Path(__file__).resolve().parents[1] / "jaxassoc" / "data" / "files" / "wikitext2" / "test.txt")

@@ -17,7 +17,7 @@ from jaxassoc.models import load_model
 from jaxassoc.models.base import Forward
 from jaxassoc.models.gpt_neo import FAMILY as gpt_neo
 from jaxassoc.models.heads import head_logits
-from jaxassoc.models.layers import causal_allowed, positions_from_mask, window_allowed
+from jaxassoc.models.masks import causal_allowed, positions_from_mask, window_allowed
 
 
 def test_config_expands_attention_types_per_layer():

@@ -17,7 +17,7 @@ from jaxassoc.models import load_model
 from jaxassoc.models.base import Forward
 from jaxassoc.models.gptj import FAMILY as gptj
 from jaxassoc.models.heads import head_logits
-from jaxassoc.models.layers import apply_rope, rope_tables
+from jaxassoc.models.rope import apply_rope, rope_tables
 
 
 def test_rotation_turns_interleaved_pairs_of_the_rotary_dims_only():

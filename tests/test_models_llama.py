@@ -16,7 +16,7 @@ from safetensors.numpy import load_file
 from tolerances import EPS32, f32_chain
 
 from jaxassoc.errors import ModelError
-from jaxassoc.models import layers
+from jaxassoc.models import rope
 from jaxassoc.models.base import Forward
 from jaxassoc.models.heads import head_logits
 from jaxassoc.models.llama import FAMILY as llama
@@ -198,7 +198,7 @@ LLAMA3 = {
 def test_config_reads_llama3_scaling_in_both_layouts(fields):
     config = llama.config_from_hf({**BASE, **fields})
     assert config.rope_theta == 5e5
-    assert config.rope_scaling == layers.RopeScaling("llama3", 8.0, 1.0, 4.0, 64)
+    assert config.rope_scaling == rope.RopeScaling("llama3", 8.0, 1.0, 4.0, 64)
 
 
 def test_llama3_context_defaults_to_max_position_embeddings():
@@ -231,11 +231,11 @@ def _hf_frequencies(rope_parameters: dict, head_dim: int) -> np.ndarray:
 def test_rope_frequencies_equal_transformers(rope_parameters, head_dim):
     hf_config = {**BASE, "head_dim": head_dim, "rope_parameters": rope_parameters}
     config = llama.config_from_hf(hf_config)
-    ours = layers.rope_frequencies(head_dim, config.rope_theta, config.rope_scaling)
+    ours = rope.rope_frequencies(head_dim, config.rope_theta, config.rope_scaling)
     # elementwise float32 on both sides (no sums, no order): powf, 1 / x, the scaling's ≤ 4 ops, ≤ 1 ulp
     # (EPS32 relative) each: ≤ 8·EPS32 = 9.5e-7 apart
     np.testing.assert_allclose(ours, _hf_frequencies(rope_parameters, head_dim), rtol=8 * EPS32, atol=0)
-    plain = layers.rope_frequencies(head_dim, config.rope_theta)
+    plain = rope.rope_frequencies(head_dim, config.rope_theta)
     np.testing.assert_allclose(
         plain,
         _hf_frequencies({"rope_type": "linear", "rope_theta": config.rope_theta, "factor": 1.0}, head_dim),
@@ -250,9 +250,9 @@ def test_rope_frequencies_equal_transformers(rope_parameters, head_dim):
 
 def test_llama3_scaling_has_all_three_bands():
     """The tiny llama3 case above keeps the high frequencies, divides the low ones and interpolates between."""
-    scaling = layers.RopeScaling("llama3", 8.0, 1.0, 4.0, 128)
-    plain = layers.rope_frequencies(16, 500.0)
-    ratio = plain / layers.rope_frequencies(16, 500.0, scaling)
+    scaling = rope.RopeScaling("llama3", 8.0, 1.0, 4.0, 128)
+    plain = rope.rope_frequencies(16, 500.0)
+    ratio = plain / rope.rope_frequencies(16, 500.0, scaling)
     assert np.isclose(ratio, 1.0).any() and np.isclose(ratio, 8.0).any()
     assert ((ratio > 1.01) & (ratio < 7.99)).any()
 
@@ -262,7 +262,7 @@ def test_dynamic_rope_matches_transformers_up_to_the_context():
     model, _ = family_specs.build_torch(PORT_DYNAMIC)
     hf_config = {**json.loads(model.config.to_json_string()), "model_type": "llama"}
     config = llama.config_from_hf(hf_config)
-    assert config.rope_scaling == layers.RopeScaling("dynamic", 4.0)
+    assert config.rope_scaling == rope.RopeScaling("dynamic", 4.0)
     tensors = {k: v.detach().numpy() for k, v in model.state_dict().items()}
     params = device_params(llama.params_from_hf(tensors, config))
     ids = np.random.default_rng(0).integers(3, VOCAB, size=(1, 16))
@@ -279,7 +279,7 @@ def test_rope_scaling_changes_the_logits(tiny_llama):
     _, config, _, params = tiny_llama
     ids, mask = _batch()
     plain = forward(params["body"], ids, mask, config).hidden
-    for scaling in (layers.RopeScaling("llama3", 8.0, 1.0, 4.0, 16), layers.RopeScaling("linear", 2.0)):
+    for scaling in (rope.RopeScaling("llama3", 8.0, 1.0, 4.0, 16), rope.RopeScaling("linear", 2.0)):
         scaled = forward(params["body"], ids, mask, dataclasses.replace(config, rope_scaling=scaling)).hidden
         # position 0 turns by angle 0 whatever the scaling: the same sums in another compiled program
         np.testing.assert_allclose(

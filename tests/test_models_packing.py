@@ -15,7 +15,7 @@ from jaxassoc.errors import ConfigError, InputError
 from jaxassoc.models import load_model
 from jaxassoc.models.base import Head
 from jaxassoc.models.heads import next_token_logprobs
-from jaxassoc.models.layers import positions_from_mask
+from jaxassoc.models.masks import positions_from_mask
 from jaxassoc.models.packing import pack_rows, packed_row, run_packed
 
 VOCAB = 97  # token ids drawn below it (the tiny models' vocabularies are larger)

@@ -12,8 +12,10 @@
   :mod:`~jaxassoc.models.gpt_like` (``gpt2``, ``gpt_neo``, ``gpt_neox``, ``gptj``, ``opt``, ``mpt``:
   ``config.py`` and ``params.py``, the checkpoint's names); ``bert`` (BERT and RoBERTa) and ``t5`` have
   their own ``modeling.py``. Every family names the same sub-layer alike (``layers/attn/q/w``...).
-  ``layers``: the shared norm functions, rotary tables, the one attention function, masks, KV cache and
-  causal body; layers are stacked and scanned (one block compiled). Adding a family: ``docs/models.md``.
+  ``layers`` (parameters, norm functions, the layer scan), ``rope`` (rotary tables), ``masks`` (masks and
+  position ids), ``attention`` (the one attention function and module) and ``causal_body`` (the causal body,
+  its KV cache and cached step); layers are stacked and scanned (one block compiled). Adding a family:
+  ``docs/models.md``.
 - :class:`LanguageModel` (``base``): ``params = {"body": ..., "head": Head(W, b)}`` with the output head
   untied from the input embeddings; the body pytree is the NNX state of the family's body module.
   ``forward(body, ids, mask, all_layers=False) -> ForwardOutput`` gives the head input (after the final

@@ -8,19 +8,83 @@ biases on q/k/v (Qwen2), optional per-head RMSNorm of queries and keys before th
 (Gemma 2), scores computed in float32 (``f32_scores``: GPT-Neo, GPT-J) and the rotary layout: ``rotary="half"``
 (HF's "rotate half", on the first ``rotary_dim`` dimensions given by the tables), ``"pairs"`` (GPT-J's
 interleaved pairs) or None (positions enter elsewhere: learned tables, ALiBi). The scores follow
-:func:`jaxassoc.models.layers.attention` (Vaswani et al. 2017, eq. 1).
+:func:`attention` (Vaswani et al. 2017, eq. 1), the one attention function every port uses, which also
+exposes the weights as the site ``attn.pattern``.
 """
 
 from __future__ import annotations
 
+import math
+
+import jax
 import jax.numpy as jnp
 from flax import nnx
 from jaxtyping import Array, Bool, Float
 
-from jaxassoc.models.layers import apply_rope, attention, head_scale
 from jaxassoc.models.linear import Linear
 from jaxassoc.models.norms import RMSNorm
+from jaxassoc.models.rope import apply_rope
 from jaxassoc.models.sites import Tap, tap_site
+
+
+def attention(
+    q: Float[Array, "B T H K"],
+    k: Float[Array, "B S G K"],
+    v: Float[Array, "B S G K"],
+    allowed: Bool[Array, "B 1 T S"],
+    scale: float,
+    *,
+    bias: Float[Array, "B H T S"] | None = None,
+    softcap: float | None = None,
+    tap: Tap | None = None,
+    site: str = "attn.pattern",
+) -> Float[Array, "B T H K"]:
+    """Scaled dot-product attention (Vaswani et al. 2017, eq. 1) with grouped-query heads (Ainslie et al.
+    2023: the H query heads share G key/value heads, H a multiple of G); softmax in float32.
+
+    ``allowed[b, 0, t, s]`` says whether query t may see key s (causal, segment, window and padding masks
+    are all such arrays). Disallowed scores are set to the float32 minimum (not -inf), as in HF, so a query
+    row with no allowed key (a padding row) gives finite values instead of NaN. ``bias`` (broadcastable to
+    ``(B, H, T, S)``, e.g. ALiBi's) is added to the scaled scores; ``softcap`` then caps them smoothly,
+    ``c * tanh(scores / c)`` (Gemma 2). The weights are the site ``site`` of ``tap`` (T5's cross-attention:
+    ``cross_attn.pattern``).
+    """
+    B, T, H, K = q.shape
+    G = k.shape[2]
+    grouped = q.reshape(B, T, G, H // G, K)
+    scores = jnp.einsum("btgnk,bsgk->bgnts", grouped, k).astype(jnp.float32) * scale
+    if bias is not None:
+        bias = jnp.broadcast_to(bias, (B, H, T, scores.shape[-1])).reshape(B, G, H // G, T, -1)
+        scores = scores + bias.astype(jnp.float32)
+    if softcap is not None:
+        scores = softcap * jnp.tanh(scores / softcap)
+    scores = jnp.where(allowed[:, :, None], scores, jnp.finfo(jnp.float32).min)
+    weights = tapped_pattern(tap, site, jax.nn.softmax(scores, axis=-1), G).astype(v.dtype)
+    return jnp.einsum("bgnts,bsgk->btgnk", weights, v).reshape(B, T, H, K)
+
+
+def tapped_pattern(tap: Tap | None, kind: str, weights: Float[Array, "B G n T S"], groups: int) -> Array:
+    """``weights`` (grouped heads) as ``tap`` leaves the site ``kind`` (``(B, T, H, S)``, query by key), or
+    untouched (no transposes traced) when the run neither reads nor edits it."""
+    if tap is None or not tap.wants(kind):
+        return weights
+    B, G, n, T, S = weights.shape
+    pattern = tap(kind, weights.transpose(0, 3, 1, 2, 4).reshape(B, T, G * n, S))
+    return pattern.reshape(B, T, G, n, S).transpose(0, 2, 3, 1, 4)
+
+
+def split_heads(x: Float[Array, "B T D"], n_heads: int) -> Float[Array, "B T H K"]:
+    B, T, D = x.shape
+    return x.reshape(B, T, n_heads, D // n_heads)
+
+
+def merge_heads(x: Float[Array, "B T H K"]) -> Float[Array, "B T D"]:
+    B, T, H, K = x.shape
+    return x.reshape(B, T, H * K)
+
+
+def head_scale(head_dim: int) -> float:
+    return 1.0 / math.sqrt(head_dim)
 
 
 class Attention(nnx.Module):

@@ -28,7 +28,7 @@ from jaxtyping import Array, Bool, Float, Int
 from jaxassoc.errors import InputError
 from jaxassoc.models.base import Decoder, Head
 from jaxassoc.models.heads import gather_positions, head_logits, last_positions
-from jaxassoc.models.layers import causal_allowed, positions_from_mask
+from jaxassoc.models.masks import causal_allowed, positions_from_mask
 
 
 def pack_continuations(

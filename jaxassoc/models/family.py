@@ -44,7 +44,7 @@ class Family:
     """``{"body": pytree, "head": Head | None}`` from HF tensors (lazy host views); ModelError naming bad ones."""
     new_body: Callable[[Any, Mapping | None], nnx.Module]
     """``new_body(config, body)``: the body module (zero parameters) with the structure of ``body`` (None:
-    the full structure); causal families' bodies are :class:`jaxassoc.models.layers.CausalBody`."""
+    the full structure); causal families' bodies are :class:`jaxassoc.models.causal_body.CausalBody`."""
 
     def read_config(self, hf_config: Mapping[str, Any]) -> Any:
         """``config_from_hf`` of a HF config, then ModelError naming every field the port did not read whose
@@ -130,7 +130,7 @@ class Family:
         allowed: Bool[Array, "B 1 t T"] | None = None,
         sites: SiteOps | None = None,
     ) -> tuple[Float[Array, "B t D"], Any]:
-        """``layers.CausalBody.forward_cached`` of the body module holding ``body`` (``sites``: edits only)."""
+        """``causal_body.CausalBody.forward_cached`` of the body module holding ``body`` (``sites``: edits only)."""
         self._check_causal()
         sites = with_bound(sites, body)
         return self.body_module(config, body).forward_cached(

@@ -29,12 +29,14 @@ from flax import nnx
 
 from jaxassoc.models.attention import Attention
 from jaxassoc.models.base import Head
+from jaxassoc.models.causal_body import CausalBlock, CausalBody, DecoderSizes
 from jaxassoc.models.checkpoint import LayerStack, TensorTaker
 from jaxassoc.models.family import Family, param_shapes
-from jaxassoc.models.layers import CausalBlock, CausalBody, DecoderSizes, check_activation, rope_tables, zeros
+from jaxassoc.models.layers import check_activation, zeros
 from jaxassoc.models.linear import Linear
 from jaxassoc.models.mlp import MLP
 from jaxassoc.models.norms import LayerNorm
+from jaxassoc.models.rope import rope_tables
 from jaxassoc.models.sites import tap_site
 
 POSITIONS = ("learned", "rotary", "alibi")

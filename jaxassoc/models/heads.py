@@ -49,7 +49,7 @@ def next_token_logprobs(
     head: Head, hidden: Float[Array, "B T D"], input_ids: Int[Array, "B T"], attention_mask: Int[Array, "B T"]
 ) -> Float[Array, "B T-1"]:
     """log p(token t+1 | tokens <= t) for every position; 0 where either token is padding or where t+1
-    starts another packed segment (the mask holds segment ids, see ``layers.positions_from_mask``).
+    starts another packed segment (the mask holds segment ids, see ``masks.positions_from_mask``).
 
     Computed as the picked logit minus the log-sum-exp of its row, so the full log-softmax array is
     never written, and over groups of rows of about 128 positions at a time, so each group's logits stay

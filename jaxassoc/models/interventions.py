@@ -78,7 +78,9 @@ class RunOutput(NamedTuple):
         }
 
 
-UNIT_AXIS = {f"{a}.{s}": 2 for a in ("attn", "cross_attn") for s in ("q", "k", "v", "pattern", "heads")} | {"mlp.hidden": 2}
+UNIT_AXIS = {f"{a}.{s}": 2 for a in ("attn", "cross_attn") for s in ("q", "k", "v", "pattern", "heads")} | {
+    "mlp.hidden": 2
+}
 """The unit axis (heads, neurons) of a site with units, counted with its ``(B, T)`` axes."""
 
 
@@ -236,9 +238,7 @@ def ablate_heads(
 ) -> dict[str, Edit]:
     """Edits setting the chosen heads' outputs (:data:`Units` or an ``(L, H)`` mask) to zero, or
     to ``mean`` (:func:`site_mean` of ``layers.*.attn.heads`` over a reference set): mean ablation."""
-    mask = heads if hasattr(heads, "shape") else unit_mask(heads, n_layers, n_heads)
-    value = jnp.zeros((n_layers, 1, 1, n_heads, 1)) if mean is None else mean[:, None, None]
-    return {f"layers.{ALL_LAYERS}.attn.heads": Replace(value, mask[:, None, None, :, None])}
+    return _set_units("attn.heads", heads, n_layers, n_heads, mean, "head", trailing=1)
 
 
 def ablate_neurons(
@@ -249,9 +249,16 @@ def ablate_neurons(
     mean: Float[Array, "L F"] | None = None,
 ) -> dict[str, Edit]:
     """Edits setting the chosen MLP neurons (``layers.*.mlp.hidden``) to zero or to ``mean``."""
-    mask = neurons if hasattr(neurons, "shape") else unit_mask(neurons, n_layers, n_neurons, "neuron")
-    value = jnp.zeros((n_layers, 1, 1, n_neurons)) if mean is None else mean[:, None, None]
-    return {f"layers.{ALL_LAYERS}.mlp.hidden": Replace(value, mask[:, None, None, :])}
+    return _set_units("mlp.hidden", neurons, n_layers, n_neurons, mean, "neuron", trailing=0)
+
+
+def _set_units(kind: str, units, n_layers: int, n_units: int, mean, what: str, trailing: int) -> dict[str, Edit]:
+    """``layers.*.<kind>`` set to 0 (or ``mean``, per layer and unit) at the chosen units, whose axis comes
+    after ``(B, T)`` with ``trailing`` axes after it (a head's ``d``)."""
+    mask = units if hasattr(units, "shape") else unit_mask(units, n_layers, n_units, what)
+    after = (1,) * trailing
+    value = jnp.zeros((n_layers, 1, 1, n_units, *after)) if mean is None else mean[:, None, None]
+    return {f"layers.{ALL_LAYERS}.{kind}": Replace(value, mask.reshape(n_layers, 1, 1, n_units, *after))}
 
 
 def site_mean(

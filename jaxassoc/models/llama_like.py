@@ -27,19 +27,13 @@ from flax import nnx
 from jaxassoc.errors import ModelError
 from jaxassoc.models.attention import Attention
 from jaxassoc.models.base import Head
+from jaxassoc.models.causal_body import CausalBlock, CausalBody, DecoderSizes
 from jaxassoc.models.checkpoint import LayerStack, TensorTaker
 from jaxassoc.models.family import Family, param_shapes
-from jaxassoc.models.layers import (
-    CausalBlock,
-    CausalBody,
-    DecoderSizes,
-    RopeScaling,
-    required_fields,
-    rope_tables,
-    zeros,
-)
+from jaxassoc.models.layers import required_fields, zeros
 from jaxassoc.models.mlp import GatedMLP, MoE
 from jaxassoc.models.norms import ParameterFreeLayerNorm, RMSNorm
+from jaxassoc.models.rope import RopeScaling, rope_tables
 from jaxassoc.models.sites import tap_site
 
 

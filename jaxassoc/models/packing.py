@@ -4,7 +4,7 @@ Length buckets (``batching.run_batched``) still pad each sequence up to its buck
 waste: several sequences share one row of ``row_length`` tokens, told apart by the attention mask, which
 holds a segment id per token (1, 2, ... for the sequences of a row, 0 for padding). The causal ports
 (GPT-2, Llama, Mistral) restart positions at each segment and attend only within it
-(``layers.positions_from_mask``, ``layers.segment_allowed``), so a packed sequence gets the same states as
+(``masks.positions_from_mask``, ``masks.segment_allowed``), so a packed sequence gets the same states as
 when it runs alone. Every batch has the same shape, so the function compiles once.
 
 Use it for per-token outputs of causal LMs (sentence log-likelihoods); encoders (BERT/RoBERTa) do not

@@ -25,15 +25,9 @@ from jaxtyping import Array, Int
 from jaxassoc.models.attention import Attention
 from jaxassoc.models.base import ForwardOutput
 from jaxassoc.models.bert.config import BertConfig
-from jaxassoc.models.layers import (
-    ACTIVATIONS,
-    finish_sites,
-    padding_allowed,
-    positions_from_mask,
-    scan_blocks,
-    zeros,
-)
+from jaxassoc.models.layers import ACTIVATIONS, finish_sites, scan_blocks, zeros
 from jaxassoc.models.linear import Linear
+from jaxassoc.models.masks import padding_allowed, positions_from_mask
 from jaxassoc.models.mlp import MLP
 from jaxassoc.models.norms import LayerNorm
 from jaxassoc.models.sites import SiteOps, tap_site

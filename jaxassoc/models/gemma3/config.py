@@ -13,8 +13,8 @@ from jaxassoc.models.gemma2.config import (
     softcap,
     with_scaling,
 )
-from jaxassoc.models.layers import RopeScaling
 from jaxassoc.models.llama_like import LlamaLikeConfig
+from jaxassoc.models.rope import RopeScaling
 
 
 def rope_of_layers(hf_config: dict, model_type: str) -> tuple[dict, dict]:

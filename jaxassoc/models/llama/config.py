@@ -5,8 +5,8 @@ biases, experts, other activations)."""
 from __future__ import annotations
 
 from jaxassoc.errors import ModelError
-from jaxassoc.models.layers import rope_scaling_from_hf
 from jaxassoc.models.llama_like import LlamaLikeConfig, config_from_fields
+from jaxassoc.models.rope import rope_scaling_from_hf
 
 MODEL_TYPES = ("llama", "mistral")
 

@@ -7,8 +7,8 @@ not change the forward pass in evaluation."""
 from __future__ import annotations
 
 from jaxassoc.errors import ModelError
-from jaxassoc.models.layers import unscaled_rope_theta
 from jaxassoc.models.llama_like import LlamaLikeConfig, config_from_fields
+from jaxassoc.models.rope import unscaled_rope_theta
 
 MODEL_TYPE = "mixtral"
 

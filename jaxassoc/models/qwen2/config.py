@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from jaxassoc.errors import ModelError
 from jaxassoc.models.hf_config import superseded
-from jaxassoc.models.layers import required_fields, rope_scaling_from_hf
+from jaxassoc.models.layers import required_fields
 from jaxassoc.models.llama.config import partial_rotary_factor
 from jaxassoc.models.llama_like import LlamaLikeConfig, config_from_fields
+from jaxassoc.models.rope import rope_scaling_from_hf
 
 LAYER_TYPES = ("full_attention", "sliding_attention")
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from jaxassoc.errors import ModelError
 from jaxassoc.models.hf_config import superseded
-from jaxassoc.models.layers import required_fields, unscaled_rope_theta
+from jaxassoc.models.layers import required_fields
 from jaxassoc.models.llama_like import LlamaLikeConfig, config_from_fields
+from jaxassoc.models.rope import unscaled_rope_theta
 
 MODEL_TYPE = "qwen3"
 LAYER_TYPES = ("full_attention", "sliding_attention")

@@ -22,23 +22,14 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
-import jax
 import jax.numpy as jnp
 from flax import nnx
 from jaxtyping import Array, Float, Int
 
+from jaxassoc.models.attention import attention, merge_heads, split_heads
 from jaxassoc.models.base import ForwardOutput
-from jaxassoc.models.layers import (
-    ACTIVATIONS,
-    finish_sites,
-    merge_heads,
-    padding_allowed,
-    rms_norm,
-    scan_blocks,
-    split_heads,
-    tapped_pattern,
-    zeros,
-)
+from jaxassoc.models.layers import ACTIVATIONS, finish_sites, rms_norm, scan_blocks, zeros
+from jaxassoc.models.masks import padding_allowed
 from jaxassoc.models.sites import SiteOps, tap_site
 from jaxassoc.models.t5.config import T5Config
 
@@ -71,18 +62,6 @@ def position_bias(table: Float[Array, "N H"], T: int, S: int, bidirectional: boo
     return jnp.take(table, buckets, axis=0).transpose(2, 0, 1)[None]
 
 
-def t5_attention(q, k, v, allowed, bias, tap=None, prefix: str = "attn"):
-    """Unscaled dot-product attention with an additive ``bias`` ``(1|B, H, T, S)``; softmax in float32. The
-    weights are the site ``<prefix>.pattern`` of ``tap``."""
-    scores = jnp.einsum("bthk,bshk->bhts", q, k).astype(jnp.float32)
-    if bias is not None:
-        scores = scores + bias.astype(jnp.float32)
-    scores = jnp.where(allowed, scores, jnp.finfo(jnp.float32).min)
-    weights = jax.nn.softmax(scores, axis=-1)[:, None]  # one key/value group: (B, 1, H, T, S)
-    weights = tapped_pattern(tap, f"{prefix}.pattern", weights, 1)[:, 0].astype(v.dtype)
-    return jnp.einsum("bhts,bshk->bthk", weights, v)
-
-
 class Attention(nnx.Module):
     """q, k, v ``(D, H*d)`` and o ``(H*d, D)`` without biases."""
 
@@ -103,7 +82,8 @@ class Attention(nnx.Module):
             for name, h, w in (("q", x, self.q), ("k", memory if memory is not None else x, self.k),
                                ("v", memory if memory is not None else x, self.v))
         )  # fmt: skip
-        attended = tap_site(tap, f"{prefix}.heads", t5_attention(q, k, v, allowed, bias, tap, prefix))
+        attended = attention(q, k, v, allowed, 1.0, bias=bias, tap=tap, site=f"{prefix}.pattern")  # unscaled
+        attended = tap_site(tap, f"{prefix}.heads", attended)
         return tap_site(tap, f"{prefix}.out", merge_heads(attended) @ self.o[...])
 
 
