@@ -24,6 +24,7 @@ from jaxassoc.errors import InputError
 from jaxassoc.models.base import LanguageModel
 from jaxassoc.models.batching import bucket_length, check_sequences, model_limits, pad_batch
 from jaxassoc.models.heads import head_logits, next_token_logprobs
+from jaxassoc.models.interventions import run_decoder, run_parts
 from jaxassoc.models.multihost import Feeder, in_batches
 
 DECODER_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -45,8 +46,8 @@ def encode_encoder_prompts(model: LanguageModel, prompts: Sequence[str], *, add_
 def _scores(params, enc_ids, enc_mask, dec_ids, dec_mask, *, family, config):
     """The first decoder step's logits of the rows ``params["rows"]`` and its log-partition, and
     ``log p(dec[t+1] | dec[<=t], prompt)`` at every decoder step (0 past the row's tokens)."""
-    encoded = family.forward(params["body"], enc_ids, enc_mask, config=config).hidden
-    hidden = family.decode(params["body"], encoded, enc_mask, dec_ids, dec_mask, config=config).hidden
+    encoded = run_parts(family, params["body"], enc_ids, enc_mask, config=config).hidden
+    hidden = run_decoder(family, params["body"], encoded, enc_mask, dec_ids, dec_mask, config=config).hidden
     first = head_logits(params["head"], hidden[:, 0]).astype(jnp.float32)
     steps = next_token_logprobs(params["head"], hidden, dec_ids, dec_mask) if dec_ids.shape[1] > 1 else None
     return first[:, params["rows"]], jax.nn.logsumexp(first, axis=-1), steps
