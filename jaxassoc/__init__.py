@@ -3,13 +3,15 @@
 Layers (imports flow downwards only)::
 
     jaxassoc.app                      Hydra entry point, one task module per metric, result store, reports
+    jaxassoc.suites                   a metric's analysis: readouts and vectors into tables, tests, intervals
     jaxassoc.readouts                 model readouts: prompts, forward passes, scores of words and sentences
     jaxassoc.array_cache              on-disk cache of computed arrays (forward passes' outputs), keyed by model
     jaxassoc.metrics  jaxassoc.models  jaxassoc.embeddings
     jaxassoc.stats    jaxassoc.data    jaxassoc.resources
 
-``metrics`` never imports ``models`` and ``models`` never imports ``metrics``: ``embeddings`` and
-``readouts`` compose them, and nothing outside ``app`` imports the app.
+``metrics`` never imports ``models`` and ``models`` never imports ``metrics``: ``embeddings``,
+``readouts`` and ``suites`` compose them. ``readouts`` never imports ``suites``, and nothing outside
+``app`` imports the app.
 """
 
 __version__ = "0.1.0"

@@ -14,8 +14,9 @@ from jaxassoc.app.spec import Job
 from jaxassoc.app.tasks import rpam as rpam_job
 from jaxassoc.models import load_model
 from jaxassoc.readouts import rpam as pipeline
-from jaxassoc.readouts import rpam_downstream, rpam_prompts
+from jaxassoc.readouts import rpam_prompts
 from jaxassoc.readouts.rpam_prompts import PromptTemplate
+from jaxassoc.suites import rpam as rpam_suite
 
 TP1 = PromptTemplate("tp1", "These words are associated: {target} and")
 TP2 = PromptTemplate("tp2", "This sentence and this word are associated: {quote}This is {target}{quote} and {quote}")
@@ -118,8 +119,8 @@ def test_job_reruns_ablation_and_downstream_hit_the_cache(folder, tmp_path, coun
     pd.testing.assert_series_equal(a.sort_index(), b.sort_index())
 
     calls = []
-    real = rpam_downstream.model_ratings
-    monkeypatch.setattr(rpam_downstream, "model_ratings", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = rpam_suite.model_ratings
+    monkeypatch.setattr(rpam_suite, "model_ratings", lambda *a, **k: calls.append(1) or real(*a, **k))
     down = rpam_job.run(_job(folder, tmp_path, "bellezza", sample=12, downstream=True, chat_template=False))
     assert len(counted) == 1 and len(calls) == 1  # RPAM passes shared with dataset=bellezza
     again = rpam_job.run(_job(folder, tmp_path, "bellezza", sample=12, downstream=True, chat_template=False))

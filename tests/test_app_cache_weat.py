@@ -16,7 +16,7 @@ from jaxassoc.app.tasks import weat as weat_job
 from jaxassoc.embeddings import contextual
 from jaxassoc.embeddings.contextual import ContextIndex, ContextualWordVectors
 from jaxassoc.models import load_model
-from jaxassoc.readouts.weat import cached_reference, cached_sentence_vectors, prefetch_word_vectors
+from jaxassoc.readouts.vectors import cached_reference, cached_sentence_vectors, prefetch_word_vectors
 
 SENTENCES = list(dict.fromkeys(family_specs.CORPUS))
 WORDS = ["doctor", "nurse", "music", "science", "zebra"]  # zebra: no context, falls back or is dropped
@@ -137,11 +137,11 @@ def test_weat_job_sweep_over_statistics_reuses_vectors(folder, tmp_path, calls, 
 
 def test_sentence_vectors_hit_is_bit_identical_and_layer_pooling_misses(model, tmp_path, monkeypatch):
     from jaxassoc.embeddings.sentence import sentence_vectors
-    from jaxassoc.readouts import weat as weat_readout
+    from jaxassoc.readouts import vectors as vectors_readout
 
     counted = []
     monkeypatch.setattr(
-        weat_readout, "sentence_vectors", lambda *a, **k: counted.append(1) or sentence_vectors(*a, **k)
+        vectors_readout, "sentence_vectors", lambda *a, **k: counted.append(1) or sentence_vectors(*a, **k)
     )
 
     def cached(sentences, layer=-1, pooling="mean"):

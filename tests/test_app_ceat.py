@@ -13,7 +13,8 @@ from jaxassoc.data import WeatTest, load_weat_suite
 from jaxassoc.embeddings.contextual import ContextIndex
 from jaxassoc.errors import InputError
 from jaxassoc.models import load_model
-from jaxassoc.readouts.ceat import ContextPools, context_pools, run_ceat_suite
+from jaxassoc.readouts.ceat import ContextPools, context_pools
+from jaxassoc.suites.ceat import run_ceat_suite
 
 CORPUS = [
     "The rose in the garden smells sweet and looks pleasant to everyone .",

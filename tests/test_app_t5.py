@@ -13,8 +13,8 @@ from jaxassoc.app.main import make_job
 from jaxassoc.app.registry import get_metric
 from jaxassoc.errors import ConfigError
 from jaxassoc.models import load_model
-from jaxassoc.readouts import rpam as pipeline
 from jaxassoc.readouts.rpam_prompts import PromptTemplate
+from jaxassoc.suites import rpam as rpam_suite
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def test_cli_rpam_on_a_t5_checkpoint(tmp_path, folder, cli):
     assert len(items) == 5 and np.isfinite(items["score"]).all()
     # the job's valence scores are the library's RPAM Valence from the encoder-decoder readout
     template = PromptTemplate("tp1", "These words are associated: {target} and")
-    expected, _ = pipeline._valence(load_model(folder), list(items["word"]), template, normalise=True)
+    expected, _ = rpam_suite._valence(load_model(folder), list(items["word"]), template, normalise=True)
     np.testing.assert_allclose(items["score"].to_numpy(), expected, rtol=1e-5, atol=1e-7)
 
 

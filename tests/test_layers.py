@@ -1,7 +1,7 @@
 """The library's layers import downwards only (``jaxassoc/__init__.py``): metrics never import models,
 models never metrics, data and stats import neither, nothing outside the app imports the app, and no module
 imports another that (directly or not) imports it back; the readouts the app and the examples share live in
-the library."""
+the library, and so do the suites (what a metric makes of them), which the readouts never import."""
 
 import ast
 from pathlib import Path
@@ -46,6 +46,7 @@ LAYERS = {  # each layer: the layers of the package it may import (besides itsel
     "embeddings": {"models", "metrics", "stats", "data", "resources"},
     "array_cache": {"models"},
     "readouts": {"models", "metrics", "embeddings", "stats", "data", "resources", "array_cache"},
+    "suites": {"readouts", "models", "metrics", "embeddings", "stats", "data", "resources", "array_cache"},
 }
 LAYER_NAMES = {
     "stats",
@@ -56,6 +57,7 @@ LAYER_NAMES = {
     "embeddings",
     "array_cache",
     "readouts",
+    "suites",
     "app",
     "plugin",
 }
@@ -111,7 +113,7 @@ def test_no_import_circle():
 
 
 def test_only_the_app_imports_the_app():
-    for layer in ("readouts", "embeddings", "metrics", "models", "stats", "data"):
+    for layer in ("suites", "readouts", "embeddings", "metrics", "models", "stats", "data"):
         assert _offenders(layer, "jaxassoc.app") == [], layer
 
 

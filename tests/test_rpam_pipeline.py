@@ -19,6 +19,7 @@ from jaxassoc.models import load_model
 from jaxassoc.readouts import rpam as pipeline
 from jaxassoc.readouts import rpam_downstream
 from jaxassoc.readouts.rpam_prompts import PromptTemplate, rpam_inputs, tokenize_attributes
+from jaxassoc.suites import rpam as rpam_suite
 
 TP1 = PromptTemplate("tp1", "These words are associated: {target} and")
 TP2 = PromptTemplate("tp2", "This sentence and this word are associated: {quote}This is {target}{quote} and {quote}")
@@ -133,7 +134,7 @@ def test_pairwise_task_computes_only_the_partners_continuations(models, monkeypa
     seen = []
     real = rpam_prompts.rpam_inputs
     monkeypatch.setattr(rpam_prompts, "rpam_inputs", lambda *a, **k: seen.append(real(*a, **k)) or seen[-1])
-    items, _ = pipeline.wordsim353(model, TP2, batch_size=2)
+    items, _ = rpam_suite.wordsim353(model, TP2, batch_size=2)
     words = sorted(set(pairs["word1"]) | set(pairs["word2"]))
     multi = set(tokenize_attributes(model.tokenizer, words, TP2).multi_token)
     ordered = {(a, b) for a, b in zip(pairs["word1"], pairs["word2"])} | {
@@ -304,17 +305,17 @@ def test_bellezza_reports_both_normalisations_from_one_run(models):
 
     model, _ = models
     key = jax.random.key(3)
-    items, agg = pipeline.bellezza(model, TP1, sample=6, key=key)
+    items, agg = rpam_suite.bellezza(model, TP1, sample=6, key=key)
     assert len(items) == 6 and sorted(agg["normalised"].unique()) == [False, True]
     spearman = agg[(agg["statistic"] == "spearman") & agg["normalised"]]["correlation"].item()
     # ρ from exact ranks: a few u (abs=1e-5); Pearson's r in float32: f32_cos(n) (abs=1e-4 had been 60x that)
     assert spearman == pytest.approx(sps.spearmanr(items["score"], items["valence"]).statistic, abs=1e-5)
-    ablation, _ = pipeline.bellezza(model, TP1, sample=6, key=key, normalise=False)
+    ablation, _ = rpam_suite.bellezza(model, TP1, sample=6, key=key, normalise=False)
     pearson = agg[(agg["statistic"] == "pearson") & ~agg["normalised"]]["correlation"].item()
     ref = sps.pearsonr(ablation["score"], ablation["valence"]).statistic
     assert pearson == pytest.approx(ref, abs=f32_cos(len(ablation)))
     with pytest.raises(InputError, match="at least 3"):
-        pipeline.subsample(items, 2, key)
+        rpam_suite.subsample(items, 2, key)
 
 
 @pytest.mark.slow

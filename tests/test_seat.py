@@ -14,8 +14,9 @@ from jaxassoc.data import WeatSuite, WeatTest, load_seat_templates, load_weat_su
 from jaxassoc.embeddings.sentence import sentence_vectors
 from jaxassoc.errors import ConfigError, InputError
 from jaxassoc.models import load_model
-from jaxassoc.readouts.seat import check_encodable, run_seat_experiment, seat_suite
+from jaxassoc.readouts.seat import check_encodable, seat_suite
 from jaxassoc.stats import StatsOptions
+from jaxassoc.suites.seat import run_seat_experiment
 
 
 def _suite(x=("rose", "tulip", "daisy"), y=("ant", "moth", "wasp"), a=("love", "happy"), b=("war", "ugly")):

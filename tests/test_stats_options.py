@@ -31,9 +31,9 @@ from jaxassoc.errors import ConfigError, InputError
 from jaxassoc.metrics import rpam
 from jaxassoc.metrics.ceat import random_effects, weat_draw
 from jaxassoc.metrics.weat import check_distinct_words, sc_weat, weat
-from jaxassoc.readouts.weat import change_class
 from jaxassoc.stats import StatsOptions, permutation_test
 from jaxassoc.stats.permutation import _random_partition, difference_of_sums
+from jaxassoc.suites.weat import change_class
 
 KEY = jax.random.key(0)
 

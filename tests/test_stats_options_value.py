@@ -15,8 +15,8 @@ from jaxassoc.data.weat import WeatSuite, WeatTest
 from jaxassoc.embeddings.static import Lookup
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.weat import weat
-from jaxassoc.readouts.weat import run_sc_weat_experiment, run_weat_experiment
 from jaxassoc.stats import StatsOptions
+from jaxassoc.suites.weat import run_sc_weat_experiment, run_weat_experiment
 
 WORDS = {
     w: np.random.default_rng(i).normal(size=8).astype(np.float32)

@@ -266,7 +266,7 @@ def test_monte_carlo_p_is_reported_and_close_to_exact():
 
 
 def test_change_classes():
-    from jaxassoc.readouts.weat import change_class
+    from jaxassoc.suites.weat import change_class
 
     assert change_class(0.01, 0.02) == "Stable"
     assert change_class(0.01, 0.2) == "Disappearing"
@@ -281,7 +281,7 @@ def test_weat_experiment_on_glove_with_whitening_and_figures(tmp_path, glove_tes
     from jaxassoc.data import load_weat_suite
     from jaxassoc.embeddings.static import load_embedded_glove
     from jaxassoc.embeddings.whitening import fit_zca, reference_sample
-    from jaxassoc.readouts.weat import run_anisotropy, run_weat_experiment
+    from jaxassoc.suites.weat import run_anisotropy, run_weat_experiment
 
     emb = load_embedded_glove()
     ref = reference_sample(emb, max_items=3000, seed=0)

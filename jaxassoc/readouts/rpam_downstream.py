@@ -1,5 +1,6 @@
 """RPAM Experiment 3 downstream: an instruct model rates each Bellezza word 1-5 (Hodel et al. 2026, §5
-Experiment 3, App. F "Bellezza rating on Mistral-Instruct"), and RPAM Valence is compared with those ratings.
+Experiment 3, App. F "Bellezza rating on Mistral-Instruct"); RPAM Valence is compared with those ratings by
+:func:`jaxassoc.suites.rpam.bellezza_downstream`.
 
 The paper's adapted prompt is used verbatim, with the word in ASCII double quotes; the model's chat template
 wraps it when ``chat_template`` is on. Decoding is greedy for at most ``max_new_tokens`` tokens and stops
@@ -12,18 +13,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from jaxassoc import stats
-from jaxassoc.array_cache import cached_arrays, model_key
 from jaxassoc.errors import ConfigError
 from jaxassoc.models.base import LanguageModel
 from jaxassoc.models.decoding import greedy_generate
-from jaxassoc.readouts.rpam import bellezza
-from jaxassoc.readouts.rpam_prompts import PromptTemplate, encode_prompts
+from jaxassoc.readouts.rpam_prompts import encode_prompts
 
 RATING_PROMPT = (
     "The purpose is to determine whether one has positive or negative feelings about different words. "
@@ -99,70 +95,3 @@ def model_ratings(
     return pd.DataFrame(
         {"word": list(words), "answer": answers, "rating": pd.array(ratings, dtype="Int64").astype(float)}
     )
-
-
-def bellezza_downstream(
-    model: LanguageModel,
-    template: PromptTemplate,
-    *,
-    chat_template: bool = True,
-    max_new_tokens: int = 4,
-    normalise: bool = True,
-    sample: int | None = None,
-    key: jax.Array | None = None,
-    **run_options,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Spearman of RPAM Valence (the paper uses TP1) vs the model's own ratings of the 399 Bellezza words.
-
-    With ``cache_dir`` in ``run_options`` the RPAM passes are shared with ``dataset=bellezza`` and the
-    generated answers are cached too."""
-    items, _ = bellezza(model, template, normalise=normalise, sample=sample, key=key, **run_options)
-    words, batch_size = list(items["word"]), run_options.get("batch_size", 32)
-    parts = {
-        **model_key(model),
-        "words": words,
-        "chat_template": chat_template,
-        "max_new_tokens": max_new_tokens,
-        "batch_size": batch_size,
-        "decoder": "kv_cache",
-    }  # answers of the earlier full re-run decoder miss
-    rated = cached_arrays(
-        run_options.get("cache_dir"),
-        "rpam_ratings",
-        parts,
-        lambda: {
-            column: values.to_numpy()
-            for column, values in model_ratings(
-                model,
-                words,
-                chat_template=chat_template,
-                max_new_tokens=max_new_tokens,
-                batch_size=batch_size,
-                progress=run_options.get("progress", False),
-            ).items()
-        },
-    )
-    items = items.assign(answer=rated["answer"], rating=rated["rating"])
-    kept = items.dropna(subset=["rating"])
-    row = {
-        "benchmark": "Bellezza downstream",
-        "statistic": "spearman",
-        "n": len(kept),
-        "n_unparsable": len(items) - len(kept),
-        "parse_rate": len(kept) / len(items),
-        "chat_template": chat_template,
-        "max_new_tokens": max_new_tokens,
-    }
-    if len(kept) >= 3 and kept["rating"].nunique() > 1:
-        r = stats.spearman_test(jnp.asarray(kept["score"].to_numpy(float)), jnp.asarray(kept["rating"].to_numpy(float)))
-        human = stats.spearman_test(
-            jnp.asarray(kept["valence"].to_numpy(float)), jnp.asarray(kept["rating"].to_numpy(float))
-        )
-        row |= {
-            "correlation": float(r.statistic),
-            "p_value": float(r.p_value),
-            "ratings_vs_human_spearman": float(human.statistic),
-        }
-    else:  # too few parsed or constant ratings: Spearman is undefined
-        row |= {"correlation": float("nan"), "p_value": float("nan"), "ratings_vs_human_spearman": float("nan")}
-    return items, pd.DataFrame([row])

@@ -3,8 +3,8 @@
 WEAT, SC-WEAT and the RPAM Test share a permutation p-value and (WEAT, RPAM) a bootstrap CI of d. Their
 kernels (:func:`jaxassoc.stats.permutation_test`, :func:`jaxassoc.metrics.weat.weat`,
 :func:`jaxassoc.metrics.weat.sc_weat`, :func:`jaxassoc.metrics.weat.association_test`,
-:func:`jaxassoc.metrics.rpam.rpam_test`) and the readouts that run them over a suite
-(:func:`jaxassoc.readouts.weat.run_weat_experiment`, :func:`jaxassoc.readouts.rpam.weat_ws`) take a
+:func:`jaxassoc.metrics.rpam.rpam_test`) and the suites that run them over a suite
+(:func:`jaxassoc.suites.weat.run_weat_experiment`, :func:`jaxassoc.suites.rpam.weat_ws`) take a
 :class:`StatsOptions` whole instead of seven keywords. It is frozen and hashable, so it can be a static
 argument of ``jax.jit``, and its fields are the one place each default is written: a kernel that takes one
 option alone (e.g. ``ddof`` of an effect size, ``confidence`` of a bootstrap) defaults to the field's value,

@@ -2,7 +2,7 @@
 ``weat_ws``) with any language model's contextual embeddings.
 
 Per-word pools of contextual embeddings come from the reference corpus (see
-:mod:`jaxassoc.readouts.ceat`) and are cached on disk keyed by the model hashes, the corpus text,
+:mod:`jaxassoc.readouts.ceat`; the tests: :mod:`jaxassoc.suites.ceat`) and are cached on disk keyed by the model hashes, the corpus text,
 layer, pool size, context seed and fallback, never by the job seed or N: a rerun with another seed or N
 reuses them bit for bit. Writes ``items`` (one row per test, set and word: contexts used and how),
 ``aggregates`` (one row per test: CES, its variance, τ², one-sided p, per-draw summaries) and
@@ -24,15 +24,9 @@ from jaxassoc.embeddings.contextual import ContextIndex, tokenizer_normaliser
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.ceat import N_DRAWS
 from jaxassoc.progress import stage
-from jaxassoc.readouts.ceat import (
-    FALLBACKS,
-    ContextPools,
-    context_pools,
-    corpus_sentences,
-    run_ceat_suite,
-    word_table,
-)
-from jaxassoc.readouts.weat import check_suite_words
+from jaxassoc.readouts.ceat import FALLBACKS, ContextPools, context_pools, corpus_sentences
+from jaxassoc.suites.ceat import run_ceat_suite, word_table
+from jaxassoc.suites.weat import check_suite_words
 
 MAX_DRAWS = 10**6
 """Most CEAT draws: the per-draw table and draw indices stay within a few hundred MB."""

@@ -23,10 +23,10 @@ from jaxassoc.app.config import MetricConfig, check_range
 from jaxassoc.app.spec import CORRELATIONS, EFFECT_PLOTS, EFFECT_SIZE, Job, JobResult, MetricSpec
 from jaxassoc.errors import ConfigError
 from jaxassoc.progress import stage
-from jaxassoc.readouts import rpam, rpam_downstream
 from jaxassoc.readouts.rpam_prompts import PromptTemplate
-from jaxassoc.readouts.weat import check_suite_words
 from jaxassoc.stats import StatsOptions
+from jaxassoc.suites import rpam
+from jaxassoc.suites.weat import check_suite_words
 
 TASKS = ("weat_ws", "weat_caliskan2017", "custom_weat", "wordsim353", "bellezza", "sst2")
 SUITE_TASKS = ("weat_ws", "weat_caliskan2017", "custom_weat")
@@ -198,7 +198,7 @@ def _task(job: Job, model, template: PromptTemplate, options: dict, suite) -> tu
     if name == "wordsim353":
         return rpam.wordsim353(model, template, sample=job.dataset.sample, key=key, **options)
     if name == "bellezza" and cfg.downstream:
-        return rpam_downstream.bellezza_downstream(
+        return rpam.bellezza_downstream(
             model,
             template,
             chat_template=cfg.chat_template,

@@ -5,7 +5,7 @@ Every word is slotted into the bleached templates of its form (``seat_templates`
 :mod:`jaxassoc.data.seat`); each sentence's vector is a layer's token states pooled per model kind
 (:data:`DEFAULT_POOLING`, ``metric.pooling``) and cached on disk (model, sentences, layer, pooling, batch
 size); the WEAT permutation test, effect size and bootstrap CI run on the sentences
-(:func:`jaxassoc.readouts.seat.run_seat_experiment`). Writes one row per test.
+(:func:`jaxassoc.suites.seat.run_seat_experiment`). Writes one row per test.
 """
 
 from __future__ import annotations
@@ -29,8 +29,10 @@ from jaxassoc.app.spec import (
 from jaxassoc.embeddings.contextual import tokenizer_normaliser
 from jaxassoc.embeddings.sentence import POOLINGS
 from jaxassoc.progress import stage
-from jaxassoc.readouts.seat import check_encodable, run_seat_experiment, seat_suite
-from jaxassoc.readouts.weat import cached_sentence_vectors, check_suite_words, suite_words
+from jaxassoc.readouts.seat import check_encodable, seat_suite
+from jaxassoc.readouts.vectors import cached_sentence_vectors, suite_words
+from jaxassoc.suites.seat import run_seat_experiment
+from jaxassoc.suites.weat import check_suite_words
 
 DEFAULT_POOLING = {"encoder": "mean", "masked": "first", "causal": "last"}
 """``metric.pooling=auto`` per model kind: a sentence encoder (MiniLM) its training pooling, the mean;

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,19 +30,17 @@ from jaxassoc.embeddings.static import StaticEmbeddings
 from jaxassoc.embeddings.whitening import ZcaStats, apply_zca, corpus_word_types, fit_zca, reference_sample, save_zca
 from jaxassoc.io import atomic_write
 from jaxassoc.metrics.anisotropy import cosine_matrix, sample_rows
-from jaxassoc.metrics.similarity import compare_whitening
 from jaxassoc.progress import stage
-from jaxassoc.readouts.weat import (
+from jaxassoc.readouts.vectors import cached_reference, cached_sentence_vectors, prefetch_word_vectors, suite_words
+from jaxassoc.suites.weat import (
     CHANGE_CLASSES,
-    cached_reference,
-    cached_sentence_vectors,
     check_suite_words,
-    prefetch_word_vectors,
     run_anisotropy,
     run_sc_weat_experiment,
     run_similarity_benchmark,
     run_weat_experiment,
-    suite_words,
+    similarity_row,
+    static_stsb,
 )
 
 matplotlib.use("Agg")
@@ -161,48 +158,6 @@ def suite_vectors(job: Job, suite, cfg, task: str) -> SuiteVectors:
     return SuiteVectors(vectors, model, sentences, model_loading.model_provenance(job.model, model))
 
 
-def _words(sentence: str) -> list[str]:
-    return re.findall(r"[a-z]+(?:'[a-z]+)?", sentence.lower())
-
-
-def _similarity_row(name: str, key, raw, whitened, human, n_dropped: int, stats_cfg) -> dict:
-    r = compare_whitening(
-        key,
-        raw,
-        whitened,
-        np.asarray(human, np.float32),
-        n_resamples=stats_cfg.n_bootstrap,
-        confidence=stats_cfg.confidence,
-    )
-    return {
-        "test": "similarity",
-        "benchmark": name,
-        "n_pairs": int(r.n_pairs),
-        "n_dropped": n_dropped,
-        **{f: float(v) for f, v in r._asdict().items() if f != "n_pairs"},
-        "n_resamples": stats_cfg.n_bootstrap,
-    }
-
-
-def _static_stsb(embeddings, zca, key, stats_cfg) -> dict:
-    """STS-B dev: a sentence is the mean of its in-vocabulary word vectors (whitened: of the whitened ones).
-    Pairs where a sentence has no in-vocabulary word are dropped and counted."""
-    pairs = data.load_stsb("dev")
-    sides = [[[w for w in _words(t) if w in embeddings] for t in pairs[c]] for c in ("sentence1", "sentence2")]
-    keep = np.array([bool(a) and bool(b) for a, b in zip(*sides)])
-    vocabulary = sorted({w for side in sides for words in side for w in words})
-    raw_rows = embeddings.lookup(vocabulary, oov="error").vectors
-    white_rows = np.asarray(apply_zca(zca, raw_rows))  # one whitening call for every word used
-    row = {w: i for i, w in enumerate(vocabulary)}
-
-    def mean_vectors(matrix, side):
-        return np.stack([matrix[[row[w] for w in words]].mean(axis=0) for words, k in zip(side, keep) if k])
-
-    raw = tuple(mean_vectors(raw_rows, side) for side in sides)
-    white = tuple(mean_vectors(white_rows, side) for side in sides)
-    return _similarity_row("STS-B", key, raw, white, pairs["score"][keep], int((~keep).sum()), stats_cfg)
-
-
 def _contextual_similarity(model, vectors, zca, key, cfg, job: Job) -> list[dict]:
     """WS-353 and SimLex-999 with contextual word vectors; STS-B with mean-pooled sentence vectors."""
     rows, stats_cfg, batch_size = [], job.stats, job.model.batch_size
@@ -221,7 +176,7 @@ def _contextual_similarity(model, vectors, zca, key, cfg, job: Job) -> list[dict
         extracted.count = prefetch_word_vectors(words_fn, words, cache_dir=job.cache_dir, quiet=job.quiet)
     for (name, pairs), k in zip(benchmarks, jax.random.split(key, 2)):
         u, v = words_fn(list(pairs.word1), name).vectors, words_fn(list(pairs.word2), name).vectors
-        rows.append(_similarity_row(name, k, (u, v), (apply_zca(zca, u), apply_zca(zca, v)), pairs.score, 0, stats_cfg))
+        rows.append(similarity_row(name, k, (u, v), (apply_zca(zca, u), apply_zca(zca, v)), pairs.score, 0, stats_cfg))
     stsb = data.load_stsb("dev")
     with stage("weat", "STS-B sentence vectors extracted", 2 * len(stsb)):
         u, v = (
@@ -236,7 +191,7 @@ def _contextual_similarity(model, vectors, zca, key, cfg, job: Job) -> list[dict
             for c in ("sentence1", "sentence2")
         )
     rows.append(
-        _similarity_row(
+        similarity_row(
             "STS-B",
             jax.random.fold_in(key, 2),
             (u, v),
@@ -350,7 +305,7 @@ def _whitening_outputs(job, found, table, reference, zca, key_aniso, key_sim) ->
                 confidence=job.stats.confidence,
             )
             rows.append(pd.DataFrame([{"test": "similarity", **r}]))
-        rows.append(pd.DataFrame([_static_stsb(found.loaded, zca, jax.random.fold_in(key_sim, 2), job.stats)]))
+        rows.append(pd.DataFrame([static_stsb(found.loaded, zca, jax.random.fold_in(key_sim, 2), job.stats)]))
     elif cfg.similarity:
         rows.append(pd.DataFrame(_contextual_similarity(found.loaded, found.vectors, zca, key_sim, cfg, job)))
     if cfg.anisotropy:

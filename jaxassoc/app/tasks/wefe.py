@@ -22,8 +22,8 @@ from jaxassoc.app.tasks.weat import CONTEXTUAL_ONLY, suite_vectors
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.wefe import RND_DISTANCES
 from jaxassoc.progress import stage
-from jaxassoc.readouts.weat import check_suite_words
-from jaxassoc.readouts.wefe import METRICS, WefeOptions, run_wefe_suite
+from jaxassoc.suites.weat import check_suite_words
+from jaxassoc.suites.wefe import METRICS, WefeOptions, run_wefe_suite
 
 WEFE_CONTEXTUAL = tuple(f for f in CONTEXTUAL_ONLY if f in ("layer", "max_contexts", "fallback"))
 

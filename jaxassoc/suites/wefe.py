@@ -32,10 +32,10 @@ from jaxassoc.embeddings.static import StaticEmbeddings
 from jaxassoc.errors import InputError
 from jaxassoc.metrics import wefe
 from jaxassoc.metrics.weat import unit_rows
-from jaxassoc.readouts.weat import VectorsFn, check_suite_words, looked_up, lookup_fn
 from jaxassoc.stats import StatsOptions
 from jaxassoc.stats.bootstrap import bootstrap_ci_groups
 from jaxassoc.stats.small_samples import caveat
+from jaxassoc.suites.weat import VectorsFn, check_suite_words, looked_up, lookup_fn
 
 METRICS = ("rnd", "rnsb", "mac", "ect", "ripa")
 TITLES = {"rnd": "RND", "rnsb": "RNSB", "mac": "MAC", "ect": "ECT", "ripa": "RIPA"}

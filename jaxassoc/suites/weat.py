@@ -1,5 +1,5 @@
-"""ZCA-WEAT Experiments 1-3 (ZCA-WEAT paper §4.3) as plain functions (the app draws the paper's figures:
-:mod:`jaxassoc.app.tasks.weat`).
+"""ZCA-WEAT Experiments 1-3 (ZCA-WEAT paper §4.3) as plain functions of word vectors (the app draws the
+paper's figures: :mod:`jaxassoc.app.tasks.weat`).
 
 - :func:`run_weat_experiment` (Experiment 3): d and p of every test of a suite, raw and whitened, and
   the significance change class at p < alpha.
@@ -7,35 +7,29 @@
 - :func:`run_anisotropy` (Experiment 1): mean ± SD pairwise cosine of 2,000 random reference vectors and
   the explained-variance spectrum, before and after whitening.
 - :func:`run_similarity_benchmark` (Experiment 2): Spearman rho of cosine vs human scores, raw vs
-  whitened, with a paired bootstrap.
-- Contextual models: :func:`prefetch_word_vectors` and :func:`cached_reference` run the forward passes
-  through the on-disk cache (:mod:`jaxassoc.array_cache`), so a sweep over whitening or statistics
-  options extracts the vectors once.
+  whitened, with a paired bootstrap; :func:`similarity_row` for any pair vectors (a contextual model's),
+  :func:`static_stsb` for STS-B's sentences as mean word vectors.
+- :func:`check_suite_words`: the word rule on every test of a suite, before any model is loaded.
 
 Vectors come from a :class:`~jaxassoc.embeddings.static.StaticEmbeddings` or any ``vectors_fn(words,
-name) -> Lookup`` (e.g. contextual word vectors). No Hydra here: ``metric=weat`` (:mod:`jaxassoc.app.tasks.weat`) wires these into its config.
+name) -> Lookup`` (e.g. contextual word vectors, extracted through the on-disk cache by
+:mod:`jaxassoc.readouts.vectors`). No Hydra here: ``metric=weat`` (:mod:`jaxassoc.app.tasks.weat`) wires these
+into its config.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
+import re
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import jax
 import numpy as np
 import pandas as pd
 
-from jaxassoc.array_cache import cached_arrays, model_key
-from jaxassoc.embeddings.contextual import ContextualWordVectors, contextual_reference
-from jaxassoc.embeddings.sentence import sentence_vectors
+from jaxassoc import data
 from jaxassoc.embeddings.static import Lookup, StaticEmbeddings
-from jaxassoc.embeddings.whitening import (
-    ReferenceSample,
-    ZcaStats,
-    apply_zca,
-)
+from jaxassoc.embeddings.whitening import ZcaStats, apply_zca
 from jaxassoc.errors import InputError
 from jaxassoc.metrics.anisotropy import (
     explained_variance_ratio,
@@ -44,7 +38,6 @@ from jaxassoc.metrics.anisotropy import (
 )
 from jaxassoc.metrics.similarity import compare_whitening
 from jaxassoc.metrics.weat import UNDEFINED_CONSTANT_S, check_distinct_words, sc_weat, weat
-from jaxassoc.progress import progress
 from jaxassoc.stats import StatsOptions, small_samples
 
 log = logging.getLogger("jaxassoc")
@@ -290,135 +283,46 @@ def run_similarity_benchmark(
     }
 
 
-def suite_words(suite) -> list[str]:
-    """Every target and attribute word of a WEAT suite, once each, in order of appearance."""
-    sets = ((t.targets_x, t.targets_y, t.attributes_a, t.attributes_b) for t in suite.tests)
-    return list(dict.fromkeys(w for test_sets in sets for words in test_sets for w in words))
+def _words(sentence: str) -> list[str]:
+    return re.findall(r"[a-z]+(?:'[a-z]+)?", sentence.lower())
 
 
-def text_sha256(texts: Sequence[str]) -> str:
-    """sha256 of the texts joined by newlines: a cache key part for a corpus."""
-    digest = hashlib.sha256()
-    for text in texts:
-        digest.update(text.encode())
-        digest.update(b"\n")
-    return digest.hexdigest()
-
-
-def prefetch_word_vectors(
-    vectors: ContextualWordVectors,
-    words: Sequence[str],
-    *,
-    cache_dir: Path | None,
-    quiet: bool = True,
-    chunk_words: int = 128,
-) -> int:
-    """Fill ``vectors.cache`` with every new word's aggregated vector (Bommasani et al. 2020), in chunks of
-    ``chunk_words`` (a progress bar unless ``quiet``), each chunk through the on-disk cache.
-
-    The key holds the model (weights, tokenizer, dtypes), the corpus (hash of the indexed sentences), the
-    layer, ``max_contexts``, seed, fallback, batch size and the chunk's words. Returns how many words
-    were new. (MiniLM, the 359 words of weat_caliskan2017: chunks of 64 took 109 s, one run 91 s, one
-    run per word set 117 s on a shared 2-core CPU; 128 keeps a few bar steps at near one-run speed.)"""
-    new = [w for w in dict.fromkeys(words) if w not in vectors.cache]
-    base = {
-        **model_key(vectors.model),
-        "corpus": text_sha256(vectors.index.sentences),
-        "layer": vectors.layer,
-        "max_contexts": vectors.max_contexts,
-        "seed": vectors.seed,
-        "fallback": vectors.fallback,
-        "batch_size": vectors.batch_size,
-    }
-    chunks = [new[i : i + chunk_words] for i in range(0, len(new), chunk_words)]
-    for chunk in progress(chunks, "word vectors", quiet=quiet, unit="chunk"):
-        arrays = cached_arrays(
-            cache_dir, "contextual_word_vectors", {**base, "words": chunk}, lambda chunk=chunk: _extract(vectors, chunk)
-        )
-        for word, has, vector, how in zip(chunk, arrays["has_vector"], arrays["vectors"], arrays["how"]):
-            vectors.cache[word] = (vector if has else None, str(how))
-    return len(new)
-
-
-def _extract(vectors: ContextualWordVectors, words: list[str]) -> dict[str, np.ndarray]:
-    vectors.prefetch(words)
-    found = [vectors.cache[w] for w in words]
-    dim = next((v.shape[0] for v, _ in found if v is not None), 0)
-    dtype = next((v.dtype for v, _ in found if v is not None), np.float32)
+def similarity_row(name: str, key, raw, whitened, human, n_dropped: int, stats_cfg) -> dict:
+    """One similarity benchmark's row: Spearman rho of the pairs' cosines with the ``human`` scores, raw and
+    whitened, and the paired bootstrap of their difference (:func:`~jaxassoc.metrics.similarity.compare_whitening`;
+    ``stats_cfg``: its ``n_bootstrap`` and ``confidence``)."""
+    r = compare_whitening(
+        key,
+        raw,
+        whitened,
+        np.asarray(human, np.float32),
+        n_resamples=stats_cfg.n_bootstrap,
+        confidence=stats_cfg.confidence,
+    )
     return {
-        "has_vector": np.array([v is not None for v, _ in found]),
-        "vectors": np.stack([v if v is not None else np.zeros(dim, dtype) for v, _ in found]),
-        "how": np.array([how for _, how in found]),
+        "test": "similarity",
+        "benchmark": name,
+        "n_pairs": int(r.n_pairs),
+        "n_dropped": n_dropped,
+        **{f: float(v) for f, v in r._asdict().items() if f != "n_pairs"},
+        "n_resamples": stats_cfg.n_bootstrap,
     }
 
 
-def cached_sentence_vectors(
-    model,
-    sentences: Sequence[str],
-    *,
-    cache_dir: Path | None,
-    layer: int = -1,
-    pooling: str = "mean",
-    batch_size: int = 64,
-    progress: bool = False,
-) -> np.ndarray:
-    """:func:`~jaxassoc.embeddings.sentence.sentence_vectors` through the on-disk cache (key: model,
-    sentences' hash, layer, pooling and batch size)."""
-    parts = {
-        **model_key(model),
-        "sentences": text_sha256(sentences),
-        "layer": layer,
-        "pooling": pooling,
-        "batch_size": batch_size,
-    }
-    return cached_arrays(
-        cache_dir,
-        "sentence_vectors",
-        parts,
-        lambda: {
-            "vectors": sentence_vectors(
-                model, sentences, layer=layer, pooling=pooling, batch_size=batch_size, progress=progress
-            )
-        },
-    )["vectors"]
+def static_stsb(embeddings, zca, key, stats_cfg) -> dict:
+    """STS-B dev: a sentence is the mean of its in-vocabulary word vectors (whitened: of the whitened ones).
+    Pairs where a sentence has no in-vocabulary word are dropped and counted."""
+    pairs = data.load_stsb("dev")
+    sides = [[[w for w in _words(t) if w in embeddings] for t in pairs[c]] for c in ("sentence1", "sentence2")]
+    keep = np.array([bool(a) and bool(b) for a, b in zip(*sides)])
+    vocabulary = sorted({w for side in sides for words in side for w in words})
+    raw_rows = embeddings.lookup(vocabulary, oov="error").vectors
+    white_rows = np.asarray(apply_zca(zca, raw_rows))  # one whitening call for every word used
+    row = {w: i for i, w in enumerate(vocabulary)}
 
+    def mean_vectors(matrix, side):
+        return np.stack([matrix[[row[w] for w in words]].mean(axis=0) for words, k in zip(side, keep) if k])
 
-def cached_reference(
-    model,
-    sentences: Sequence[str],
-    *,
-    cache_dir: Path | None,
-    level: str = "token",
-    layer: int = -1,
-    max_items: int = 100_000,
-    seed: int = 0,
-    batch_size: int = 32,
-    progress: bool = False,
-) -> ReferenceSample:
-    """:func:`~jaxassoc.embeddings.contextual.contextual_reference` through the on-disk cache (key: model,
-    sentences' hash and every argument but ``progress``)."""
-    parts = {
-        **model_key(model),
-        "sentences": text_sha256(sentences),
-        "level": level,
-        "layer": layer,
-        "max_items": max_items,
-        "seed": seed,
-        "batch_size": batch_size,
-    }
-
-    def compute() -> dict[str, np.ndarray]:
-        ref = contextual_reference(
-            model,
-            sentences,
-            level=level,
-            layer=layer,
-            max_items=max_items,
-            seed=seed,
-            batch_size=batch_size,
-            progress=progress,
-        )
-        return {"vectors": ref.vectors, "words": np.array(ref.words), "description": np.array(ref.description)}
-
-    arrays = cached_arrays(cache_dir, "contextual_reference", parts, compute)
-    return ReferenceSample(arrays["vectors"], [str(x) for x in arrays["words"]], str(arrays["description"]))
+    raw = tuple(mean_vectors(raw_rows, side) for side in sides)
+    white = tuple(mean_vectors(white_rows, side) for side in sides)
+    return similarity_row("STS-B", key, raw, white, pairs["score"][keep], int((~keep).sum()), stats_cfg)
