@@ -108,6 +108,7 @@ class Attention(nnx.Module):
         softcap: float | None = None,
         f32_scores: bool = False,
         rotary: str | None = "half",
+        prefix: str = "attn",
         lead: tuple[int, ...] = (),
     ):
         self.q = Linear(dim, heads * head_dim, axes=("embed", "heads"), heads=heads, bias=qkv_bias, lead=lead)
@@ -123,25 +124,30 @@ class Attention(nnx.Module):
         self.softcap = softcap
         self.f32_scores = f32_scores
         self.rotary = rotary
+        self.prefix = prefix  # its sites' names: attn.q, ...; T5's cross-attention: cross_attn.q, ...
 
     def project(
-        self, h: Float[Array, "B T D"], rope: tuple[Array, Array] | None, tap: Tap | None = None
-    ) -> tuple[Float[Array, "B T H d"], Float[Array, "B T G d"], Float[Array, "B T G d"]]:
-        """Queries and keys (head-normalised when ``qk_norm``, then rotated by ``rope = (cos, sin)`` unless
-        ``rotary`` is None) and values: the sites ``attn.q``, ``attn.k``, ``attn.v`` of ``tap``."""
-        q, k, v = self._project(h, rope)
-        return tap_site(tap, "attn.q", q), tap_site(tap, "attn.k", k), tap_site(tap, "attn.v", v)
+        self,
+        h: Float[Array, "B T D"],
+        rope: tuple[Array, Array] | None,
+        tap: Tap | None = None,
+        memory: Float[Array, "B S D"] | None = None,
+    ) -> tuple[Float[Array, "B T H d"], Float[Array, "B S G d"], Float[Array, "B S G d"]]:
+        """Queries of ``h`` and keys and values of ``memory`` (cross-attention) or of ``h`` itself; queries and
+        keys head-normalised when ``qk_norm``, then rotated by ``rope = (cos, sin)`` unless ``rotary`` is None:
+        the sites ``<prefix>.q``, ``.k``, ``.v`` of ``tap``."""
+        q, k, v = self._project(h, h if memory is None else memory, rope)
+        return tuple(tap_site(tap, f"{self.prefix}.{name}", x) for name, x in zip("qkv", (q, k, v)))
 
-    def _project(self, h, rope):
-        B, T, _ = h.shape
-        q, k, v = self.q(h), self.k(h), self.v(h)
+    def _project(self, h, source, rope):
+        q, k, v = self.q(h), self.k(source), self.v(source)
         if self.clip is not None:
             q, k, v = (jnp.clip(a, -self.clip, self.clip) for a in (q, k, v))
-        q = q.reshape(B, T, self.heads, self.head_dim)
-        k = k.reshape(B, T, self.kv_heads, self.head_dim)
+        q = q.reshape(*h.shape[:2], self.heads, self.head_dim)
+        k = k.reshape(*source.shape[:2], self.kv_heads, self.head_dim)
         if hasattr(self, "q_norm"):
             q, k = self.q_norm(q), self.k_norm(k)
-        v = v.reshape(B, T, self.kv_heads, self.head_dim)
+        v = v.reshape(*source.shape[:2], self.kv_heads, self.head_dim)
         if self.rotary is None:
             return q, k, v
         cos, sin = rope
@@ -158,11 +164,13 @@ class Attention(nnx.Module):
         tap: Tap | None = None,
     ) -> Float[Array, "B T D"]:
         """The output projection of the queries' attention over the (cached) keys and values; the weights are
-        the site ``attn.pattern`` of ``tap``, the heads' outputs before the projection ``attn.heads``."""
+        the site ``<prefix>.pattern`` of ``tap``, the heads' outputs before the projection ``<prefix>.heads``."""
         B, T = q.shape[:2]
         if self.f32_scores:
             up = jnp.promote_types(q.dtype, jnp.float32)
             q, k = q.astype(up), k.astype(up)
-        attended = attention(q, k, v, allowed, self.scale, bias=bias, softcap=self.softcap, tap=tap)
-        attended = tap_site(tap, "attn.heads", attended)
+        attended = attention(
+            q, k, v, allowed, self.scale, bias=bias, softcap=self.softcap, tap=tap, site=f"{self.prefix}.pattern"
+        )
+        attended = tap_site(tap, f"{self.prefix}.heads", attended)
         return self.o(attended.reshape(B, T, -1))

@@ -8,12 +8,15 @@ attention; cross attention has none. Feed-forward ``wo(act(wi_0 x) * wi_1 x)`` (
 checkpoint ties it to the embeddings (original T5); v1.1 has an untied head and no rescale.
 
 The module state is ``{"shared", "encoder": {"rel_bias", "blocks", "final_norm"}, "decoder": {...}}``,
-blocks stacked on a leading axis and scanned. ``__call__`` is the encoder (``Family.forward``); ``decode``
+blocks stacked on a leading axis and scanned. Blocks are made of the shared sub-modules and names
+(``attn_norm``, ``attn`` an :class:`~jaxassoc.models.attention.Attention` with ``q``/``k``/``v``/``o``, the
+decoder's ``cross_norm`` and ``cross_attn``, ``mlp_norm``, ``mlp`` a ``GatedMLP`` or an ``MLP``), so
+``params["body"]["encoder"]["blocks"]["attn"]["q"]["w"]`` is what it is in every family. ``__call__`` is the encoder (``Family.forward``); ``decode``
 runs the decoder teacher-forced over the encoder states. Relative positions are column differences, as in
 HF: rows padded on the right or the left give the same states at real tokens.
 
 Named sites (:mod:`jaxassoc.models.sites`) in each stack: ``__call__(..., sites=)`` reads and edits the
-encoder's, ``decode(..., sites=)`` the decoder's (with ``layers.{i}.cross_attn.heads``); the decoder's
+encoder's, ``decode(..., sites=)`` the decoder's (with the cross-attention's ``layers.{i}.cross_attn.*``); the decoder's
 ``final_norm`` is taken before the ``d_model**-0.5`` rescale.
 """
 
@@ -26,10 +29,12 @@ import jax.numpy as jnp
 from flax import nnx
 from jaxtyping import Array, Float, Int
 
-from jaxassoc.models.attention import attention, merge_heads, split_heads
+from jaxassoc.models.attention import Attention
 from jaxassoc.models.base import ForwardOutput
-from jaxassoc.models.layers import ACTIVATIONS, finish_sites, rms_norm, scan_blocks, zeros
+from jaxassoc.models.layers import finish_sites, scan_blocks, zeros
 from jaxassoc.models.masks import padding_allowed
+from jaxassoc.models.mlp import MLP, GatedMLP
+from jaxassoc.models.norms import RMSNorm
 from jaxassoc.models.sites import SiteOps, tap_site
 from jaxassoc.models.t5.config import T5Config
 
@@ -62,81 +67,62 @@ def position_bias(table: Float[Array, "N H"], T: int, S: int, bidirectional: boo
     return jnp.take(table, buckets, axis=0).transpose(2, 0, 1)[None]
 
 
-class Attention(nnx.Module):
-    """q, k, v ``(D, H*d)`` and o ``(H*d, D)`` without biases."""
-
-    def __init__(self, config: T5Config, lead: tuple[int, ...]):
-        D, inner = config.d_model, config.num_heads * config.d_kv
-        heads = dict(heads=config.num_heads, lead=lead)
-        self.q, self.k, self.v = (zeros(D, inner, axes=("embed", "heads"), **heads) for _ in range(3))
-        self.o = zeros(inner, D, axes=("heads", "embed"), **heads)
-        self.heads = config.num_heads
-
-    def __call__(self, x, memory, allowed, bias, tap=None, prefix: str = "attn"):
-        """The sublayer's output from its normalised input ``x`` (the site ``<prefix>.in``) attending over
-        ``memory`` (``x`` itself, or the encoder's states); sites ``<prefix>.q``, ``.k``, ``.v``, ``.pattern``,
-        ``.heads``, ``.out`` of ``tap``."""
-        x = tap_site(tap, f"{prefix}.in", x)
-        q, k, v = (
-            tap_site(tap, f"{prefix}.{name}", split_heads(h @ w[...], self.heads))
-            for name, h, w in (("q", x, self.q), ("k", memory if memory is not None else x, self.k),
-                               ("v", memory if memory is not None else x, self.v))
-        )  # fmt: skip
-        attended = attention(q, k, v, allowed, 1.0, bias=bias, tap=tap, site=f"{prefix}.pattern")  # unscaled
-        attended = tap_site(tap, f"{prefix}.heads", attended)
-        return tap_site(tap, f"{prefix}.out", merge_heads(attended) @ self.o[...])
+def t5_attention(config: T5Config, lead: tuple[int, ...], prefix: str = "attn") -> Attention:
+    """T5's attention as the shared sub-module: unscaled scores (the scale is folded into its weights), no
+    biases, no rotation (positions enter as the relative bias)."""
+    c = config
+    return Attention(
+        c.d_model, c.num_heads, c.num_heads, c.d_kv, eps=c.layer_norm_epsilon, scale=1.0, rotary=None,
+        prefix=prefix, lead=lead,
+    )  # fmt: skip
 
 
-class FeedForward(nnx.Module):
-    """``wo(act(wi_0 x) * wi_1 x)`` (gated) or ``wo(act(wi x))``."""
+def t5_mlp(config: T5Config, lead: tuple[int, ...]) -> MLP | GatedMLP:
+    """``wo(act(wi_0 x) * wi_1 x)`` (gated: the shared GatedMLP's down(act(gate x) * up x)) or ``wo(act(wi x))``."""
+    c = config
+    if c.gated:
+        return GatedMLP(c.d_model, c.d_ff, activation=c.activation, lead=lead)
+    return MLP(c.d_model, c.d_ff, activation=c.activation, bias=False, lead=lead)
 
-    def __init__(self, config: T5Config, lead: tuple[int, ...]):
-        D, F = config.d_model, config.d_ff
-        if config.gated:
-            self.wi_0, self.wi_1 = (
-                zeros(D, F, axes=("embed", "mlp"), lead=lead),
-                zeros(D, F, axes=("embed", "mlp"), lead=lead),
-            )
-        else:
-            self.wi = zeros(D, F, axes=("embed", "mlp"), lead=lead)
-        self.wo = zeros(F, D, axes=("mlp", "embed"), lead=lead)
-        self.activation, self.gated = config.activation, config.gated
 
-    def __call__(self, x, tap=None):
-        """``wo`` of the neurons (the site ``mlp.hidden``) of the normalised input ``x`` (``mlp.in``); the output
-        is ``mlp.out``."""
-        x, act = tap_site(tap, "mlp.in", x), ACTIVATIONS[self.activation]
-        h = act(x @ self.wi_0[...]) * (x @ self.wi_1[...]) if self.gated else act(x @ self.wi[...])
-        return tap_site(tap, "mlp.out", tap_site(tap, "mlp.hidden", h) @ self.wo[...])
+def sublayer(attn: Attention, norm: RMSNorm, h, allowed, bias, tap, memory=None):
+    """An attention sublayer's output from the stream ``h``: normalised (``<prefix>.in``), attending over itself
+    or ``memory``, projected (``<prefix>.out``)."""
+    x = tap_site(tap, f"{attn.prefix}.in", norm(h))
+    return tap_site(tap, f"{attn.prefix}.out", attn.attend(*attn.project(x, None, tap, memory), allowed, bias, tap))
+
+
+def feed_forward(mlp: MLP | GatedMLP, norm: RMSNorm, h, tap):
+    """``h + mlp(norm(h))`` with the sites ``mlp.in``, ``mlp.hidden`` and ``mlp.out``."""
+    return h + tap_site(tap, "mlp.out", mlp(tap_site(tap, "mlp.in", norm(h)), tap))
 
 
 class EncoderBlock(nnx.Module):
+    """Self-attention then the MLP, each on the RMS-normalised stream and added to it."""
+
     def __init__(self, config: T5Config, *, lead: tuple[int, ...] = ()):
-        D = config.d_model
-        self.attn_norm, self.attn = zeros(D, axes=(None,), lead=lead), Attention(config, lead)
-        self.ffn_norm, self.ffn = zeros(D, axes=(None,), lead=lead), FeedForward(config, lead)
-        self.eps = config.layer_norm_epsilon
+        D, eps = config.d_model, config.layer_norm_epsilon
+        self.attn_norm, self.attn = RMSNorm(D, eps, lead=lead), t5_attention(config, lead)
+        self.mlp_norm, self.mlp = RMSNorm(D, eps, lead=lead), t5_mlp(config, lead)
 
     def __call__(self, h, allowed, bias, tap=None):
-        h = tap_site(
-            tap, "resid_mid", h + self.attn(rms_norm(h, self.attn_norm[...], self.eps), None, allowed, bias, tap)
-        )
-        return h + self.ffn(rms_norm(h, self.ffn_norm[...], self.eps), tap)
+        h = tap_site(tap, "resid_mid", h + sublayer(self.attn, self.attn_norm, h, allowed, bias, tap))
+        return feed_forward(self.mlp, self.mlp_norm, h, tap)
 
 
 class DecoderBlock(nnx.Module):
+    """Self-attention, cross-attention over the encoder's states, then the MLP."""
+
     def __init__(self, config: T5Config, *, lead: tuple[int, ...] = ()):
-        D = config.d_model
-        self.self_norm, self.self_attn = zeros(D, axes=(None,), lead=lead), Attention(config, lead)
-        self.cross_norm, self.cross_attn = zeros(D, axes=(None,), lead=lead), Attention(config, lead)
-        self.ffn_norm, self.ffn = zeros(D, axes=(None,), lead=lead), FeedForward(config, lead)
-        self.eps = config.layer_norm_epsilon
+        D, eps = config.d_model, config.layer_norm_epsilon
+        self.attn_norm, self.attn = RMSNorm(D, eps, lead=lead), t5_attention(config, lead)
+        self.cross_norm, self.cross_attn = RMSNorm(D, eps, lead=lead), t5_attention(config, lead, "cross_attn")
+        self.mlp_norm, self.mlp = RMSNorm(D, eps, lead=lead), t5_mlp(config, lead)
 
     def __call__(self, h, memory, allowed, bias, cross_allowed, tap=None):
-        h = h + self.self_attn(rms_norm(h, self.self_norm[...], self.eps), None, allowed, bias, tap)
-        cross = rms_norm(h, self.cross_norm[...], self.eps)
-        h = tap_site(tap, "resid_mid", h + self.cross_attn(cross, memory, cross_allowed, None, tap, "cross_attn"))
-        return h + self.ffn(rms_norm(h, self.ffn_norm[...], self.eps), tap)
+        h = h + sublayer(self.attn, self.attn_norm, h, allowed, bias, tap)
+        h = h + sublayer(self.cross_attn, self.cross_norm, h, cross_allowed, None, tap, memory)
+        return feed_forward(self.mlp, self.mlp_norm, tap_site(tap, "resid_mid", h), tap)
 
 
 class Stack(nnx.Module):
@@ -145,7 +131,7 @@ class Stack(nnx.Module):
     def __init__(self, config: T5Config, block, n_layers: int):
         self.rel_bias = zeros(config.num_buckets, config.num_heads, axes=(None, None))
         self.blocks = block(config, lead=(n_layers,))
-        self.final_norm = zeros(config.d_model, axes=(None,))
+        self.final_norm = RMSNorm(config.d_model, config.layer_norm_epsilon)
 
 
 class T5(nnx.Module):
@@ -175,7 +161,7 @@ class T5(nnx.Module):
         h, per_layer, records = scan_blocks(
             enc.blocks, lambda block, h, _, tap: block(h, allowed, bias, tap), x, None, sites=sites, keep=all_layers
         )
-        hidden, read = finish_sites(sites, rms_norm(h, enc.final_norm[...], c.layer_norm_epsilon), records)
+        hidden, read = finish_sites(sites, enc.final_norm(h), records)
         layers = (x, *(per_layer[i] for i in range(per_layer.shape[0] - 1)), hidden) if all_layers else None
         return ForwardOutput(hidden=hidden, layers=layers, sites=read)
 
@@ -203,7 +189,7 @@ class T5(nnx.Module):
             return block(h, encoder_hidden, allowed, bias, cross, tap)
 
         h, _, records = scan_blocks(dec.blocks, run_block, x, None, sites=sites, keep=False)
-        hidden, read = finish_sites(sites, rms_norm(h, dec.final_norm[...], c.layer_norm_epsilon), records)
+        hidden, read = finish_sites(sites, dec.final_norm(h), records)
         hidden = hidden * (c.d_model**-0.5) if c.scale_decoder_outputs else hidden
         return ForwardOutput(hidden=hidden, layers=None, sites=read)
 

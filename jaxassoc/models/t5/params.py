@@ -21,20 +21,16 @@ _IGNORED = (
     "decoder.embed_tokens.",
     "decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.",
 )
-_ATTENTION = ("q", "k", "v", "o")
-
-
-def _ffn(n: int) -> dict[str, tuple[str, str]]:
-    return {"ffn_norm": (f"layer.{n}.layer_norm", ""), "ffn": (f"layer.{n}.DenseReluDense", "ffn")}
-
-
-_ENCODER = {"attn_norm": ("layer.0.layer_norm", ""), "attn": ("layer.0.SelfAttention", "attn"), **_ffn(1)}
+_MLP = {"gate": "wi_0", "up": "wi_1", "down": "wo"}  # the gated MLP's; the plain one's up is wi
+_ENCODER = {"attn_norm": "layer.0.layer_norm", "attn": "layer.0.SelfAttention", "mlp_norm": "layer.1.layer_norm",
+            "mlp": "layer.1.DenseReluDense"}  # fmt: skip
 _DECODER = {
-    "self_norm": ("layer.0.layer_norm", ""),
-    "self_attn": ("layer.0.SelfAttention", "attn"),
-    "cross_norm": ("layer.1.layer_norm", ""),
-    "cross_attn": ("layer.1.EncDecAttention", "attn"),
-    **_ffn(2),
+    "attn_norm": "layer.0.layer_norm",
+    "attn": "layer.0.SelfAttention",
+    "cross_norm": "layer.1.layer_norm",
+    "cross_attn": "layer.1.EncDecAttention",
+    "mlp_norm": "layer.2.layer_norm",
+    "mlp": "layer.2.DenseReluDense",
 }
 
 
@@ -46,14 +42,16 @@ def params_from_hf(tensors: Mapping[str, np.ndarray], config: T5Config) -> dict:
 
     def stack(side: str, n: int, names: dict, shapes_: dict) -> dict:
         out = {}
-        for leaf, (hf, kind) in names.items():
+        for leaf, hf in names.items():
             pattern = f"{side}.block.{{}}.{hf}"
-            if kind:  # a sub-module: each of its matrices transposed to (in, out)
+            if "norm" in leaf:  # RMSNorm: {"scale"}
+                out[leaf] = t.stacked(pattern, n, shapes_[leaf])
+            else:  # Attention's q, k, v, o or the MLP's projections (bias-free linear layers)
+                plain = "gate" not in shapes_[leaf]
                 out[leaf] = {
-                    w: t.stack(f"{pattern}.{w}.weight", n, s[1:], transpose=True) for w, s in shapes_[leaf].items()
+                    sub: t.stacked(f"{pattern}.{'wi' if plain and sub == 'up' else _MLP.get(sub, sub)}", n, s)
+                    for sub, s in shapes_[leaf].items()
                 }
-            else:
-                out[leaf] = t.stack(f"{pattern}.weight", n, shapes_[leaf][1:])
         return out
 
     def side(name: str, n: int, names: dict) -> dict:
@@ -62,7 +60,7 @@ def params_from_hf(tensors: Mapping[str, np.ndarray], config: T5Config) -> dict:
         return {
             "rel_bias": t.take(f"{name}.block.0.{bias_owner}", s["rel_bias"]),
             "blocks": stack(name, n, names, s["blocks"]),
-            "final_norm": t.take(f"{name}.final_layer_norm.weight", s["final_norm"]),
+            "final_norm": t.module(f"{name}.final_layer_norm", s["final_norm"]),
         }
 
     body = {
