@@ -1,5 +1,5 @@
-"""Every family refuses, by a ModelError naming it, each HF config field or value its port does not
-implement: the cases are data (``REFUSED`` in ``tests/family_specs/<family>.py``, collected by
+"""Every family refuses (``Family.read_config``, what loading calls: the port's reader, then the fields it left
+unread), by a ModelError naming it, each HF config field or value its port does not implement: the cases are data (``REFUSED`` in ``tests/family_specs/<family>.py``, collected by
 ``family_specs.refusals()``), each base config alone is read without error, so it is the changed fields that
 are refused."""
 
@@ -34,7 +34,7 @@ def _family(name: str):
 def test_an_unsupported_config_field_is_refused_by_name(family, base, fields, words):
     config = family_specs.with_fields(base, fields)
     with pytest.raises(ModelError, match=words):
-        family_for(base["model_type"]).config_from_hf(config)
+        family_for(base["model_type"]).read_config(config)
 
 
 BASES = list({id(base): (family, base) for family, base, _, _ in CASES}.values())
@@ -43,7 +43,7 @@ BASES = list({id(base): (family, base) for family, base, _, _ in CASES}.values()
 @pytest.mark.parametrize("family, base", BASES, ids=[f"{f}-{b['model_type']}" for f, b in BASES])
 def test_each_base_config_is_read(family, base):
     assert family_for(base["model_type"]) is _family(family)
-    _family(family).config_from_hf(dict(base))
+    _family(family).read_config(dict(base))
 
 
 def test_with_fields_drops_nulls_and_replaces():

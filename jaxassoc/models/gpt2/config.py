@@ -15,13 +15,6 @@ def config_from_hf(hf_config: dict) -> GPTLikeConfig:
     unscaled when ``scale_attn_weights`` is false; ModelError for options this port does not implement."""
     if hf_config.get("model_type") not in MODEL_TYPES:
         raise ModelError(f"gpt2 port: model_type {hf_config.get('model_type')!r} is not one of {MODEL_TYPES}")
-    refused = {
-        "add_cross_attention": False,
-        "scale_attn_by_inverse_layer_idx": False,
-    }
-    for field, supported in refused.items():
-        if hf_config.get(field, supported) != supported:
-            raise ModelError(f"GPT-2 config field {field}={hf_config[field]!r} is not supported (only {supported!r})")
     with required_fields("gpt2"):
         scale = None if hf_config.get("scale_attn_weights", True) else 1.0
         return gpt2_style_config(hf_config, "gpt2", tie_default=True, attn_scale=scale)

@@ -16,10 +16,7 @@ def config_from_hf(hf_config: dict) -> LlamaLikeConfig:
     model_type = hf_config.get("model_type")
     if model_type not in MODEL_TYPES:
         raise ModelError(f"model_type {model_type!r} is not a llama-family model; expected one of {MODEL_TYPES}")
-    refused = {
-        "hidden_act": (hf_config.get("hidden_act", "silu"), "silu"),
-        "attention_bias": (bool(hf_config.get("attention_bias", False)), False),
-        "mlp_bias": (bool(hf_config.get("mlp_bias", False)), False),
+    refused = {  # what the config class does not know (hidden_act, attention_bias...: ConfigTaker refuses them)
         "num_local_experts": (hf_config.get("num_local_experts"), None),
         "partial_rotary_factor": (partial_rotary_factor(hf_config), 1.0),
     }

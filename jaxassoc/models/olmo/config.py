@@ -32,10 +32,6 @@ def config_from_hf(hf_config: dict) -> LlamaLikeConfig:
     """An LlamaLikeConfig from a HF ``config.json`` dict; ModelError naming each field value the port does not implement."""
     if hf_config.get("model_type") not in MODEL_TYPES:
         raise ModelError(f"olmo port: model_type {hf_config.get('model_type')!r} is not one of {MODEL_TYPES}")
-    refused = {"hidden_act": "silu", "attention_bias": False}
-    for field, supported in refused.items():
-        if hf_config.get(field, supported) != supported:
-            raise ModelError(f"OLMo config field {field}={hf_config[field]!r} is not supported (only {supported!r})")
     clip_qkv = hf_config.get("clip_qkv")
     return config_from_fields(
         hf_config,

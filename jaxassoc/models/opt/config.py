@@ -16,13 +16,6 @@ def config_from_hf(hf_config: dict) -> GPTLikeConfig:
     ``word_embed_proj_dim != hidden_size``. ModelError naming each field value the port does not implement."""
     if hf_config.get("model_type") not in MODEL_TYPES:
         raise ModelError(f"opt port: model_type {hf_config.get('model_type')!r} is not one of {MODEL_TYPES}")
-    refused = {
-        "enable_bias": True,  # every released OPT checkpoint has biases
-        "layer_norm_elementwise_affine": True,
-    }
-    for field, supported in refused.items():
-        if hf_config.get(field, supported) != supported:
-            raise ModelError(f"OPT config field {field}={hf_config[field]!r} is not supported (only {supported!r})")
     with required_fields("opt"):
         config = _config(hf_config)
     if config.hidden_size % config.num_attention_heads:

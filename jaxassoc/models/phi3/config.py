@@ -31,13 +31,11 @@ def config_from_hf(hf_config: dict) -> LlamaLikeConfig:
     model_type = hf_config.get("model_type")
     if model_type != "phi3":
         raise ModelError(f"model_type {model_type!r} is not a phi3 model")
-    refused = {
-        "hidden_act": (hf_config.get("hidden_act", "silu"), "silu"),
-        "partial_rotary_factor": (partial_rotary_factor(hf_config), 1.0),
-    }
-    for key, (value, supported) in refused.items():
-        if value != supported:
-            raise ModelError(f"phi3 config: {key} = {value!r} is not supported by the phi3 port (only {supported!r})")
+    if partial_rotary_factor(hf_config) != 1.0:  # from rope_parameters too; hidden_act: ConfigTaker refuses it
+        raise ModelError(
+            f"phi3 config: partial_rotary_factor = {partial_rotary_factor(hf_config)!r} is not supported by the "
+            "phi3 port (only 1.0)"
+        )
     rope_theta = _rope_theta(hf_config)
     window = hf_config.get("sliding_window")
     return config_from_fields(
