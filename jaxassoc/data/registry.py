@@ -77,125 +77,124 @@ class DatasetInfo:
         return content_hash(self.files)
 
 
-def _entries() -> tuple[DatasetInfo, ...]:
-    weat = "weat/SOURCE.md"
-    unstereo = ("unstereo_eval",)
-    return (
+_WEAT_SOURCE = "weat/SOURCE.md"
+_UNSTEREO_FILES = ("unstereo_eval",)
+ENTRIES: tuple[DatasetInfo, ...] = (
+    DatasetInfo(
+        "weat_caliskan2017",
+        functools.partial(load_weat_suite, "weat_caliskan2017"),
+        "WEAT W1-W10 of Caliskan et al. 2017 (paper's supplement)",
+        ("weat/weat_caliskan2017.json", _WEAT_SOURCE),
+    ),
+    DatasetInfo(
+        "weat_ws",
+        functools.partial(load_weat_suite, "weat_ws"),
+        "WEAT-WS C1-C10 of the RPAM paper (Hodel et al. 2026, App. B)",
+        ("weat/weat_ws_rpam2026.json", _WEAT_SOURCE),
+    ),
+    DatasetInfo(
+        "weat_wefe",
+        functools.partial(load_weat_suite, "weat_wefe"),
+        "WEAT W1-W10 as in WEFE's WEAT.json (18-name W4-W5, 'short', 'Bill'; variant)",
+        ("weat/wefe/WEAT.json", _WEAT_SOURCE),
+    ),
+    DatasetInfo(
+        "crows_pairs",
+        load_crows_pairs,
+        "CrowS-Pairs: 1,508 more/less stereotyping sentence pairs, 9 bias types (Nangia et al. 2020)",
+        (CROWS_PAIRS_FILE, "crows_pairs/SOURCE.md"),
+    ),
+    DatasetInfo(
+        "vig_professions",
+        load_vig_professions,
+        "Vig et al. 2020: 320 professions (Bolukbasi et al. 2016 scores) in 17 templates, he vs. she",
+        (PROFESSIONS_FILE, "vig_mediation/SOURCE.md"),
+    ),
+    DatasetInfo(
+        "seat_templates",
+        load_seat_templates,
+        "SEAT's bleached sentence templates per word form (after May et al. 2019, §3; jaxassoc's wording)",
+        (SEAT_TEMPLATES_FILE, "seat/SOURCE.md"),
+    ),
+    DatasetInfo(
+        "wordsim353",
+        load_wordsim353,
+        "WordSim-353 word pairs with mean human relatedness (0-10); subset=combined|set1|set2",
+        (*WORDSIM353_SUBSETS.values(), "wordsim353/SOURCE.md"),
+    ),
+    DatasetInfo(
+        "simlex999",
+        load_simlex999,
+        "SimLex-999 word pairs with human similarity (0-10)",
+        (SIMLEX999_FILE, "simlex999/SOURCE.md"),
+    ),
+    DatasetInfo(
+        "bellezza",
+        load_bellezza,
+        "Bellezza et al. 1986 pleasantness norms, 399 words (1-5)",
+        (BELLEZZA_FILE, "bellezza/SOURCE.md"),
+    ),
+    DatasetInfo(
+        "sst2",
+        load_sst2,
+        "SST-2 validation: 872 sentences, 444 positive / 428 negative",
+        (*SST2_FILES.values(), "sst2/SOURCE.md"),
+    ),
+    DatasetInfo(
+        "stsb",
+        load_stsb,
+        "STS Benchmark sentence pairs (0-5); split=dev (1500) | test (1379)",
+        (*STSB_FILES.values(), "stsb/SOURCE.md"),
+    ),
+    DatasetInfo(
+        "wikitext2",
+        load_wikitext2,
+        "WikiText-2 (tokenised) paragraphs; split=test | valid",
+        (*WIKITEXT2_FILES.values(), "wikitext2/SOURCE.md"),
+    ),
+    DatasetInfo(
+        "abc",
+        load_abc,
+        "ABC traits, groups, priors and 35 templates of Cao et al. 2022",
+        (ABC_FILE, HUMAN_RATINGS_FILE),
+    ),
+    DatasetInfo(
+        "abc_human_ratings",
+        load_human_ratings,
+        "Cao et al. 2022 mean human ratings, 26 groups x 16 trait pairs (0-100)",
+        (HUMAN_RATINGS_FILE,),
+    ),
+    DatasetInfo(
+        "ceat",
+        load_ceat_wordlists,
+        "CEAT word lists of Guo & Caliskan 2021, 14 tests",
+        (CEAT_FILE, "ceat/COMMIT"),
+    ),
+    *(
         DatasetInfo(
-            "weat_caliskan2017",
-            functools.partial(load_weat_suite, "weat_caliskan2017"),
-            "WEAT W1-W10 of Caliskan et al. 2017 (paper's supplement)",
-            ("weat/weat_caliskan2017.json", weat),
-        ),
-        DatasetInfo(
-            "weat_ws",
-            functools.partial(load_weat_suite, "weat_ws"),
-            "WEAT-WS C1-C10 of the RPAM paper (Hodel et al. 2026, App. B)",
-            ("weat/weat_ws_rpam2026.json", weat),
-        ),
-        DatasetInfo(
-            "weat_wefe",
-            functools.partial(load_weat_suite, "weat_wefe"),
-            "WEAT W1-W10 as in WEFE's WEAT.json (18-name W4-W5, 'short', 'Bill'; variant)",
-            ("weat/wefe/WEAT.json", weat),
-        ),
-        DatasetInfo(
-            "crows_pairs",
-            load_crows_pairs,
-            "CrowS-Pairs: 1,508 more/less stereotyping sentence pairs, 9 bias types (Nangia et al. 2020)",
-            (CROWS_PAIRS_FILE, "crows_pairs/SOURCE.md"),
-        ),
-        DatasetInfo(
-            "vig_professions",
-            load_vig_professions,
-            "Vig et al. 2020: 320 professions (Bolukbasi et al. 2016 scores) in 17 templates, he vs. she",
-            (PROFESSIONS_FILE, "vig_mediation/SOURCE.md"),
-        ),
-        DatasetInfo(
-            "seat_templates",
-            load_seat_templates,
-            "SEAT's bleached sentence templates per word form (after May et al. 2019, §3; jaxassoc's wording)",
-            (SEAT_TEMPLATES_FILE, "seat/SOURCE.md"),
-        ),
-        DatasetInfo(
-            "wordsim353",
-            load_wordsim353,
-            "WordSim-353 word pairs with mean human relatedness (0-10); subset=combined|set1|set2",
-            (*WORDSIM353_SUBSETS.values(), "wordsim353/SOURCE.md"),
-        ),
-        DatasetInfo(
-            "simlex999",
-            load_simlex999,
-            "SimLex-999 word pairs with human similarity (0-10)",
-            (SIMLEX999_FILE, "simlex999/SOURCE.md"),
-        ),
-        DatasetInfo(
-            "bellezza",
-            load_bellezza,
-            "Bellezza et al. 1986 pleasantness norms, 399 words (1-5)",
-            (BELLEZZA_FILE, "bellezza/SOURCE.md"),
-        ),
-        DatasetInfo(
-            "sst2",
-            load_sst2,
-            "SST-2 validation: 872 sentences, 444 positive / 428 negative",
-            (*SST2_FILES.values(), "sst2/SOURCE.md"),
-        ),
-        DatasetInfo(
-            "stsb",
-            load_stsb,
-            "STS Benchmark sentence pairs (0-5); split=dev (1500) | test (1379)",
-            (*STSB_FILES.values(), "stsb/SOURCE.md"),
-        ),
-        DatasetInfo(
-            "wikitext2",
-            load_wikitext2,
-            "WikiText-2 (tokenised) paragraphs; split=test | valid",
-            (*WIKITEXT2_FILES.values(), "wikitext2/SOURCE.md"),
-        ),
-        DatasetInfo(
-            "abc",
-            load_abc,
-            "ABC traits, groups, priors and 35 templates of Cao et al. 2022",
-            (ABC_FILE, HUMAN_RATINGS_FILE),
-        ),
-        DatasetInfo(
-            "abc_human_ratings",
-            load_human_ratings,
-            "Cao et al. 2022 mean human ratings, 26 groups x 16 trait pairs (0-100)",
-            (HUMAN_RATINGS_FILE,),
-        ),
-        DatasetInfo(
-            "ceat",
-            load_ceat_wordlists,
-            "CEAT word lists of Guo & Caliskan 2021, 14 tests",
-            (CEAT_FILE, "ceat/COMMIT"),
-        ),
-        *(
-            DatasetInfo(
-                f"use{n}",
-                LazyLoader(UNSTEREO_MODULE, "load_use", (n,)),
-                f"UnStereoEval USE-{n} (Belem et al. 2024)",
-                unstereo,
-            )
-            for n in (5, 10, 20)
-        ),
-        DatasetInfo(
-            "winobias",
-            LazyLoader(UNSTEREO_MODULE, "load_winobias"),
-            "WinoBias as preprocessed by UnStereoEval (Belem et al. 2024)",
-            unstereo,
-        ),
-        DatasetInfo(
-            "winogender",
-            LazyLoader(UNSTEREO_MODULE, "load_winogender"),
-            "Winogender as preprocessed by UnStereoEval (Belem et al. 2024)",
-            unstereo,
-        ),
-    )
+            f"use{n}",
+            LazyLoader(UNSTEREO_MODULE, "load_use", (n,)),
+            f"UnStereoEval USE-{n} (Belem et al. 2024)",
+            _UNSTEREO_FILES,
+        )
+        for n in (5, 10, 20)
+    ),
+    DatasetInfo(
+        "winobias",
+        LazyLoader(UNSTEREO_MODULE, "load_winobias"),
+        "WinoBias as preprocessed by UnStereoEval (Belem et al. 2024)",
+        _UNSTEREO_FILES,
+    ),
+    DatasetInfo(
+        "winogender",
+        LazyLoader(UNSTEREO_MODULE, "load_winogender"),
+        "Winogender as preprocessed by UnStereoEval (Belem et al. 2024)",
+        _UNSTEREO_FILES,
+    ),
+)
+"""Every packaged dataset."""
 
-
-DATASETS: dict[str, DatasetInfo] = {info.name: info for info in _entries()}
+DATASETS: dict[str, DatasetInfo] = {info.name: info for info in ENTRIES}
 
 
 def dataset_info(name: str) -> DatasetInfo:
