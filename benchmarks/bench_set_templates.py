@@ -1,6 +1,6 @@
 """SeT / ILPS over the ABC templates on SmolLM2-135M: seconds per template against the FLOP bound.
 
-Runs the causal scoring of the stereotypes job (:func:`jaxassoc.readouts.stereotypes.score_causal`,
+Runs the causal scoring of the stereotypes job (:func:`jaxassoc.suites.stereotypes.score_causal`,
 the 25 human-rated groups of the template's slot plus the prior noun, every trait synonym, BOS on, no
 cache) on the first ``--templates`` causal templates (``--groups N``: the first N groups only), and counts the work it needs: the body's matmuls on
 every real (unpadded) prompt token (2 × the layers' weights per token, plus the attention scores and
@@ -61,7 +61,7 @@ def main() -> None:
     from jaxassoc import data
     from jaxassoc.app.tasks.stereotypes import usable_templates
     from jaxassoc.models import load_model
-    from jaxassoc.readouts.stereotypes import score_causal
+    from jaxassoc.suites.stereotypes import score_causal
 
     rate = jax_gflops()
     print(f"jax fp32 1024x1024 matmul: {rate:.1f} GFLOP/s")

@@ -7,7 +7,9 @@ import pytest
 import scipy.stats
 from tolerances import f32_chain, f32_sum
 
-from jaxassoc.app.tasks.intersectional import (
+from jaxassoc.data import load_abc
+from jaxassoc.errors import ConfigError
+from jaxassoc.suites.intersectional import (
     GROUP_LEXICON,
     component_correlations,
     domain_dominance,
@@ -17,8 +19,6 @@ from jaxassoc.app.tasks.intersectional import (
     top_emergent,
     trait_matrix,
 )
-from jaxassoc.data import load_abc
-from jaxassoc.errors import ConfigError
 
 ABC = load_abc()
 
@@ -234,7 +234,7 @@ def test_intersectional_cli_on_a_tiny_llama(tmp_path, tiny_checkpoint, cli):
 @pytest.mark.slow
 def test_intersectional_cli_on_a_tiny_roberta_uses_the_masked_path(tmp_path, tiny_checkpoint, cli):
     from jaxassoc.models.loading import load_model
-    from jaxassoc.readouts.stereotypes_mlm import score_masked
+    from jaxassoc.suites.stereotypes_mlm import score_masked
 
     folder = tiny_checkpoint("roberta")
     template = "<cpgroup> are more <mask> than others."  # the trait is not at the end: masked LMs only

@@ -123,7 +123,7 @@ def test_next_token_logprobs_use_the_capped_logits(saved):
 
 
 def test_set_refuses_a_soft_capped_head_and_ilps_runs(saved):
-    from jaxassoc.readouts.stereotypes import check_set_head, head_terms
+    from jaxassoc.suites.stereotypes import check_set_head, head_terms
 
     _, model, _ = saved
     with pytest.raises(ConfigError, match="final_logit_softcapping = 3.0.*metric=ilps"):

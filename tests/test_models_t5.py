@@ -195,9 +195,9 @@ def test_missing_tensor_is_named(v11, tmp_path, name):
 
 def test_metrics_without_an_encoder_decoder_readout_refuse(v11):
     from jaxassoc.models.decoding import greedy_generate
-    from jaxassoc.readouts.stereotypes import score_causal
-    from jaxassoc.readouts.stereotypes_mlm import score_masked
     from jaxassoc.readouts.unstereo import sentence_token_ids
+    from jaxassoc.suites.stereotypes import score_causal
+    from jaxassoc.suites.stereotypes_mlm import score_masked
 
     _, _, model = v11
     with pytest.raises(ModelError, match=f"UnStereoEval.*causal.*{model.name}.*seq2seq"):

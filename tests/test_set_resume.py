@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from app_helpers import run_metric, start_hydra
 
-from jaxassoc.readouts import stereotypes as causal
-from jaxassoc.readouts import stereotypes_mlm as masked
+from jaxassoc.suites import stereotypes as causal
+from jaxassoc.suites import stereotypes_mlm as masked
 
 # two tiny models x three multi-template SeT runs each, ~65 s a model (issue 38: the default suite's budget)
 pytestmark = pytest.mark.slow
@@ -21,7 +21,7 @@ hydra_context = pytest.fixture(start_hydra)
 
 
 # kind: (family, the function that runs one chunk's prompts through the model)
-PATHS = {"causal": ("llama", causal, "_packed_hidden"), "masked": ("roberta", masked, "write_in_head_inputs")}
+PATHS = {"causal": ("llama", causal, "packed_hidden"), "masked": ("roberta", masked, "write_in_head_inputs")}
 
 
 @pytest.fixture(scope="module", params=sorted(PATHS))

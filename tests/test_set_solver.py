@@ -17,8 +17,9 @@ from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.set_exact import MARGIN
 from jaxassoc.metrics.set_optax import SolverSettings, set_optax, set_optax_update
 from jaxassoc.models import load_model
-from jaxassoc.readouts.stereotypes import OptaxOptions, score_causal
-from jaxassoc.readouts.stereotypes_shared import shared_set_scores, template_head_inputs
+from jaxassoc.readouts.stereotypes_shared import template_head_inputs
+from jaxassoc.suites.stereotypes import OptaxOptions, score_causal
+from jaxassoc.suites.stereotypes_shared import shared_set_scores
 
 RTOL = 1e-3  # optax vs exact on ‖ΔA‖_F, the tolerance docs/methods.md §3.6 states
 TOL = 1e-3  # the converged rule's violation tolerance (logit units), metric.optax_tolerance's default

@@ -127,13 +127,8 @@ from reference_set_numpy import set_distance  # noqa: E402
 
 from jaxassoc.errors import ConfigError  # noqa: E402
 from jaxassoc.models import load_model  # noqa: E402
-from jaxassoc.readouts.stereotypes import (  # noqa: E402
-    causal_prefix,
-    human_alignment,
-    is_causal_template,
-    pair_matrix,
-    score_causal,
-)
+from jaxassoc.readouts.stereotypes import causal_prefix, is_causal_template  # noqa: E402
+from jaxassoc.suites.stereotypes import human_alignment, pair_matrix, score_causal  # noqa: E402
 
 
 def _torch_terms(model, tok, prefix, word, bos_id):

@@ -17,7 +17,8 @@ from jaxassoc.app.tasks.stereotypes import usable_templates
 from jaxassoc.data import load_abc
 from jaxassoc.errors import ConfigError, DataError, InputError
 from jaxassoc.models import load_model
-from jaxassoc.readouts.stereotypes_mlm import build_masked_problems, score_masked
+from jaxassoc.readouts.stereotypes_mlm import build_masked_problems
+from jaxassoc.suites.stereotypes_mlm import score_masked
 
 ABC = load_abc()
 

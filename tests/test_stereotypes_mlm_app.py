@@ -9,8 +9,9 @@ import pytest
 
 from jaxassoc.data import load_abc
 from jaxassoc.models import load_model
-from jaxassoc.readouts.stereotypes import default_words, human_alignment, pair_matrix
-from jaxassoc.readouts.stereotypes_mlm import score_masked
+from jaxassoc.readouts.stereotypes import default_words
+from jaxassoc.suites.stereotypes import human_alignment, pair_matrix
+from jaxassoc.suites.stereotypes_mlm import score_masked
 
 ABC = load_abc()
 TEMPLATES = ["Most <pgroup> are <mask>.", "The <mask> people are <pgroup>."]  # the second has no causal form

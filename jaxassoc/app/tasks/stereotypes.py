@@ -2,9 +2,9 @@
 with the human ratings of 25 groups x 16 ABC trait pairs (docs/methods.md §3).
 
 The model's objective picks the path: a causal LM gets one teacher-forced pass per (group, trait word)
-with the trait ending the prompt (:func:`~jaxassoc.readouts.stereotypes.score_causal`; 33 of the 35
+with the trait ending the prompt (:func:`~jaxassoc.suites.stereotypes.score_causal`; 33 of the 35
 templates, ``bos`` switch), a masked LM (BERT, RoBERTa) one pass per write-in step with one mask per trait
-subword (:func:`~jaxassoc.readouts.stereotypes_mlm.score_masked`; all 35 templates, ``bos`` unused).
+subword (:func:`~jaxassoc.suites.stereotypes_mlm.score_masked`; all 35 templates, ``bos`` unused).
 Either gives all three scores, cached on disk, so the three metrics of a sweep share the passes; the
 metric's name picks the score whose alignment is reported. Template selection follows the paper: with
 several templates, the best one by mean Kendall τ on the pilot groups (Asian, Black, Hispanic,
@@ -36,18 +36,22 @@ from jaxassoc.metrics.set_optax import SolverSettings
 from jaxassoc.metrics.set_score import NAN_POLICIES, TRANSFORMS
 from jaxassoc.metrics.stereotype_alignment import alignment
 from jaxassoc.progress import stage
-from jaxassoc.readouts.stereotypes import (
+from jaxassoc.readouts.stereotypes import is_causal_template
+from jaxassoc.readouts.stereotypes_shared import SLOT
+from jaxassoc.stats.bootstrap import MAX_RESAMPLES
+from jaxassoc.stats.grouped_kendall import grouped_kendall
+from jaxassoc.suites.stereotypes import (
+    CONVERGENCE,
     OptaxOptions,
     aligned_matrices,
     check_set_head,
-    is_causal_template,
+    convergence,
     pair_matrix,
     score_causal,
+    template_selection,
 )
-from jaxassoc.readouts.stereotypes_mlm import score_masked
-from jaxassoc.readouts.stereotypes_shared import SLOT, shared_set_scores
-from jaxassoc.stats.bootstrap import MAX_RESAMPLES
-from jaxassoc.stats.grouped_kendall import grouped_kendall
+from jaxassoc.suites.stereotypes_mlm import score_masked
+from jaxassoc.suites.stereotypes_shared import shared_set_scores
 
 log = logging.getLogger("jaxassoc")
 
@@ -56,7 +60,6 @@ SCORES = ("ilps", "ilps_star", "set")
 SOLVERS = ("exact", "optax")
 OPTAX_OPTIONS = ("optax_outer_steps", "optax_inner_steps", "optax_tolerance", "shared_delta")
 MAX_STEPS = 10_000
-CONVERGENCE = ("set_problems", "set_converged", "set_max_violation")
 
 
 @dataclass
@@ -194,13 +197,12 @@ def _optax(job: Job) -> OptaxOptions | None:
 
 
 def _shared_scores(job: Job, model, abc, templates: list[str]) -> pd.DataFrame:
-    """:func:`~jaxassoc.readouts.stereotypes_shared.shared_set_scores` of the human-rated groups over
+    """:func:`~jaxassoc.suites.stereotypes_shared.shared_set_scores` of the human-rated groups over
     ``templates``, through the on-disk cache (one entry for the whole solve)."""
     cfg, optax = job.metric, _optax(job)
     groups = human_groups(abc)
     key = {
-        "weights": model.provenance.weights_sha256,
-        "tokenizer": model.provenance.tokenizer_sha256,
+        **model_key(model),  # the fingerprint: an ablated model's SeT is another model's
         "templates": templates,
         "groups": groups,
         "bos": cfg.bos if model.objective == "causal" else None,
@@ -227,26 +229,6 @@ def _shared_scores(job: Job, model, abc, templates: list[str]) -> pd.DataFrame:
         return {c: frame[c].to_numpy() for c in frame.columns}
 
     return pd.DataFrame(cached_arrays(job.cache_dir, "stereotype_shared_set", key, compute))
-
-
-def convergence(scores: pd.DataFrame, present: list[str], abc, slot: str) -> tuple[dict, pd.DataFrame] | None:
-    """SeT's convergence of an optax solve: over every problem behind the table (each prior problem once),
-    and per human group in ``present`` order (its own prompts' problems); None for the exact solver."""
-    if "set_converged" not in scores:
-        return None
-    prior = scores.drop_duplicates("word")
-    overall = {
-        "set_problems": int(scores["set_problems"].sum() + prior["prior_set_problems"].sum()),
-        "set_converged": int(scores["set_converged"].sum() + prior["prior_set_converged"].sum()),
-        "set_max_violation": float(max(scores["set_max_violation"].max(), prior["prior_set_max_violation"].max())),
-    }
-    by_group = scores.groupby("group", sort=False).agg(
-        set_problems=("set_problems", "sum"),
-        set_converged=("set_converged", "sum"),
-        set_max_violation=("set_max_violation", "max"),
-    )
-    per_group = aligned_matrices(by_group, abc, slot)[0]  # rows in the order of ``present``
-    return overall, pd.DataFrame(per_group, columns=list(CONVERGENCE)).astype({c: int for c in CONVERGENCE[:2]})
 
 
 def run(job: Job) -> JobResult:
@@ -296,7 +278,7 @@ def run(job: Job) -> JobResult:
         items.append(groups)
     aggregates = pd.DataFrame(rows)
     if not (score == "set" and cfg.shared_delta):  # one shared ΔA is one row: nothing to select or average
-        aggregates = pd.concat([aggregates, _template_selection(aggregates, len(templates), score)], ignore_index=True)
+        aggregates = pd.concat([aggregates, template_selection(aggregates, len(templates), score)], ignore_index=True)
     provenance = {
         **model_loading.model_provenance(job.model, model),
         "dataset_version": data.dataset_info("abc").version,
@@ -342,30 +324,6 @@ def _aligned(job: Job, abc: Any, template: str, slot: str, scores: Any, key: Any
     }
     groups = pd.DataFrame({"template": template, "group": present, "pilot": pilot, "kendall_tau": taus, "p_at_3": p3})
     return row, groups if converged is None else pd.concat([groups, converged[1]], axis=1)
-
-
-def _template_selection(aggregates: pd.DataFrame, n_templates: int, score: str) -> pd.DataFrame:
-    """The held-out scores of the template best on the pilot groups, and their mean over the templates (more
-    than one: the mean over one template is that template's row)."""
-    best = aggregates.loc[aggregates["kendall_tau_pilot"].idxmax()]
-    rows = [
-        {
-            "template_selection": "best template on the pilot groups",
-            "template": best["template"],
-            "kendall_tau_heldout": best["kendall_tau_heldout"],
-            "p_at_3_heldout": best["p_at_3_heldout"],
-        }
-    ]
-    if n_templates > 1:
-        rows.append(
-            {
-                "template_selection": f"mean over {n_templates} templates",
-                "template": "",
-                "kendall_tau_heldout": aggregates["kendall_tau_heldout"].mean(),
-                "p_at_3_heldout": aggregates["p_at_3_heldout"].mean(),
-            }
-        )
-    return pd.DataFrame(rows).assign(score=score)
 
 
 def solver_description(cfg: StereotypeMetricConfig) -> str:
