@@ -13,11 +13,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jaxassoc.app.tasks.stereoset import summarize
 from jaxassoc.data.stereoset import load_stereoset, parse_stereoset
 from jaxassoc.errors import DataError
 from jaxassoc.metrics.stereoset import stereoset_scores
 from jaxassoc.readouts.stereoset import score_candidates
+from jaxassoc.suites.stereoset import summarize
 
 
 def _example(split, i, target, bias_type, context, stereo, anti, unrelated):

@@ -168,7 +168,8 @@ def test_padding_cannot_change_a_score(tiny):
 
 
 def test_run_unstereo_and_summary(tiny):
-    from jaxassoc.readouts.unstereo import run_unstereo, score_sentences, summarize
+    from jaxassoc.readouts.unstereo import run_unstereo, score_sentences
+    from jaxassoc.suites.unstereo import summarize
 
     model, _ = tiny
     scores = run_unstereo(model, "Winogender", tokens_per_batch=512)

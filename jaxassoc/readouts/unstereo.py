@@ -1,4 +1,5 @@
-"""UnStereoEval with a causal LM: fill the templates, score both sentences, aggregate (Belem et al. 2024).
+"""UnStereoEval with a causal LM: fill the templates and score both sentences (Belem et al. 2024); the
+aggregates: :mod:`jaxassoc.suites.unstereo`.
 
 A sentence's score is the summed natural-log probability of all its tokens given a prepended BOS token,
 without length normalisation (docs/methods.md §4; the original's ``M_logprob``/``F_logprob``). Sentences are
@@ -19,7 +20,6 @@ import pandas as pd
 
 from jaxassoc.data import unstereo as data
 from jaxassoc.errors import InputError
-from jaxassoc.metrics.unstereo import DEFAULT_AUFC_UNITS, ETAS, LOG10_THRESHOLD, AufcUnits, unstereo_eval
 from jaxassoc.models.base import LanguageModel
 from jaxassoc.readouts.sentence_scores import causal_log_likelihoods, causal_token_ids, start_token
 
@@ -101,28 +101,3 @@ def run_unstereo(
     out["model"] = model.name
     out["parity_preprocessing"] = parity_preprocessing
     return out
-
-
-def summarize(
-    scores: pd.DataFrame,
-    *,
-    etas: Sequence[float] = ETAS,
-    aufc_units: AufcUnits = DEFAULT_AUFC_UNITS,
-    threshold: float = LOG10_THRESHOLD,
-) -> pd.DataFrame:
-    """One row per subset (``unconstrained`` and each η) of :func:`run_unstereo` output, with every field
-    of :class:`~jaxassoc.metrics.unstereo.UnstereoResult` and the settings used; the AuFC column names its
-    unit (``aufc_log10``, ``aufc_ln``, or ``aufc_parity`` for the original code's mixed units)."""
-    results = unstereo_eval(
-        scores["M_logprob"],
-        scores["F_logprob"],
-        scores.get("max_gender_pmi"),
-        etas=etas,
-        aufc_units=aufc_units,
-        threshold=threshold,
-    )
-    rows = [{"subset": key, **{f: r.item() for f, r in zip(res._fields, res)}} for key, res in results.items()]
-    summary = pd.DataFrame(rows).rename(columns={"aufc": f"aufc_{aufc_units}"})
-    summary["aufc_units"] = aufc_units
-    summary["threshold_log10"] = threshold
-    return summary

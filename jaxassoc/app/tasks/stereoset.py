@@ -12,14 +12,12 @@ from jaxassoc.app import datasets, tables
 from jaxassoc.app.config import NO_EFFECT, MetricConfig, check_choice, check_range
 from jaxassoc.app.spec import Job, JobResult, MetricSpec
 from jaxassoc.array_cache import cached_chunks, model_key
-from jaxassoc.data.stereoset import LABELS, SPLITS, load_stereoset
+from jaxassoc.data.stereoset import SPLITS, load_stereoset
 from jaxassoc.errors import ConfigError
-from jaxassoc.metrics.stereoset import stereoset_scores
 from jaxassoc.readouts.stereoset import CAUSAL_SCORING, score_candidates
+from jaxassoc.suites.stereoset import OVERALL, summarize
 
 log = logging.getLogger("jaxassoc")
-
-ALL, OVERALL = "all", "overall"
 
 
 @dataclass
@@ -94,31 +92,6 @@ def run(job: Job) -> JobResult:
         provenance["note"] = skipped
         log.warning("stereoset: %s; the overall row covers the intrasentence split only", skipped)
     return JobResult(items=rows, aggregates=summarize(rows), provenance=provenance)
-
-
-def examples(rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per example: split, target, bias_type and its three candidates' scores (``stereotype``,
-    ``anti-stereotype``, ``unrelated``)."""
-    wide = rows.pivot_table(index=["split", "example", "target", "bias_type"], columns="label", values="score")
-    return wide.reset_index()[["split", "example", "target", "bias_type", *LABELS]]
-
-
-def summarize(rows: pd.DataFrame) -> pd.DataFrame:
-    """Rows per split and domain (``all``, then each bias type), then ``overall`` (both splits together,
-    all domains, as the authors): examples, targets, LM, SS and ICAT scores."""
-    wide = examples(rows)
-    present = [s for s in SPLITS if (wide["split"] == s).any()]
-    out = []
-    for split in [*present, OVERALL]:
-        part = wide if split == OVERALL else wide[wide["split"] == split]
-        for domain in [ALL] if split == OVERALL else [ALL, *sorted(part["bias_type"].unique())]:
-            group = part if domain == ALL else part[part["bias_type"] == domain]
-            scores = stereoset_scores(
-                group["stereotype"], group["anti-stereotype"], group["unrelated"], group["target"]
-            )
-            covers = ", ".join(present) if split == OVERALL else split
-            out.append({"split": split, "domain": domain, "covers": covers, **scores._asdict()})
-    return pd.DataFrame(out).rename(columns={"count": "n"})
 
 
 COLUMNS = ["split", "domain", "covers", "n", "n_targets", "lm_score", "ss_score", "icat_score"]

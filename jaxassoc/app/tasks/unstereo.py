@@ -18,7 +18,8 @@ from jaxassoc.data.custom_sentences import load_templates_file
 from jaxassoc.errors import ConfigError
 from jaxassoc.metrics.unstereo import AUFC_UNITS, DEFAULT_AUFC_UNITS, ETAS, LOG10_THRESHOLD
 from jaxassoc.progress import stage
-from jaxassoc.readouts.unstereo import run_unstereo, score_sentences, summarize
+from jaxassoc.readouts.unstereo import run_unstereo, score_sentences
+from jaxassoc.suites.unstereo import summarize
 
 CUSTOM = "custom_sentences"  # the user's templates (dataset.path)
 DATASETS = {
