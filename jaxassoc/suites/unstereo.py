@@ -19,9 +19,10 @@ def summarize(
     aufc_units: AufcUnits = DEFAULT_AUFC_UNITS,
     threshold: float = LOG10_THRESHOLD,
 ) -> pd.DataFrame:
-    """One row per subset (``unconstrained`` and each η) of :func:`run_unstereo` output, with every field
-    of :class:`~jaxassoc.metrics.unstereo.UnstereoResult` and the settings used; the AuFC column names its
-    unit (``aufc_log10``, ``aufc_ln``, or ``aufc_parity`` for the original code's mixed units)."""
+    """One row per subset (``unconstrained`` and each η) of :func:`~jaxassoc.readouts.unstereo.run_unstereo`
+    output, with every field of :class:`~jaxassoc.metrics.unstereo.UnstereoResult` and the settings used; the
+    AuFC column names its unit (``aufc_log10``, ``aufc_ln``, or ``aufc_parity`` for the original code's mixed
+    units)."""
     results = unstereo_eval(
         scores["M_logprob"],
         scores["F_logprob"],
