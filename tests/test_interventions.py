@@ -545,3 +545,21 @@ def test_bound_edits_and_labels_are_refused_by_name(models, tiny_checkpoint):
     t5 = load_model(tiny_checkpoint(V11))
     with pytest.raises(ModelError, match=r"encoder-decoder .*edits are not bound into it; pass them"):
         t5.with_edits({"final_norm": Add(jnp.zeros(()))})
+
+
+def test_a_bound_plan_compiles_once_whatever_its_arrays(models):
+    """The edits' pytree structure is the plan jit keys on; new arrays of the same plan reuse the compilation."""
+    from jaxassoc.models.base import _forward
+
+    model = models["gpt2"]
+    ids, mask = _inputs(model)
+    L = iv.layer_count(model.params["body"])
+    D = iv.site_shapes(model.port, model.params["body"], config=model.config)["resid_post"][-1]
+    rng = np.random.default_rng(0)  # not a constant shift: a LayerNorm would remove that
+    deltas = [jnp.asarray(rng.normal(size=(L, 1, 1, D)), jnp.float32) for _ in range(3)]
+    cuts = [model.with_edits({"layers.*.resid_post": Add(delta)}) for delta in deltas]
+    cuts[0].forward(cuts[0].params["body"], ids, mask)
+    before = _forward._cache_size()
+    outs = [cut.forward(cut.params["body"], ids, mask).hidden for cut in cuts[1:]]
+    assert _forward._cache_size() == before  # no new compilation
+    assert np.abs(np.asarray(outs[0] - outs[1])).max() > 1e-3  # the arrays did change the output
