@@ -201,7 +201,12 @@ class LanguageModel:
     def fingerprint(self) -> str:
         """What the model's outputs depend on, as a sha256: its weights' and tokenizer's hashes, its parameters'
         dtypes and the edits bound into it (sites, kinds, arrays' bytes, functions' names). The cache identity
-        of every result computed from it."""
+        of every result computed from it; hashed once per model object (``with_params`` / ``with_edits`` make
+        new ones), not at every cache key."""
+        return self._fingerprint
+
+    @functools.cached_property
+    def _fingerprint(self) -> str:
         parts = {
             "weights": self.provenance.weights_sha256,
             "tokenizer": self.provenance.tokenizer_sha256,
