@@ -4,11 +4,20 @@ Every file is an unmodified copy of public data, vendored under ``jaxassoc/data/
 its ``SOURCE.md`` / licence notes; ``DATA_LICENSES.md`` lists each file, its origin and terms. Loaders
 return plain Python / pandas objects (host-side data, not arrays); a missing file or an unknown name
 raises ``jaxassoc.errors.DataError``. ``DATASETS`` / ``load_dataset`` name them for the app; the
-UnStereoEval loaders live in ``jaxassoc.data.unstereo`` and are imported lazily.
+UnStereoEval loaders live in ``jaxassoc.data.unstereo`` and are imported lazily. The attribute word
+lists and counterfactual sentences that fit concept erasers are in ``jaxassoc.data.counterfactual``
+(``files/mitigation/``, jaxassoc's own lists).
 """
 
 from jaxassoc.data.ceat import load_ceat_wordlists
 from jaxassoc.data.corpus import detokenize_wikitext, load_text_corpus, load_wikitext2, wikitext2_sentences
+from jaxassoc.data.counterfactual import (
+    AttributeWords,
+    CounterfactualSet,
+    counterfactual_sentences,
+    fitting_sentences,
+    load_attribute_words,
+)
 from jaxassoc.data.registry import DATASETS, DatasetInfo, dataset_info, load_dataset
 from jaxassoc.data.seat import SeatTemplates, load_seat_templates
 from jaxassoc.data.similarity import load_simlex999, load_wordsim353
@@ -22,13 +31,18 @@ __all__ = [
     "DATASETS",
     "SUITE_NAMES",
     "AbcData",
+    "AttributeWords",
+    "CounterfactualSet",
     "DatasetInfo",
     "SeatTemplates",
     "WeatSuite",
     "WeatTest",
+    "counterfactual_sentences",
     "dataset_info",
     "detokenize_wikitext",
+    "fitting_sentences",
     "load_abc",
+    "load_attribute_words",
     "load_bellezza",
     "load_ceat_wordlists",
     "load_dataset",
