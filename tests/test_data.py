@@ -62,11 +62,13 @@ def test_every_folder_keeps_its_provenance_and_the_total_size_is_small():
         "crows_pairs",
         "vig_mediation",
         "mitigation",
+        "debiaswe",
     ):
         assert (ROOT / folder / "SOURCE.md").is_file(), folder
     assert (ROOT / "stsb" / "LICENSE.txt").is_file()
     assert (ROOT / "us_stereotypes" / "LICENSE").is_file() and (ROOT / "us_stereotypes" / "COMMIT").is_file()
     assert (ROOT / "vig_mediation" / "LICENSE").is_file()
+    assert (ROOT / "debiaswe" / "LICENSE").is_file()
     assert (ROOT / "ceat" / "COMMIT").is_file() and (ROOT / "ceat" / "LICENSE_NOTE.txt").is_file()
     ours = [p for p in ROOT.rglob("*") if p.is_file() and "unstereo_eval" not in p.parts]
     assert sum(p.stat().st_size for p in ours) < 15 * 2**20
@@ -75,7 +77,7 @@ def test_every_folder_keeps_its_provenance_and_the_total_size_is_small():
 def test_data_licenses_lists_every_vendored_file():
     notice = (Path(__file__).resolve().parents[1] / "DATA_LICENSES.md").read_text(encoding="utf-8")
     ours = [p for p in ROOT.rglob("*") if p.is_file() and "unstereo_eval" not in p.parts]
-    assert len(ours) == 55
+    assert len(ours) == 60
     assert [p.relative_to(ROOT).as_posix() for p in ours if p.name not in notice] == []
 
 

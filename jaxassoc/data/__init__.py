@@ -6,7 +6,8 @@ return plain Python / pandas objects (host-side data, not arrays); a missing fil
 raises ``jaxassoc.errors.DataError``. ``DATASETS`` / ``load_dataset`` name them for the app; the
 UnStereoEval loaders live in ``jaxassoc.data.unstereo`` and are imported lazily. The attribute word
 lists and counterfactual sentences that fit concept erasers are in ``jaxassoc.data.counterfactual``
-(``files/mitigation/``, jaxassoc's own lists).
+(``files/mitigation/``, jaxassoc's own lists); Bolukbasi et al.'s Hard Debias lists are
+``load_debiaswe_lists`` (``files/debiaswe/``, MIT).
 """
 
 from jaxassoc.data.ceat import load_ceat_wordlists
@@ -18,6 +19,7 @@ from jaxassoc.data.counterfactual import (
     fitting_sentences,
     load_attribute_words,
 )
+from jaxassoc.data.debiaswe import DebiasweLists, load_debiaswe_lists
 from jaxassoc.data.registry import DATASETS, DatasetInfo, dataset_info, load_dataset
 from jaxassoc.data.seat import SeatTemplates, load_seat_templates
 from jaxassoc.data.similarity import load_simlex999, load_wordsim353
@@ -34,6 +36,7 @@ __all__ = [
     "AttributeWords",
     "CounterfactualSet",
     "DatasetInfo",
+    "DebiasweLists",
     "SeatTemplates",
     "WeatSuite",
     "WeatTest",
@@ -46,6 +49,7 @@ __all__ = [
     "load_bellezza",
     "load_ceat_wordlists",
     "load_dataset",
+    "load_debiaswe_lists",
     "load_human_ratings",
     "load_seat_templates",
     "load_simlex999",
