@@ -46,7 +46,18 @@ LAYERS = {  # each layer: the layers of the package it may import (besides itsel
     "embeddings": {"models", "metrics", "stats", "data", "resources"},
     "array_cache": {"models"},
     "readouts": {"models", "metrics", "embeddings", "stats", "data", "resources", "array_cache"},
-    "suites": {"readouts", "models", "metrics", "embeddings", "stats", "data", "resources", "array_cache"},
+    "mitigation": {"readouts", "models", "metrics", "embeddings", "stats", "data", "resources", "array_cache"},
+    "suites": {
+        "mitigation",
+        "readouts",
+        "models",
+        "metrics",
+        "embeddings",
+        "stats",
+        "data",
+        "resources",
+        "array_cache",
+    },
 }
 LAYER_NAMES = {
     "stats",
@@ -56,6 +67,7 @@ LAYER_NAMES = {
     "models",
     "embeddings",
     "array_cache",
+    "mitigation",
     "readouts",
     "suites",
     "app",

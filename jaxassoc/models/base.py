@@ -225,7 +225,11 @@ def _edit_identity(edit: Any) -> list:
     if fn is not None:
         return [type(edit).__name__, f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"]
     arrays = [np.asarray(leaf) for leaf in jax.tree.leaves(edit)]
-    return [type(edit).__name__, *([str(a.dtype), a.shape, hashlib.sha256(a.tobytes()).hexdigest()] for a in arrays)]
+    kind = type(edit).__name__
+    module = getattr(edit, "module", None)  # sites.Transform: the callable pytree's type, then its arrays
+    if module is not None:
+        kind = f"{kind}({type(module).__module__}.{type(module).__qualname__})"
+    return [kind, *([str(a.dtype), a.shape, hashlib.sha256(a.tobytes()).hexdigest()] for a in arrays)]
 
 
 def tree_bytes(tree: Any) -> int:

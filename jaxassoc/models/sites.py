@@ -129,7 +129,16 @@ class Apply:
     fn: Callable[..., Array]
 
 
-Edit = Replace | Add | Apply
+class Transform(NamedTuple):
+    """Replace the site ``x`` by ``module(x)``, where ``module`` is a callable pytree (a concept eraser,
+    :class:`jaxassoc.mitigation.Eraser`): its arrays are traced, so new arrays of the same shapes reuse the
+    compiled pass, and they are differentiable. A ``layers.*`` site: every array has a leading layer axis,
+    and each layer calls its slice."""
+
+    module: Any
+
+
+Edit = Replace | Add | Apply | Transform
 
 
 def _edit(edit: Edit, x: Array, site: Site, layer: Array | None = None) -> Array:
@@ -138,11 +147,23 @@ def _edit(edit: Edit, x: Array, site: Site, layer: Array | None = None) -> Array
         out = edit.fn(x) if layer is None else edit.fn(x, layer)
         _check_shape(out, x, site, "the function's output")
         return out.astype(x.dtype)
+    if isinstance(edit, Transform):
+        try:
+            out = edit.module(x)
+        except (TypeError, ValueError) as e:  # e.g. an eraser fitted on states of another width
+            raise ModelError(
+                f"site {site.name!r}: the {type(edit.module).__name__} does not fit the site's shape {x.shape} "
+                f"({e})" + (" (per layer, after the leading layer axis)" if site.layer == ALL_LAYERS else "")
+            ) from None
+        _check_shape(out, x, site, f"the {type(edit.module).__name__}'s output")
+        return out.astype(x.dtype)
     if isinstance(edit, Add):
         _check_shape(edit.delta, x, site, "delta")
         return x + edit.delta.astype(x.dtype)
     if not isinstance(edit, Replace):
-        raise ModelError(f"site {site.name!r}: an edit is a sites.Replace, Add or Apply, not {type(edit).__name__}")
+        raise ModelError(
+            f"site {site.name!r}: an edit is a sites.Replace, Add, Apply or Transform, not {type(edit).__name__}"
+        )
     _check_shape(edit.value, x, site, "value")
     value = jnp.broadcast_to(edit.value.astype(x.dtype), x.shape)
     if edit.where is None:
