@@ -137,7 +137,12 @@ def test_masked_log_probs_and_pseudo_log_likelihood_equal_the_torch_formula(bert
 
 
 def test_zero_decay_or_unit_floor_gives_the_plain_distribution(gpt2, bert):
-    from jaxassoc.readouts.sentence_scores import causal_log_likelihoods, causal_token_ids, pseudo_log_likelihoods
+    from jaxassoc.readouts.sentence_scores import (
+        causal_log_likelihoods,
+        causal_token_ids,
+        masked_logprobs,
+        pseudo_log_likelihoods,
+    )
 
     model, _ = gpt2
     ids, mask = tokenize(model, TEXTS)
@@ -158,6 +163,12 @@ def test_zero_decay_or_unit_floor_gives_the_plain_distribution(gpt2, bert):
     where = [list(range(1, len(s) - 1)) for s in seqs]
     expected = [p.astype(np.float64).sum() for p in pseudo_log_likelihoods(bmodel, seqs, where)]
     np.testing.assert_allclose(sd.self_debias_sentence_log_prob(bmodel, TEXTS, decay=0.0), expected, rtol=1e-5)
+    masked = [[*s[:2], bmodel.vocab.mask_id, *s[3:]] for s in seqs]  # StereoSet's form: masked and filled rows
+    np.testing.assert_allclose(
+        sd.self_debias_masked_logprobs(bmodel, masked, seqs, decay=0.0),
+        masked_logprobs(bmodel, masked, seqs),
+        rtol=1e-5,
+    )
 
 
 def jax_log_softmax(model, ids, mask):

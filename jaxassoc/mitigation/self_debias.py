@@ -479,10 +479,10 @@ def self_debias_causal_log_likelihoods(model: LanguageModel, sequences: list[lis
     return np.array([row.astype(np.float64).sum() for row in rows])
 
 
-def self_debias_pseudo_log_likelihoods(
+def self_debias_masked_logprobs(
     model: LanguageModel,
-    sequences: Sequence[Sequence[int]],
-    positions: Sequence[Sequence[int]],
+    masked: list[list[int]],
+    filled: list[list[int]],
     *,
     prefixes: Sequence[str] | None = None,
     bias_type: str | Sequence[str] = "all",
@@ -490,16 +490,43 @@ def self_debias_pseudo_log_likelihoods(
     epsilon: float = EPSILON,
     batch_size: int = 16,
     progress: bool = False,
+) -> np.ndarray:
+    """float32 debiased log p'(the token of ``filled`` at the mask | ``masked``), one per sequence; each
+    ``masked`` sequence (``[CLS]`` first) holds one mask and equals its ``filled`` sequence elsewhere:
+    ``readouts.sentence_scores.masked_logprobs`` under Self-Debias."""
+    _check_model(model)
+    if model.objective != "masked":
+        raise ModelError(f"self-debias masked scoring needs a masked LM; {model.name!r} is {model.objective}")
+    texts, p_lens, traced = _setup(model, prefixes, bias_type, decay, epsilon)
+    mask_id = int(model.vocab.mask_id)
+    _check_first(model, [list(s) for s in masked])
+    for i, seq in enumerate(masked):
+        if list(seq).count(mask_id) != 1:
+            raise InputError(f"self-debias: sequence {i} holds {list(seq).count(mask_id)} mask tokens; give one")
+    _check_context(model, texts, [len(s) for s in masked], p_lens)
+    limits = _batched_limits(model, p_lens)
+    fn = functools.partial(
+        masked_token_logprobs, **traced, forward=model.forward, pad_id=limits["pad_id"], mask_id=mask_id
+    )
+    out = run_batched(
+        fn, model.params, [list(s) for s in masked], aligned=[list(s) for s in filled], batch_size=batch_size,
+        buckets=FINE_BUCKETS, per_token=False, progress=progress, mesh=model.mesh, **limits,
+    )  # fmt: skip
+    return np.array([float(o) for o in out], np.float32)
+
+
+def self_debias_pseudo_log_likelihoods(
+    model: LanguageModel,
+    sequences: Sequence[Sequence[int]],
+    positions: Sequence[Sequence[int]],
+    **options,
 ) -> list[np.ndarray]:
     """For each sequence (with its special tokens) the float32 debiased log p' of its token at each of
     ``positions`` when that one token is masked: ``readouts.sentence_scores.pseudo_log_likelihoods`` under
-    Self-Debias (identical masked copies run once)."""
+    Self-Debias (identical masked copies run once; options: :func:`self_debias_masked_logprobs`)."""
     _check_model(model)
     if model.objective != "masked":
         raise ModelError(f"self-debias pseudo-log-likelihoods need a masked LM; {model.name!r} is {model.objective}")
-    texts, p_lens, traced = _setup(model, prefixes, bias_type, decay, epsilon)
-    _check_first(model, [list(s) for s in sequences])
-    _check_context(model, texts, [len(s) for s in sequences], p_lens)
     mask_id = int(model.vocab.mask_id)
     copies: dict[tuple[tuple[int, ...], int], int] = {}
     masked, originals, slots = [], [], []
@@ -513,15 +540,7 @@ def self_debias_pseudo_log_likelihoods(
                 originals.append(list(seq))
             row.append(copies[key])
         slots.append(row)
-    limits = _batched_limits(model, p_lens)
-    fn = functools.partial(
-        masked_token_logprobs, **traced, forward=model.forward, pad_id=limits["pad_id"], mask_id=mask_id
-    )
-    out = run_batched(
-        fn, model.params, masked, aligned=originals, batch_size=batch_size, buckets=FINE_BUCKETS,
-        per_token=False, progress=progress, mesh=model.mesh, **limits,
-    )  # fmt: skip
-    logp = np.array([float(o) for o in out], np.float32)
+    logp = self_debias_masked_logprobs(model, masked, originals, **options)
     return [logp[row] for row in slots]
 
 
@@ -578,6 +597,7 @@ __all__ = [
     "self_debias_causal_token_rows",
     "self_debias_log_probs",
     "self_debias_masked_log_probs",
+    "self_debias_masked_logprobs",
     "self_debias_pseudo_log_likelihoods",
     "self_debias_sentence_log_prob",
 ]
