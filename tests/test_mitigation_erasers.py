@@ -1,4 +1,4 @@
-"""Linear concept erasers (``jaxassoc.mitigation``, docs/methods.md §9): LEACE against the concept-erasure
+"""Linear concept erasers (``jaxassoc.mitigation``, docs/methods.md §11): LEACE against the concept-erasure
 package, its guarantees, INLP against a NumPy/SciPy loop, SentenceDebias against NumPy PCA, and an eraser at a
 site equal to transformers with a forward hook applying the same map."""
 

@@ -283,22 +283,65 @@ class WhiteningConfig:
 
 @dataclass
 class InterventionConfig:
-    """The ``intervention`` group: ``none``, or ``ablate`` (heads and MLP neurons zeroed in every forward pass
-    of the job's language model, whatever the metric; docs/models.md "Named sites"). ``none`` ignores the
-    other options, so ``-m intervention=none,ablate intervention.heads=...`` sweeps with and without."""
+    """The ``intervention`` group (docs/methods.md §11): what is done to the job's model before every metric
+    scores it. ``none``; ``ablate`` (heads and MLP neurons zeroed in every forward pass, docs/models.md "Named
+    sites"); the concept erasers ``leace``, ``inlp``, ``sentence_debias`` (fitted on the model's states at
+    ``site`` from counterfactual sentences of ``corpus`` for ``bias_type``, bound at that site in every pass,
+    cached); ``hard_debias`` (static word vectors only); ``self_debias`` (scoring-time, Schick et al. 2021).
+    Each method reads only its own options (:data:`INTERVENTION_OPTIONS`; :meth:`unused` names the others set,
+    which the job logs), so ``-m intervention=none,leace,self_debias intervention.site=...`` sweeps them all."""
 
-    name: str = "none"  # none | ablate
-    heads: list[list[int]] = field(default_factory=list)  # [[layer, head], ...]
-    neurons: list[list[int]] = field(default_factory=list)  # [[layer, neuron], ...] (MLP hidden units)
-    # a metric=mediation job's output folder (or its aggregates.parquet): ablate its top heads / neurons too
+    name: str = "none"  # none | ablate | leace | inlp | sentence_debias | hard_debias | self_debias
+    heads: list[list[int]] = field(default_factory=list)  # ablate: [[layer, head], ...]
+    neurons: list[list[int]] = field(default_factory=list)  # ablate: [[layer, neuron], ...] (MLP hidden units)
+    # ablate: a metric=mediation job's output folder (or its aggregates.parquet): ablate its top heads / neurons too
     from_mediation: Optional[str] = None
     top_heads: int = 0  # ... the top_heads heads by natural indirect effect
     top_neurons: int = 0  # ... the top_neurons neurons by natural indirect effect
+    # erasers, hard_debias and self_debias: gender | race | religion (packaged word lists) or a JSON file of yours
+    bias_type: str = "gender"
+    site: str = "final_norm"  # erasers: final_norm | layers.<i>.<kind> | layers.*.<kind> (one eraser per layer)
+    corpus: str = "wikitext2"  # erasers: fitting sentences: wikitext2 (its valid split) or a text file, one a line
+    max_sentences: int = 1000  # erasers: the first N corpus sentences holding attribute words of one class
+    batch_size: int = 32  # erasers: sentences per forward pass when reading the fitting states
+    orth: bool = False  # leace: the orthogonal variant (no whitening)
+    shrinkage: bool = True  # leace: shrink the covariance toward a multiple of I
+    iterations: int = 10  # inlp: classifiers trained and projected out
+    classifier: str = "logistic"  # inlp: logistic | svm
+    min_accuracy: Optional[float] = None  # inlp: stop once a classifier is this accurate or less (None: never)
+    directions: int = 1  # sentence_debias: principal directions removed
+    decay: float = 50.0  # self_debias: lambda in p * max(exp(-lambda * alpha), epsilon)
+    epsilon: float = 0.01  # self_debias: the floor of the decay factor
+    lm_cost_tokens: int = 20000  # every intervention: WikiText-2 test tokens scored for the LM cost (0: off)
 
     def __post_init__(self) -> None:
-        check_choice("intervention.name", self.name, ("none", "ablate"))
+        check_choice("intervention.name", self.name, INTERVENTIONS)
         check_range("intervention.top_heads", self.top_heads, 0)
         check_range("intervention.top_neurons", self.top_neurons, 0)
+        check_range("intervention.max_sentences", self.max_sentences, 2)
+        check_range("intervention.batch_size", self.batch_size, 1)
+        check_range("intervention.iterations", self.iterations, 1)
+        check_range("intervention.directions", self.directions, 1)
+        check_range("intervention.decay", self.decay, 0.0)
+        check_range("intervention.lm_cost_tokens", self.lm_cost_tokens, 0)
+        check_choice("intervention.classifier", self.classifier, ("logistic", "svm"))
+        if not 0 < self.epsilon <= 1:
+            raise ConfigError(f"intervention.epsilon={self.epsilon} must be in (0, 1]")
+        if self.min_accuracy is not None and not 0 <= self.min_accuracy <= 1:
+            raise ConfigError(f"intervention.min_accuracy={self.min_accuracy} must be in [0, 1]")
+        if self.name in ERASERS or self.name in ("hard_debias", "self_debias"):
+            if self.bias_type not in BIAS_TYPES and not Path(self.bias_type).expanduser().is_file():
+                raise ConfigError(
+                    f"intervention.bias_type={self.bias_type!r}: choose one of {list(BIAS_TYPES)} or a JSON word-list "
+                    "file of yours (docs/methods.md §11.5)"
+                )
+        if self.name in ERASERS:
+            check_corpus("intervention.corpus", self.corpus)
+        if self.name in ("self_debias", "hard_debias") and self.bias_type not in BIAS_TYPES:
+            raise ConfigError(
+                f"intervention={self.name} takes intervention.bias_type={'|'.join(BIAS_TYPES)}, not a word-list file "
+                f"({self.bias_type!r}): its prefixes / pairs are written per bias type"
+            )
         chosen = self.heads or self.neurons or self.from_mediation is not None
         if self.name == "ablate" and not chosen:
             raise ConfigError(
@@ -307,6 +350,35 @@ class InterventionConfig:
             )
         if self.from_mediation is not None and not (self.top_heads or self.top_neurons):
             raise ConfigError("intervention.from_mediation needs intervention.top_heads=k and/or top_neurons=k")
+
+    def unused(self) -> list[str]:
+        """The options set away from their defaults that this intervention does not read, in field order."""
+        fields = [f for f in dataclasses.fields(self) if f.name != "name"]
+        default = {
+            f.name: f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default for f in fields
+        }
+        return [
+            f.name
+            for f in fields
+            if getattr(self, f.name) != default[f.name] and f.name not in INTERVENTION_OPTIONS[self.name]
+        ]
+
+
+ERASERS = ("leace", "inlp", "sentence_debias")
+"""The interventions that fit a linear concept eraser at a site (jaxassoc.mitigation)."""
+INTERVENTIONS = ("none", "ablate", *ERASERS, "hard_debias", "self_debias")
+BIAS_TYPES = ("gender", "race", "religion")
+_FITTING = ("bias_type", "site", "corpus", "max_sentences", "batch_size", "lm_cost_tokens")
+INTERVENTION_OPTIONS: dict[str, tuple[str, ...]] = {
+    "none": (),
+    "ablate": ("heads", "neurons", "from_mediation", "top_heads", "top_neurons", "lm_cost_tokens"),
+    "leace": (*_FITTING, "orth", "shrinkage"),
+    "inlp": (*_FITTING, "iterations", "classifier", "min_accuracy"),
+    "sentence_debias": (*_FITTING, "directions"),
+    "hard_debias": ("bias_type",),
+    "self_debias": ("bias_type", "decay", "epsilon", "lm_cost_tokens"),
+}
+"""The options each intervention reads (the job logs the others that were set: :meth:`InterventionConfig.unused`)."""
 
 
 @dataclass

@@ -441,11 +441,19 @@ def make_job(cfg: DictConfig, output_dir: Path) -> Job:
     intervention = cfg.get("intervention") or {}
     if not spec.interventions and intervention.get("name", "none") != "none":
         raise ConfigError(f"metric={spec.name} intervenes on the model itself: run it with intervention=none")
+    if intervention.get("name") == "self_debias" and not spec.scores_tokens:
+        from jaxassoc.app.registry import load_metrics
+
+        token_metrics = sorted(n for n, m in load_metrics().items() if m.scores_tokens)
+        raise ConfigError(
+            f"intervention=self_debias reweights the token probabilities a metric scores sentences with; "
+            f"metric={spec.name} scores none that way (metrics it applies to: {', '.join(token_metrics)})"
+        )
     job = _job_objects(cfg, output_dir)
     validation.check_options(spec, job)
     cache_max_bytes(cfg)
     if job.intervention.name != "none" and job.intervention.from_mediation is not None:
-        from jaxassoc.app.model_loading import top_components
+        from jaxassoc.app.interventions import top_components
 
         top_components(job.intervention)  # the file read and checked before any model loads
     return job
@@ -636,6 +644,11 @@ def run_job(cfg: DictConfig, output_dir: Path) -> JobResult | None:
     spec = get_metric(cfg.metric.name)
     start, started = time.perf_counter(), math.floor(time.time())
     result = spec.result_of(spec.run(job))
+    if spec.interventions and job.intervention.name != "none":
+        from jaxassoc.app import interventions
+
+        provenance["intervention_label"] = interventions.intervention_label(job.intervention)
+        result.aggregates = result.aggregates.assign(**interventions.lm_cost_columns(job))
     if is_writer():
         labels = {
             "model": cfg.model.name,

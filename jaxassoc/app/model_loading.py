@@ -12,7 +12,6 @@ import functools
 import importlib.util
 import json
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -93,69 +92,6 @@ def language_model(cfg: ModelConfig, mesh: Mesh | None = None) -> LanguageModel:
             f"model.kind={model.objective}"
         )
     return model
-
-
-def with_intervention(model: LanguageModel, cfg: Any) -> LanguageModel:
-    """``model`` with ``intervention=ablate``'s heads and neurons zeroed in every pass (``models.ablation``);
-    the model itself for ``intervention=none``."""
-    if cfg.name == "none":
-        if cfg.heads or cfg.neurons or cfg.from_mediation is not None:
-            logging.getLogger("jaxassoc").info("intervention=none: the model as loaded (intervention.* options unused)")
-        return model
-    from jaxassoc.models.ablation import ablated, label
-
-    heads, neurons = [list(p) for p in cfg.heads], [list(p) for p in cfg.neurons]
-    if cfg.from_mediation is not None:
-        found = top_components(cfg)
-        if found.weights_sha256 != model.provenance.weights_sha256:
-            raise ConfigError(
-                f"intervention.from_mediation={cfg.from_mediation!r}: {found.path} was computed on other weights "
-                f"(sha256 {str(found.weights_sha256)[:12]}...) than model {model.name!r} "
-                f"({model.provenance.weights_sha256[:12]}...); its heads and neurons say nothing about this model: "
-                "run metric=mediation on it first"
-            )
-        heads, neurons = heads + found.heads, neurons + found.neurons
-    cut = ablated(model, heads, neurons)
-    logging.getLogger("jaxassoc").info("intervention: %s ablated in every forward pass", label(heads, neurons))
-    return cut
-
-
-@dataclass(frozen=True)
-class MediationComponents:
-    """The top heads and neurons of a ``metric=mediation`` result, and the weights it was computed on."""
-
-    path: Path
-    heads: list[list[int]]
-    neurons: list[list[int]]
-    weights_sha256: str | None
-
-
-def top_components(cfg: Any) -> MediationComponents:
-    """The ``[layer, unit]`` pairs of the ``cfg.top_heads`` heads and ``cfg.top_neurons`` neurons with the
-    largest natural indirect effects in the ``metric=mediation`` result ``cfg.from_mediation`` (its output
-    folder or ``aggregates.parquet``), with the weight hash its rows record; ConfigError naming the file."""
-    import pandas as pd
-
-    source = cfg.from_mediation
-    path = Path(source).expanduser()
-    path = path / "aggregates.parquet" if path.is_dir() else path
-    try:
-        rows = pd.read_parquet(path)
-    except (OSError, ValueError) as e:
-        raise ConfigError(f"intervention.from_mediation={source!r}: cannot read {path} ({e})") from None
-    if "component" not in rows or "indirect_effect" not in rows or WEIGHTS_COLUMN not in rows:
-        raise ConfigError(f"intervention.from_mediation={source!r}: {path} is not a metric=mediation result")
-    out = []
-    for component, k in (("head", cfg.top_heads), ("neuron", cfg.top_neurons)):
-        part = rows[rows["component"] == component].sort_values("indirect_effect", ascending=False, kind="stable")
-        if k > len(part):
-            raise ConfigError(f"intervention.top_{component}s={k}: {path} has only {len(part)} {component} rows")
-        out.append([[int(r.layer), int(getattr(r, component))] for r in part.head(k).itertuples()])
-    return MediationComponents(path, out[0], out[1], rows[WEIGHTS_COLUMN].iloc[0])
-
-
-WEIGHTS_COLUMN = "prov_model_weights_sha256"
-"""The column of a result's rows that records the weights it was computed on (:func:`model_provenance`)."""
 
 
 @functools.lru_cache(maxsize=2)

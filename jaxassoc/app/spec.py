@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 import pandas as pd
 
 from jaxassoc.app.config import (
+    ERASERS,
     DatasetConfig,
     InterventionConfig,
     MetricConfig,
@@ -72,10 +73,16 @@ class Job:
 
     def __post_init__(self) -> None:
         check_seed(self.seed)
-        if self.intervention.name != "none" and self.model.kind == "static":
+        static_ok = ("none", "hard_debias", *ERASERS)
+        if self.model.kind == "static" and self.intervention.name not in static_ok:
             raise ConfigError(
                 f"intervention={self.intervention.name} acts inside a language model; model {self.model.name!r} is "
-                "static word vectors (model.kind=static)"
+                "static word vectors (model.kind=static): use intervention=hard_debias"
+            )
+        if self.model.kind != "static" and self.intervention.name == "hard_debias":
+            raise ConfigError(
+                f"intervention=hard_debias transforms static word vectors; model {self.model.name!r} is a "
+                f"{self.model.kind} language model: use intervention=leace, inlp or sentence_debias"
             )
 
     def key(self) -> PRNGKeyArray:
@@ -88,16 +95,19 @@ class Job:
         """The job's causal, masked, encoder or seq2seq model, loaded once per process (an audit's later
         jobs reuse it) and sharded over the job's mesh, with the job's ``intervention`` (heads and neurons
         ablated in every forward pass)."""
-        from jaxassoc.app import model_loading
+        from jaxassoc.app import interventions, model_loading
 
         model = model_loading.language_model(self.model, self.mesh)
-        return model_loading.with_intervention(model, self.intervention)
+        return interventions.with_intervention(
+            model, self.intervention, cache_dir=self.cache_dir, progress=not self.quiet
+        )
 
     def static_embeddings(self) -> StaticEmbeddings:
-        """The job's static word vectors (``model.kind=static``: GloVe, word2vec)."""
+        """The job's static word vectors (``model.kind=static``: GloVe, word2vec), with its intervention applied."""
         from jaxassoc.app import model_loading
+        from jaxassoc.app.interventions import debiased_vectors
 
-        return model_loading.static_embeddings(self.model)
+        return debiased_vectors(model_loading.static_embeddings(self.model), self.intervention)
 
     def weat_suite(self) -> WeatSuite:
         """The WEAT tests the job's dataset names: a packaged suite or the user's own (``custom_weat``)."""
@@ -204,8 +214,10 @@ class MetricSpec:
     None: the job's ``summary`` on the console and the aggregates in the report. ``title``: its name in the
     report (default: ``name``); ``effects``: the effect sizes its rows carry (figures, ``--rank``; default: the
     conventional ``effect_size``, ``ci_low``, ``ci_high``, ``p_value`` columns); ``plots``: its report figures
-    (default: :data:`EFFECT_PLOTS`, drawn where its rows have effect sizes). ``interventions=False``: a metric that intervenes on the model itself
-    (``intervention=...`` refused). ``reads_dataset=False`` (a plugin that scores no dataset): no dataset is
+    (default: :data:`EFFECT_PLOTS`, drawn where its rows have effect sizes). ``interventions=False``: a metric that
+    intervenes on the model itself (``intervention=...`` refused). ``scores_tokens``: it scores sentences' token
+    probabilities through ``readouts.sentence_scores``, where ``intervention=self_debias`` acts (refused
+    otherwise). ``reads_dataset=False`` (a plugin that scores no dataset): no dataset is
     recorded in its rows or its resume key, and ``dataset=...`` on its command line is refused. ``dataset``:
     the dataset ``metric=<name>`` reads when the command line names none (None: the root config's default,
     ``weat_caliskan2017``)."""
@@ -222,6 +234,7 @@ class MetricSpec:
     effects: tuple[Effects, ...] = (EFFECT_SIZE,)
     plots: tuple[Plot, ...] = EFFECT_PLOTS
     interventions: bool = True
+    scores_tokens: bool = False
     reads_dataset: bool = True
     dataset: str | None = None
 

@@ -1,5 +1,5 @@
 """One type for every linear concept eraser: the affine low-rank edit ``x' = x - ((x - mean) @ down) @ up``
-(docs/methods.md §9.1).
+(docs/methods.md §11.1).
 
 LEACE, its ``orth`` variant, INLP and SentenceDebias all fit an :class:`Eraser`; only the factors differ.
 It is a pytree of three arrays, so it jits, vmaps, shards and differentiates, and it is a site edit as it is

@@ -1,4 +1,4 @@
-"""INLP, iterative null-space projection (Ravfogel et al. 2020, "Null It Out", Alg. 1); docs/methods.md §9.3.
+"""INLP, iterative null-space projection (Ravfogel et al. 2020, "Null It Out", Alg. 1); docs/methods.md §11.3.
 
 Repeat ``iterations`` times: train a linear classifier of the concept on the current states ``x P``, add its
 weight vectors' span to the removed subspace, and project the states onto the complement of everything

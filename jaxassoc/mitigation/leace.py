@@ -1,5 +1,5 @@
 """LEACE, least-squares concept erasure (Belrose et al. 2023, "LEACE: Perfect linear concept erasure in closed
-form", Thm. 4.3 and §4.2), and its ``orth`` variant; docs/methods.md §9.2.
+form", Thm. 4.3 and §4.2), and its ``orth`` variant; docs/methods.md §11.2.
 
 With mean ``μ``, covariance ``Σ`` of the states and cross-covariance ``Σxz`` with the (centred) one-hot
 labels, the eraser is ``x' = x - P(x - μ)`` where, with the whitening ``W = Σ^{-1/2}`` and the orthonormal

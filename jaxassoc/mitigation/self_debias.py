@@ -1,5 +1,5 @@
 """Self-Debias at scoring time (Schick, Udupa & Schütze 2021, TACL 9, "Self-Diagnosis and Self-Debiasing: A
-Proposal for Reducing Corpus-Based Bias in NLP", §3 and Eq. 2; docs/methods/mitigation_self_debias.md).
+Proposal for Reducing Corpus-Based Bias in NLP", §3 and Eq. 2; docs/methods.md §11.7).
 
 Besides the plain pass over an input x, the model reads x after a *debiasing prefix* per bias type y_i, a
 text announcing that what follows is biased; the tokens that prefix makes more likely are taken for biased
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -52,7 +53,7 @@ DEFAULT_PREFIXES = {
     "race": "Here is a racist text, full of prejudice and stereotypes about people of other races and skin colours:\n",
     "religion": "Here is a bigoted text, full of prejudice and stereotypes about people of other religions:\n",
 }
-"""Our debiasing prefixes (the paper's idea, our wording: docs/methods/mitigation_self_debias.md): each
+"""Our debiasing prefixes (the paper's idea, our wording: docs/methods.md §11.7): each
 names the bias and announces the text after it as an instance of it, and ends with a newline, so the input
 starts as at the start of a line, tokenised as in the plain pass."""
 
@@ -601,3 +602,37 @@ __all__ = [
     "self_debias_pseudo_log_likelihoods",
     "self_debias_sentence_log_prob",
 ]
+
+
+class SelfDebias(NamedTuple):
+    """Self-Debias as a model's scoring transform (``model.with_scoring(SelfDebias("gender"))``): every token
+    probability ``readouts.sentence_scores`` scores sentences with (CrowS-Pairs, StereoSet, UnStereoEval, the
+    LM cost) is the debiased p' of :func:`debias`. ``bias_type``: as :func:`prefixes_for`."""
+
+    bias_type: str = "all"
+    decay: float = DECAY
+    epsilon: float = EPSILON
+    batch_size: int = 16
+
+    def causal_token_rows(self, model: LanguageModel, sequences: list[list[int]], progress: bool = False) -> list:
+        return self_debias_causal_token_rows(model, sequences, **self._options(), progress=progress)
+
+    def masked_logprobs(self, model: LanguageModel, masked: list, filled: list, progress: bool = False) -> np.ndarray:
+        return self_debias_masked_logprobs(model, masked, filled, **self._options(), progress=progress)
+
+    def reserved(self, model: LanguageModel) -> int:
+        """The context the prefixes take: an input may hold ``model.max_positions`` minus this many tokens."""
+        return int(prefix_arrays(model, prefixes_for(self.bias_type))[1].max())
+
+    def identity(self) -> dict:
+        """What the scores depend on, for the model's fingerprint: the prefixes' texts, λ and ε."""
+        return {"self_debias": list(prefixes_for(self.bias_type)), "decay": self.decay, "epsilon": self.epsilon}
+
+    def _options(self) -> dict:
+        _check_options(self.decay, self.epsilon)
+        return {
+            "bias_type": self.bias_type,
+            "decay": self.decay,
+            "epsilon": self.epsilon,
+            "batch_size": self.batch_size,
+        }

@@ -1,4 +1,4 @@
-"""SentenceDebias (Liang et al. 2020, "Towards Debiasing Sentence Representations", §3); docs/methods.md §9.4.
+"""SentenceDebias (Liang et al. 2020, "Towards Debiasing Sentence Representations", §3); docs/methods.md §11.4.
 
 The bias subspace is spanned by the top ``k`` principal directions of counterfactual tuples' states, each
 tuple centred on its own mean (the sentence and its copies with the attribute words swapped, one per

@@ -154,6 +154,7 @@ class LanguageModel:
     max_positions: int  # the context length
     decoder: Decoder | None = None  # causal ports: KV-cache decoding; None for encoders
     mesh: Any = None  # the jax.sharding.Mesh the params are sharded over (models.mesh); None: one device
+    scoring: Any = None  # a scoring-time transform of token probabilities (Self-Debias): :meth:`with_scoring`
 
     @property
     def head(self) -> Head:
@@ -198,9 +199,16 @@ class LanguageModel:
             jax.eval_shape(lambda b, i: self.port.forward(b, i, i, config=self.config), body, ids)  # fits?
         return self.with_params({**self.params, "body": body})
 
+    def with_scoring(self, scoring: Any) -> "LanguageModel":
+        """The model whose token probabilities, wherever ``readouts.sentence_scores`` scores sentences, come from
+        ``scoring`` (e.g. ``jaxassoc.mitigation.SelfDebias``: an object with ``causal_token_rows(model,
+        sequences, progress)``, ``masked_logprobs(model, masked, filled, progress)``, ``reserved(model)`` (the
+        context it takes) and ``identity()``, called with the plain model); None: the plain scores. Part of the fingerprint, so cached scores never mix."""
+        return dataclasses.replace(self, scoring=scoring)
+
     def fingerprint(self) -> str:
         """What the model's outputs depend on, as a sha256: its weights' and tokenizer's hashes, its parameters'
-        dtypes and the edits bound into it (sites, kinds, arrays' bytes, functions' names). The cache identity
+        dtypes, the edits bound into it (sites, kinds, arrays' bytes, functions' names) and its scoring transform. The cache identity
         of every result computed from it; hashed once per model object (``with_params`` / ``with_edits`` make
         new ones), not at every cache key."""
         return self._fingerprint
@@ -216,6 +224,8 @@ class LanguageModel:
             ),  # fmt: skip
             "edits": {name: _edit_identity(edit) for name, edit in sorted(self.edits.items())},
         }
+        if self.scoring is not None:  # absent otherwise: a plain model's fingerprint is what it always was
+            parts["scoring"] = self.scoring.identity()
         return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 

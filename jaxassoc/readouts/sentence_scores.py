@@ -74,7 +74,10 @@ def causal_token_logprobs(
 def causal_token_rows(
     model: LanguageModel, sequences: list[list[int]], *, tokens_per_batch: int = 1024, progress: bool = False
 ) -> list[np.ndarray]:
-    """Per sequence, float32 log p(token t+1 | tokens up to t) at column t (0 in its last column)."""
+    """Per sequence, float32 log p(token t+1 | tokens up to t) at column t (0 in its last column); the model's
+    scoring transform's (``model.with_scoring``: Self-Debias) where it has one."""
+    if model.scoring is not None:
+        return model.scoring.causal_token_rows(model.with_scoring(None), sequences, progress=progress)
     return run_packed(
         functools.partial(causal_token_logprobs, forward=model.forward),
         model.params,
@@ -126,7 +129,10 @@ def masked_logprobs(
     progress: bool = False,
 ) -> np.ndarray:
     """float32 log p(the token of ``filled`` at the mask | ``masked``), one per sequence; each ``masked``
-    sequence holds one mask and equals its ``filled`` sequence elsewhere."""
+    sequence holds one mask and equals its ``filled`` sequence elsewhere; the model's scoring transform's
+    (``model.with_scoring``: Self-Debias) where it has one."""
+    if model.scoring is not None:
+        return model.scoring.masked_logprobs(model.with_scoring(None), masked, filled, progress=progress)
     fn = functools.partial(
         masked_token_logprobs, forward=model.forward, mask_id=check_masked_lm(model, "masked_logprobs")
     )

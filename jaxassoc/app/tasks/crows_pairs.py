@@ -131,4 +131,5 @@ SPEC = MetricSpec(
     effects=(),
     plots=(PREFERENCES,),
     dataset="crows_pairs",
+    scores_tokens=True,
 )

@@ -132,4 +132,5 @@ SPEC = MetricSpec(
     effects=(),
     plots=(),
     dataset="stereoset",
+    scores_tokens=True,
 )

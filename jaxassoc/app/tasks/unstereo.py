@@ -157,4 +157,5 @@ SPEC = MetricSpec(
     views=views,
     effects=(),
     plots=(),
+    scores_tokens=True,
 )
