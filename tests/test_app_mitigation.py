@@ -121,3 +121,29 @@ def test_hard_debias_and_erasers_transform_a_static_table():
     assert np.abs(males - females).max() <= 1e-4 * np.abs(table.matrix).max()  # the class means made equal
     assert np.abs(before[0] - before[1]).max() > 0.5
     assert debiased_vectors(table, InterventionConfig()) is table
+
+
+def test_self_debias_on_stereoset_needs_the_start_token_scoring(tmp_path, tiny_checkpoint, cli):
+    import json
+
+    from test_stereoset import DOCUMENT
+
+    (tmp_path / "dev.json").write_text(json.dumps(DOCUMENT))
+    common = ["metric=stereoset", *_model(tiny_checkpoint), "dataset.path=dev.json", "intervention.lm_cost_tokens=0"]
+    authors = cli("jaxassoc", *common, "intervention=self_debias", "hydra.run.dir=a", cwd=tmp_path)
+    assert authors.returncode != 0 and "needs metric.causal_scoring=start" in authors.stderr
+    runs = {
+        name: cli(
+            "jaxassoc",
+            *common,
+            "metric.causal_scoring=start",
+            f"intervention={name}",
+            f"hydra.run.dir={name}",
+            cwd=tmp_path,
+        )  # fmt: skip
+        for name in ("none", "self_debias")
+    }
+    assert all(r.returncode == 0 for r in runs.values()), runs["self_debias"].stderr[-2000:]
+    plain, debiased = (pd.read_parquet(tmp_path / n / "items.parquet") for n in runs)
+    assert list(plain["sentence"]) == list(debiased["sentence"])
+    assert np.abs(plain["score"] - debiased["score"]).max() > 1e-6

@@ -60,6 +60,11 @@ def _candidates(job: Job) -> tuple[pd.DataFrame, str]:
 def run(job: Job) -> JobResult:
     cfg = job.metric
     rows, rows_note = _candidates(job)  # read (and checked) before the model loads
+    if job.intervention.name == "self_debias" and job.model.kind == "causal" and cfg.causal_scoring == "authors":
+        raise ConfigError(
+            "intervention=self_debias on a causal LM needs metric.causal_scoring=start: the authors' scoring reads "
+            "contexts without a start token, before which the debiasing prefix cannot go (docs/methods.md §11.7)"
+        )
     model = job.language_model()
     skipped = None
     if model.objective == "masked" and (rows["split"] == "intersentence").any():
