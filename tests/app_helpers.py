@@ -145,7 +145,10 @@ def start_hydra():
     """Register the metrics and configs and open Hydra on the real conf/ (a generator for a fixture)."""
     for name in registry.BUILTIN:
         get_metric(name)
-    register_configs({n: s.config for n, s in METRICS.items()}, {p.stem for p in (CONF_DIR / "metric").glob("*.yaml")})
+    yamls = {p.stem for p in (CONF_DIR / "metric").glob("*.yaml")}
+    register_configs(
+        {n: s.config for n, s in METRICS.items()}, yamls, {n: s.dataset for n, s in METRICS.items() if s.dataset}
+    )
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         yield

@@ -302,10 +302,11 @@ def check_overrides(argv: list[str]) -> int | None:
 
 
 def with_default_dataset(argv: list[str], defaults: dict[str, str]) -> list[str]:
-    """``argv`` with ``dataset=<d>`` added when it names no dataset and its metric reads its own dataset by
-    default (``defaults``: metric -> dataset, e.g. ``crows_pairs`` -> ``crows_pairs``; the others read the
-    root config's). A sweep whose metrics would default to different datasets is refused: it needs its
-    ``dataset=`` spelled out."""
+    """``argv`` with ``dataset=<d>`` added when it names no dataset and its metric(s) all read the same own
+    dataset by default (``defaults``: metric -> dataset, e.g. ``crows_pairs`` -> ``crows_pairs``; the others
+    read the root config's), so the job folders name it. A sweep whose metrics default to different datasets
+    is left as it is: each job's metric then picks its own default dataset in Hydra's defaults list
+    (:func:`jaxassoc.app.config.register_configs`), and ``dataset=...`` on the command line applies to all."""
     parsed = _parse_args(argv)
     if parsed is None:
         return argv
@@ -315,14 +316,8 @@ def with_default_dataset(argv: list[str], defaults: dict[str, str]) -> list[str]
     jobs = (_jobs(overrides) if multirun else [overrides]) or [overrides]
     metrics = {next((o.split("=", 1)[1] for o in job if o.split("=", 1)[0] == "metric"), None) for job in jobs}
     wanted = {defaults.get(m) for m in metrics}
-    if wanted == {None}:
+    if wanted == {None} or len(wanted) > 1:
         return argv
-    if len(wanted) > 1:
-        reads = ", ".join(f"metric={m} {defaults.get(m) or 'the default dataset'}" for m in sorted(metrics, key=str))
-        raise ConfigError(
-            f"the swept metrics read different datasets by default ({reads}): name the dataset(s) with dataset=..., "
-            "or sweep them separately"
-        )
     at = argv.index(overrides[0]) if overrides else len(argv)  # the overrides stay together for argparse
     return [*argv[:at], f"dataset={wanted.pop()}", *argv[at:]]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -486,11 +486,24 @@ GROUP_SCHEMAS: dict[str, type] = {
 }
 
 
-def register_configs(metric_schemas: dict[str, type], metric_yamls: set[str] = frozenset()) -> None:
+DATASET_OVERRIDE = "override /dataset@_global_.dataset"
+"""How a metric's schema sets its own default dataset in Hydra's defaults list (the root's ``dataset`` is
+listed before ``metric``, so the metric's override wins, and a command line's ``dataset=...`` wins over both)."""
+
+
+def register_configs(
+    metric_schemas: dict[str, type],
+    metric_yamls: set[str] = frozenset(),
+    metric_datasets: Mapping[str, str] | None = None,
+) -> None:
     """Register the app schema, one schema per group, and one per metric (``metric/<name>_schema``).
 
     Each metric's schema is also stored as ``metric/<name>`` with its defaults, so a plugin metric needs
     no YAML; a built-in metric's YAML in ``conf/metric/`` takes precedence and names its schema.
+    ``metric_datasets`` (metric -> dataset, ``MetricSpec.dataset``): the dataset ``metric=<name>`` reads
+    when the command line names none. Its schema then carries a defaults list that overrides the root
+    config's dataset (the fields themselves are stored as ``metric/<name>_fields``), so each job of a sweep
+    over metrics reads its own metric's default dataset.
     """
     cs = ConfigStore.instance()
     cs.store(name="app_schema", node=AppConfig)
@@ -502,7 +515,15 @@ def register_configs(metric_schemas: dict[str, type], metric_yamls: set[str] = f
     cs.store(group="dataset", name="stereoset_schema", node=StereoSetConfig)
     cs.store(group="dataset", name="vig_professions_schema", node=VigProfessionsConfig)
     cs.store(group="metric", name="audit_schema", node=MetricConfig)
+    own = dict(metric_datasets or {})
     for name, schema in metric_schemas.items():
-        cs.store(group="metric", name=f"{name}_schema", node=schema)
+        if name in own:
+            cs.store(group="metric", name=f"{name}_fields", node=schema)
+            defaults = [f"{name}_fields", {DATASET_OVERRIDE: own[name]}]
+            cs.store(group="metric", name=f"{name}_schema", node={"defaults": defaults})
+        else:
+            cs.store(group="metric", name=f"{name}_schema", node=schema)
         if name not in metric_yamls:  # a plugin's metric: `metric=<name>` works without a YAML file
-            cs.store(group="metric", name=name, node=schema(name=name))
+            plain = name not in own
+            node = schema(name=name) if plain else {"defaults": [f"{name}_schema", "_self_"], "name": name}
+            cs.store(group="metric", name=name, node=node)

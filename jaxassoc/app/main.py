@@ -120,7 +120,8 @@ def register() -> dict[str, Any]:
 
     metrics = load_metrics()
     yamls = {p.stem for p in (CONF_DIR / "metric").glob("*.yaml")}
-    register_configs({name: spec.config for name, spec in metrics.items()}, yamls)
+    own = {name: spec.dataset for name, spec in metrics.items() if spec.dataset}
+    register_configs({name: spec.config for name, spec in metrics.items()}, yamls, own)
     return metrics
 
 

@@ -158,4 +158,5 @@ SPEC = MetricSpec(
     effects=(),
     plots=(),
     scores_tokens=True,
+    dataset="use10",
 )
