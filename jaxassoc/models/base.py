@@ -22,6 +22,7 @@ import functools
 import hashlib
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 import jax
@@ -155,6 +156,7 @@ class LanguageModel:
     decoder: Decoder | None = None  # causal ports: KV-cache decoding; None for encoders
     mesh: Any = None  # the jax.sharding.Mesh the params are sharded over (models.mesh); None: one device
     scoring: Any = None  # a scoring-time transform of token probabilities (Self-Debias): :meth:`with_scoring`
+    checkpoint: Any = None  # models.checkpoint.CheckpointLayout: the HF config and tensors it was read from (save)
 
     @property
     def head(self) -> Head:
@@ -198,6 +200,32 @@ class LanguageModel:
             ids = jax.ShapeDtypeStruct((1, 1), jnp.int32)
             jax.eval_shape(lambda b, i: self.port.forward(b, i, i, config=self.config), body, ids)  # fits?
         return self.with_params({**self.params, "body": body})
+
+    def save(self, folder: str | Path, *, overwrite: bool = False) -> Path:
+        """Write the model, with its current parameters (in their dtype) and bound edits, as a Hugging Face
+        checkpoint folder that ``load_model(folder)`` (and the CLI's ``model.source=<folder>``) reads back into
+        a model with the same outputs; returns the folder.
+
+        - ``model.safetensors``: the tensors under the names and layouts of the checkpoint it was loaded from
+          (transposes, fused q/k/v, tied embeddings as the family's reader takes them; a GGUF file: its
+          architecture's, llama), found by inverting the family's reader and checked by reading them back bit
+          for bit; a tied checkpoint whose head was changed is written untied (``tie_word_embeddings: false``);
+        - ``config.json``: the HF config it was loaded from (a GGUF file's: the llama config read from it),
+          ``torch_dtype`` / ``dtype`` set to the parameters' dtype; the tokenizer's files
+          (``tokenizer.save_pretrained``);
+        - bound edits (:meth:`with_edits`) are not folded into the weights: their arrays are saved beside them
+          (``jaxassoc_edits.safetensors``, with the manifest ``jaxassoc_edits.json``: site, kind, and for a
+          ``Transform`` its module's ``module:qualname`` and fields) and ``load_model`` binds them again.
+          transformers reads the weights alone: without edits it gives the same outputs.
+
+        The folder is written beside ``folder`` under a temporary name and renamed into place at the end, so an
+        error or an interrupt leaves no folder. ModelError, before anything is written, for an existing
+        ``folder`` (unless ``overwrite``), an ``Apply`` edit (a Python function, named by site), a model
+        ``load_model`` did not return, or a family whose reader computes rather than moves values (none today).
+        """
+        from jaxassoc.models.saving import save_model
+
+        return save_model(self, folder, overwrite=overwrite)
 
     def with_scoring(self, scoring: Any) -> "LanguageModel":
         """The model whose token probabilities, wherever ``readouts.sentence_scores`` scores sentences, come from

@@ -10,13 +10,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import hashlib
 import json
 import mmap
 import struct
 from pathlib import Path
-from typing import Iterable, Literal, Mapping
+from typing import Any, Callable, Iterable, Iterator, Literal, Mapping
 
 import ml_dtypes
 import numpy as np
@@ -35,6 +37,17 @@ _SAFETENSORS_DTYPES = {
     "U8": np.uint8,
     "BOOL": np.bool_,
 }
+_SAFETENSORS_NAMES = {np.dtype(v): k for k, v in _SAFETENSORS_DTYPES.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointLayout:
+    """What a loaded model was read from, kept so that it can be written back in the same layout
+    (``LanguageModel.save``): the Hugging Face config (a GGUF file's: the one it is read as) and the name and
+    shape of every tensor the family's reader was given."""
+
+    hf_config: Mapping[str, Any]
+    shapes: Mapping[str, tuple[int, ...]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,6 +110,32 @@ def read_safetensors(path: Path) -> dict[str, np.ndarray]:
             )
         tensors[name] = body[start:end].view(_SAFETENSORS_DTYPES[dtype]).reshape(shape)
     return tensors
+
+
+def write_safetensors(path: Path, tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str] | None = None) -> None:
+    """Write ``tensors`` (NumPy arrays; bf16 via ml_dtypes) as one ``.safetensors`` file, the inverse of
+    :func:`read_safetensors`: a JSON header padded to 8 bytes, then each tensor's bytes (C order) in name order.
+    ModelError naming a tensor whose dtype safetensors cannot hold."""
+    header: dict[str, Any] = {"__metadata__": dict(metadata)} if metadata else {}
+    arrays, offset = [], 0
+    for name in sorted(tensors):
+        array = np.ascontiguousarray(tensors[name])
+        if array.dtype not in _SAFETENSORS_NAMES:
+            raise ModelError(f"tensor {name!r} has dtype {array.dtype}, which safetensors cannot hold")
+        header[name] = {
+            "dtype": _SAFETENSORS_NAMES[array.dtype],
+            "shape": list(array.shape),
+            "data_offsets": [offset, offset + array.nbytes],
+        }
+        arrays.append(array)
+        offset += array.nbytes
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(raw)))
+        f.write(raw)
+        for array in arrays:
+            f.write(array.reshape(-1).view(np.uint8).data)  # as bytes: bf16 has no buffer format
 
 
 def _corrupt(path: Path, what: str) -> ModelError:
@@ -230,6 +269,23 @@ MODULE_LEAVES = {"scale": ("weight", False), "bias": ("bias", False), "w": ("wei
 """Leaf of a norm / :class:`~jaxassoc.models.linear.Linear` -> (its HF tensor suffix, transpose to ``(in, out)``)."""
 
 
+_INVENT: contextvars.ContextVar[Callable[[str, tuple[int, ...]], np.ndarray] | None] = contextvars.ContextVar(
+    "invent", default=None
+)
+
+
+@contextlib.contextmanager
+def inventing(make: Callable[[str, tuple[int, ...]], np.ndarray]) -> Iterator[None]:
+    """Within it, a :class:`TensorTaker` asked for a tensor the checkpoint lacks takes ``make(full name, shape as
+    stored)`` instead of reporting it missing: how ``LanguageModel.save`` learns the name under which a family
+    reads a tensor a checkpoint did not have (an untied head)."""
+    token = _INVENT.set(make)
+    try:
+        yield
+    finally:
+        _INVENT.reset(token)
+
+
 class TensorTaker:
     """Takes HF tensors by name for a port and reports every problem at once.
 
@@ -265,12 +321,15 @@ class TensorTaker:
     def take(self, name: str, shape: tuple[int, ...], transpose: bool = False) -> np.ndarray:
         """The tensor ``name`` (transposed if asked), which must have ``shape`` afterwards; a wrong shape is
         reported as the checkpoint stores the tensor."""
+        stored = tuple(shape)[::-1] if transpose else tuple(shape)  # as the checkpoint holds it
+        invent = _INVENT.get()
+        if name not in self.tensors and invent is not None:
+            self.tensors[name] = invent(self.full_name(name), stored)
         if name not in self.tensors:
             self.missing.append(self.full_name(name))
             return np.zeros(shape, np.float32)
         self.taken.add(name)
         array = self.tensors[name]
-        stored = tuple(shape)[::-1] if transpose else tuple(shape)  # as the checkpoint holds it
         if tuple(array.shape) != stored:
             self.bad_shapes.append(f"{self.full_name(name)}: found {tuple(array.shape)}, expected {stored}")
             return np.zeros(shape, np.float32)

@@ -21,9 +21,11 @@ import numpy as np
 
 from jaxassoc.errors import ConfigError, ModelError
 from jaxassoc.models.base import Forward, LanguageModel, Provenance, VocabInfo
-from jaxassoc.models.checkpoint import read_weights, sha256_files
+from jaxassoc.models.checkpoint import CheckpointLayout, read_weights, sha256_files
 from jaxassoc.models.family import family_for
 from jaxassoc.models.mesh import device_params, place_params
+from jaxassoc.models.saving import MANIFEST as EDITS_MANIFEST
+from jaxassoc.models.saving import read_edits
 from jaxassoc.resources import EMBEDDED
 
 
@@ -67,7 +69,8 @@ def load_model(
     weight files are read (per file) or a GGUF is dequantised (per tensor). ``mesh``: a
     ``jax.sharding.Mesh`` with axes ``("data", "fsdp", "tp")`` (:func:`jaxassoc.models.mesh.make_mesh`):
     each weight is placed sharded by its family's partition table, each device's slice cut from the host
-    tensors and cast on its own; None: one device.
+    tensors and cast on its own; None: one device. A folder ``LanguageModel.save`` wrote with bound edits
+    (``jaxassoc_edits.json``) gives the model with those edits bound again (``with_edits``).
     """
     check_dtype(dtype)
     path, origin, revision = _resolve(source, revision)
@@ -100,7 +103,7 @@ def load_model(
         params = place_params(params, axes, mesh, DTYPES[dtype])
     check_finite(params, tensors, path, dtype)
 
-    return LanguageModel(
+    model = LanguageModel(
         name=name or _default_name(source, path),
         family=family,
         port=spec,
@@ -120,7 +123,15 @@ def load_model(
         max_positions=int(config.max_positions),
         decoder=spec.decoder(config),
         mesh=mesh,
+        checkpoint=CheckpointLayout(hf_config, {k: tuple(np.shape(v)) for k, v in tensors.items()}),
     )
+    edits = read_edits(path) if path.is_dir() else None  # a folder LanguageModel.save wrote with bound edits
+    if edits:
+        try:
+            model = model.with_edits(edits)
+        except ModelError as e:
+            raise ModelError(f"{path / EDITS_MANIFEST}: {e}") from None
+    return model
 
 
 def check_dtype(dtype: str) -> None:
