@@ -459,6 +459,8 @@ def write_report(sweep_dir: Path, rank: bool = False) -> Path:
     for metric, metric_settings in settings.groupby("metric.name", sort=False):
         rows = table[table["job"].isin(metric_settings.index)]
         blocks += metric_section(metric, rows, metric_settings, sweep_dir, out)
+    if "intervention.name" in keys:
+        blocks += intervention_blocks(sweep_dir, table, settings, out)
     skipped = left_out(sweep_dir)
     if skipped:
         print(
@@ -473,6 +475,54 @@ def write_report(sweep_dir: Path, rank: bool = False) -> Path:
     store.atomic_write(out / "report.html", lambda p: p.write_text(page, encoding="utf-8"))
     store.atomic_write(out / "jobs.json", lambda p: p.write_text(json.dumps(sorted(jobs))))
     return out
+
+
+INTERVENTION_TEXT = (
+    "Each intervention against `intervention=none` with the same model, metric, dataset and other options, on "
+    "the same items (docs/methods.md §11.11). CrowS-Pairs: Δ metric score (percentage points), p of the exact "
+    "McNemar test of the pairs whose outcome changed (b: 1 → 0, c: 0 → 1), CI of a paired bootstrap over "
+    "pairs; UnStereoEval: Δ US score and Δ preference disparity, paired bootstrap over sentence pairs; RPAM: Δd "
+    "per test, paired bootstrap over targets; WEAT and SEAT: Δd only (their items hold no per-word scores). "
+    "LM cost: WikiText-2 (pseudo-)perplexity with the intervention (`lm_ppl`) and without (`lm_ppl_none`)."
+)
+
+
+def _intervention_models(settings: pd.DataFrame) -> pd.Series:
+    keys = [k for k in varying(settings) if not k.startswith(("intervention.", "metric.", "dataset."))]
+    return labels(settings, keys, apart=False)["model"]
+
+
+def intervention_comparisons(sweep_dir: Path) -> pd.DataFrame:
+    """Every intervention job of a sweep folder against its ``none`` job on the same items
+    (:func:`jaxassoc.app.comparisons.compare_with_none`; docs/methods.md §11.11)."""
+    from jaxassoc.app import comparisons
+
+    sweep_dir = Path(sweep_dir)
+    jobs = list(dict.fromkeys(gather(sweep_dir)["job"]))
+    settings = job_settings(sweep_dir, jobs)
+    return comparisons.compare_with_none(sweep_dir, settings, _intervention_models(settings))
+
+
+def intervention_blocks(sweep_dir: Path, table: pd.DataFrame, settings: pd.DataFrame, out: Path) -> list:
+    """The section of a sweep that varies ``intervention``: bias-bench's table (interventions x models, each
+    metric's headline with its CI and Δ against ``none``, the LM cost), the paired comparisons
+    (``comparisons.parquet`` / ``.csv``) and the Δ bias vs Δ perplexity figure
+    (:mod:`jaxassoc.app.comparisons`)."""
+    from jaxassoc.app import comparisons
+
+    found = comparisons.compare_with_none(sweep_dir, settings, _intervention_models(settings))
+    blocks: list = [doc.Heading("Interventions against none", 2), doc.Paragraph(INTERVENTION_TEXT)]
+    if found.empty:
+        return [*blocks, doc.Paragraph("No intervention job has a `none` job of the same settings in this sweep.")]
+    store.write_table(out, "comparisons", found)
+    wide = comparisons.bias_bench_table(found, table, settings)
+    blocks += [doc.Heading("Interventions x models", 3), doc.Table(wide)]
+    shown = found.drop(columns=["job", "job_none"])
+    blocks += [doc.Heading("Paired comparisons with none", 3), doc.Table(shown)]
+    fig = comparisons.cost_figure(found)
+    if fig is not None:
+        blocks.append(doc.Figures((_save(out, "intervention_cost.png", fig),)))
+    return blocks
 
 
 def markdown_text(title: str, blocks: list) -> str:
