@@ -147,3 +147,16 @@ def test_self_debias_on_stereoset_needs_the_start_token_scoring(tmp_path, tiny_c
     plain, debiased = (pd.read_parquet(tmp_path / n / "items.parquet") for n in runs)
     assert list(plain["sentence"]) == list(debiased["sentence"])
     assert np.abs(plain["score"] - debiased["score"]).max() > 1e-6
+
+
+def test_weat_on_static_vectors_scores_the_debiased_table(tmp_path, cli):
+    """``metric=weat`` reads the table the intervention made (it once read the loaded one)."""
+    words = ["dataset=custom_weat", "dataset.X=[math,algebra,geometry,calculus]", "dataset.Y=[poetry,art,dance,literature]",
+             "dataset.A=[male,man,boy,brother,he,him,his,son]", "dataset.B=[female,woman,girl,sister,she,her,hers,daughter]"]  # fmt: skip
+    d = {}
+    for name in ("none", "hard_debias", "leace"):
+        proc = cli("jaxassoc", "metric=weat", "model=glove-6b-50d", *words, f"intervention={name}",
+                   f"hydra.run.dir={name}", cwd=tmp_path)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        d[name] = float(pd.read_parquet(tmp_path / name / "aggregates.parquet")["d_raw"].iloc[0])
+    assert abs(d["hard_debias"] - d["none"]) > 0.1 and abs(d["leace"] - d["none"]) > 0.1, d

@@ -7,7 +7,8 @@ classes are balanced and differ only by the swapped words. A ``layers.*`` site g
 each fitted on the states the erasers of the layers below it have already changed (LEACE's "concept
 scrubbing", Belrose et al. 2023, §6): one pass of the fitting data per layer. The fitted factors are a cached
 artefact (:func:`jaxassoc.array_cache.cached_arrays`) keyed by the model, the site, the method, its options,
-the fitting sentences and the code.
+the fitting sentences and the code; the pooled states of a single site are cached too (without the method), so
+LEACE, INLP and SentenceDebias at one site read the model once.
 """
 
 from __future__ import annotations
@@ -98,7 +99,9 @@ def fit_at_site(
         if parsed.layer == ALL_LAYERS:
             eraser = _scrub(model, texts, labels, parsed.kind, n_layers, method, options, batch_size, progress)
         else:
-            states = pooled_states(model, texts, site, batch_size=batch_size, progress=progress)
+            state_key = {k: v for k, v in parts.items() if k not in ("method", "options")}  # every method's
+            read = lambda: {"states": pooled_states(model, texts, site, batch_size=batch_size, progress=progress)}  # noqa: E731
+            states = cached_arrays(cache_dir, "site_states", state_key, read)["states"]
             eraser = fit_eraser(states.reshape(len(variants), min(m), -1), labels, method, options)
         return {k: np.asarray(v) for k, v in eraser._asdict().items()}
 

@@ -138,7 +138,7 @@ def suite_vectors(job: Job, suite, cfg, task: str) -> SuiteVectors:
     on-disk cache. The word rule is checked with the model's own spelling key (an uncased tokenizer reads
     Rose as rose). ``task`` names the progress lines. Used by ``metric=weat`` and ``metric=wefe``."""
     if job.model.kind == "static":
-        embeddings = model_loading.static_embeddings(job.model)
+        embeddings = job.static_embeddings()  # with its intervention (hard_debias, an eraser)
         check_suite_words(suite.tests, embeddings.normalise)  # spellings the lookup merges are one word
         return SuiteVectors(embeddings, embeddings, None, model_loading.model_provenance(job.model, embeddings))
     model = job.language_model()
