@@ -158,4 +158,5 @@ def test_one_sweep_gives_the_paired_comparisons_and_bias_benchs_table(tmp_path, 
     assert "crows_pairs (metric_score)" in header and "unstereo (us_score)" in header and "lm_ppl_none" in header
     assert [r.split(" | ")[0] for r in rows] == ["| none", "| leace gender @ layers.1.resid_post"]
     assert "(Δ " in rows[1] and "(Δ " not in rows[0]
+    assert rows[0].rstrip(" |").split(" | ")[-2:] == [rows[1].rstrip(" |").split(" | ")[-1]] * 2  # none: lm_ppl_none
     assert (folder / "report" / "intervention_cost.png").exists() and "intervention_cost.png" in text

@@ -281,6 +281,7 @@ def bias_bench_table(comparisons: pd.DataFrame, table: pd.DataFrame, settings: p
         line = lines[(r["intervention"], r["model"])]
         for c in ("lm_ppl", "lm_ppl_none"):
             line[c] = r[c]
+        lines[("none", r["model"])].update(lm_ppl=r["lm_ppl_none"], lm_ppl_none=r["lm_ppl_none"])  # the same model
     out = []
     for (who, _), line in lines.items():
         row = {"intervention": line["intervention"], "model": line["model"]}
