@@ -131,6 +131,9 @@ def load_model(
             model = model.with_edits(edits)
         except ModelError as e:
             raise ModelError(f"{path / EDITS_MANIFEST}: {e}") from None
+        logging.getLogger("jaxassoc").info(
+            "%s: its saved edits bound again at %s (%s)", path.name, ", ".join(sorted(edits)), EDITS_MANIFEST
+        )
     return model
 
 
