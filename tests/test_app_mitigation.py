@@ -160,3 +160,27 @@ def test_weat_on_static_vectors_scores_the_debiased_table(tmp_path, cli):
         assert proc.returncode == 0, proc.stderr[-2000:]
         d[name] = float(pd.read_parquet(tmp_path / name / "aggregates.parquet")["d_raw"].iloc[0])
     assert abs(d["hard_debias"] - d["none"]) > 0.1 and abs(d["leace"] - d["none"]) > 0.1, d
+
+
+def test_the_default_site_is_what_the_metrics_read(tiny_checkpoint):
+    """``intervention.site=output``: a causal LM's ``final_norm``; a masked LM's or encoder's last block output, which
+    its sentence vectors read (an eraser at ``final_norm`` of an encoder changed no SEAT number)."""
+    from jaxassoc.embeddings.sentence import sentence_vectors
+    from jaxassoc.mitigation import bound, fit_leace
+    from jaxassoc.mitigation.site_fit import resolve_site
+    from jaxassoc.models import load_model
+    from jaxassoc.models.interventions import layer_count
+
+    gpt2, bert = load_model(tiny_checkpoint(TINY["gpt2"])), load_model(tiny_checkpoint("bert"))
+    assert resolve_site(gpt2, "output") == "final_norm" and resolve_site(gpt2, "layers.0.mlp.in") == "layers.0.mlp.in"
+    last = f"layers.{layer_count(bert.params['body']) - 1}.resid_post"
+    assert resolve_site(bert, "output") == last
+    rng = np.random.default_rng(0)
+    width = bert.head.W.shape[1]
+    eraser = fit_leace((rng.normal(size=(200, width)) + np.outer(rng.integers(0, 2, 200), np.ones(width))).astype(
+        np.float32), rng.integers(0, 2, 200))  # fmt: skip
+    erased = bound(bert, "output", eraser)
+    assert set(erased.edits) == {last}
+    texts = ["a b c", "b c d e"]
+    before, after = sentence_vectors(bert, texts), sentence_vectors(erased, texts)
+    assert np.abs(before - after).max() > 1e-3

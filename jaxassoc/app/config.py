@@ -300,7 +300,9 @@ class InterventionConfig:
     top_neurons: int = 0  # ... the top_neurons neurons by natural indirect effect
     # erasers, hard_debias and self_debias: gender | race | religion (packaged word lists) or a JSON file of yours
     bias_type: str = "gender"
-    site: str = "final_norm"  # erasers: final_norm | layers.<i>.<kind> | layers.*.<kind> (one eraser per layer)
+    # erasers: output (what the metrics read: a causal LM's final_norm, else the last block's resid_post) |
+    # final_norm | layers.<i>.<kind> | layers.*.<kind> (one eraser per layer)
+    site: str = "output"
     corpus: str = "wikitext2"  # erasers: fitting sentences: wikitext2 (its valid split) or a text file, one a line
     max_sentences: int = 1000  # erasers: the first N corpus sentences holding attribute words of one class
     batch_size: int = 32  # erasers: sentences per forward pass when reading the fitting states

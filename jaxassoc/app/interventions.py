@@ -43,11 +43,12 @@ def with_intervention(
             "language model: use intervention=leace, inlp or sentence_debias"
         )
     if cfg.name in ERASERS:
-        from jaxassoc.mitigation.site_fit import bound
+        from jaxassoc.mitigation.site_fit import bound, resolve_site
 
         eraser = eraser_for(model, cfg, cache_dir=cache_dir, progress=progress)
-        log.info("intervention: %s eraser (rank <= %d) bound at %s", cfg.name, eraser.down.shape[-1], cfg.site)
-        return bound(model, cfg.site, eraser)
+        site = resolve_site(model, cfg.site)
+        log.info("intervention: %s eraser (rank <= %d) bound at %s", cfg.name, eraser.down.shape[-1], site)
+        return bound(model, site, eraser)
     from jaxassoc.models.ablation import ablated, label
 
     heads, neurons = [list(p) for p in cfg.heads], [list(p) for p in cfg.neurons]

@@ -65,10 +65,11 @@ def fit_at_site(
     progress: bool = False,
 ) -> Eraser:
     """The ``method`` eraser of the concept the variants differ in (``variants[i][c]``: sentence i with its
-    attribute words of class c), fitted on ``model``'s states at ``site`` (``final_norm``, ``layers.{i}.<kind>``,
+    attribute words of class c), fitted on ``model``'s states at ``site`` (``output`` (:func:`resolve_site`), ``final_norm``, ``layers.{i}.<kind>``,
     ``layers.*.<kind>`` for one eraser per layer, stacked), cached in ``cache_dir``. ConfigError for a site that
     does not hold (B, T, D) states or an encoder-decoder model; InputError for fewer than two variants."""
     options = dict(options or {})
+    site = resolve_site(model, site)
     if model.objective == "seq2seq":
         raise ConfigError(
             f"model {model.name!r} is an encoder-decoder: erasers are bound into causal and masked models"
@@ -108,9 +109,24 @@ def fit_at_site(
     return Eraser(**{k: jnp.asarray(v) for k, v in cached_arrays(cache_dir, "eraser", parts, compute).items()})
 
 
+OUTPUT = "output"
+"""The site name that means "the states a model's metrics read": ``final_norm`` (the head's input) of a causal
+LM; the last block's output ``layers.{L-1}.resid_post`` of a masked LM or encoder, which its MLM head and its
+sentence and word vectors all read (bias-bench's ``last_hidden_state``). :func:`resolve_site`."""
+
+
+def resolve_site(model: LanguageModel, site: str) -> str:
+    """``site``, with :data:`OUTPUT` resolved for ``model``'s kind."""
+    if site != OUTPUT:
+        return site
+    return (
+        "final_norm" if model.objective == "causal" else f"layers.{iv.layer_count(model.params['body']) - 1}.resid_post"
+    )
+
+
 def bound(model: LanguageModel, site: str, eraser: Eraser) -> LanguageModel:
     """``model`` with ``eraser`` bound at ``site`` in every forward pass (the edits bound before kept)."""
-    return model.with_edits({**model.edits, site: as_edit(eraser)})
+    return model.with_edits({**model.edits, resolve_site(model, site): as_edit(eraser)})
 
 
 def _scrub(model, texts, labels, kind, n_layers, method, options, batch_size, progress) -> Eraser:
