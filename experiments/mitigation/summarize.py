@@ -81,21 +81,27 @@ def effect_table(out: Path, sweep: str) -> pd.DataFrame:
 
 
 def figure(points: list[dict], base: float | None, path: Path) -> None:
+    """CrowS-Pairs gender score against the perplexity ratio (log scale), the gender interventions only."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(5.2, 3.6))
-    for p in points:
-        ax.scatter(p["dppl"], p["gender"], color="tab:blue")
-        ax.annotate(p["label"], (p["dppl"], p["gender"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    shown = [p for p in points if " gender" in p["label"]]
+    fig, ax = plt.subplots(figsize=(6.0, 3.8))
+    for i, p in enumerate(sorted(shown, key=lambda p: (p["dppl"], p["gender"]))):
+        ratio = 1 + p["dppl"] / 100
+        ax.scatter(ratio, p["gender"], color="tab:blue", zorder=3)
+        far = ratio > 100  # the far right: label to the left of the point
+        ax.annotate(p["label"].replace(" gender", ""), (ratio, p["gender"]), fontsize=7, ha="right" if far else "left",
+                    xytext=(-4 if far else 4, -10 if far else 4 + 7 * (i % 3)), textcoords="offset points")  # fmt: skip
     if base is not None:
         ax.axhline(base, color="grey", lw=0.8, ls="--", label="no intervention")
     ax.axhline(50, color="black", lw=0.5, ls=":", label="no preference (50)")
-    ax.set_xlabel("WikiText-2 test perplexity change (%)")
-    ax.set_ylabel("CrowS-Pairs gender metric score (%)")
-    ax.legend(fontsize=7, loc="best")
+    ax.set_xscale("log")
+    ax.set_xlabel("WikiText-2 test perplexity ratio, with / without (log scale)")
+    ax.set_ylabel("CrowS-Pairs gender score (%)")
+    ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=200)
 
