@@ -53,6 +53,7 @@ def test_a_sweep_with_and_without_an_eraser_scores_the_same_pairs_with_the_lm_co
     np.testing.assert_array_equal(repeat["sent_more_score"], leace_items["sent_more_score"])
 
 
+@pytest.mark.slow  # three CLI jobs on a tiny GPT-2 (issue 38: the default suite's budget)
 def test_self_debias_changes_a_token_scoring_metric_and_is_refused_elsewhere(tmp_path, tiny_checkpoint, cli):
     model = _model(tiny_checkpoint)
     plain = cli("jaxassoc", "metric=crows_pairs", "dataset.sample=8", *model, "hydra.run.dir=plain", cwd=tmp_path)
@@ -123,6 +124,7 @@ def test_hard_debias_and_erasers_transform_a_static_table():
     assert debiased_vectors(table, InterventionConfig()) is table
 
 
+@pytest.mark.slow  # three CLI jobs (issue 38: the default suite's budget)
 def test_self_debias_on_stereoset_needs_the_start_token_scoring(tmp_path, tiny_checkpoint, cli):
     import json
 
@@ -149,6 +151,7 @@ def test_self_debias_on_stereoset_needs_the_start_token_scoring(tmp_path, tiny_c
     assert np.abs(plain["score"] - debiased["score"]).max() > 1e-6
 
 
+@pytest.mark.slow  # three CLI jobs on the embedded GloVe (issue 38: the default suite's budget)
 def test_weat_on_static_vectors_scores_the_debiased_table(tmp_path, cli):
     """``metric=weat`` reads the table the intervention made (it once read the loaded one)."""
     words = ["dataset=custom_weat", "dataset.X=[math,algebra,geometry,calculus]", "dataset.Y=[poetry,art,dance,literature]",
