@@ -41,6 +41,7 @@ from jaxassoc.errors import ConfigError, InputError, ModelError
 from jaxassoc.models.base import LanguageModel
 from jaxassoc.models.batching import FINE_BUCKETS, model_limits, run_batched
 from jaxassoc.models.heads import head_logits
+from jaxassoc.readouts.sentence_scores import masked_copies
 
 BIAS_TYPES = ("gender", "race", "religion")
 """The bias types with a prefix of ours; ``"all"`` takes the three together."""
@@ -528,19 +529,7 @@ def self_debias_pseudo_log_likelihoods(
     _check_model(model)
     if model.objective != "masked":
         raise ModelError(f"self-debias pseudo-log-likelihoods need a masked LM; {model.name!r} is {model.objective}")
-    mask_id = int(model.vocab.mask_id)
-    copies: dict[tuple[tuple[int, ...], int], int] = {}
-    masked, originals, slots = [], [], []
-    for seq, where in zip(sequences, positions):
-        row = []
-        for p in where:
-            key = (tuple(seq), p)
-            if key not in copies:
-                copies[key] = len(masked)
-                masked.append([*seq[:p], mask_id, *seq[p + 1 :]])
-                originals.append(list(seq))
-            row.append(copies[key])
-        slots.append(row)
+    masked, originals, slots = masked_copies(sequences, positions, int(model.vocab.mask_id))
     logp = self_debias_masked_logprobs(model, masked, originals, **options)
     return [logp[row] for row in slots]
 

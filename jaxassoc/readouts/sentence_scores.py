@@ -162,6 +162,16 @@ def pseudo_log_likelihoods(
     """For each sequence (with its special tokens) the float32 log p of its token at each of ``positions``
     when that one token is masked; identical masked copies are run once."""
     mask_id = check_masked_lm(model, "a pseudo-log-likelihood")
+    masked, originals, slots = masked_copies(sequences, positions, mask_id)
+    logp = masked_logprobs(model, masked, originals, batch_size=batch_size, progress=progress)
+    return [logp[row] for row in slots]
+
+
+def masked_copies(
+    sequences: Sequence[Sequence[int]], positions: Sequence[Sequence[int]], mask_id: int
+) -> tuple[list[list[int]], list[list[int]], list[list[int]]]:
+    """``(masked, originals, slots)``: one copy of a sequence per position with that token masked, identical
+    copies once, and for each sequence the indices of its positions' copies."""
     copies: dict[tuple[tuple[int, ...], int], int] = {}  # (sentence, position): two sentences that differ only
     masked, originals, slots = [], [], []  # at the masked position give the same copy but other targets
     for seq, where in zip(sequences, positions):
@@ -174,5 +184,4 @@ def pseudo_log_likelihoods(
                 originals.append(list(seq))
             row.append(copies[key])
         slots.append(row)
-    logp = masked_logprobs(model, masked, originals, batch_size=batch_size, progress=progress)
-    return [logp[row] for row in slots]
+    return masked, originals, slots
