@@ -220,6 +220,17 @@ def test_rnsb_iterations_average_over_splits():
     assert np.all(np.abs(np.asarray(many.negative_probabilities) - np.mean(p, axis=0)) <= dp)
 
 
+def test_rnsb_compiled_graph_does_not_grow_with_iterations():
+    # The splits are one draw looped over the keys (lax.map), not one copy per iteration unrolled into the
+    # graph (with 50-d vectors, 200 iterations had compiled in 76 s, one in 0.9 s). The program text, not a timing:
+    # from 3 iterations on only the shapes differ (1 and 2 share helper functions of equal shapes).
+    targets = np.concatenate([X, Y])
+    lines = [
+        len(wefe.rnsb.lower(jax.random.key(0), targets, A, B, iterations=n).as_text().splitlines()) for n in (3, 200)
+    ]
+    assert lines[0] == lines[1]
+
+
 # --- jit, grad and the named errors ---
 
 

@@ -215,8 +215,8 @@ def rnsb(
     KL over that many splits (WEFE's ``n_iterations``)."""
     keys = key[None] if iterations == 1 else jax.random.split(key, iterations)
     n_pos, n_neg = positive.shape[0], negative.shape[0]
-    if holdout:
-        masks = jnp.stack([holdout_mask(k, n_pos, n_neg, test_share) for k in keys])
+    if holdout:  # one draw looped over the keys (lax.map): the compiled graph does not grow with ``iterations``
+        masks = jax.lax.map(lambda k: holdout_mask(k, n_pos, n_neg, test_share), keys)
     else:
         masks = jnp.ones((iterations, n_pos + n_neg), jnp.float32)
     kl, p, accuracy = jax.vmap(_rnsb_once, in_axes=(0, None, None, None, None, None))(
