@@ -30,10 +30,14 @@ def hydra_context():
             rf"{len(jax.devices())} devices",
         ),
         (["mesh=fsdp_tp", "mesh.tp=0"], r"mesh.tp=0: a mesh size is a positive integer"),
-        (["model.dtype=int8"], r"model.dtype=int8 is not supported: parameters must be floats"),
+        (["model.precision=int8"], r"model.precision=int8 is not a precision policy"),
         (
-            ["model=glove-6b-50d", "metric=weat", "model.dtype=bfloat16"],
-            r"model.dtype=bfloat16 has no effect on static word vectors",
+            ["model=glove-6b-50d", "metric=weat", "model.precision=bfloat16"],
+            r"model.precision=bfloat16 has no effect on static word vectors",
+        ),
+        (
+            ["model.precision=mixed", "model.dtype=bfloat16"],
+            r"model.dtype=bfloat16 was replaced by model.precision \(with model.precision=mixed\)",
         ),
         (
             ["mesh=fsdp_tp", "model.shard=true"],

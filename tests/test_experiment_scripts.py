@@ -124,13 +124,13 @@ def test_unstereo_eval_MODELS_paper_sweeps_the_28_configs_of_models_csv(tmp_path
         venv=True,
         env={"MODELS": "paper"},
         files=(csv,),
-        extra=("model.dtype=bfloat16",),
+        extra=("model.precision=mixed",),
     )
     rows = list(DictReader((REPO / csv).open()))
     expected = [r["runnable_in_jaxassoc"].removeprefix("yes (model=").removesuffix(")") for r in rows]
     assert sweep_models(calls) == [expected] and len(set(expected)) == 28
     assert all((REPO / "conf" / "model" / f"{name}.yaml").is_file() for name in expected)
-    assert "model.dtype=bfloat16" in calls[0].split()
+    assert "model.precision=mixed" in calls[0].split()
 
 
 @pytest.mark.process

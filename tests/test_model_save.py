@@ -101,10 +101,10 @@ def test_changed_weights_round_trip_and_a_tied_head_is_untied(tiny_checkpoint, t
 
 
 def test_a_bf16_model_is_saved_in_bf16(tiny_checkpoint, tmp_path):
-    model = load_model(tiny_checkpoint("gpt2"), dtype="bfloat16")
+    model = load_model(tiny_checkpoint("gpt2"), precision="bfloat16")
     folder = model.save(tmp_path / "saved")
     assert json.loads((folder / "config.json").read_text())["dtype"] == "bfloat16"
-    _same_params(model.params, load_model(folder, dtype="bfloat16").params)
+    _same_params(model.params, load_model(folder, precision="bfloat16").params)
 
 
 def test_bound_erasers_and_ablations_are_saved_beside_the_weights(tiny_checkpoint, tmp_path):

@@ -73,14 +73,14 @@ def test_tokenizer_hash_is_stable_and_weights_hash_tracks_weights(tiny_checkpoin
 
 
 def test_bfloat16_params(gpt2_folder):
-    model = load_model(gpt2_folder, dtype="bfloat16")
+    model = load_model(gpt2_folder, precision="bfloat16")
     assert model.params["body"]["embed"].dtype == jnp.bfloat16 and model.head.W.dtype == jnp.bfloat16
     ref = load_model(gpt2_folder)
     ids, mask = np.array([[5, 9, 30, 2]]), np.ones((1, 4), np.int32)
     low, high = logits(model, ids, mask).astype(np.float32), logits(ref, ids, mask)
     assert np.abs(low - high).max() < 0.1 * np.abs(high).max()
-    with pytest.raises(ConfigError, match="float8"):
-        load_model(gpt2_folder, dtype="float8")
+    with pytest.raises(ConfigError, match=r"model.precision=float8 is not a precision policy"):
+        load_model(gpt2_folder, precision="float8")
 
 
 def test_unknown_model_type_lists_supported(tmp_path, gpt2_folder):
@@ -329,9 +329,9 @@ def test_weights_that_overflow_in_float16_are_named_by_parameter(tmp_path, gpt2_
     with pytest.raises(
         ModelError,
         match=r"parameters \[\"\['body'\]\['final_norm'\]\['bias'\]\"\] overflow to "
-        r"infinity in float16",
+        r"infinity in float16; use model.precision=mixed",
     ):
-        load_model(folder, dtype="float16")
+        load_model(folder, precision="float16")
 
 
 def test_a_config_field_the_port_does_not_read_is_refused_unless_it_is_the_default(tmp_path, gpt2_folder):

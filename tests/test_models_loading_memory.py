@@ -1,5 +1,5 @@
 """Loading that scales: a synthetic ~1.1 GB bf16 Llama checkpoint in 6 safetensors files, loaded with
-``model.dtype=bfloat16`` in a subprocess, never holds more host (NumPy) memory at once than a few times its
+``model.precision=bfloat16`` in a subprocess, never holds more host (NumPy) memory at once than a few times its
 largest file: per-layer tensors are read from the memory maps one at a time and cast one leaf (or slice) at
 a time, and the finiteness check runs in chunks, so no full-size copy of the model (float32 or not) is made.
 
@@ -91,7 +91,7 @@ MEASURE = textwrap.dedent(
     rss = lambda: int(next(l for l in open("/proc/self/status") if l.startswith("VmRSS")).split()[1]) * 1024
     before = rss()
     tracemalloc.start()
-    model = load_model(sys.argv[1], dtype="bfloat16")
+    model = load_model(sys.argv[1], precision="bfloat16")
     jax.block_until_ready(model.params)
     host_peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()

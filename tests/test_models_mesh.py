@@ -22,7 +22,7 @@ from jaxassoc.models import load_model, model_limits, run_batched
 from jaxassoc.models.checkpoint import LayerStack
 from jaxassoc.models.decoding import greedy_generate
 from jaxassoc.models.heads import head_logits
-from jaxassoc.models.loading import check_dtype
+from jaxassoc.models.precision import check_name
 from jaxassoc.models.mesh import make_mesh, param_path, param_specs
 from jaxassoc.models.packing import run_packed
 from jaxassoc.models.sizing import bytes_per_device
@@ -88,9 +88,9 @@ def test_a_mesh_whose_sizes_do_not_multiply_to_the_device_count_is_a_config_erro
     assert make_mesh() is None  # one device: no mesh
 
 
-def test_a_dtype_that_is_not_a_float_is_a_config_error():
-    with pytest.raises(ConfigError, match=r"model.dtype=int8 is not supported: parameters must be floats"):
-        check_dtype("int8")
+def test_a_precision_that_is_not_a_policy_is_a_config_error():
+    with pytest.raises(ConfigError, match=r"model.precision=int8 is not a precision policy; use one of"):
+        check_name("int8")
 
 
 def test_a_layer_stack_reads_only_the_slice_asked_for(tmp_path):
@@ -108,7 +108,7 @@ def test_a_layer_stack_reads_only_the_slice_asked_for(tmp_path):
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
 def test_bfloat16_loading_casts_each_leaf(tiny_checkpoint, tmp_path, family):
     folder = tiny_checkpoint(family)
-    full, half = load_model(folder), load_model(folder, dtype="bfloat16")
+    full, half = load_model(folder), load_model(folder, precision="bfloat16")
     for a, b in zip(jax.tree.leaves(full.params), jax.tree.leaves(half.params)):
         assert b.dtype == jax.numpy.bfloat16
         np.testing.assert_array_equal(np.asarray(a.astype(jax.numpy.bfloat16)), np.asarray(b))

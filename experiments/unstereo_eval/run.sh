@@ -4,7 +4,7 @@
 #   MODELS=paper experiments/unstereo_eval/run.sh           # the paper's 28 models, one multirun (hub access)
 #   MODELS=pythia-70m,opt-125m experiments/unstereo_eval/run.sh    # any conf/model names
 # models.csv lists the paper's 28 models and the conf/model config each runs as (MODELS=paper reads it).
-# Extra arguments are Hydra overrides for every job (e.g. model.dtype=bfloat16).
+# Extra arguments are Hydra overrides for every job (e.g. model.precision=mixed).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 py=${PYTHON:-$root/.venv/bin/python}  # $PYTHON if set, else the project's venv (scripts/setup.sh), else python3

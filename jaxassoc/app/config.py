@@ -99,22 +99,30 @@ class ModelConfig:
     source: str = MISSING  # embedded name ("smollm2-135m"), folder, .gguf file or hub id
     revision: Optional[str] = None
     kind: str = "causal"  # causal | masked | encoder | seq2seq (T5) | static
-    dtype: str = "float32"  # float32 | bfloat16 | float16 (parameter and compute dtype)
+    precision: str = (
+        "auto"  # float32 | mixed | bfloat16 | float16 | auto (models.precision: CPU float32, GPU/TPU mixed)
+    )
+    dtype: Optional[str] = None  # replaced by precision: refused by name
     batch_size: int = 32
     shard: bool = False  # an alias of mesh=data (data-parallel over all devices)
     add_bos: Optional[bool] = None  # None: the tokenizer's default
 
     def __post_init__(self) -> None:
         check_range("model.batch_size", self.batch_size, 1)
-        if self.kind == "static" and self.dtype != "float32":
+        if self.dtype is not None:
             raise ConfigError(
-                f"model.dtype={self.dtype} has no effect on static word vectors (model.kind=static), which are "
-                "read in float32; remove the override"
+                f"model.dtype={self.dtype} was replaced by model.precision (with model.precision={self.precision}): "
+                "use model.precision=float32, mixed (bfloat16 weights and products, float32 activations: fast and "
+                "close to float32), bfloat16 (weights and activations: the old model.dtype=bfloat16) or float16"
             )
-        if self.kind != "static":
-            from jaxassoc.models.loading import check_dtype
+        if self.kind == "static" and self.precision not in ("auto", "float32"):
+            raise ConfigError(
+                f"model.precision={self.precision} has no effect on static word vectors (model.kind=static), which "
+                "are read in float32; remove the override"
+            )
+        from jaxassoc.models.precision import check_name
 
-            check_dtype(self.dtype)
+        check_name(self.precision)
 
 
 @dataclass

@@ -772,9 +772,9 @@ def release_points(models: list[tuple]) -> list[bool]:
 
 
 def _model_identity(part_cfg: DictConfig) -> tuple:
-    """What the in-process model cache tells apart: kind, source, revision and dtype."""
+    """What the in-process model cache tells apart: kind, source, revision and precision."""
     model = part_cfg.model
-    return tuple(OmegaConf.select(model, f, default=None) for f in ("kind", "source", "revision", "dtype"))
+    return tuple(OmegaConf.select(model, f, default=None) for f in ("kind", "source", "revision", "precision"))
 
 
 def console_tables(metric: str, result: JobResult, correction: str = "none") -> str:

@@ -82,7 +82,7 @@ def language_model(cfg: ModelConfig, mesh: Mesh | None = None) -> LanguageModel:
     if cfg.kind not in KINDS or cfg.kind == "static":
         raise ConfigError(f"model {cfg.name!r}: kind {cfg.kind!r} is not a language model ({KINDS[:-1]})")
     check_embedded(cfg.source)
-    model = _load_language_model(cfg.source, cfg.revision, cfg.dtype, cfg.name, _files_key(cfg), mesh)
+    model = _load_language_model(cfg.source, cfg.revision, cfg.precision, cfg.name, _files_key(cfg), mesh)
     if (model.objective == "seq2seq") != (cfg.kind == "seq2seq"):
         raise ConfigError(
             f"model {cfg.name!r} is an encoder-decoder ({model.family}) model but model.kind={cfg.kind}: set "
@@ -96,14 +96,14 @@ def language_model(cfg: ModelConfig, mesh: Mesh | None = None) -> LanguageModel:
 
 @functools.lru_cache(maxsize=2)
 def _load_language_model(
-    source: str, revision: str | None, dtype: str, name: str, files_key: str, mesh: Mesh | None
+    source: str, revision: str | None, precision: str, name: str, files_key: str, mesh: Mesh | None
 ) -> LanguageModel:
     with stage("model", f"{name} loaded") as loaded:
         # bars off with quiet=true, and when stderr is not a terminal (a log file keeps every redraw)
         progress = logging.getLogger("jaxassoc").isEnabledFor(logging.INFO) and bars.bars_wanted()
-        model = load_model(source, revision=revision, dtype=dtype, name=name, progress=progress, mesh=mesh)
+        model = load_model(source, revision=revision, precision=precision, name=name, progress=progress, mesh=mesh)
         placed = "" if mesh is None else ", mesh " + "x".join(f"{a}={n}" for a, n in mesh.shape.items())
-        loaded.what += f" ({model.family}, {model.provenance.file_format}, {dtype}{placed})"
+        loaded.what += f" ({model.family}, {model.provenance.file_format}, {model.precision}{placed})"
     release_freed_memory()  # the loader's temporary copies
     return model
 
@@ -179,14 +179,15 @@ def _hub_snapshot(source: str, revision: str | None) -> Path | None:
 def model_provenance(cfg: ModelConfig, model: LanguageModel | StaticEmbeddings) -> dict[str, Any]:
     """Hashes that pin down the weights (and tokenizer) a result came from; for a hub model, the commit its
     revision resolved to (``main`` -> its commit hash); a language model's fingerprint (weights, tokenizer,
-    dtypes and the edits bound into it: ``LanguageModel.fingerprint``, the cache identity of its results)."""
+    precision and the edits bound into it: ``LanguageModel.fingerprint``, the cache identity of its results)."""
     if isinstance(model, LanguageModel):
         return {
             "model_revision": model.provenance.revision,
             "model_weights_sha256": model.provenance.weights_sha256,
             "tokenizer_sha256": model.provenance.tokenizer_sha256,
             "model_file_format": model.provenance.file_format,
-            "model_dtype": cfg.dtype,
+            "model_precision": model.precision,
+            "model_dtype": model.weights_dtype,
             "model_fingerprint": model.fingerprint(),
         }
     files = glove_files() if cfg.source == "glove-6b-50d" else (Path(cfg.source).expanduser(),)

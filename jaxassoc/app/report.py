@@ -38,7 +38,15 @@ from jaxassoc.app.registry import get_metric  # noqa: E402
 from jaxassoc.app.spec import Effects, MetricSpec, PlotInput, resolve  # noqa: E402
 from jaxassoc.errors import ConfigError  # noqa: E402
 
-NON_PROVENANCE = ("prov_model", "prov_metric", "prov_dataset", "prov_template", "prov_whitening", "prov_seed")
+NON_PROVENANCE = (
+    "prov_model",
+    "prov_metric",
+    "prov_dataset",
+    "prov_template",
+    "prov_whitening",
+    "prov_seed",
+    "prov_model_precision",
+)
 SHORT = {
     "model.name": "model",
     "dataset.name": "dataset",
@@ -440,7 +448,7 @@ def write_report(sweep_dir: Path, rank: bool = False) -> Path:
     sweep_dir = Path(sweep_dir)
     table = gather(sweep_dir)
     jobs = list(dict.fromkeys(table["job"]))
-    settings = job_settings(sweep_dir, jobs)
+    settings = with_resolved_precision(job_settings(sweep_dir, jobs), table)
     out = sweep_dir / "report"
     store.write_table(out, "table", table)
     keys = varying(settings)
@@ -456,6 +464,7 @@ def write_report(sweep_dir: Path, rank: bool = False) -> Path:
             "vary between the jobs of that metric."
         ),
     ]
+    blocks += precision_blocks(settings)
     for metric, metric_settings in settings.groupby("metric.name", sort=False):
         rows = table[table["job"].isin(metric_settings.index)]
         blocks += metric_section(metric, rows, metric_settings, sweep_dir, out)
@@ -475,6 +484,39 @@ def write_report(sweep_dir: Path, rank: bool = False) -> Path:
     store.atomic_write(out / "report.html", lambda p: p.write_text(page, encoding="utf-8"))
     store.atomic_write(out / "jobs.json", lambda p: p.write_text(json.dumps(sorted(jobs))))
     return out
+
+
+def with_resolved_precision(settings: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """``settings`` with each job's ``model.precision`` as it ran: a language model's from its rows'
+    ``model_precision`` (``auto`` resolved per device), so a sweep over precisions, or devices, tells them
+    apart; static word vectors are read in float32."""
+    if "model.precision" not in settings.columns:  # a sweep from before the policies
+        return settings
+    ran = table.groupby("job")["model_precision"].first() if "model_precision" in table.columns else pd.Series()
+    settings = settings.copy()
+    settings["model.precision"] = [str(ran.get(job, "float32")).replace("nan", "float32") for job in settings.index]
+    return settings
+
+
+def precision_blocks(settings: pd.DataFrame) -> list:
+    """A paragraph naming the jobs not computed in float32 (``model.precision``; docs/methods.md §12 gives
+    each metric's measured deviation), or none when every model ran in float32."""
+    if "model.precision" not in settings.columns:
+        return []
+    other = settings["model.precision"][settings["model.precision"] != "float32"]
+    if other.empty:
+        return []
+    listed = ", ".join(
+        f"{model} in {precision} ({n} job{'s' if n > 1 else ''})"
+        for (model, precision), n in settings.loc[other.index].groupby(["model.name", "model.precision"]).size().items()
+    )
+    return [
+        doc.Paragraph(
+            f"**Not computed in float32**: {listed}. `mixed` keeps the weights and the matrix products' inputs in "
+            "bfloat16 and everything else in float32; `bfloat16` / `float16` compute in that dtype throughout. "
+            "docs/methods.md §12 gives each metric's measured deviation from float32."
+        )
+    ]
 
 
 INTERVENTION_TEXT = (

@@ -23,6 +23,7 @@ from jaxtyping import Array, Bool, Float
 
 from jaxassoc.models.linear import Linear
 from jaxassoc.models.norms import RMSNorm
+from jaxassoc.models.precision import einsum
 from jaxassoc.models.rope import apply_rope
 from jaxassoc.models.sites import Tap, tap_site
 
@@ -40,7 +41,9 @@ def attention(
     site: str = "attn.pattern",
 ) -> Float[Array, "B T H K"]:
     """Scaled dot-product attention (Vaswani et al. 2017, eq. 1) with grouped-query heads (Ainslie et al.
-    2023: the H query heads share G key/value heads, H a multiple of G); softmax in float32.
+    2023: the H query heads share G key/value heads, H a multiple of G); softmax in float32, the two products
+    with inputs in the keys' and values' dtypes accumulated in float32 (``precision.einsum``); the output in
+    the values' dtype.
 
     ``allowed[b, 0, t, s]`` says whether query t may see key s (causal, segment, window and padding masks
     are all such arrays). Disallowed scores are set to the float32 minimum (not -inf), as in HF, so a query
@@ -52,15 +55,15 @@ def attention(
     B, T, H, K = q.shape
     G = k.shape[2]
     grouped = q.reshape(B, T, G, H // G, K)
-    scores = jnp.einsum("btgnk,bsgk->bgnts", grouped, k).astype(jnp.float32) * scale
+    scores = einsum("btgnk,bsgk->bgnts", grouped, k, dtype=jnp.float32) * scale
     if bias is not None:
         bias = jnp.broadcast_to(bias, (B, H, T, scores.shape[-1])).reshape(B, G, H // G, T, -1)
         scores = scores + bias.astype(jnp.float32)
     if softcap is not None:
         scores = softcap * jnp.tanh(scores / softcap)
     scores = jnp.where(allowed[:, :, None], scores, jnp.finfo(jnp.float32).min)
-    weights = tapped_pattern(tap, site, jax.nn.softmax(scores, axis=-1), G).astype(v.dtype)
-    return jnp.einsum("bgnts,bsgk->btgnk", weights, v).reshape(B, T, H, K)
+    weights = tapped_pattern(tap, site, jax.nn.softmax(scores, axis=-1), G)
+    return einsum("bgnts,bsgk->btgnk", weights, v, dtype=v.dtype).reshape(B, T, H, K)
 
 
 def tapped_pattern(tap: Tap | None, kind: str, weights: Float[Array, "B G n T S"], groups: int) -> Array:
@@ -166,11 +169,11 @@ class Attention(nnx.Module):
         """The output projection of the queries' attention over the (cached) keys and values; the weights are
         the site ``<prefix>.pattern`` of ``tap``, the heads' outputs before the projection ``<prefix>.heads``."""
         B, T = q.shape[:2]
-        if self.f32_scores:
-            up = jnp.promote_types(q.dtype, jnp.float32)
-            q, k = q.astype(up), k.astype(up)
+        states = q.dtype  # the activations' dtype; the products' inputs are the weights' (precision policy)
+        computed = jnp.promote_types(self.o.w.dtype, jnp.float32) if self.f32_scores else self.o.w.dtype
+        q, k, v = q.astype(computed), k.astype(computed), v.astype(self.o.w.dtype)
         attended = attention(
             q, k, v, allowed, self.scale, bias=bias, softcap=self.softcap, tap=tap, site=f"{self.prefix}.pattern"
         )
-        attended = tap_site(tap, f"{self.prefix}.heads", attended)
+        attended = tap_site(tap, f"{self.prefix}.heads", attended.astype(states))
         return self.o(attended.reshape(B, T, -1))

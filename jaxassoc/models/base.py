@@ -168,6 +168,20 @@ class LanguageModel:
         current params, so ``nnx.split(model.module)`` gives them back as NNX state."""
         return self.port.module(self.config, self.params)
 
+    @property
+    def weights_dtype(self) -> str:
+        """The dtype its weights are stored in (the embeddings')."""
+        return str(jax.tree.leaves(split_bound(self.params["body"])[0])[0].dtype)
+
+    @property
+    def precision(self) -> str:
+        """The precision policy it runs in (:mod:`jaxassoc.models.precision`: ``float32``, ``mixed``, ...), from
+        its weights' and activations' dtypes; ``"<weights>/<activations>"`` for a pair no policy names."""
+        from jaxassoc.models.precision import POLICIES
+
+        pair = (self.weights_dtype, self.config.activations)
+        return next((p.name for p in POLICIES.values() if (p.params, p.activations) == pair), "/".join(pair))
+
     def with_params(self, params: dict) -> "LanguageModel":
         """The same model with other parameters (e.g. a perturbed head or a bf16 copy)."""
         return dataclasses.replace(self, params=params)
@@ -236,7 +250,7 @@ class LanguageModel:
 
     def fingerprint(self) -> str:
         """What the model's outputs depend on, as a sha256: its weights' and tokenizer's hashes, its parameters'
-        dtypes, the edits bound into it (sites, kinds, arrays' bytes, functions' names) and its scoring transform. The cache identity
+        dtypes and activations' dtype (the precision policy), the edits bound into it (sites, kinds, arrays' bytes, functions' names) and its scoring transform. The cache identity
         of every result computed from it; hashed once per model object (``with_params`` / ``with_edits`` make
         new ones), not at every cache key."""
         return self._fingerprint
@@ -251,6 +265,7 @@ class LanguageModel:
                 | {str(leaf.dtype) for leaf in jax.tree.leaves(self.params["head"])}
             ),  # fmt: skip
             "edits": {name: _edit_identity(edit) for name, edit in sorted(self.edits.items())},
+            "activations": self.config.activations,
         }
         if self.scoring is not None:  # absent otherwise: a plain model's fingerprint is what it always was
             parts["scoring"] = self.scoring.identity()

@@ -19,6 +19,7 @@ from jaxassoc.models.layers import (
     scan_layers,
 )
 from jaxassoc.models.masks import causal_allowed, positions_from_mask, window_allowed
+from jaxassoc.models.precision import RunsIn
 from jaxassoc.models.sites import SiteOps, tap_site
 
 
@@ -37,7 +38,7 @@ def write_columns(k_all: Array, v_all: Array, k: Array, v: Array, start) -> tupl
 
 
 @dataclasses.dataclass(frozen=True)
-class DecoderSizes:
+class DecoderSizes(RunsIn):
     """The sizes every decoder builder's config starts with (``llama_like.LlamaLikeConfig``,
     ``gpt_like.GPTLikeConfig``); frozen and hashable, a static argument under jit."""
 
@@ -79,8 +80,9 @@ class CausalBody(nnx.Module):
 
     def embed_inputs(self, input_ids: Int[Array, "B T"], positions: Int[Array, "B T"]) -> Float[Array, "B T D"]:
         """The layers' input: the token embeddings (learned-position families add theirs). Indexing clamps an
-        id past the table (a padding id, ``vocab_size``) to the last row: finite, where ``jnp.take`` gives NaN."""
-        return self.embed[...][input_ids]
+        id past the table (a padding id, ``vocab_size``) to the last row: finite, where ``jnp.take`` gives NaN. In
+        the config's activation dtype (``precision.RunsIn``): the residual stream's from here on."""
+        return self.embed[...][input_ids].astype(self.config.activations)
 
     def head_input(self, h: Float[Array, "B T D"]) -> Float[Array, "B T D"]:
         """The last layer's output as the head reads it: after ``final_norm``."""

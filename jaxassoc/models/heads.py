@@ -11,12 +11,14 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
 from jaxassoc.models.base import Head
+from jaxassoc.models.precision import einsum, matmul
 
 
 def head_logits(head: Head, hidden: Float[Array, "... D"]) -> Float[Array, "... V"]:
     """Full-vocabulary logits ``hidden @ W.T + b``, soft-capped ``c * tanh(logits / c)`` when the head has a
-    ``softcap`` c (Gemma 2, as transformers' ``final_logit_softcapping``)."""
-    logits = hidden @ head.W.T.astype(hidden.dtype)
+    ``softcap`` c (Gemma 2, as transformers' ``final_logit_softcapping``); the product under the precision
+    policy (:func:`jaxassoc.models.precision.matmul`: the logits in the hidden states' dtype)."""
+    logits = matmul(hidden, head.W.T)
     logits = logits if head.b is None else logits + head.b.astype(hidden.dtype)
     return logits if head.softcap is None else head.softcap * jnp.tanh(logits / head.softcap)
 
@@ -24,7 +26,7 @@ def head_logits(head: Head, hidden: Float[Array, "... D"]) -> Float[Array, "... 
 def token_logits(head: Head, hidden: Float[Array, "B D"], tokens: Int[Array, "B K"]) -> Float[Array, "B K"]:
     """The logits of ``K`` chosen tokens per row (soft-capped like :func:`head_logits`), without the rest of
     the vocabulary: ``W[tokens] · hidden + b[tokens]``."""
-    logits = jnp.einsum("bkd,bd->bk", head.W[tokens].astype(hidden.dtype), hidden)
+    logits = einsum("bd,bkd->bk", hidden, head.W[tokens])
     logits = logits if head.b is None else logits + head.b[tokens].astype(hidden.dtype)
     return logits if head.softcap is None else head.softcap * jnp.tanh(logits / head.softcap)
 

@@ -1,4 +1,5 @@
-"""A linear projection as an NNX module: ``x @ w (+ b)``, the weight stored ``(in, out)``."""
+"""A linear projection as an NNX module: ``x @ w (+ b)``, the weight stored ``(in, out)``; the product under the
+precision policy its dtypes make (:func:`jaxassoc.models.precision.matmul`)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from flax import nnx
 from jaxtyping import Array, Float
 
 from jaxassoc.models.layers import HEAD_AXES, Axes, zeros
+from jaxassoc.models.precision import matmul
 
 
 class Linear(nnx.Module):
@@ -29,5 +31,5 @@ class Linear(nnx.Module):
             self.b = zeros(n_out, axes=(out,), heads=heads if out in HEAD_AXES else None, lead=lead)
 
     def __call__(self, x: Float[Array, "... I"]) -> Float[Array, "... O"]:
-        y = x @ self.w[...]
+        y = matmul(x, self.w[...])
         return y + self.b[...] if hasattr(self, "b") else y

@@ -19,11 +19,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxassoc.errors import ConfigError, ModelError
+from jaxassoc.errors import ModelError
 from jaxassoc.models.base import Forward, LanguageModel, Provenance, VocabInfo
 from jaxassoc.models.checkpoint import CheckpointLayout, read_weights, sha256_files
 from jaxassoc.models.family import family_for
 from jaxassoc.models.mesh import device_params, place_params
+from jaxassoc.models.precision import Precision, check_supported, policy
 from jaxassoc.models.saving import MANIFEST as EDITS_MANIFEST
 from jaxassoc.models.saving import read_edits
 from jaxassoc.resources import EMBEDDED
@@ -36,8 +37,6 @@ def _not_torch_banner(record: logging.LogRecord) -> bool:
 
 logging.getLogger("transformers").addFilter(_not_torch_banner)  # before the import, which logs it
 import transformers  # noqa: E402
-
-DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
 
 # What a hub download fetches: config, tokenizer files and weights (safetensors preferred by the reader).
 _HUB_PATTERNS = ["*.json", "*.txt", "*.model", "*.safetensors", "*.bin"]
@@ -55,7 +54,7 @@ def load_model(
     source: str | Path,
     *,
     revision: str | None = None,
-    dtype: str = "float32",
+    precision: str = "float32",
     name: str | None = None,
     progress: bool = False,
     mesh=None,
@@ -64,15 +63,16 @@ def load_model(
 
     ``source``: a local folder (config.json + model.safetensors / sharded safetensors / pytorch_model.bin
     and tokenizer files), a ``.gguf`` file, an embedded name (``jaxassoc.resources.EMBEDDED``) or a hub id
-    (downloaded at ``revision`` with huggingface_hub). ``dtype``: parameter dtype (float32, bfloat16,
-    float16). The output head is untied from the input embeddings. ``progress``: progress bars while
+    (downloaded at ``revision`` with huggingface_hub). ``precision``: the policy (:mod:`jaxassoc.models.precision`:
+    ``float32``, ``mixed`` (bfloat16 weights and products, float32 activations), ``bfloat16``, ``float16``,
+    ``auto``): the weights are cast to its dtype, the config carries its activations' dtype. The output head is untied from the input embeddings. ``progress``: progress bars while
     weight files are read (per file) or a GGUF is dequantised (per tensor). ``mesh``: a
     ``jax.sharding.Mesh`` with axes ``("data", "fsdp", "tp")`` (:func:`jaxassoc.models.mesh.make_mesh`):
     each weight is placed sharded by its family's partition table, each device's slice cut from the host
     tensors and cast on its own; None: one device. A folder ``LanguageModel.save`` wrote with bound edits
     (``jaxassoc_edits.json``) gives the model with those edits bound again (``with_edits``).
     """
-    check_dtype(dtype)
+    chosen = policy(precision)
     path, origin, revision = _resolve(source, revision)
     if path.is_file():
         if path.suffix != ".gguf":
@@ -80,17 +80,19 @@ def load_model(
         from jaxassoc.models.gguf import read_gguf
 
         hf_config, tensors, tokenizer = read_gguf(path, progress=progress)
+        check_supported(chosen, hf_config.get("model_type"))
         weights_sha, file_format = sha256_files([path]), "gguf"
     else:
         hf_config = _read_config(path)
         _family_of(hf_config, path)  # an unknown architecture is named before any weights are read
+        check_supported(chosen, hf_config.get("model_type"))  # and a policy it cannot run in
         transformers_config = _transformers_config(path)
         weights = read_weights(path, progress=progress)
         tensors, weights_sha, file_format = weights.tensors, weights.sha256(), weights.file_format
         tokenizer = _read_tokenizer(path, transformers_config)
     spec = _family_of(hf_config, path)
     try:
-        config = spec.read_config(hf_config)
+        config = dataclasses.replace(spec.read_config(hf_config), activations=chosen.activations)
         check_sizes(config, spec.name)
         axes = spec.param_axes(config)  # a parameter without logical axes is refused here
         params = spec.params_from_hf(tensors, config)
@@ -98,10 +100,11 @@ def load_model(
         raise ModelError(f"{path}: {e}") from None
     family = spec.model_types[hf_config["model_type"]]
     if mesh is None:
-        params = device_params(params, DTYPES[dtype])
+        params = device_params(params, chosen.params)
     else:
-        params = place_params(params, axes, mesh, DTYPES[dtype])
-    check_finite(params, tensors, path, dtype)
+        params = place_params(params, axes, mesh, chosen.params)
+    check_finite(params, tensors, path, chosen.params)
+    _say_cast(tensors, chosen, path)
 
     model = LanguageModel(
         name=name or _default_name(source, path),
@@ -137,13 +140,16 @@ def load_model(
     return model
 
 
-def check_dtype(dtype: str) -> None:
-    """ConfigError naming ``dtype`` unless it is a parameter dtype the ports run in (a float)."""
-    if dtype not in DTYPES:
-        raise ConfigError(
-            f"model.dtype={dtype} is not supported: parameters must be floats; use one of "
-            f"{sorted(DTYPES)} (e.g. model.dtype=bfloat16)"
-        )
+def _say_cast(tensors: dict, chosen: Precision, path: Path) -> None:
+    """Log (info) when the checkpoint's floating weights are stored in another dtype than the policy's: a
+    bfloat16 checkpoint in float32 is upcast exactly; a float32 one in bfloat16 is rounded."""
+    stored = sorted({str(t.dtype) for t in tensors.values() if np.dtype(t.dtype).kind == "f"} - {chosen.params})
+    if stored:
+        how = "upcast (exact)" if chosen.params == "float32" else "rounded"
+        logging.getLogger("jaxassoc").info(
+            "%s: weights stored in %s, %s to %s (model.precision=%s)", path.name, "/".join(stored), how,
+            chosen.params, chosen.name,
+        )  # fmt: skip
 
 
 def _resolve(source: str | Path, revision: str | None) -> tuple[Path, str, str | None]:
@@ -360,7 +366,7 @@ def check_finite(params, tensors: dict, source: Path, dtype: str) -> None:
             "checkpoint is corrupt: download or save it again"
         )
     raise ModelError(
-        f"{source}: parameters {bad_params[:6]} overflow to infinity in {dtype}; load the model in float32 or bfloat16"
+        f"{source}: parameters {bad_params[:6]} overflow to infinity in {dtype}; use model.precision=mixed (bfloat16 weights) or float32"
     )
 
 
@@ -393,4 +399,4 @@ def tokenizer_sha256(tokenizer) -> str:
     return hashlib.sha256(tokenizer.backend_tokenizer.to_str().encode()).hexdigest()
 
 
-__all__ = ["load_model", "check_dtype", "vocab_info", "tokenizer_sha256", "DTYPES"]
+__all__ = ["load_model", "vocab_info", "tokenizer_sha256"]

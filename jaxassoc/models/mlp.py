@@ -10,6 +10,7 @@ from jaxtyping import Array, Float
 
 from jaxassoc.models.layers import ACTIVATIONS
 from jaxassoc.models.linear import Linear
+from jaxassoc.models.precision import einsum, matmul
 from jaxassoc.models.sites import Tap, tap_site
 
 
@@ -61,9 +62,9 @@ def moe(
 ) -> Float[Array, "B T D"]:
     """The sparse mixture of SwiGLU experts, computed densely: ``sum_e w_e(h) * down_e(silu(h gate_e) * h up_e)``;
     each expert's hidden activations times its weight ``(B, T, E, F)`` are the site ``mlp.hidden``."""
-    weights = routing_weights(h @ router, k).astype(h.dtype)
-    inner = jax.nn.silu(jnp.einsum("btd,edf->btef", h, gate)) * jnp.einsum("btd,edf->btef", h, up)
-    return jnp.einsum("btef,efd->btd", tap_site(tap, "mlp.hidden", inner * weights[..., None]), down)
+    weights = routing_weights(matmul(h, router), k).astype(h.dtype)
+    inner = jax.nn.silu(einsum("btd,edf->btef", h, gate)) * einsum("btd,edf->btef", h, up)
+    return einsum("btef,efd->btd", tap_site(tap, "mlp.hidden", inner * weights[..., None]), down)
 
 
 class MoE(nnx.Module):

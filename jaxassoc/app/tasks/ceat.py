@@ -81,7 +81,6 @@ def run(job: Job) -> JobResult:
     sentences, corpus = corpus_sentences(cfg.corpus)
     key = {
         **model_key(model),
-        "dtype": job.model.dtype,
         "corpus": corpus,
         "layer": cfg.layer,
         "max_contexts": cfg.max_contexts,

@@ -173,7 +173,6 @@ def _scores(job: Job, model: Any, abc: Any, fillers: list[str], words: list[str]
         "bos": cfg.bos,
         "transform": cfg.set_transform,
         "nan_policy": cfg.set_nan_policy,
-        "dtype": job.model.dtype,
     }
 
     options = {

@@ -160,7 +160,6 @@ def _scores(job: Job, model, abc, template: str, where: str) -> pd.DataFrame:
         "bos": cfg.bos,
         "transform": cfg.set_transform,
         "nan_policy": cfg.set_nan_policy,
-        "dtype": job.model.dtype,
         "batch_size": job.model.batch_size,
     }  # the batches (causal: the packed rows) decide the bits
     options = dict(
@@ -208,7 +207,6 @@ def _shared_scores(job: Job, model, abc, templates: list[str]) -> pd.DataFrame:
         "bos": cfg.bos if model.objective == "causal" else None,
         "transform": cfg.set_transform,
         "nan_policy": cfg.set_nan_policy,
-        "dtype": job.model.dtype,
         "batch_size": job.model.batch_size,
         "set_optax": optax.key(),
     }

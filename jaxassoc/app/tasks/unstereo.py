@@ -74,7 +74,6 @@ def run(job: Job) -> JobResult:
     def scorer(sentences: list[str]) -> np.ndarray:
         key = {
             **model_key(model),
-            "dtype": job.model.dtype,
             "sentences": sentences,
             "tokens_per_batch": cfg.tokens_per_batch,
         }  # the packing decides the bits of a recomputation

@@ -7,12 +7,13 @@ import dataclasses
 
 from jaxassoc.errors import ModelError
 from jaxassoc.models.layers import check_activation, required_fields
+from jaxassoc.models.precision import RunsIn
 
 MODEL_TYPES: tuple[str, ...] = ("bert", "roberta")
 
 
 @dataclasses.dataclass(frozen=True)
-class BertConfig:
+class BertConfig(RunsIn):
     model_type: str  # "bert" | "roberta"
     vocab_size: int
     hidden_size: int

@@ -101,7 +101,7 @@ class Bert(nnx.Module):
         and optionally HF's ``hidden_states``: embedding output, then every layer's output; ``sites``: the
         named sites to read and edit (:mod:`jaxassoc.models.sites`)."""
         embedded = (
-            jnp.take(self.embed[...], input_ids, axis=0)
+            jnp.take(self.embed[...], input_ids, axis=0).astype(self.config.activations)  # the residual stream's
             + jnp.take(self.positions[...], position_ids(attention_mask, self.config), axis=0)
             + self.token_type[...][0]
         )

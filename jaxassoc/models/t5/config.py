@@ -8,10 +8,11 @@ import dataclasses
 
 from jaxassoc.errors import ModelError
 from jaxassoc.models.layers import ACTIVATIONS, required_fields
+from jaxassoc.models.precision import RunsIn
 
 
 @dataclasses.dataclass(frozen=True)
-class T5Config:
+class T5Config(RunsIn):
     vocab_size: int
     d_model: int
     d_kv: int  # per-head dimension (num_heads * d_kv need not equal d_model)

@@ -155,7 +155,7 @@ class T5(nnx.Module):
         (embeddings, then each block's output, the last one after the final norm) and the encoder's sites."""
         c, enc = self.config, self.encoder
         T = input_ids.shape[1]
-        x = jnp.take(self.shared[...], input_ids, axis=0)
+        x = jnp.take(self.shared[...], input_ids, axis=0).astype(c.activations)
         bias = position_bias(enc.rel_bias[...], T, T, True, c)
         allowed = padding_allowed(attention_mask)
         h, per_layer, records = scan_blocks(
@@ -179,7 +179,7 @@ class T5(nnx.Module):
         checkpoint scales its decoder output; and the decoder's sites ``sites`` reads."""
         c, dec = self.config, self.decoder
         T = decoder_ids.shape[1]
-        x = jnp.take(self.shared[...], decoder_ids, axis=0)
+        x = jnp.take(self.shared[...], decoder_ids, axis=0).astype(c.activations)
         bias = position_bias(dec.rel_bias[...], T, T, False, c)
         causal = jnp.arange(T)[None, :] <= jnp.arange(T)[:, None]
         allowed = causal[None, None] & padding_allowed(decoder_mask)
