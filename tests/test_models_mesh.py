@@ -22,9 +22,9 @@ from jaxassoc.models import load_model, model_limits, run_batched
 from jaxassoc.models.checkpoint import LayerStack
 from jaxassoc.models.decoding import greedy_generate
 from jaxassoc.models.heads import head_logits
-from jaxassoc.models.precision import check_name
 from jaxassoc.models.mesh import make_mesh, param_path, param_specs
 from jaxassoc.models.packing import run_packed
+from jaxassoc.models.precision import check_name
 from jaxassoc.models.sizing import bytes_per_device
 
 MESH_2x4 = types.SimpleNamespace(shape={"data": 1, "fsdp": 2, "tp": 4})  # param_specs reads only .shape
