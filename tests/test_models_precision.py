@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import re
 
+import conformance
 import family_specs
 import jax
 import jax.numpy as jnp
@@ -28,12 +29,18 @@ from family_specs.t5 import V11
 from jaxassoc.errors import ConfigError
 from jaxassoc.models import load_model
 from jaxassoc.models.heads import head_logits
+from jaxassoc.models.mesh import make_mesh
 from jaxassoc.models.precision import POLICIES, check_supported, policy
 
 U_BF16 = 2.0**-9
 """bfloat16's unit roundoff (8 significant bits)."""
 
-SPECS = [*all_specs(), TINY["bert"], TINY["roberta"]]
+QUICK = ("gpt2", "llama", "tiny-bert")
+"""The families the default suite checks; the others run with the slow tests (issue 38: the suite's budget)."""
+SPECS = [
+    pytest.param(s, id=s.name, marks=() if s.name in QUICK else pytest.mark.slow)
+    for s in (*all_specs(), TINY["bert"], TINY["roberta"])
+]
 
 
 def bf16_chain(depth: int, scale: float) -> float:
@@ -51,7 +58,7 @@ def _depth(model) -> int:
     return len(jax.tree.leaves(model.params["body"]["layers"])[0]) + 1  # the blocks and the head
 
 
-@pytest.fixture(scope="module", params=SPECS, ids=[s.name for s in SPECS])
+@pytest.fixture(scope="module", params=SPECS)
 def loaded(tiny_checkpoint, request):
     spec = request.param
     folder = tiny_checkpoint(spec)
@@ -114,6 +121,34 @@ def test_mixed_logits_are_within_the_bound_of_float32_and_of_transformers_under_
         autocast = [torch_model(torch.tensor([s])).logits[0].double().numpy() for s in seqs]
     worst = max(float(np.abs(ours[i][real[i]] - a).max()) for i, a in enumerate(autocast))
     assert worst <= 2 * bound
+
+
+def test_mixed_packed_scoring_and_cached_continuations_are_within_the_bound(loaded):
+    """Packing and the key/value cache (RPAM's continuations) under ``mixed`` against transformers in float32:
+    a log-probability moves by at most twice its logits' bound (the picked logit and the log-sum-exp)."""
+    spec, folder, full, mixed = loaded
+    if mixed.decoder is None:
+        pytest.skip("a masked model: no packing of causal rows or key/value cache")
+    reference = family_specs.load_torch(spec, folder)
+    seqs = sequences(full.head.W.shape[0], n=5, seed=2, low=2, high=12)
+    ids, mask = padded_batch(seqs, "right")
+    real = mask.astype(bool)
+    bound = 2 * bf16_chain(_depth(full), float(np.abs(_logits(full, ids, mask)[real]).max()))
+    assert conformance.packed_error(mixed, reference, seqs) <= bound
+    rng = np.random.default_rng(4)
+    conts = [[rng.integers(3, full.head.W.shape[0], k).tolist() for k in ks] for ks in ((2, 4), (4, 2))]
+    assert conformance.continuations_error(mixed, reference, seqs[:2], conts) <= bound
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_mixed_on_a_2x4_mesh_is_within_the_bound_of_one_device(tiny_checkpoint, family):
+    folder = tiny_checkpoint(family)
+    one, many = (load_model(folder, precision="mixed", mesh=mesh) for mesh in (None, make_mesh(fsdp=2, tp=4)))
+    assert {str(x.dtype) for x in jax.tree.leaves(many.params)} == {"bfloat16"}
+    ids, mask = padded_batch(sequences(one.head.W.shape[0], n=4), "right")
+    a, b = _logits(one, ids, mask), _logits(many, ids, mask)
+    real = mask.astype(bool)
+    assert np.abs(a - b)[real].max() <= bf16_chain(_depth(one), float(np.abs(a[real]).max()))
 
 
 def test_t5_mixed_encoder_states_are_within_the_bound(tiny_checkpoint):
