@@ -110,6 +110,7 @@ def association_scale(w: Float[Array, "n D"], a: Float[Array, "na D"], b: Float[
     ).max()
 
 
+@jax.jit
 def is_constant(s: Float[Array, " n"], scale: Float[ArrayLike, ""] | None = None) -> Bool[Array, ""]:
     """True when the per-target scores s do not vary beyond float rounding: std(s) <= 16 eps x ``scale``,
     the magnitude of the terms s is a difference of (default: max |s|, i.e. only an exactly constant s)."""
@@ -417,6 +418,12 @@ class AssociationTest(NamedTuple):
     defined: Bool[Array, ""]  # False: s is constant (is_constant); p and the CI are NaN
 
 
+@functools.partial(jax.jit, static_argnames=("n_x",))
+def _split_at(s: Float[Array, " n"], n_x: int) -> tuple[Float[Array, " nx"], Float[Array, " ny"]]:
+    """(s[:n_x], s[n_x:]) as one compiled function (two eager slices would compile one each)."""
+    return s[:n_x], s[n_x:]
+
+
 def association_test(
     key: PRNGKeyArray,
     s: Float[Array, " n"],
@@ -439,7 +446,7 @@ def association_test(
     ci = stats.bootstrap_ci_groups(
         key_boot,
         _EffectSize(ddof),
-        (s[:n_x], s[n_x:]),
+        _split_at(s, n_x),
         n_resamples=options.n_bootstrap,
         confidence=options.confidence,
         alternative=options.alternative,
