@@ -1,4 +1,5 @@
-"""Pin a benchmark to N CPU threads, and measure fp32 matmul GFLOP/s of numpy, JAX and torch there.
+"""Pin a benchmark to N CPU threads, and measure matmul GFLOP/s of numpy, JAX and torch there (fp32; JAX and
+torch also bfloat16).
 
 ``pin_threads(n)`` must run before numpy, jax or torch is imported (this module imports none of them at
 the top). What works in jax 0.10.2 on CPU: the XLA CPU client sizes its intra-op thread pool from the
@@ -51,19 +52,22 @@ def numpy_gflops(n: int = 1024, repeats: int = 10) -> float:
     return _best_rate(lambda: a @ a, n, repeats)
 
 
-def jax_gflops(n: int = 1024, repeats: int = 10) -> float:
+def jax_gflops(n: int = 1024, repeats: int = 10, dtype: str = "float32") -> float:
+    """JAX's matmul rate; ``dtype="bfloat16"``: bfloat16 inputs accumulated in float32 (``preferred_element_type``,
+    the products of ``model.precision=mixed``)."""
     import jax
     import jax.numpy as jnp
 
-    a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32)
-    f = jax.jit(lambda x: x @ x)
+    a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32).astype(dtype)
+    f = jax.jit(lambda x: jnp.matmul(x, x, preferred_element_type=jnp.float32))
     return _best_rate(lambda: f(a).block_until_ready(), n, repeats)
 
 
-def torch_gflops(n: int = 1024, repeats: int = 10) -> float:
+def torch_gflops(n: int = 1024, repeats: int = 10, dtype: str = "float32") -> float:
+    """PyTorch's matmul rate in ``dtype`` (bfloat16: what ``torch.autocast`` runs; oneDNN accumulates in float32)."""
     import torch
 
-    a = torch.randn(n, n, dtype=torch.float32)
+    a = torch.randn(n, n, dtype=torch.float32).to(getattr(torch, dtype))
     with torch.inference_mode():
         return _best_rate(lambda: a @ a, n, repeats)
 

@@ -8,7 +8,11 @@ read the same token ids. Statistics: d per WEAT-WS test (Eq. 1, ddof 1), Spearma
 Bellezza, Spearman ρ for WS-353 (docs/methods.md §1.3-1.5); no permutation test or bootstrap CI (the
 jaxassoc process computes both). Prints one line per result and the wall time of each stage.
 
-Run: ``python benchmarks/rpam_loop_process.py --template tp2 --threads 2``.
+``--weat-only`` stops after WEAT-WS (the process of ``bench_precision.py``); ``--autocast`` runs every forward
+pass under ``torch.autocast("cpu", dtype=torch.bfloat16)`` (bfloat16 products, the weights kept in float32 and
+cast by autocast, as a PyTorch user turns on mixed precision).
+
+Run: ``python benchmarks/rpam_loop_process.py --template tp2 --threads 2 [--weat-only] [--autocast]``.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ def main(argv=None) -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--cont-batch", type=int, default=256)
+    parser.add_argument("--weat-only", action="store_true", help="WEAT-WS only (no Bellezza, no WS-353)")
+    parser.add_argument("--autocast", action="store_true", help="bfloat16 autocast on the CPU")
     args = parser.parse_args(argv)
     pin_threads(args.threads)
 
@@ -55,6 +61,8 @@ def main(argv=None) -> None:
         attrs = [tuple(tok(template.attribute_prefix + a, add_special_tokens=False)["input_ids"]) for a in attributes]
         return prompts, attrs
 
+    if args.autocast:
+        torch.autocast("cpu", dtype=torch.bfloat16).__enter__()  # for the rest of the process
     _, (_, bellezza, _), (_, ws, needed) = workload(0, 0)
     for test in data.load_weat_suite("weat_ws").tests:
         test = test.with_roles_swapped() if test.id in GENDER_ROLE_TESTS else test
@@ -63,6 +71,9 @@ def main(argv=None) -> None:
         s = p[:, : len(test.attributes_a)].mean(1) - p[:, len(test.attributes_a) :].mean(1)
         x, y = s[: len(test.targets_x)], s[len(test.targets_x) :]
         print(f"WEAT-WS {test.id}: d = {(x.mean() - y.mean()) / s.std(ddof=1):+.4f}")
+    if args.weat_only:
+        print(f"scored in {time.perf_counter() - loaded:.1f} s; process {time.perf_counter() - START:.1f} s")
+        return
     ((words, attributes),) = bellezza
     p = torch_probabilities(model, *encode(words, attributes), None, args.batch_size, args.cont_batch, pad)
     valence = p[:, :25].mean(1) - p[:, 25:].mean(1)
