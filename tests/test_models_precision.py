@@ -177,3 +177,11 @@ def test_policies_and_refusals():
     with pytest.raises(ConfigError, match=r"model.precision=float16 is refused for gemma2: Gemma's activations"):
         check_supported(POLICIES["float16"], "gemma2")
     check_supported(POLICIES["float16"], "llama")
+
+
+def test_a_bfloat16_checkpoint_loaded_in_float32_is_said_to_be_upcast(tiny_checkpoint, tmp_path, caplog):
+    folder = load_model(tiny_checkpoint("gpt2"), precision="bfloat16").save(tmp_path / "bf16")
+    with caplog.at_level("INFO", logger="jaxassoc"):
+        model = load_model(folder)
+    assert model.precision == "float32"
+    assert "bf16: weights stored in bfloat16, upcast (exact) to float32 (model.precision=float32)" in caplog.text

@@ -143,7 +143,7 @@ def load_model(
 def _say_cast(tensors: dict, chosen: Precision, path: Path) -> None:
     """Log (info) when the checkpoint's floating weights are stored in another dtype than the policy's: a
     bfloat16 checkpoint in float32 is upcast exactly; a float32 one in bfloat16 is rounded."""
-    stored = sorted({str(t.dtype) for t in tensors.values() if np.dtype(t.dtype).kind == "f"} - {chosen.params})
+    stored = sorted({str(t.dtype) for t in tensors.values() if jnp.issubdtype(t.dtype, jnp.floating)} - {chosen.params})
     if stored:
         how = "upcast (exact)" if chosen.params == "float32" else "rounded"
         logging.getLogger("jaxassoc").info(
