@@ -185,3 +185,25 @@ def test_a_bfloat16_checkpoint_loaded_in_float32_is_said_to_be_upcast(tiny_check
         model = load_model(folder)
     assert model.precision == "float32"
     assert "bf16: weights stored in bfloat16, upcast (exact) to float32 (model.precision=float32)" in caplog.text
+
+
+@pytest.mark.parametrize("precision", ["mixed", "bfloat16"])
+def test_an_eraser_bound_into_a_model_runs_in_its_precision(tiny_checkpoint, precision):
+    """A float32 eraser (a LEACE fit) bound at a block's output and the final norm: the edited states keep the
+    policy's activation dtype, the sites read there are in it, and under ``mixed`` the edited logits stay within
+    the bound of the same edit in float32."""
+    from jaxassoc.mitigation import as_edit, fit_leace
+    from jaxassoc.models.interventions import run
+
+    folder = tiny_checkpoint("llama")
+    full, low = load_model(folder), load_model(folder, precision=precision)
+    x = jax.random.normal(jax.random.key(0), (64, full.config.hidden_size))
+    edits = {site: as_edit(fit_leace(x, jnp.arange(64) % 2)) for site in ("layers.0.resid_post", "final_norm")}
+    ids, mask = padded_batch(sequences(full.head.W.shape[0], n=3), "right")
+    out = run(low.with_edits(edits), ids, mask, read=["layers.1.resid_pre"])
+    activations = jnp.dtype(POLICIES[precision].activations)
+    assert out.hidden.dtype == activations and out.sites["layers.1.resid_pre"].dtype == activations
+    if precision == "mixed":
+        a, b = (_logits(m.with_edits(edits), ids, mask) for m in (full, low))
+        real = mask.astype(bool)
+        assert 0 < np.abs(a - b)[real].max() <= bf16_chain(_depth(full), float(np.abs(a[real]).max()))
