@@ -13,8 +13,12 @@
 ``audit``       Reads the audit folder ``device_check.sh`` wrote: each part's device (from its results.json
                 provenance), seconds and whether its aggregates hold finite numbers.
 ``throughput``  SmolLM2-135M sentence log-likelihoods (UnStereoEval's scoring path, ``score_sentences``) on
-                USE-5 sentences: sentences/s, tokens/s and useful FLOP/s, against the float32 / bfloat16
-                matmul rate JAX reaches on the same device in the same run (the ceiling), per dtype.
+                USE-5 sentences, per precision policy (``--precisions``, default float32, mixed, bfloat16):
+                sentences/s, tokens/s and useful FLOP/s against the rate an n x n matmul reaches on the same
+                device in the same run with that policy's products (the ceiling: f32 x f32 at HIGHEST for
+                float32, bf16 x bf16 -> f32 for mixed and bfloat16); and each policy's deviation from
+                float32: max and mean |Δ| of the sentence log-likelihoods, and the share of UnStereoEval
+                pairs (male / female sentence of a template) whose decision (male, neutral, female) changes.
 
 Each prints what it found and exits non-zero when a check fails. Run through ``device_check.sh``.
 """
@@ -161,13 +165,18 @@ def cmd_audit_parts(args) -> int:
     return 0
 
 
-def matmul_rate(n: int, dtype, repeats: int) -> float:
-    """FLOP/s of an n x n matmul in ``dtype`` on JAX's default device (best of ``repeats``)."""
+def matmul_rate(n: int, precision: str, repeats: int) -> float:
+    """FLOP/s of an n x n matmul on JAX's default device (best of ``repeats``) as ``precision``'s products run
+    (``jaxassoc.models.precision.matmul``): float32 x float32 at ``HIGHEST`` for ``float32``; bf16 x bf16 -> f32
+    (``preferred_element_type``) for ``mixed`` and ``bfloat16``; f16 x f16 -> f32 for ``float16``."""
     import jax
     import jax.numpy as jnp
 
+    from jaxassoc.models.precision import matmul, policy
+
+    dtype = jnp.dtype(policy(precision).params)
     a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32).astype(dtype)
-    f = jax.jit(lambda x: x @ x)
+    f = jax.jit(lambda x: matmul(x.astype(jnp.float32), x))  # f32 result: the product accumulates in float32
     f(a).block_until_ready()
     best = math.inf
     for _ in range(repeats):
@@ -187,22 +196,50 @@ def sentence_flops(config, lengths) -> float:
     return sum(t * per_token + 4 * layers * q * t * (t + 1) / 2 for t in lengths)
 
 
-def cmd_throughput(args) -> int:
-    import jax.numpy as jnp
-
+def use5_pairs(n_sentences: int) -> tuple[list[str], list[tuple[int, int]]]:
+    """The first USE-5 templates' distinct filled sentences, up to ``n_sentences``, and the (male, female)
+    indices into them of every template whose two sentences are both in."""
     from jaxassoc.data import unstereo
-    from jaxassoc.models import load_model
-    from jaxassoc.readouts.unstereo import score_sentences, sentence_token_ids
 
     frame = unstereo.load_dataset("USE-5")
     male, female = unstereo.fill_templates(frame["template"].tolist())
-    sentences = list(dict.fromkeys(male + female))[: args.sentences]
+    index: dict[str, int] = {}
+    pairs = []
+    for m, f in zip(male, female, strict=True):
+        for s in (m, f):
+            if s not in index and len(index) < n_sentences:
+                index[s] = len(index)
+        if m in index and f in index:
+            pairs.append((index[m], index[f]))
+    return list(index), pairs
+
+
+def cmd_throughput(args) -> int:
+    """Per precision policy: the throughput of ``score_sentences`` against the matmul ceiling of its products,
+    and how far its sentence log-likelihoods and UnStereoEval's per-pair decisions move from ``float32``'s."""
+    import jax
+    import numpy as np
+
+    from jaxassoc.metrics.unstereo import LOG10_THRESHOLD
+    from jaxassoc.models import load_model
+    from jaxassoc.models.precision import policy
+    from jaxassoc.readouts.unstereo import score_sentences, sentence_token_ids
+
+    sentences, pairs = use5_pairs(args.sentences)
+    male, female = (np.array([p[i] for p in pairs]) for i in (0, 1))
+
+    def decisions(scores: np.ndarray) -> np.ndarray:
+        """UnStereoEval's per-pair decision: -1 male preferred, 0 neutral (|FM| <= ln 1.65), +1 female."""
+        fm = scores[female] - scores[male]
+        return np.where(np.abs(fm) / math.log(10) <= LOG10_THRESHOLD, 0, np.sign(fm)).astype(int)
+
     n = args.matmul_n
-    for dtype in args.dtypes.split(","):
-        model = load_model("smollm2-135m", dtype=dtype)
+    reference = None
+    for precision in args.precisions.split(","):
+        model = load_model("smollm2-135m", precision=precision)
         lengths = [len(s) for s in sentence_token_ids(model, sentences)]
         start = time.perf_counter()
-        score_sentences(model, sentences, tokens_per_batch=args.tokens_per_batch)  # compiles
+        scores = score_sentences(model, sentences, tokens_per_batch=args.tokens_per_batch)  # compiles
         first = time.perf_counter() - start
         times = []
         for _ in range(args.repeats):
@@ -211,14 +248,33 @@ def cmd_throughput(args) -> int:
             times.append(time.perf_counter() - start)
         seconds = statistics.median(times)
         flops = sentence_flops(model.config, lengths)
-        ceiling = matmul_rate(n, {"float32": jnp.float32, "bfloat16": jnp.bfloat16}[dtype], repeats=5)
+        ceiling = matmul_rate(n, precision, repeats=5)
+        weights = policy(precision).params
+        products = "f32 x f32 at HIGHEST" if weights == "float32" else f"{weights} x {weights} -> f32"
         print(
-            f"throughput {dtype}: {len(sentences)} sentences, {sum(lengths)} tokens, {args.tokens_per_batch} tokens per "
-            f"packed batch: median {seconds:.3f} s of {args.repeats} (first run with compilation {first:.1f} s) = "
-            f"{len(sentences) / seconds:,.0f} sentences/s, {sum(lengths) / seconds:,.0f} tokens/s, "
+            f"throughput {precision}: {len(sentences)} sentences, {sum(lengths)} tokens, {args.tokens_per_batch} "
+            f"tokens per packed batch: median {seconds:.3f} s of {args.repeats} (first run with compilation "
+            f"{first:.1f} s) = {len(sentences) / seconds:,.0f} sentences/s, {sum(lengths) / seconds:,.0f} tokens/s, "
             f"{flops / seconds / 1e12:.3f} TFLOP/s useful = {100 * flops / seconds / ceiling:.1f}% of the "
-            f"{ceiling / 1e12:.2f} TFLOP/s a {n}x{n} {dtype} matmul reaches on this device"
+            f"{ceiling / 1e12:.2f} TFLOP/s a {n}x{n} matmul reaches on this device ({products})"
         )
+        if precision == "float32":
+            reference = scores
+        elif reference is not None:
+            delta = np.abs(scores - reference)
+            per_token = delta / np.array(lengths)
+            moved = decisions(scores) != decisions(reference)
+            fm = reference[female] - reference[male]
+            fm_flip = np.sign(scores[female] - scores[male]) != np.sign(fm)
+            print(
+                f"deviation {precision} vs float32: sentence log-likelihood max |Δ| {delta.max():.3g} nats, mean "
+                f"{delta.mean():.3g} (per token: max {per_token.max():.2g}, mean {per_token.mean():.2g}; |log P| "
+                f"up to {np.abs(reference).max():.0f}); UnStereoEval decisions (male / neutral / female) changed "
+                f"in {moved.sum()} of {len(pairs)} pairs ({100 * moved.mean():.1f}%), sign of FM flipped in "
+                f"{fm_flip.sum()} ({100 * fm_flip.mean():.1f}%)"
+            )
+        del model
+        jax.clear_caches()
     return 0
 
 
@@ -236,7 +292,7 @@ def main() -> int:
     throughput.add_argument("--sentences", type=int, default=4096)
     throughput.add_argument("--tokens-per-batch", type=int, default=16384)
     throughput.add_argument("--repeats", type=int, default=3)
-    throughput.add_argument("--dtypes", default="float32,bfloat16")
+    throughput.add_argument("--precisions", default="float32,mixed,bfloat16", help="model.precision policies")
     throughput.add_argument("--matmul-n", type=int, default=8192)
     args = parser.parse_args()
     commands = {"env": cmd_env, "parity": cmd_parity, "audit": cmd_audit, "audit-parts": cmd_audit_parts}

@@ -4,8 +4,10 @@
 #      tests write them), loaded by jaxassoc onto the device; their logits against transformers' (PyTorch, CPU)
 #   2. the default audit's RPAM and UnStereoEval parts (conf/audit/default.yaml), run by `jaxassoc metric=audit`
 #      with a fresh cache, so every model output is computed on the device
-#   3. throughput: SmolLM2-135M sentence scoring (UnStereoEval's path) against the matmul rate JAX reaches on
-#      the same device, float32 and bfloat16
+#   3. throughput and precision: SmolLM2-135M sentence scoring (UnStereoEval's path) under model.precision=
+#      float32, mixed and bfloat16: sentences/s, tokens/s, useful TFLOP/s against the matmul rate of each
+#      policy's products on the same device (f32 at HIGHEST; bf16 x bf16 -> f32), and how far mixed and
+#      bfloat16 move the sentence log-likelihoods and UnStereoEval's per-pair decisions from float32's
 # It runs on a CPU too (no accelerator found: the quick sizes, a few minutes).
 #
 # Usage: benchmarks/device_check.sh [--quick|--full] [--out DIR]
@@ -27,7 +29,7 @@ while [ $# -gt 0 ]; do
     --quick) size=quick ;;
     --full) size=full ;;
     --out) out=$2; shift ;;
-    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "device_check.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -61,16 +63,16 @@ else
   tail -n 20 "$out/audit.log"
 fi
 
-echo "== 3. scoring throughput against the device's matmul rate"
+echo "== 3. scoring throughput and deviation from float32, per precision policy"
 if [ "$size" = quick ]; then
-  $check throughput --sentences 128 --tokens-per-batch 1024 --repeats 1 --dtypes float32 --matmul-n 1024 || failed+=(throughput)
+  $check throughput --sentences 128 --tokens-per-batch 1024 --repeats 1 --matmul-n 1024 || failed+=(throughput)
 else
   $check throughput || failed+=(throughput)
 fi
 
 echo "== summary ($(( $(date +%s) - start )) s)"
 if [ ${#failed[@]} -eq 0 ]; then
-  echo "device check passed: parity, audit parts, throughput (sizes: $size)"
+  echo "device check passed: parity, audit parts, throughput and precision (sizes: $size)"
 else
   echo "device check FAILED: ${failed[*]} (see above; logs in $out)"
   exit 1
