@@ -32,10 +32,12 @@ from family_specs import TINY
 from tolerances import f32_effect_size
 
 from jaxassoc.metrics.crows_pairs import DECIMALS
+from jaxassoc.metrics.unstereo import LOG10_THRESHOLD
 from jaxassoc.models import load_model
 from jaxassoc.models.heads import head_logits
 from jaxassoc.readouts import rpam_head
 from jaxassoc.readouts.crows_pairs import causal_inputs
+from jaxassoc.readouts.unstereo import sentence_token_ids
 
 U_BF16 = 2.0**-9
 """bfloat16's unit roundoff (8 significant bits)."""
@@ -101,6 +103,36 @@ def test_crows_pairs_mixed_flips_only_pairs_within_the_logit_bound(tmp_path, tin
     assert (margin[flipped] <= allowed[flipped]).all()
     assert (margin > allowed).mean() >= 0.5  # most pairs could not flip: a flip there would fail the test
     assert jobs["mixed"][1].set_index("bias_type").loc["all", "n"] == 48
+
+
+def test_unstereo_mixed_changes_only_decisions_within_the_bound_of_the_neutral_band(tmp_path, tiny_checkpoint, cli):
+    """UnStereoEval on 40 USE-5 pairs, tiny GPT-2: FM = log P(F) - log P(M) within 2δ·(L_M + L_F) of float32's
+    (L: the tokens scored after BOS); a pair's decision (male, neutral, female: |FM| against ln 1.65) can then
+    change only when float32's |FM| is within that bound of ln 1.65, and the US score and preference disparity
+    move by at most 100 / n per such pair (twice that for the disparity: one pair leaves a side, joins another).
+    2026-12-07: FM moved by ≤ 0.1 % of its bound, no decision changed, 5 of 40 pairs were near the band's edge."""
+    folder = tiny_checkpoint(TINY["gpt2"], n_positions=512)
+    jobs = _sweep(cli, tmp_path, "metric=unstereo", "dataset=use5", "dataset.sample=40", "model.name=tiny",
+                  f"model.source={folder}")  # fmt: skip
+    full, mixed = (jobs[p][0].set_index("orig_index") for p in ("float32", "mixed"))
+    mixed = mixed.loc[full.index]
+    model = load_model(folder)
+    ids = {g: sentence_token_ids(model, full[f"{g}_template"].tolist()) for g in "MF"}
+    delta = bf16_chain(_depth(model), _max_logit(model, ids["M"] + ids["F"]))
+    scored = sum(np.array([len(s) - 1 for s in ids[g]]) for g in "MF")
+    bound = 2 * delta * scored
+    moved = (mixed["FM_logprob"] - full["FM_logprob"]).abs().to_numpy()
+    assert 0 < moved.max() and (moved <= bound).all(), (moved / bound).max()
+    threshold = LOG10_THRESHOLD * math.log(10)
+    side = {p: np.where(np.abs(f["FM_logprob"]) <= threshold, 0, np.sign(f["FM_logprob"])) for p, f in
+            (("float32", full), ("mixed", mixed))}  # fmt: skip
+    near = np.abs(np.abs(full["FM_logprob"].to_numpy()) - threshold) <= bound
+    changed = side["float32"] != side["mixed"]
+    assert not (changed & ~near).any()
+    assert (~near).mean() >= 0.5  # most pairs could not change: a change there would fail the test
+    a, b = (jobs[p][1].set_index("subset").loc["unconstrained"] for p in ("float32", "mixed"))
+    for column in ("us_score", "preference_disparity"):
+        assert abs(a[column] - b[column]) <= 2 * 100 * near.sum() / len(full)
 
 
 def _rpam_file(path, tests: list[str]):
