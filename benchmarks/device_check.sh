@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Does jaxassoc work on this machine's GPU or TPU? Three checks on JAX's default device, one summary:
 #   1. parity: tiny random Llama and GPT-2 checkpoints written by transformers (tests/family_specs, as the
-#      tests write them), loaded by jaxassoc onto the device; their logits against transformers' (PyTorch, CPU)
+#      tests write them), loaded by jaxassoc onto the device in float32 and in mixed precision; their logits
+#      against transformers' (PyTorch, CPU, float32)
 #   2. the default audit's RPAM and UnStereoEval parts (conf/audit/default.yaml), run by `jaxassoc metric=audit`
 #      with a fresh cache, so every model output is computed on the device
 #   3. throughput and precision: SmolLM2-135M sentence scoring (UnStereoEval's path) under model.precision=
@@ -29,7 +30,7 @@ while [ $# -gt 0 ]; do
     --quick) size=quick ;;
     --full) size=full ;;
     --out) out=$2; shift ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "device_check.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
