@@ -30,7 +30,7 @@ while [ $# -gt 0 ]; do
     --quick) size=quick ;;
     --full) size=full ;;
     --out) out=$2; shift ;;
-    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "device_check.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
