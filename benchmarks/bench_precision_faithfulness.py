@@ -14,7 +14,8 @@ apart: the model fingerprint names the precision), on the embedded offline model
 - causal mediation (Vig et al. 2020): the total effect and every head's natural indirect effect.
 
 For each: max and mean |Δ| of the headline numbers, and whether float32's own decision (p < 0.05, or a CI
-that excludes the null) changes. A job whose folder already holds ``results.json`` is not rerun (resume).
+that excludes the null) changes. A job whose folder already holds ``results.json`` is not rerun (resume), nor one that failed before
+(``failed.txt``, its last error line, shown in the table) unless ``--retry-failed``.
 Prints a Markdown table and writes it, with the commands, sample sizes, times and ``uptime``, to ``--md``.
 
     .venv/bin/python benchmarks/bench_precision_faithfulness.py                      # ~25 min on 2 cores
@@ -81,10 +82,12 @@ def jobs(args) -> list[Job]:
     ]
 
 
-def run_job(job: Job, precision: str, out: Path, cache: Path) -> tuple[Path, float | None]:
+def run_job(job: Job, precision: str, out: Path, cache: Path, retry: bool) -> tuple[Path, float | None]:
     folder = out / job.key / precision
-    if (folder / "results.json").exists():
+    if (folder / "results.json").exists() or ((folder / "failed.txt").exists() and not retry):
         return folder, None
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "failed.txt").unlink(missing_ok=True)
     command = [sys.executable, "-m", "jaxassoc", *job.overrides, f"model.precision={precision}"]
     command += [f"hydra.run.dir={folder}", f"cache_dir={cache}", "quiet=true"]
     with (out / "uptime.log").open("a") as log:  # the machine's load as each job starts
@@ -93,8 +96,10 @@ def run_job(job: Job, precision: str, out: Path, cache: Path) -> tuple[Path, flo
     proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     seconds = time.perf_counter() - start
     (out / f"{job.key}-{precision}.log").write_text(proc.stdout + proc.stderr)
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed:\n{proc.stderr[-3000:]}")
+    if proc.returncode != 0:  # reported in the table, the other jobs still run
+        lines = [line for line in proc.stderr.splitlines() if line.strip() and "HYDRA_FULL_ERROR" not in line]
+        (folder / "failed.txt").write_text(lines[-1] if lines else f"exit status {proc.returncode}")
+        print(f"{' '.join(command)} failed:\n{proc.stderr[-2000:]}", file=sys.stderr)
     return folder, seconds
 
 
@@ -201,7 +206,7 @@ def compare(key: str, ref: tuple, other: tuple) -> list[dict]:
     elif key == "mediation":
         total_r, total_o = (f[f["component"] == "total"].iloc[0] for f in (ra, oa))
         ci = [int(np.sign(t["total_ci_low"]) == np.sign(t["total_ci_high"])) for t in (total_r, total_o)]
-        row("total effect", pd.Series([total_r["total_effect"]]), pd.Series([total_o["total_effect"]]), "",
+        row("total effect", pd.Series([total_r["total_effect"]]), pd.Series([total_o["total_effect"]]), "score",
             f"CI excl. 0: {int(ci[0] != ci[1])} of 1",
             f"{total_r['total_effect']:.3f} → {total_o['total_effect']:.3f}")  # fmt: skip
         heads = [f[f["component"] == "head"].set_index(["layer", "head"]) for f in (ra, oa)]
@@ -230,6 +235,7 @@ def main() -> int:
     parser.add_argument("--md", type=Path, default=ROOT / "benchmarks" / "precision_faithfulness.md")
     parser.add_argument("--precisions", default="mixed,bfloat16", help="compared with float32")
     parser.add_argument("--only", default=None, help="comma-separated job keys (default: all)")
+    parser.add_argument("--retry-failed", action="store_true", help="rerun jobs that failed before (else reported)")
     parser.add_argument("--unstereo-sample", type=int, default=500)
     parser.add_argument("--crows-sample", type=int, default=500)
     parser.add_argument("--mediation-sample", type=int, default=6)
@@ -246,14 +252,20 @@ def main() -> int:
     for job in chosen:
         folders = {}
         for precision in ["float32", *precisions]:
-            folders[precision], took = run_job(job, precision, out, cache)
-            seconds[(job.key, precision)] = json.loads((folders[precision] / "results.json").read_text())["summary"][
-                "seconds"
-            ]
+            folders[precision], took = run_job(job, precision, out, cache, args.retry_failed)
+            done = folders[precision] / "results.json"
+            seconds[(job.key, precision)] = (
+                json.loads(done.read_text())["summary"]["seconds"] if done.exists() else None
+            )
             print(f"{job.key} {precision}: {'reused' if took is None else f'{took:.0f} s'}", flush=True)
-        ref = read(folders["float32"])
         for precision in precisions:
-            for r in compare(job.key, ref, read(folders[precision])):
+            failed = [folders[p] / "failed.txt" for p in ("float32", precision) if (folders[p] / "failed.txt").exists()]
+            if failed:
+                note = "; ".join(f"the {f.parent.name} job failed: {f.read_text().strip()}" for f in failed)
+                table.append(dict(metric=job.label, precision=precision, number="(none)", max=math.nan,
+                                  mean=math.nan, n="", changed=None, note=note))  # fmt: skip
+                continue
+            for r in compare(job.key, read(folders["float32"]), read(folders[precision])):
                 table.append(dict(metric=job.label, precision=precision, **r))
     loads.append(uptime())
     logged = (out / "uptime.log").read_text().splitlines() if (out / "uptime.log").exists() else []
@@ -268,7 +280,7 @@ def main() -> int:
             f"{r['changed'] or ''} | {r['note'].replace('|', chr(92) + '|')} |"
         )
     times = "; ".join(
-        f"{job.key} " + " / ".join(f"{seconds[(job.key, p)]:.0f}" for p in ["float32", *precisions]) for job in chosen
+        f"{job.key} " + " / ".join(fmt(seconds[(job.key, p)]) for p in ["float32", *precisions]) for job in chosen
     )
     header = [
         "# Precision faithfulness: `mixed` and `bfloat16` against `float32`",
