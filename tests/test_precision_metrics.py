@@ -12,8 +12,8 @@ inputs to bfloat16 (u = 2⁻⁹), a block has ~5 products in series, so a logit 
   A ∪ B, the association s(t) = mean_A p - mean_B p by ≤ (e^(4δ) - 1) / min(|A|, |B|).
 
 Where float32 itself is not stable the bounds say so: a tiny random model's RPAM probabilities are all ~1/|C|
-and s(t) varies across targets by ~1e-7 of that, so a bound on d from the bound on s is vacuous (tens of d
-units) and RPAM d on these models is compared only through its items (the effect size as a function of the
+and s(t) varies across targets by ~1e-7 to 1e-6 (its standard deviation), so a bound on d from the bound on s
+(~1e-2) is vacuous (~10⁴ d units) and RPAM d on these models is compared only through its items (the effect size as a function of the
 item scores, ``tolerances.f32_effect_size``); how far d moves on real models is measured by
 ``benchmarks/bench_precision_faithfulness.py``. Every test checks too that ``mixed`` moved something (its
 jobs were computed, not read from float32's cache entries) and that its bound is tight enough that a
