@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import jax
+import ml_dtypes
 import numpy as np
 
 from jaxassoc.code_identity import jaxassoc_code, module_code
@@ -203,7 +204,7 @@ def _read(path: Path) -> dict[str, np.ndarray] | None:
         if not isinstance(stored, np.lib.npyio.NpzFile):
             return _discard(path, "not an archive of named arrays")
         with stored:
-            arrays = {name: stored[name] for name in stored.files}
+            arrays = dict(_unbits(name, stored[name]) for name in stored.files)
     except FileNotFoundError:  # removed meanwhile (another job's clean-up)
         return None
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
@@ -228,9 +229,31 @@ def _plain(array: np.ndarray) -> np.ndarray:
     return array.astype(str) if array.dtype == object else array
 
 
+_BITS = "::"
+"""``name::bfloat16``: the array ``name`` of an ml_dtypes dtype (bfloat16 under ``model.precision=bfloat16``), which
+``np.load`` cannot read back, stored as the unsigned integers of its bits and viewed back on reading."""
+
+
 def _save(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    stored = {
+        (f"{name}{_BITS}{a.dtype.name}" if _is_extension(a) else name): (
+            a.view(f"u{a.dtype.itemsize}") if _is_extension(a) else a
+        )
+        for name, a in arrays.items()
+    }
     with open(path, "wb") as f:
-        np.savez(f, **arrays)
+        np.savez(f, **stored)
+
+
+def _is_extension(array: np.ndarray) -> bool:
+    return array.dtype.kind == "V" and array.dtype.names is None and hasattr(ml_dtypes, array.dtype.name)
+
+
+def _unbits(name: str, array: np.ndarray) -> tuple[str, np.ndarray]:
+    if _BITS not in name:
+        return name, array
+    name, dtype = name.split(_BITS)
+    return name, array.view(getattr(ml_dtypes, dtype))
 
 
 def _jsonable(value: Any) -> Any:

@@ -261,3 +261,22 @@ def test_two_processes_on_one_entry_extract_it_once(tmp_path):
     assert [proc.returncode for proc in procs] == [0, 0], outputs
     assert [out.strip() for out, _ in outputs] == ["3", "3"]
     assert counter.read_text() == "computed\n"  # one extraction; the other process read its entry
+
+
+def test_a_bfloat16_array_is_read_back_as_written(tmp_path, log):
+    """``model.precision=bfloat16`` results (ml_dtypes' bfloat16, which ``np.load`` cannot read back) are stored
+    as their bits and viewed back: a hit with the same values and dtype, never a checksum miss."""
+    import ml_dtypes
+
+    calls = []
+    values = np.array([1.5, -2.25, 3.0e-3, 65504.0], dtype=ml_dtypes.bfloat16)
+
+    def compute():
+        calls.append(1)
+        return {"x": values}
+
+    first = cached_arrays(tmp_path, "bf16", PARTS, compute)
+    again = cached_arrays(tmp_path, "bf16", PARTS, compute)
+    assert len(calls) == 1 and "ignoring" not in log.text
+    assert again["x"].dtype == ml_dtypes.bfloat16 and first["x"].dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(again["x"].astype(np.float32), values.astype(np.float32))

@@ -94,7 +94,7 @@ def examples(model: LanguageModel, professions: Sequence[Profession], templates:
 
 def pronoun_logodds(head: Head, out: ForwardOutput, *, tokens: Int[Array, "B 2"]) -> Float[Array, " B"]:
     """``lo = z_anti − z_stereo`` at the last position (``tokens``: each row's anti, stereo pronoun ids)."""
-    logits = token_logits(head, out.hidden[:, -1], tokens)
+    logits = token_logits(head, out.hidden[:, -1], tokens).astype(jnp.float32)  # bfloat16 policy: f32 from here
     return logits[:, 0] - logits[:, 1]
 
 
@@ -237,7 +237,7 @@ def head_runs(model: LanguageModel, batch: Batch, *, neurons: bool) -> dict[str,
     of every neuron ``neuron_estimate`` ``(L, F)``."""
     args = (batch.base, batch.alt, batch.position, batch.tokens, batch.n)
     out = _head_runs(model.port, model.config, model.params, *args, neurons=neurons)
-    return {k: np.asarray(v) if k == "neuron_estimate" else np.asarray(v)[: batch.n] for k, v in out.items()}
+    return {k: _host(v) if k == "neuron_estimate" else _host(v)[: batch.n] for k, v in out.items()}
 
 
 def neuron_runs(model: LanguageModel, batch: Batch, selected: np.ndarray) -> dict[str, np.ndarray]:
@@ -250,7 +250,12 @@ def neuron_runs(model: LanguageModel, batch: Batch, selected: np.ndarray) -> dic
     out = _neuron_runs(
         model.port, model.config, model.params, batch.base, batch.alt, batch.position, batch.tokens, units
     )
-    return {k: np.asarray(v)[: batch.n] for k, v in out.items()}
+    return {k: _host(v)[: batch.n] for k, v in out.items()}
+
+
+def _host(x: Array) -> np.ndarray:
+    """A result on the host in float32 at least (a bfloat16 model's effects: the statistics' dtype)."""
+    return np.asarray(x, jnp.promote_types(x.dtype, jnp.float32))
 
 
 def top_neurons(estimate: np.ndarray, per_layer: int) -> np.ndarray:
