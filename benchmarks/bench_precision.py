@@ -8,8 +8,8 @@ same work in float32 and under ``torch.autocast("cpu", dtype=torch.bfloat16)``, 
    weights stay float32, autocast casts them per product: what a PyTorch user writes). Also: max |Δ score|
    against float32 and the share of male/female pairs whose preference flips.
 2. **Whole process** (``--whole-process``): ``jaxassoc model=smollm2-135m metric=rpam dataset=weat_ws
-   template=tp2 model.precision=P cache_dir=<new folder>`` twice, the first with an empty compile cache, then
-   warm, for P = float32 and mixed; against ``rpam_loop_process.py --weat-only`` (the key/value-cache loop)
+   template=tp2 model.precision=P cache_dir=null`` (no result cache) twice with ``JAXASSOC_CACHE`` a new folder:
+   the first run compiles into its ``xla/``, the warm one loads from it; for P = float32 and mixed; against ``rpam_loop_process.py --weat-only`` (the key/value-cache loop)
    in float32 and with ``--autocast``.
 
 Printed: seconds, ratios, and each framework's matmul rate (1024², float32 and bfloat16 inputs with float32
@@ -92,16 +92,16 @@ def whole_process(args) -> None:
     python, here = sys.executable, Path(__file__).resolve().parent
     results = {}
     for precision in ("float32", "mixed"):
-        with tempfile.TemporaryDirectory() as cache:
+        with tempfile.TemporaryDirectory() as cache:  # no result cache; compiled functions in <cache>/xla
             for run in ("first", "warm"):
                 command = [python, "-m", "jaxassoc", "model=smollm2-135m", "metric=rpam", "dataset=weat_ws",
-                           "template=tp2", f"model.precision={precision}", f"cache_dir={cache}", "compile_cache=true",
+                           "template=tp2", f"model.precision={precision}", "cache_dir=null",
                            f"hydra.run.dir={cache}/run-{run}"]  # fmt: skip
-                results[f"jaxassoc {precision} {run}"] = _timed_process(command)
+                results[f"jaxassoc {precision} {run}"] = _timed_process(command, {"JAXASSOC_CACHE": cache})
     for autocast in ((), ("--autocast",)):
         command = [python, str(here / "rpam_loop_process.py"), "--template", "tp2", "--weat-only", "--threads",
                    str(args.threads), *autocast]  # fmt: skip
-        results[f"torch loop{' autocast' if autocast else ''}"] = _timed_process(command)
+        results[f"torch loop{' autocast' if autocast else ''}"] = _timed_process(command, {})
     for name, seconds in results.items():
         print(f"{name:24s}: {seconds:6.1f} s")
     f32, mixed = results["jaxassoc float32 warm"], results["jaxassoc mixed warm"]
@@ -114,9 +114,9 @@ def whole_process(args) -> None:
           f"{results['torch loop'] / results['jaxassoc float32 first']:.2f}x")  # fmt: skip
 
 
-def _timed_process(command: list[str]) -> float:
+def _timed_process(command: list[str], env: dict[str, str]) -> float:
     start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, env=os.environ.copy())
+    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **env})
     if done.returncode:
         raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
     return time.perf_counter() - start
