@@ -148,7 +148,7 @@ def test_bf16_params_run_in_bf16_and_stay_close(tiny_llama):
     _, config, _, params = tiny_llama
     ids, mask = _batch()
     body16 = jax.tree.map(lambda x: x.astype(jnp.bfloat16), params["body"])
-    hidden16 = forward(body16, ids, mask, config).hidden
+    hidden16 = forward(body16, ids, mask, dataclasses.replace(config, activations="bfloat16")).hidden  # the policy
     hidden32 = forward(params["body"], ids, mask, config).hidden
     assert hidden16.dtype == jnp.bfloat16
     real = mask.astype(bool)

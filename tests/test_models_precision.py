@@ -169,7 +169,7 @@ def test_bfloat16_keeps_its_activations_in_bfloat16(tiny_checkpoint):
     assert mixed.fingerprint() != model.fingerprint()
 
 
-def test_policies_and_refusals():
+def test_policies_and_refusals(monkeypatch):
     assert policy("auto") == POLICIES["float32"]  # the CPU's default (DEFAULTS)
     assert policy("mixed").params == "bfloat16" and policy("mixed").activations == "float32"
     with pytest.raises(ConfigError, match=r"model.precision=half is not a precision policy"):
@@ -177,6 +177,10 @@ def test_policies_and_refusals():
     with pytest.raises(ConfigError, match=r"model.precision=float16 is refused for gemma2: Gemma's activations"):
         check_supported(POLICIES["float16"], "gemma2")
     check_supported(POLICIES["float16"], "llama")
+    monkeypatch.setattr(jax, "default_backend", lambda: "tpu")  # what auto and float16 see on a TPU host
+    assert policy("auto") == POLICIES["mixed"]
+    with pytest.raises(ConfigError, match=r"model.precision=float16: TPUs have no float16 matrix units"):
+        check_supported(POLICIES["float16"], "llama")
 
 
 def test_a_bfloat16_checkpoint_loaded_in_float32_is_said_to_be_upcast(tiny_checkpoint, tmp_path, caplog):
