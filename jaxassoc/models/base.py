@@ -250,9 +250,10 @@ class LanguageModel:
 
     def fingerprint(self) -> str:
         """What the model's outputs depend on, as a sha256: its weights' and tokenizer's hashes, its parameters'
-        dtypes and activations' dtype (the precision policy), the edits bound into it (sites, kinds, arrays' bytes, functions' names) and its scoring transform. The cache identity
-        of every result computed from it; hashed once per model object (``with_params`` / ``with_edits`` make
-        new ones), not at every cache key."""
+        dtypes and activations' dtype (the precision policy), the edits bound into it (sites, kinds, arrays'
+        bytes, functions' names) and its scoring transform. The cache identity of every result computed from
+        it; hashed once per model object (``with_params`` / ``with_edits`` make new ones), not at every cache
+        key."""
         return self._fingerprint
 
     @functools.cached_property
