@@ -99,9 +99,8 @@ class ModelConfig:
     source: str = MISSING  # embedded name ("smollm2-135m"), folder, .gguf file or hub id
     revision: Optional[str] = None
     kind: str = "causal"  # causal | masked | encoder | seq2seq (T5) | static
-    precision: str = (
-        "auto"  # float32 | mixed | bfloat16 | float16 | auto (models.precision: CPU float32, GPU/TPU mixed)
-    )
+    # float32 | mixed | bfloat16 | float16 | auto (jaxassoc.models.precision: float32 on a CPU, mixed on a GPU/TPU)
+    precision: str = "auto"
     dtype: Optional[str] = None  # replaced by precision: refused by name
     batch_size: int = 32
     shard: bool = False  # an alias of mesh=data (data-parallel over all devices)

@@ -492,7 +492,9 @@ def with_resolved_precision(settings: pd.DataFrame, table: pd.DataFrame) -> pd.D
     apart; static word vectors are read in float32."""
     if "model.precision" not in settings.columns:  # a sweep from before the policies
         return settings
-    ran = table.groupby("job")["model_precision"].first() if "model_precision" in table.columns else pd.Series()
+    ran = (
+        table.groupby("job")["model_precision"].first() if "model_precision" in table.columns else pd.Series(dtype=str)
+    )
     settings = settings.copy()
     settings["model.precision"] = [str(ran.get(job, "float32")).replace("nan", "float32") for job in settings.index]
     return settings
