@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 from family_specs import TINY
 
 
@@ -26,6 +27,7 @@ def test_a_sweep_over_precisions_keeps_them_apart_and_the_report_marks_them(tmp_
     assert "**Not computed in float32**: tiny in mixed (1 job)" in report
 
 
+@pytest.mark.slow  # two mediation jobs (the cache's bfloat16 round trip is in the default suite: test_app_cache_faults)
 def test_mediation_runs_in_bfloat16_and_its_cached_effects_are_read_back(tmp_path, tiny_checkpoint, cli):
     """Under ``bfloat16`` a readout's arrays may be bfloat16: the log-odds reach the metric in float32 and the
     cache reads its bfloat16 entries back (a second run: hits, no 'ignoring the unreadable entry')."""

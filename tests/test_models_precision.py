@@ -35,7 +35,7 @@ from jaxassoc.models.precision import POLICIES, check_supported, policy
 U_BF16 = 2.0**-9
 """bfloat16's unit roundoff (8 significant bits)."""
 
-QUICK = ("gpt2", "llama", "tiny-bert")
+QUICK = ("llama", "tiny-bert")
 """The families the default suite checks; the others run with the slow tests (issue 38: the suite's budget)."""
 SPECS = [
     pytest.param(s, id=s.name, marks=() if s.name in QUICK else pytest.mark.slow)

@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
+import pytest
 from family_specs import TINY
 from tolerances import f32_effect_size
 
@@ -77,6 +78,7 @@ def _sweep(cli, tmp_path, *overrides) -> dict[str, tuple[pd.DataFrame, pd.DataFr
     return jobs
 
 
+@pytest.mark.slow  # CLI jobs in two precisions (issue 38: the default suite's budget; UnStereoEval's runs there)
 def test_crows_pairs_mixed_flips_only_pairs_within_the_logit_bound(tmp_path, tiny_checkpoint, cli):
     """Each sentence log-likelihood within 2δ·L of float32's (L: its tokens scored); a pair's outcome (the two
     scores rounded to DECIMALS, as the authors) can then change only when float32's margin is within the two
@@ -144,6 +146,7 @@ def _rpam_file(path, tests: list[str]):
     return path, [specs[t] for t in tests]
 
 
+@pytest.mark.slow  # CLI jobs in two precisions (issue 38: the default suite's budget; UnStereoEval's runs there)
 def test_rpam_mixed_item_scores_are_within_the_bound_and_d_follows_them(tmp_path, tiny_checkpoint, cli):
     """RPAM Test on WEAT-WS C6 and C9 (as a custom file, the tests' own word lists), tiny Llama: every target's
     s(t) within (e^(4δ) - 1) / min(|A|, |B|) of float32's, δ from the largest logit at the prompts and at the
