@@ -107,6 +107,7 @@ def test_crows_pairs_mixed_flips_only_pairs_within_the_logit_bound(tmp_path, tin
     assert jobs["mixed"][1].set_index("bias_type").loc["all", "n"] == 48
 
 
+@pytest.mark.slow  # CLI jobs in two precisions (issue 38: the default suite's budget)
 def test_unstereo_mixed_changes_only_decisions_within_the_bound_of_the_neutral_band(tmp_path, tiny_checkpoint, cli):
     """UnStereoEval on 40 USE-5 pairs, tiny GPT-2: FM = log P(F) - log P(M) within 2δ·(L_M + L_F) of float32's
     (L: the tokens scored after BOS); a pair's decision (male, neutral, female: |FM| against ln 1.65) can then
