@@ -51,6 +51,16 @@ def test_continuations_from_a_shared_prompt_equal_transformers(pair):
     assert conformance.continuations_error(model, reference, prompts, conts) <= spec.atol
 
 
+EDITS_BY_DEFAULT = ("gpt2", "llama", "mistral", "gemma2")
+"""The builders' paths the default suite checks bound edits on (GPT-like, llama-like, a sliding window, Gemma's
+sandwich norms and soft-caps); every other spec with the slow tests (issue 38: the default suite's budget)."""
+
+
+@pytest.mark.parametrize(
+    "pair",
+    [pytest.param(s, id=s.name, marks=() if s.name in EDITS_BY_DEFAULT else pytest.mark.slow) for s in SPECS],
+    indirect=True,
+)
 def test_edits_bound_into_a_model_equal_the_same_edits_per_call_and_change_its_fingerprint(pair):
     """``model.with_edits`` (arrays bound into the weights' pytree) == ``interventions.run`` with the same edits,
     in the plain forward and in cached decoding; its fingerprint differs, and unbinding restores it."""
