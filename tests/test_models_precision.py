@@ -12,7 +12,6 @@ bfloat16: one more u per product, so against it the bound is doubled.
 
 from __future__ import annotations
 
-import math
 import re
 
 import conformance
@@ -25,6 +24,7 @@ import torch
 from conformance import padded_batch, sequences
 from family_specs import TINY, all_specs
 from family_specs.t5 import V11
+from tolerances import bf16_chain, model_depth
 
 from jaxassoc.errors import ConfigError
 from jaxassoc.models import load_model
@@ -32,30 +32,19 @@ from jaxassoc.models.heads import head_logits
 from jaxassoc.models.mesh import make_mesh
 from jaxassoc.models.precision import POLICIES, check_supported, policy
 
-U_BF16 = 2.0**-9
-"""bfloat16's unit roundoff (8 significant bits)."""
-
 QUICK = ("llama", "tiny-bert")
 """The families the default suite checks; the others run with the slow tests (issue 38: the suite's budget)."""
 SPECS = [
     pytest.param(s, id=s.name, marks=() if s.name in QUICK else pytest.mark.slow)
     for s in (*all_specs(), TINY["bert"], TINY["roberta"])
 ]
-
-
-def bf16_chain(depth: int, scale: float) -> float:
-    """A bound on |mixed - float32| of the outputs (magnitude ≤ ``scale``) of ``depth`` stacked layers (module
-    docstring): 3·√10·u·scale per layer."""
-    return depth * 3 * math.sqrt(10) * U_BF16 * scale
+CAUSAL = {s.name for s in all_specs()}
+"""The causal specs (packing and the key/value cache); the masked ones have neither."""
 
 
 def _logits(model, ids, mask) -> np.ndarray:
     hidden = model.forward(model.params["body"], jnp.asarray(ids), jnp.asarray(mask)).hidden
     return np.asarray(head_logits(model.head, hidden), np.float64)
-
-
-def _depth(model) -> int:
-    return len(jax.tree.leaves(model.params["body"]["layers"])[0]) + 1  # the blocks and the head
 
 
 @pytest.fixture(scope="module", params=SPECS)
@@ -114,7 +103,7 @@ def test_mixed_logits_are_within_the_bound_of_float32_and_of_transformers_under_
     reference, ours = _logits(full, ids, mask), _logits(mixed, ids, mask)
     real = mask.astype(bool)
     scale = float(np.abs(reference[real]).max())
-    bound = bf16_chain(_depth(full), scale)
+    bound = bf16_chain(model_depth(full), scale)
     assert np.abs(ours - reference)[real].max() <= bound
     torch_model = family_specs.load_torch(spec, folder)
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
@@ -124,17 +113,16 @@ def test_mixed_logits_are_within_the_bound_of_float32_and_of_transformers_under_
 
 
 @pytest.mark.slow  # another compiled program per policy (issue 38: the default suite's budget)
+@pytest.mark.parametrize("loaded", [s for s in SPECS if s.id in CAUSAL], indirect=True)
 def test_mixed_packed_scoring_and_cached_continuations_are_within_the_bound(loaded):
     """Packing and the key/value cache (RPAM's continuations) under ``mixed`` against transformers in float32:
     a log-probability moves by at most twice its logits' bound (the picked logit and the log-sum-exp)."""
     spec, folder, full, mixed = loaded
-    if mixed.decoder is None:
-        pytest.skip("a masked model: no packing of causal rows or key/value cache")
     reference = family_specs.load_torch(spec, folder)
     seqs = sequences(full.head.W.shape[0], n=5, seed=2, low=2, high=12)
     ids, mask = padded_batch(seqs, "right")
     real = mask.astype(bool)
-    bound = 2 * bf16_chain(_depth(full), float(np.abs(_logits(full, ids, mask)[real]).max()))
+    bound = 2 * bf16_chain(model_depth(full), float(np.abs(_logits(full, ids, mask)[real]).max()))
     assert conformance.packed_error(mixed, reference, seqs) <= bound
     rng = np.random.default_rng(4)
     conts = [[rng.integers(3, full.head.W.shape[0], k).tolist() for k in ks] for ks in ((2, 4), (4, 2))]
@@ -150,7 +138,7 @@ def test_mixed_on_a_2x4_mesh_is_within_the_bound_of_one_device(tiny_checkpoint, 
     ids, mask = padded_batch(sequences(one.head.W.shape[0], n=4), "right")
     a, b = _logits(one, ids, mask), _logits(many, ids, mask)
     real = mask.astype(bool)
-    assert np.abs(a - b)[real].max() <= bf16_chain(_depth(one), float(np.abs(a[real]).max()))
+    assert np.abs(a - b)[real].max() <= bf16_chain(model_depth(one), float(np.abs(a[real]).max()))
 
 
 @pytest.mark.slow  # another compiled program per policy (issue 38: the default suite's budget)
@@ -213,4 +201,4 @@ def test_an_eraser_bound_into_a_model_runs_in_its_precision(tiny_checkpoint, pre
     if precision == "mixed":
         a, b = (_logits(m.with_edits(edits), ids, mask) for m in (full, low))
         real = mask.astype(bool)
-        assert 0 < np.abs(a - b)[real].max() <= bf16_chain(_depth(full), float(np.abs(a[real]).max()))
+        assert 0 < np.abs(a - b)[real].max() <= bf16_chain(model_depth(full), float(np.abs(a[real]).max()))

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import math
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest
+from conformance import padded_batch
 from family_specs import TINY
-from tolerances import f32_effect_size
+from tolerances import bf16_chain, f32_effect_size, model_depth
 
 from jaxassoc.metrics.crows_pairs import DECIMALS
 from jaxassoc.metrics.unstereo import LOG10_THRESHOLD
@@ -40,27 +40,10 @@ from jaxassoc.readouts import rpam_head
 from jaxassoc.readouts.crows_pairs import causal_inputs
 from jaxassoc.readouts.unstereo import sentence_token_ids
 
-U_BF16 = 2.0**-9
-"""bfloat16's unit roundoff (8 significant bits)."""
-
-
-def bf16_chain(depth: int, scale: float) -> float:
-    """|mixed - float32| of the logits (magnitude ≤ ``scale``) of ``depth`` stacked layers: 3·√10·u·scale per
-    layer (``tests/test_models_precision.py``, the same derivation)."""
-    return depth * 3 * math.sqrt(10) * U_BF16 * scale
-
-
-def _depth(model) -> int:
-    return len(jax.tree.leaves(model.params["body"]["layers"])[0]) + 1  # the blocks and the head
-
 
 def _max_logit(model, sequences: list[list[int]]) -> float:
     """max |logit| of ``model`` over every position of ``sequences`` (right-padded, padding masked out)."""
-    width = max(map(len, sequences))
-    ids = np.zeros((len(sequences), width), np.int32)
-    mask = np.zeros_like(ids)
-    for i, s in enumerate(sequences):
-        ids[i, : len(s)], mask[i, : len(s)] = s, 1
+    ids, mask = padded_batch(sequences, "right")
     hidden = model.forward(model.params["body"], jnp.asarray(ids), jnp.asarray(mask)).hidden
     return float(jnp.abs(head_logits(model.head, hidden))[mask.astype(bool)].max())
 
@@ -92,7 +75,7 @@ def test_crows_pairs_mixed_flips_only_pairs_within_the_logit_bound(tmp_path, tin
     mixed = mixed.loc[full.index]
     model = load_model(folder)
     scale = _max_logit(model, causal_inputs(model, full.reset_index(), "CrowS-Pairs"))
-    delta = bf16_chain(_depth(model), scale)
+    delta = bf16_chain(model_depth(model), scale)
     moved = {}
     for side in ("sent_more", "sent_less"):
         bound = 2 * delta * full[f"{side}_tokens"]
@@ -121,7 +104,7 @@ def test_unstereo_mixed_changes_only_decisions_within_the_bound_of_the_neutral_b
     mixed = mixed.loc[full.index]
     model = load_model(folder)
     ids = {g: sentence_token_ids(model, full[f"{g}_template"].tolist()) for g in "MF"}
-    delta = bf16_chain(_depth(model), _max_logit(model, ids["M"] + ids["F"]))
+    delta = bf16_chain(model_depth(model), _max_logit(model, ids["M"] + ids["F"]))
     scored = sum(np.array([len(s) - 1 for s in ids[g]]) for g in "MF")
     bound = 2 * delta * scored
     moved = (mixed["FM_logprob"] - full["FM_logprob"]).abs().to_numpy()
@@ -164,7 +147,7 @@ def test_rpam_mixed_item_scores_are_within_the_bound_and_d_follows_them(tmp_path
     for spec in specs:
         states = rpam_head.rpam_test_states(model, spec)
         hidden = jnp.concatenate([states.first_hidden, states.cont_hidden.reshape(-1, states.first_hidden.shape[1])])
-        delta = bf16_chain(_depth(model), float(jnp.abs(head_logits(model.head, hidden)).max()))
+        delta = bf16_chain(model_depth(model), float(jnp.abs(head_logits(model.head, hidden)).max()))
         s_bound = math.expm1(4 * delta) / min(len(spec.a), len(spec.b))
         a, b = (frame[frame["test"] == spec.id].set_index(["group", "target"])["score"] for frame in (fi, mi))
         moved = (b.loc[a.index] - a).abs()

@@ -91,3 +91,22 @@ def f32_effect_size(s_tol: float, s, effect: float) -> float:
     mean_tol = s_tol + f32_sum(n, top / n)
     sd_tol = s_tol + sd * f32_sum(n, 1 / n)
     return (2 * mean_tol + abs(effect) * sd_tol) / sd
+
+
+U_BF16 = 2.0**-9
+"""bfloat16's unit roundoff (8 significant bits)."""
+
+
+def bf16_chain(depth: int, scale: float) -> float:
+    """A bound on |mixed - float32| of the outputs (magnitude ≤ ``scale``) of ``depth`` stacked layers under
+    ``model.precision=mixed`` (docs/methods.md §12.2): each product's two inputs rounded to bfloat16 give it a
+    relative error of σ ≈ √2·u whatever its inner size; ~5 products in series per block, σ ≈ √10·u of the
+    output's scale; 3σ per layer, the layers' errors adding up."""
+    return depth * 3 * math.sqrt(10) * U_BF16 * scale
+
+
+def model_depth(model) -> int:
+    """The stacked layers a logit goes through: the blocks and the head."""
+    import jax
+
+    return len(jax.tree.leaves(model.params["body"]["layers"])[0]) + 1

@@ -39,11 +39,6 @@ class Precision:
     params: str
     activations: str
 
-    @property
-    def computed_in_float32(self) -> bool:
-        """True when the numbers are float32 throughout (reports mark the others)."""
-        return self.params == self.activations == "float32"
-
 
 POLICIES: dict[str, Precision] = {
     "float32": Precision("float32", "float32", "float32"),
