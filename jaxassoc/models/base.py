@@ -251,7 +251,7 @@ class LanguageModel:
     def fingerprint(self) -> str:
         """What the model's outputs depend on, as a sha256: its weights' and tokenizer's hashes, its parameters'
         dtypes and activations' dtype (the precision policy), the edits bound into it (sites, kinds, arrays'
-        bytes, functions' names) and its scoring transform. The cache identity of every result computed from
+        bytes, functions' names), its low-rank adapters' arrays (``models.lora``) and its scoring transform. The cache identity of every result computed from
         it; hashed once per model object (``with_params`` / ``with_edits`` make new ones), not at every cache
         key."""
         return self._fingerprint
@@ -270,6 +270,11 @@ class LanguageModel:
         }
         if self.scoring is not None:  # absent otherwise: a plain model's fingerprint is what it always was
             parts["scoring"] = self.scoring.identity()
+        from jaxassoc.models.lora import identity
+
+        adapted = identity(self.params["body"])
+        if adapted:  # low-rank adapters' arrays (models.lora); absent otherwise, as for scoring
+            parts["adapters"] = adapted
         return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 

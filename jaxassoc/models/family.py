@@ -26,6 +26,7 @@ from jaxassoc.errors import ModelError
 from jaxassoc.models.base import Decoder, ForwardOutput, Head
 from jaxassoc.models.heads import head_logits
 from jaxassoc.models.hf_config import ConfigTaker
+from jaxassoc.models.lora import adapter_paths, attach
 from jaxassoc.models.mesh import OUTPUT_HEAD_AXES, ParamAxes, module_axes
 from jaxassoc.models.sites import SiteOps, split_bound, with_bound
 
@@ -69,7 +70,7 @@ class Family:
     def body_module(self, config: Any, body: Mapping) -> nnx.Module:
         """The body module holding the arrays of the pytree ``body`` (no copy; edits bound into it aside)."""
         body, _ = split_bound(body)
-        return nnx.merge(_graphdef(self, config, tuple(sorted(body))), body)
+        return nnx.merge(_graphdef(self, config, tuple(sorted(body)), adapter_paths(body)), body)
 
     def forward(
         self,
@@ -154,8 +155,10 @@ def _param_axes(family: Family, config: Any) -> dict[str, ParamAxes]:
 
 
 @functools.lru_cache(maxsize=64)
-def _graphdef(family: Family, config: Any, keys: tuple[str, ...]) -> nnx.GraphDef:
-    return nnx.split(family.abstract_body(config, dict.fromkeys(keys)))[0]
+def _graphdef(family: Family, config: Any, keys: tuple[str, ...], adapted: tuple = ()) -> nnx.GraphDef:
+    """The graph definition of a body with top-level ``keys`` and low-rank adapters on the ``Linear`` modules at
+    the paths ``adapted`` (:mod:`jaxassoc.models.lora`)."""
+    return nnx.split(attach(family.abstract_body(config, dict.fromkeys(keys)), adapted))[0]
 
 
 def param_shapes(module: nnx.Module) -> dict:

@@ -33,6 +33,7 @@ import numpy as np
 from jaxassoc.errors import ModelError
 from jaxassoc.io import host_name
 from jaxassoc.models.checkpoint import CheckpointLayout, inventing, read_safetensors, write_safetensors
+from jaxassoc.models.lora import adapter_paths
 from jaxassoc.models.sites import Add, Apply, Replace, Transform, split_bound
 
 WEIGHTS = "model.safetensors"
@@ -55,6 +56,11 @@ def save_model(model: Any, folder: str | Path, *, overwrite: bool = False) -> Pa
             "only models load_model returned (and their with_params / with_edits copies) can be saved"
         )
     body, bound = split_bound(model.params["body"])
+    if adapter_paths(body):
+        raise ModelError(
+            f"{model.name!r} holds low-rank adapters ({', '.join('.'.join(p) for p in adapter_paths(body))}): fold "
+            "them into the weights first, lora.merged(model).save(folder), for a checkpoint transformers loads"
+        )
     manifest, edit_arrays = edits_manifest(bound)  # an unsavable edit is refused before any file is written
     tensors, hf_config = hf_tensors(model.port, model.config, layout, {"body": body, "head": model.params["head"]})
     hf_config = dict(hf_config)
