@@ -24,3 +24,8 @@ class ModelError(JaxassocError, ValueError):
 
 class InputError(JaxassocError, ValueError):
     """Inputs to a metric or model that cannot be scored: empty sets, OOV words, overlong prompts, ..."""
+
+
+class TrainingError(JaxassocError, RuntimeError):
+    """Fine-tuning that cannot go on: a loss or gradient that is not finite (named with its step), a checkpoint
+    written for other options."""

@@ -15,6 +15,7 @@ from jaxassoc.data.corpus import detokenize_wikitext, load_text_corpus, load_wik
 from jaxassoc.data.counterfactual import (
     AttributeWords,
     CounterfactualSet,
+    augmented_sentences,
     counterfactual_sentences,
     fitting_sentences,
     load_attribute_words,
@@ -40,6 +41,7 @@ __all__ = [
     "SeatTemplates",
     "WeatSuite",
     "WeatTest",
+    "augmented_sentences",
     "counterfactual_sentences",
     "dataset_info",
     "detokenize_wikitext",

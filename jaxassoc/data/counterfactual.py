@@ -248,6 +248,34 @@ def counterfactual_sentences(
     return CounterfactualSet(words.bias_type, words.classes, tuple(rows), np.asarray(labels, dtype=np.int32), corpus)
 
 
+def _swapped(pieces, words: AttributeWords, shift: int) -> str:
+    out = []
+    for lead, core, poss, trail, entry in pieces:
+        if entry is not None:
+            core = _match_case(words.tuples[entry[1]][(entry[0] + shift) % words.n_classes], core)
+        out.append(f"{lead}{core}{poss}{trail}")
+    return " ".join(out)
+
+
+def augmented_sentences(sentences: Sequence[str], words: AttributeWords) -> tuple[list[str], list[str]]:
+    """Two-sided counterfactual data augmentation (Webster et al. 2020; Zmigrod et al. 2019): ``(augmented,
+    untouched)``. ``augmented`` holds, for each sentence with an attribute word, the sentence and its
+    ``n_classes - 1`` counterfactual copies, copy ``k`` with every attribute word of class ``c`` swapped to
+    class ``(c + k) mod n``'s word of the same tuple (two classes: he <-> she, whatever mix the sentence holds),
+    in corpus order; ``untouched`` the sentences without one. Words are matched and swapped as in
+    :func:`counterfactual_sentences` (case, punctuation and a possessive ``'s`` kept)."""
+    lexicon = words.lexicon()
+    augmented, untouched = [], []
+    for sentence in sentences:
+        pieces = _split(sentence, lexicon)
+        if not any(p[4] is not None for p in pieces):
+            untouched.append(sentence)
+            continue
+        augmented.append(sentence)
+        augmented.extend(_swapped(pieces, words, shift) for shift in range(1, words.n_classes))
+    return augmented, untouched
+
+
 def fitting_sentences(corpus: str | Path = FITTING_CORPUS) -> list[str]:
     """The fitting corpus: ``"wikitext2"`` gives WikiText-2's ``valid`` split, detokenised (``test`` is kept
     for the language-modelling cost); anything else is the path of a UTF-8 text file, one sentence a line."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -210,22 +211,24 @@ def place(model: Any, found: Mapping[tuple[str, ...], Mapping[str, Array]]) -> d
 
     paths = tuple(sorted(found))
     table = module_axes(attach(model.port.abstract_body(model.config), paths), model.port.name)
-    tree = {"/".join(p): dict(v) for p, v in found.items()}
-    named = {k: {n: table["/".join(("body", k, LORA, n))] for n in v} for k, v in tree.items()}
-    placed = place_params(tree, {f"{k}/{n}": named[k][n] for k in tree for n in tree[k]}, model.mesh)
-    return {tuple(k.split("/")): v for k, v in placed.items()}
+    # keyed by the arrays' full names (body/layers/attn/k/lora/b), so a replication is logged under them, not
+    # under a name that reads as a bias (layers/attn/k/b)
+    tree = {"/".join(("body", *p, LORA)): dict(v) for p, v in found.items()}
+    placed = place_params(tree, {f"{k}/{n}": table[f"{k}/{n}"] for k in tree for n in tree[k]}, model.mesh)
+    return {tuple(k.split("/")[1:-1]): v for k, v in placed.items()}
 
 
 def without_adapters(model: Any) -> Any:
     """``model`` without its adapters (the base model; itself when it has none)."""
     body = model.params["body"]
-    paths = adapter_paths(body)
-    if not paths:
-        return model
-    for path in paths:
-        linear = {k: v for k, v in _get(body, path).items() if k != LORA}
-        body = _set(body, path, linear)
-    return model.with_params({**model.params, "body": body})
+    return model if not adapter_paths(body) else model.with_params({**model.params, "body": stripped(body)})
+
+
+def stripped(body: Mapping) -> dict:
+    """A body pytree without its adapters (the base body; the weights shared, not copied)."""
+    for path in adapter_paths(body):
+        body = _set(body, path, {k: v for k, v in _get(body, path).items() if k != LORA})
+    return body
 
 
 def trainable(model: Any) -> dict[str, dict[str, Array]]:
@@ -236,15 +239,19 @@ def trainable(model: Any) -> dict[str, dict[str, Array]]:
 
 def with_trainable(model: Any, params: Mapping[str, Mapping[str, Array]], dtype: Any = None) -> Any:
     """``model`` with its adapters' ``a`` and ``b`` replaced by ``params`` (as :func:`trainable` gives them),
-    cast to ``dtype`` (None: as given; the model's weight dtype for mixed-precision compute from float32 master
+    cast to ``dtype`` (:func:`inserted`)."""
+    return model.with_params({**model.params, "body": inserted(model.params["body"], params, dtype)})
+
+
+def inserted(body: Mapping, params: Mapping[str, Mapping[str, Array]], dtype: Any = None) -> dict:
+    """A body pytree holding adapters with their ``a`` and ``b`` replaced by ``params`` (:func:`trainable`'s
+    form), cast to ``dtype`` (None: as given; the weights' dtype for mixed-precision compute from float32 master
     copies, the gradient flowing back through the cast). Usable inside ``jit`` and ``grad``."""
-    body = model.params["body"]
     for name, arrays in params.items():
         path = (*name.split("/"), LORA)
-        current = _get(body, path)
         new = {k: (v if dtype is None else v.astype(dtype)) for k, v in arrays.items()}
-        body = _set(body, path, {**current, **new})
-    return model.with_params({**model.params, "body": body})
+        body = _set(body, path, {**_get(body, path), **new})
+    return body
 
 
 def merged(model: Any) -> Any:
@@ -258,7 +265,15 @@ def merged(model: Any) -> Any:
         s = adapter["scale"].astype(jnp.float32)[..., None, None]
         delta = jnp.matmul(a, b, precision=jax.lax.Precision.HIGHEST) * s
         body = _set(body, path, {**{k: v for k, v in linear.items() if k != LORA}, "w": (w + delta).astype(w.dtype)})
-    return model.with_params({**model.params, "body": body})
+    folded = identity(model.params["body"])
+    if not folded:
+        return model
+    # other weights than the files': a weights hash of their own (the base's and the folded adapters'), so the
+    # merged model's fingerprint (the cache identity of its results) is neither the base model's nor the
+    # adapted one's (the same outputs, up to rounding, but not the same arrays)
+    weights = json.dumps([model.provenance.weights_sha256, folded], sort_keys=True)
+    provenance = dataclasses.replace(model.provenance, weights_sha256=hashlib.sha256(weights.encode()).hexdigest())
+    return dataclasses.replace(model.with_params({**model.params, "body": body}), provenance=provenance)
 
 
 def identity(body: Mapping) -> dict[str, list]:
@@ -295,9 +310,11 @@ __all__ = [
     "check_spec",
     "count",
     "identity",
+    "inserted",
     "merged",
     "place",
     "projections",
+    "stripped",
     "trainable",
     "with_adapters",
     "with_trainable",

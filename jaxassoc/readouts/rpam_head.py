@@ -172,3 +172,93 @@ def _soft_cap(logits: Array, softcap: float | None) -> Array:
 def rpam_test_states(model: LanguageModel, spec: RpamTestSpec, **options) -> HeadStates:
     """:func:`prompt_states` of one RPAM Test: rows X then Y, columns A then B."""
     return prompt_states(model, spec.x + spec.y, spec.a + spec.b, **options)
+
+
+BIAS_TESTS = {"gender": ("C6", "C7", "C8"), "race": ("C3", "C4", "C5")}
+"""The WEAT-WS tests whose RPAM d a fine-tuning bias term drives to 0, per ``intervention.bias_type``."""
+
+
+def _padded(seqs: Sequence[Sequence[int]], pad: int) -> tuple[np.ndarray, np.ndarray]:
+    T = max(len(s) for s in seqs)
+    ids, mask = np.full((len(seqs), T), pad, np.int32), np.zeros((len(seqs), T), np.int32)
+    for row, seq in enumerate(seqs):
+        ids[row, : len(seq)], mask[row, : len(seq)] = seq, 1
+    return ids, mask
+
+
+def test_arrays(model: LanguageModel, targets: Sequence[str], n_x: int, attributes: Sequence[str],
+                template: PromptTemplate = TP1) -> dict[str, np.ndarray]:  # fmt: skip
+    """The prompts of ``targets`` (the first ``n_x`` of them X) and ``attributes`` as arrays for
+    :func:`bias_parts`: what :func:`prompt_states` keeps, as token positions instead of states."""
+    tokens = tokenize_attributes(model.tokenizer, attributes, template)
+    prompts = encode_prompts(model, [template.fill(t) for t in targets])
+    pad = pad_id(model)
+    ids, mask = _padded(prompts, pad)
+    pairs = [(t, c) for t in range(len(targets)) for c in tokens.multi_token]
+    K = max([len(tokens.token_ids[c]) - 1 for c in tokens.multi_token], default=1)
+    seqs = [prompts[t] + list(tokens.token_ids[c]) for t, c in pairs] or [[pad]]
+    cont_ids, cont_mask = _padded(seqs, pad)
+    cont_pos, cont_tok = np.zeros((len(pairs), K), np.int32), np.zeros((len(pairs), K), np.int32)
+    cont_valid = np.zeros((len(pairs), K), bool)
+    for m, ((t, c), seq) in enumerate(zip(pairs, seqs)):
+        k = len(tokens.token_ids[c])
+        cont_pos[m, : k - 1] = np.arange(len(seq) - k, len(seq) - 1)
+        cont_tok[m, : k - 1] = tokens.token_ids[c][1:]
+        cont_valid[m, : k - 1] = True
+    return {"ids": ids, "mask": mask, "first_ids": tokens.first_ids, "is_x": np.arange(len(targets)) < n_x,
+            "cont_ids": cont_ids, "cont_mask": cont_mask, "cont_pos": cont_pos, "cont_tok": cont_tok,
+            "cont_valid": cont_valid, "cont_target": np.asarray([t for t, _ in pairs], np.int32),
+            "cont_attribute": np.asarray([c for _, c in pairs], np.int32)}  # fmt: skip
+
+
+def bias_parts(hidden, head: Head, tests, *, n_a: tuple[int, ...], ddof: int = 1):
+    """Each test's RPAM d (Eq. 1-2, normalised) from ``hidden(ids, mask)`` (the model's head inputs) and
+    ``head``: differentiable in both; X and Y rows told apart by ``is_x`` (so a split of the targets keeps one
+    compiled shape per test)."""
+    from jaxassoc.metrics.rpam import association_scores, relative_probabilities
+
+    out = []
+    for arrays, k in zip(tests, n_a):
+        h = hidden(arrays["ids"], arrays["mask"]).astype(jnp.float32)
+        first = gather_positions(h, last_positions(arrays["mask"]))
+        rows = jnp.arange(arrays["cont_pos"].shape[0])[:, None]
+        cont = hidden(arrays["cont_ids"], arrays["cont_mask"]).astype(jnp.float32)[rows, arrays["cont_pos"]]
+        states = HeadStates(first, arrays["first_ids"], cont, arrays["cont_tok"], arrays["cont_valid"],
+                            arrays["cont_target"], arrays["cont_attribute"])  # fmt: skip
+        s = association_scores(relative_probabilities(*head_rpam_inputs(head, states)), n_a=k)
+        x = arrays["is_x"]
+        mean_x = jnp.sum(jnp.where(x, s, 0.0)) / jnp.sum(x)
+        mean_y = jnp.sum(jnp.where(x, 0.0, s)) / jnp.sum(~x)
+        out.append((mean_x - mean_y) / jnp.std(s, ddof=ddof))
+    return jnp.stack(out)
+
+
+def bias_term(model: LanguageModel, bias_type: str, seed: int, *, heldout: float, temperature: float | None = None):
+    """RPAM as a fine-tuning bias term (``finetune.bias``): the d of each WEAT-WS test of ``bias_type``
+    (:data:`BIAS_TESTS`, template TP1) toward 0, each test's X and Y target words split into training and
+    held-out targets (the same share of each). d is itself differentiable: the surrogate is the metric
+    (``temperature`` unused)."""
+    from jaxassoc.errors import InputError
+    from jaxassoc.finetune.bias import BiasSetup, BiasTerm, exact_real, exact_surrogate, split_items
+
+    if bias_type not in BIAS_TESTS:
+        raise InputError(
+            f"RPAM as a fine-tuning bias term: WEAT-WS has tests for {sorted(BIAS_TESTS)}, not bias_type={bias_type!r}"
+        )
+    specs = weat_ws_tests()
+    train, held, n_a = [], [], []
+    for i, test_id in enumerate(BIAS_TESTS[bias_type]):
+        spec = specs[test_id]
+        sides = [split_items(len(words), heldout, seed + 7 * i + side, f"RPAM {test_id} targets")
+                 for side, words in enumerate((spec.x, spec.y))]  # fmt: skip
+        for out, part in ((train, 0), (held, 1)):
+            xs, ys = [spec.x[j] for j in sides[0][part]], [spec.y[j] for j in sides[1][part]]
+            out.append(test_arrays(model, xs + ys, len(xs), spec.a + spec.b))
+        n_a.append(len(spec.a))
+    term = BiasTerm("rpam", bias_parts, exact_surrogate, exact_real, target=0.0, units="d",
+                    options=(("n_a", tuple(n_a)),))  # fmt: skip
+    n_train = sum(int(a["is_x"].size) for a in train)
+    n_held = sum(int(a["is_x"].size) for a in held)
+    tests = BIAS_TESTS[bias_type]
+    return BiasSetup(term, tuple(train), tuple(held), n_train, n_held, tuple(f"rpam {t}" for t in tests),
+                     f"RPAM d of WEAT-WS {', '.join(tests)} (TP1), target words split per test")  # fmt: skip

@@ -1,0 +1,104 @@
+"""A metric's differentiable score as the bias term of a fine-tuning loss (docs/methods.md §13.2).
+
+A metric offers one by a ``bias_term`` builder on its spec (``MetricSpec.bias_term``; a plugin's too):
+``bias_term(model, bias_type, seed) -> BiasSetup``. The :class:`BiasTerm` says how to compute, from a model's
+forward pass, the metric's per-item ``parts`` (CrowS-Pairs: both sentences' log-likelihoods; RPAM: each test's
+d), the differentiable ``surrogate`` of the metric from them (a vector: one value per sub-score, its loss the
+mean square of ``surrogate - target``) and the metric's own ``real`` value from the same parts; the
+:class:`BiasSetup` holds the metric's items split into training and held-out items, as arrays.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from jaxtyping import Array, Float
+
+from jaxassoc.errors import ConfigError
+
+HELDOUT_SHARE = 0.5
+"""The share of a metric's items held out of training by default (``intervention.heldout``)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class BiasTerm:
+    """How a metric's score is computed and smoothed; hashable (static under ``jit``): ``parts(hidden, head,
+    arrays, **options)`` (``hidden(ids, mask)`` the adapted model's head inputs) -> a pytree of per-item values;
+    ``surrogate(parts, **options)`` -> the differentiable score (a vector); ``real(parts)`` -> the metric's own
+    value (NumPy, the same shape); ``target``: the unbiased value; ``units``: how the values read (a label)."""
+
+    metric: str
+    parts_fn: Callable
+    surrogate_fn: Callable
+    real_fn: Callable
+    target: float
+    options: tuple[tuple[str, Any], ...] = ()
+    units: str = ""
+
+    def parts(self, hidden: Callable, head: Any, arrays: Any) -> Any:
+        return self.parts_fn(hidden, head, arrays, **dict(self.options))
+
+    def surrogate(self, parts: Any) -> Float[Array, " k"]:
+        return self.surrogate_fn(parts, **dict(self.options))
+
+    def real(self, parts: Any) -> np.ndarray:
+        return np.atleast_1d(np.asarray(self.real_fn(parts), np.float64))
+
+    def with_options(self, **options: Any) -> "BiasTerm":
+        return dataclasses.replace(self, options=tuple(sorted({**dict(self.options), **options}.items())))
+
+
+@dataclasses.dataclass(frozen=True)
+class BiasSetup:
+    """A bias term with its items: ``train`` and ``heldout`` arrays (pytrees the term's ``parts`` take),
+    their counts, the names of its sub-scores and a description for the log and the report."""
+
+    term: BiasTerm
+    train: Any
+    heldout: Any
+    n_train: int
+    n_heldout: int
+    names: tuple[str, ...]
+    description: str
+
+
+def exact_surrogate(parts: Any, **_: Any) -> Any:
+    """The surrogate of a metric that is differentiable itself (RPAM's d): its parts."""
+    return parts
+
+
+def exact_real(parts: Any) -> np.ndarray:
+    """The real value of such a metric: its parts, on the host."""
+    return np.asarray(parts)
+
+
+def split_items(n: int, heldout: float, seed: int, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(train, held-out)`` indices of ``n`` items: a seeded permutation, the first ``round(heldout * n)`` held
+    out (at least one item on each side when ``0 < heldout < 1``; all trained when ``heldout == 0``).
+    ConfigError when there are too few items to split."""
+    if not 0 <= heldout < 1:
+        raise ConfigError(f"intervention.heldout={heldout} must be in [0, 1)")
+    k = int(round(heldout * n))
+    if heldout > 0:
+        k = min(max(k, 1), n - 1)
+    if n - k < 1 or (heldout > 0 and n < 2):
+        raise ConfigError(f"{what}: {n} items cannot be split into training and held-out items")
+    order = np.random.default_rng([seed, n]).permutation(n)
+    return np.sort(order[k:]), np.sort(order[:k])
+
+
+def choose_temperature(
+    more: np.ndarray, less: np.ndarray, real: float, grid: Sequence[float], surrogate: Callable[[float], float]
+) -> tuple[float, dict[float, float]]:
+    """The largest temperature of ``grid`` whose surrogate agrees with the metric's ``real`` value on the
+    training items within one item's share (``1/n``, at least 1 point in 100), and each temperature's gap;
+    the smallest when none does (docs/methods.md §13.2: a warm surrogate tracks the margins' mean, not their
+    sign, so minimising it can move the real count away from its target)."""
+    n = len(more)
+    tolerance = max(1.0 / n, 0.01)
+    gaps = {float(t): abs(surrogate(t) - real) for t in grid}
+    agreeing = [t for t, gap in gaps.items() if gap <= tolerance]
+    return (max(agreeing) if agreeing else min(gaps)), gaps
