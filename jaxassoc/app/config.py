@@ -322,6 +322,26 @@ class InterventionConfig:
     decay: float = 50.0  # self_debias: lambda in p * max(exp(-lambda * alpha), epsilon)
     epsilon: float = 0.01  # self_debias: the floor of the decay factor
     lm_cost_tokens: int = 20000  # every intervention: WikiText-2 test tokens scored for the LM cost (0: off)
+    # lora (docs/methods.md §13): low-rank adapters trained against a bias; the trained adapter is cached
+    objective: str = "cda"  # lora: cda (counterfactual text) | metric (a metric's differentiable score)
+    metric: Optional[str] = None  # lora, objective=metric: the metric whose score is the bias term
+    rank: int = 8  # lora: the adapters' rank r
+    alpha: float = 16.0  # lora: the scale alpha / r of the adapters' output
+    targets: list[str] = field(default_factory=lambda: ["attn.q", "attn.v"])  # lora: the projections adapted
+    layers: Optional[list[int]] = None  # lora: the layers adapted (None: every layer)
+    steps: int = 200  # lora: optimiser steps
+    seq_len: int = 128  # lora: tokens per training row (longer sentences truncated)
+    accumulate: int = 1  # lora: micro batches per step (gradient accumulation; divides batch_size)
+    lr: float = 1e-3  # lora: AdamW's peak learning rate
+    warmup: int = 0  # lora: linear warm-up steps
+    schedule: str = "cosine"  # lora: cosine | constant after the warm-up
+    weight_decay: float = 0.0  # lora: AdamW's decoupled weight decay
+    preservation: str = "kl"  # lora: kl (to the frozen model's outputs on held text) | mse (of its states)
+    lam: float = 1.0  # lora: the preservation term's weight lambda
+    heldout: float = 0.5  # lora, objective=metric: the share of the metric's items held out of training
+    temperature: Optional[float] = None  # lora, objective=metric: the surrogate's temperature (None: by agreement)
+    evaluate_every: int = 25  # lora: steps between evaluations (held-out perplexity, surrogate vs real)
+    checkpoint_every: int = 50  # lora: steps between checkpoints (resumed after an interrupt)
 
     def __post_init__(self) -> None:
         check_choice("intervention.name", self.name, INTERVENTIONS)
@@ -338,14 +358,16 @@ class InterventionConfig:
             raise ConfigError(f"intervention.epsilon={self.epsilon} must be in (0, 1]")
         if self.min_accuracy is not None and not 0 <= self.min_accuracy <= 1:
             raise ConfigError(f"intervention.min_accuracy={self.min_accuracy} must be in [0, 1]")
-        if self.name in ERASERS or self.name in ("hard_debias", "self_debias"):
+        if self.name in ERASERS or self.name in ("hard_debias", "self_debias", "lora"):
             if self.bias_type not in BIAS_TYPES and not Path(self.bias_type).expanduser().is_file():
                 raise ConfigError(
                     f"intervention.bias_type={self.bias_type!r}: choose one of {list(BIAS_TYPES)} or a JSON word-list "
                     "file of yours (docs/methods.md §11.5)"
                 )
-        if self.name in ERASERS:
+        if self.name in ERASERS or self.name == "lora":
             check_corpus("intervention.corpus", self.corpus)
+        if self.name == "lora":
+            self.finetune_options(seed=0)  # its checks, before any model loads
         if self.name in ("self_debias", "hard_debias") and self.bias_type not in BIAS_TYPES:
             raise ConfigError(
                 f"intervention={self.name} takes intervention.bias_type={'|'.join(BIAS_TYPES)}, not a word-list file "
@@ -359,6 +381,26 @@ class InterventionConfig:
             )
         if self.from_mediation is not None and not (self.top_heads or self.top_neurons):
             raise ConfigError("intervention.from_mediation needs intervention.top_heads=k and/or top_neurons=k")
+
+    def finetune_options(self, seed: int) -> Any:
+        """``intervention=lora``'s options as :class:`jaxassoc.finetune.adapt.FinetuneOptions` (its checks:
+        ConfigError naming the option)."""
+        from jaxassoc.finetune.adapt import FinetuneOptions
+
+        if self.objective == "metric" and self.metric is None:
+            raise ConfigError(
+                "intervention.objective=metric needs intervention.metric=<name>: the metric whose differentiable "
+                "score is the bias term (e.g. crows_pairs, rpam)"
+            )
+        layers = None if self.layers is None else tuple(int(i) for i in self.layers)
+        return FinetuneOptions(
+            objective=self.objective, bias_type=self.bias_type, corpus=self.corpus, rank=self.rank, alpha=self.alpha,
+            targets=tuple(self.targets), layers=layers, steps=self.steps, batch_size=self.batch_size,
+            seq_len=self.seq_len, accumulate=self.accumulate, learning_rate=self.lr, warmup=self.warmup,
+            schedule=self.schedule, weight_decay=self.weight_decay, preservation=self.preservation, lam=self.lam,
+            heldout=self.heldout, temperature=self.temperature, seed=seed, evaluate_every=self.evaluate_every,
+            checkpoint_every=self.checkpoint_every,
+        )  # fmt: skip
 
     def unused(self) -> list[str]:
         """The options set away from their defaults that this intervention does not read, in field order."""
@@ -375,7 +417,7 @@ class InterventionConfig:
 
 ERASERS = ("leace", "inlp", "sentence_debias")
 """The interventions that fit a linear concept eraser at a site (jaxassoc.mitigation)."""
-INTERVENTIONS = ("none", "ablate", *ERASERS, "hard_debias", "self_debias")
+INTERVENTIONS = ("none", "ablate", *ERASERS, "hard_debias", "self_debias", "lora")
 BIAS_TYPES = ("gender", "race", "religion")
 _FITTING = ("bias_type", "site", "corpus", "max_sentences", "batch_size", "lm_cost_tokens")
 INTERVENTION_OPTIONS: dict[str, tuple[str, ...]] = {
@@ -386,6 +428,31 @@ INTERVENTION_OPTIONS: dict[str, tuple[str, ...]] = {
     "sentence_debias": (*_FITTING, "directions"),
     "hard_debias": ("bias_type",),
     "self_debias": ("bias_type", "decay", "epsilon", "lm_cost_tokens"),
+    "lora": (
+        "bias_type",
+        "corpus",
+        "batch_size",
+        "lm_cost_tokens",
+        "objective",
+        "metric",
+        "rank",
+        "alpha",
+        "targets",
+        "layers",
+        "steps",
+        "seq_len",
+        "accumulate",
+        "lr",
+        "warmup",
+        "schedule",
+        "weight_decay",
+        "preservation",
+        "lam",
+        "heldout",
+        "temperature",
+        "evaluate_every",
+        "checkpoint_every",
+    ),  # fmt: skip
 }
 """The options each intervention reads (the job logs the others that were set: :meth:`InterventionConfig.unused`)."""
 

@@ -22,11 +22,12 @@ log = logging.getLogger("jaxassoc")
 
 
 def with_intervention(
-    model: LanguageModel, cfg: Any, *, cache_dir: Path | None = None, progress: bool = False
+    model: LanguageModel, cfg: Any, *, cache_dir: Path | None = None, progress: bool = False, seed: int = 0
 ) -> LanguageModel:
     """``model`` with the job's intervention bound into every forward pass: ``ablate``'s heads and neurons
     zeroed (``models.ablation``), an eraser's fitted map at its site (:func:`eraser_for`), Self-Debias as its
-    scoring transform (``model.with_scoring``); the model itself for ``none``."""
+    scoring transform (``model.with_scoring``), ``lora``'s trained adapters (``app.finetuning``, seeded by
+    ``seed``); the model itself for ``none``."""
     log = logging.getLogger("jaxassoc")
     if cfg.unused():
         log.info(
@@ -34,6 +35,12 @@ def with_intervention(
         )
     if cfg.name == "none":
         return model
+    if cfg.name == "lora":
+        from jaxassoc.app.finetuning import lora_model
+
+        adapted = lora_model(model, cfg, seed=seed, cache_dir=cache_dir, progress=progress)
+        log.info("intervention: low-rank adapters on %s (rank %d, %s)", ", ".join(cfg.targets), cfg.rank, cfg.objective)
+        return adapted
     if cfg.name == "self_debias":
         log.info("intervention: Self-Debias (%s) of every token probability the metric scores", cfg.bias_type)
         return model.with_scoring(self_debias_of(cfg))
@@ -151,6 +158,9 @@ def intervention_label(cfg: Any) -> str:
     words = Path(cfg.bias_type).stem if cfg.bias_type not in BIAS_TYPES else cfg.bias_type
     if cfg.name in ERASERS:
         return f"{cfg.name} {words} @ {cfg.site}"
+    if cfg.name == "lora":
+        against = cfg.metric if cfg.objective == "metric" else f"cda {words}"
+        return f"lora r{cfg.rank} {'+'.join(cfg.targets)} vs {against}, {cfg.steps} steps"
     return f"{cfg.name} {words}"
 
 
@@ -214,8 +224,13 @@ def lm_cost_columns(job: Any) -> dict[str, Any]:
         return dict(zip(LM_COST_COLUMNS, ("none (no LM head)", 0, float("nan"), float("nan"))))
     progress = not job.quiet
     cost = lm_cost(model, cfg.lm_cost_tokens, cache_dir=job.cache_dir, progress=progress)
+    from jaxassoc.models.lora import without_adapters
+
     base = lm_cost(
-        model.with_edits({}).with_scoring(None), cfg.lm_cost_tokens, cache_dir=job.cache_dir, progress=progress
+        without_adapters(model).with_edits({}).with_scoring(None),
+        cfg.lm_cost_tokens,
+        cache_dir=job.cache_dir,
+        progress=progress,
     )
     log.info("LM cost: WikiText-2 test %s %.3f with %s, %.3f without (%d tokens)", cost.kind, cost.perplexity,
              intervention_label(cfg), base.perplexity, cost.tokens)  # fmt: skip

@@ -649,7 +649,9 @@ def run_job(cfg: DictConfig, output_dir: Path) -> JobResult | None:
         from jaxassoc.app import interventions
 
         provenance["intervention_label"] = interventions.intervention_label(job.intervention)
-        result.aggregates = result.aggregates.assign(**interventions.lm_cost_columns(job))
+        from jaxassoc.app.finetuning import finetune_columns
+
+        result.aggregates = result.aggregates.assign(**interventions.lm_cost_columns(job), **finetune_columns(job))
     if is_writer():
         labels = {
             "model": cfg.model.name,

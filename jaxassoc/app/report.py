@@ -46,6 +46,7 @@ NON_PROVENANCE = (
     "prov_whitening",
     "prov_seed",
     "prov_model_precision",
+    "prov_intervention_label",
 )
 SHORT = {
     "model.name": "model",
@@ -465,6 +466,7 @@ def write_report(sweep_dir: Path, rank: bool = False) -> Path:
         ),
     ]
     blocks += precision_blocks(settings)
+    blocks += finetune_blocks(table)
     for metric, metric_settings in settings.groupby("metric.name", sort=False):
         rows = table[table["job"].isin(metric_settings.index)]
         blocks += metric_section(metric, rows, metric_settings, sweep_dir, out)
@@ -517,6 +519,42 @@ def precision_blocks(settings: pd.DataFrame) -> list:
             f"**Not computed in float32**: {listed}. `mixed` keeps the weights and the matrix products' inputs in "
             "bfloat16 and everything else in float32; `bfloat16` / `float16` compute in that dtype throughout. "
             "docs/methods.md §12 gives each metric's measured deviation from float32."
+        )
+    ]
+
+
+def finetune_blocks(table: pd.DataFrame) -> list:
+    """A paragraph on the adapters trained against a bias (``intervention=lora``; docs/methods.md §13.5): per
+    adapter, its bias metric's distance from the unbiased value on its training and held-out items before and
+    after training, the held-out perplexity ratio, and the metrics whose rows include its training items."""
+    if "ft_objective" not in table.columns:
+        return []
+    rows = table.dropna(subset=["ft_objective"]).groupby("job").first()
+    if rows.empty:
+        return []
+    lines = []
+    label = "intervention_label" if "intervention_label" in rows.columns else "ft_objective"
+    for (model, adapter), group in rows.groupby(["model", label], sort=False):
+        r = group.iloc[0]
+        text = f"{model}, {adapter}: {int(r.ft_trained_parameters):,} trained parameters, held-out perplexity x{r.ft_heldout_ppl_ratio:.3f}"
+        if r.ft_bias_metric:
+            text += (
+                f"; {r.ft_bias_metric}'s distance from unbiased on its training items {r.ft_bias_train_before:.3f} -> "
+                f"{r.ft_bias_train_after:.3f}, on its held-out items {r.ft_bias_heldout_before:.3f} -> "
+                f"{r.ft_bias_heldout_after:.3f}"
+            )
+            trained_on = sorted(set(group.loc[group["ft_this_metric_trained"].astype(bool), "metric"]))
+            if trained_on:
+                text += f" (the {', '.join(trained_on)} rows of this adapter include its training items)"
+        lines.append(text)
+    return [
+        doc.Paragraph(
+            "**Fine-tuned against a bias** (`intervention=lora`, docs/methods.md §13): "
+            + "; ".join(lines)
+            + ". Distance: the real metric's RMS distance from its unbiased value over its sub-scores (CrowS-Pairs: "
+            "|share - 0.5|; RPAM: d); training and held-out items as split for training, so the held-out numbers "
+            "are the ones that generalise. Each step's terms and every evaluation: `finetune_history.csv` in the job "
+            "folder."
         )
     ]
 

@@ -99,7 +99,7 @@ class Job:
 
         model = model_loading.language_model(self.model, self.mesh)
         return interventions.with_intervention(
-            model, self.intervention, cache_dir=self.cache_dir, progress=not self.quiet
+            model, self.intervention, cache_dir=self.cache_dir, progress=not self.quiet, seed=self.seed
         )
 
     def static_embeddings(self) -> StaticEmbeddings:
@@ -220,7 +220,10 @@ class MetricSpec:
     otherwise). ``reads_dataset=False`` (a plugin that scores no dataset): no dataset is
     recorded in its rows or its resume key, and ``dataset=...`` on its command line is refused. ``dataset``:
     the dataset ``metric=<name>`` reads when the command line names none (None: the root config's default,
-    ``weat_caliskan2017``)."""
+    ``weat_caliskan2017``). ``bias_term``: its differentiable score as a fine-tuning bias term
+    (``intervention=lora intervention.objective=metric intervention.metric=<name>``): ``bias_term(model, bias_type,
+    seed, *, heldout, temperature) -> jaxassoc.finetune.bias.BiasSetup``, or a lazy ``"module:function"``; None:
+    it has none."""
 
     name: str
     run: Callable[[Job], JobResult]
@@ -237,6 +240,7 @@ class MetricSpec:
     scores_tokens: bool = False
     reads_dataset: bool = True
     dataset: str | None = None
+    bias_term: Callable[..., Any] | str | None = None
 
     def __post_init__(self) -> None:
         if not (dataclasses.is_dataclass(self.config) and issubclass(self.config, MetricConfig)):

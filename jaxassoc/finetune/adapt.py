@@ -83,6 +83,14 @@ class FinetuneOptions:
                 f"intervention.batch_size={self.batch_size} is not a multiple of intervention.accumulate="
                 f"{self.accumulate}: each micro batch holds batch_size / accumulate rows"
             )
+        if self.rank < 1:
+            raise ConfigError(f"intervention.rank={self.rank}: an adapter's rank must be at least 1")
+        if not self.learning_rate > 0:
+            raise ConfigError(f"intervention.lr={self.learning_rate} must be positive")
+        if self.warmup < 0 or self.warmup > self.steps:
+            raise ConfigError(f"intervention.warmup={self.warmup} must be in 0..intervention.steps ({self.steps})")
+        if self.evaluate_every < 0 or self.checkpoint_every < 0:
+            raise ConfigError("intervention.evaluate_every and checkpoint_every must be >= 0 (0: only at the end)")
         if self.lam < 0:
             raise ConfigError(f"intervention.lam={self.lam} must be >= 0")
         if self.temperature is not None and not self.temperature > 0:

@@ -131,5 +131,6 @@ SPEC = MetricSpec(
     effects=(),
     plots=(PREFERENCES,),
     dataset="crows_pairs",
+    bias_term="jaxassoc.readouts.crows_pairs:bias_term",
     scores_tokens=True,
 )

@@ -226,4 +226,5 @@ SPEC = MetricSpec(
     views=views,
     effects=(EFFECT_SIZE,),
     plots=(*EFFECT_PLOTS, CORRELATIONS),
+    bias_term="jaxassoc.readouts.rpam_head:bias_term",
 )
