@@ -94,7 +94,7 @@ def projections(module: nnx.Module) -> dict[str, list[tuple[tuple[str, ...], nnx
     return found
 
 
-def check_spec(spec: LoRASpec, module: nnx.Module, n_layers: int, family: str) -> dict[str, list]:
+def check_spec(spec: LoRASpec, module: nnx.Module, family: str) -> dict[str, list]:
     """The projections ``spec`` adapts (as :func:`projections`); ConfigError naming a rank out of range, an
     unknown projection (listing the family's) or a layer out of range."""
     found = projections(module)
@@ -112,9 +112,12 @@ def check_spec(spec: LoRASpec, module: nnx.Module, n_layers: int, family: str) -
                 raise ConfigError(
                     f"LoRA rank {spec.rank} for {target} ({n_in} -> {n_out}): the rank must be in 1..{min(n_in, n_out)}"
                 )
+    depth = max(linear.w.shape[0] for t in spec.targets for _, linear in found[t])  # T5: its deeper stack's
+    if spec.layers is not None and not spec.layers:
+        raise ConfigError("LoRA layers=[] adapts nothing: list the layers to adapt, or null for every layer")
     for layer in spec.layers or ():
-        if not 0 <= layer < n_layers:
-            raise ConfigError(f"LoRA layer {layer} is out of range: this model has layers 0..{n_layers - 1}")
+        if not 0 <= layer < depth:
+            raise ConfigError(f"LoRA layer {layer} is out of range: this model has layers 0..{depth - 1}")
     return {t: found[t] for t in spec.targets}
 
 
@@ -165,8 +168,7 @@ def add_adapters(model: Any, spec: LoRASpec, key: PRNGKeyArray) -> Any:
     ``±1/sqrt(in)`` (peft's default: Kaiming-uniform with a = sqrt(5)), ``B`` zero, so the adapted model's
     outputs equal the base model's bit for bit; float32 (the master copy), replicated or sharded as the weights
     over the model's mesh. Replaces adapters already there. ConfigError for a bad spec (:func:`check_spec`)."""
-    body = without_adapters(model).params["body"]
-    chosen = check_spec(spec, model.port.abstract_body(model.config), _layers(body), model.family)
+    chosen = check_spec(spec, model.port.abstract_body(model.config), model.family)
     adapters = {}
     keys = iter(jax.random.split(key, sum(len(v) for v in chosen.values())))
     for found in chosen.values():
@@ -179,12 +181,7 @@ def add_adapters(model: Any, spec: LoRASpec, key: PRNGKeyArray) -> Any:
             scale[slice(None) if spec.layers is None else [i for i in spec.layers if i < lead[0]]] = spec.scaling
             b = jnp.zeros((*lead, spec.rank, n_out), jnp.float32)
             adapters[path] = {"a": a, "b": b, "scale": jnp.asarray(scale)}
-    return with_adapters(model, adapters)
-
-
-def _layers(body: Mapping) -> int:
-    blocks = body["layers"] if "layers" in body else body["encoder"]["blocks"]
-    return int(jax.tree.leaves(blocks)[0].shape[0])
+    return with_adapters(without_adapters(model), adapters)
 
 
 def adapters(model: Any) -> dict[tuple[str, ...], dict[str, Array]]:
