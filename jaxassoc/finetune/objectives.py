@@ -60,15 +60,20 @@ class Objective:
 
     def counts(self, micro: Mapping) -> dict[str, Array]:
         """Tokens of each token term over the whole step (all micro batches): the means' denominators."""
-        out = {"preservation": jnp.sum(micro["held"]["mask"]).astype(jnp.float32)}
+        out = {} if self.lam == 0 else {"preservation": jnp.sum(micro["held"]["mask"]).astype(jnp.float32)}
         if "train" in micro:
             out["lm"] = jnp.sum(micro["train"]["weights"]).astype(jnp.float32)
         return out
 
     def micro_terms(self, params: Any, frozen: Mapping, micro: Mapping, counts: Mapping) -> dict[str, Array]:
-        """Each token term's share of the step's mean from one micro batch."""
+        """Each token term's share of the step's mean from one micro batch (``lam == 0``: no preservation term,
+        and no pass over the held text)."""
         model = self.adapted(params, frozen)
-        out = {"preservation": self.preserve(model, frozen, micro["held"]) / counts["preservation"]}
+        out = (
+            {}
+            if self.lam == 0
+            else {"preservation": self.preserve(model, frozen, micro["held"]) / counts["preservation"]}
+        )
         if "train" in micro:
             train = micro["train"]
             logits = head_logits(model["head"], self.hidden(model["body"], train["inputs"], train["mask"]))
