@@ -340,6 +340,7 @@ class InterventionConfig:
     lam: float = 1.0  # lora: the preservation term's weight lambda
     heldout: float = 0.5  # lora, objective=metric: the share of the metric's items held out of training
     temperature: Optional[float] = None  # lora, objective=metric: the surrogate's temperature (None: by agreement)
+    bias_batch: int = 16  # lora, objective=metric: the metric's training items per step (0: all of them)
     evaluate_every: int = 25  # lora: steps between evaluations (held-out perplexity, surrogate vs real)
     checkpoint_every: int = 50  # lora: steps between checkpoints (resumed after an interrupt)
 
@@ -398,8 +399,8 @@ class InterventionConfig:
             targets=tuple(self.targets), layers=layers, steps=self.steps, batch_size=self.batch_size,
             seq_len=self.seq_len, accumulate=self.accumulate, learning_rate=self.lr, warmup=self.warmup,
             schedule=self.schedule, weight_decay=self.weight_decay, preservation=self.preservation, lam=self.lam,
-            heldout=self.heldout, temperature=self.temperature, seed=seed, evaluate_every=self.evaluate_every,
-            checkpoint_every=self.checkpoint_every,
+            heldout=self.heldout, temperature=self.temperature, bias_batch=self.bias_batch, seed=seed,
+            evaluate_every=self.evaluate_every, checkpoint_every=self.checkpoint_every,
         )  # fmt: skip
 
     def unused(self) -> list[str]:

@@ -63,6 +63,7 @@ class FinetuneOptions:
     preservation: str = "kl"  # kl | mse
     lam: float = 1.0  # the preservation term's weight
     heldout: float = 0.5  # metric: the share of the metric's items held out of training
+    bias_batch: int = 16  # metric: training items per step (0: all), where the term's items split into rows
     temperature: float | None = None  # metric: the surrogate's temperature (None: chosen by agreement)
     seed: int = 0
     evaluate_every: int = 25
@@ -89,6 +90,8 @@ class FinetuneOptions:
             raise ConfigError(f"intervention.lr={self.learning_rate} must be positive")
         if self.warmup < 0 or self.warmup > self.steps:
             raise ConfigError(f"intervention.warmup={self.warmup} must be in 0..intervention.steps ({self.steps})")
+        if self.bias_batch < 0:
+            raise ConfigError(f"intervention.bias_batch={self.bias_batch} must be >= 0 (0: every item at every step)")
         if self.evaluate_every < 0 or self.checkpoint_every < 0:
             raise ConfigError("intervention.evaluate_every and checkpoint_every must be >= 0 (0: only at the end)")
         if self.lam < 0:
@@ -194,7 +197,7 @@ def fine_tune(
             rows = batches.step_rows(len(train["mask"]), B, step, options.seed)
             out["train"] = _train_rows(adapted, train, rows, options.seed, step)
         return {"micro": place_rows(jax.tree.map(lambda v: batches.split_micro({"x": v}, micro)["x"], out)),
-                "whole": None if bias is None else bias.train}  # fmt: skip
+                "whole": None if bias is None else _bias_items(bias, options, step)}  # fmt: skip
 
     base_nll = _text_nll(None, frozen, evaluation, objective=objective)
     base_ppl = float(np.exp(base_nll[0] / base_nll[1]))
@@ -224,6 +227,14 @@ def fine_tune(
                **{f"{k} before": v for k, v in evaluated.iloc[0].items() if k != "step" and isinstance(v, float)},
                **{f"{k} after": v for k, v in evaluated.iloc[-1].items() if k != "step" and isinstance(v, float)}}  # fmt: skip
     return FineTuned(tuned, history, trained.resumed_from, trained.seconds, summary)
+
+
+def _bias_items(bias: BiasSetup, options: FinetuneOptions, step: int) -> Any:
+    """The training items of a step's bias term: a minibatch of ``options.bias_batch`` (drawn as the text rows,
+    from ``(seed + 2, epoch)``), or all of them."""
+    if bias.sample is None or options.bias_batch == 0 or options.bias_batch >= bias.n_train:
+        return bias.train
+    return bias.sample(bias.train, batches.step_rows(bias.n_train, options.bias_batch, step, options.seed + 2))
 
 
 def _rows(model: Any, sentences: list[str], seq_len: int, seed: int) -> dict[str, np.ndarray]:

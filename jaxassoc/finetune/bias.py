@@ -54,7 +54,8 @@ class BiasTerm:
 @dataclasses.dataclass(frozen=True)
 class BiasSetup:
     """A bias term with its items: ``train`` and ``heldout`` arrays (pytrees the term's ``parts`` take),
-    their counts, the names of its sub-scores and a description for the log and the report."""
+    their counts, the names of its sub-scores, a description for the log and the report, and how to take a
+    minibatch of items."""
 
     term: BiasTerm
     train: Any
@@ -63,6 +64,14 @@ class BiasSetup:
     n_heldout: int
     names: tuple[str, ...]
     description: str
+    sample: Callable[[Any, np.ndarray], Any] | None = None
+    """``sample(arrays, rows)``: the items ``rows`` of ``arrays``, for a step's minibatch of training items;
+    None: every training item at every step (a term whose items do not split into rows, RPAM's tests)."""
+
+
+def rows_of(arrays: Any, rows: np.ndarray) -> Any:
+    """The items ``rows`` of a dict of arrays whose leading axis is the items (a ``BiasSetup.sample``)."""
+    return {k: v[rows] for k, v in arrays.items()}
 
 
 def exact_surrogate(parts: Any, **_: Any) -> Any:

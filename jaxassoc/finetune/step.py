@@ -56,11 +56,13 @@ def train_step(state: TrainState, frozen: Any, batch: Any, *, objective: Any, op
         (_, part), g = jax.value_and_grad(micro_loss, has_aux=True)(state.params, micro)
         return (jax.tree.map(jnp.add, grads, g), jax.tree.map(jnp.add, terms, part)), None
 
-    first = jax.tree.map(lambda x: x[0], batch["micro"])
-    shapes = jax.eval_shape(lambda: micro_loss(state.params, first)[1])
-    start = (jax.tree.map(jnp.zeros_like, state.params), jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes))
-    (grads, terms), _ = jax.lax.scan(accumulate, start, batch["micro"])
-    loss = sum(objective.weights[k] * v for k, v in terms.items())
+    grads, terms, loss = jax.tree.map(jnp.zeros_like, state.params), {}, jnp.zeros((), jnp.float32)
+    if counts:  # no token term (a metric objective with lam = 0): no pass over the micro batches
+        first = jax.tree.map(lambda x: x[0], batch["micro"])
+        shapes = jax.eval_shape(lambda: micro_loss(state.params, first)[1])
+        start = (grads, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes))
+        (grads, terms), _ = jax.lax.scan(accumulate, start, batch["micro"])
+        loss = sum(objective.weights[k] * v for k, v in terms.items())
     if batch.get("whole") is not None:
 
         def whole_loss(params):

@@ -203,7 +203,7 @@ def bias_term(model: LanguageModel, bias_type: str, seed: int, *, heldout: float
     import jax
 
     from jaxassoc.data.crows_pairs import load_crows_pairs
-    from jaxassoc.finetune.bias import BiasSetup, BiasTerm, choose_temperature, split_items
+    from jaxassoc.finetune.bias import BiasSetup, BiasTerm, choose_temperature, rows_of, split_items
     from jaxassoc.metrics.crows_pairs import soft_metric_score
 
     if model.objective != "causal":
@@ -218,13 +218,12 @@ def bias_term(model: LanguageModel, bias_type: str, seed: int, *, heldout: float
         raise InputError(f"CrowS-Pairs has {len(pairs)} pairs of bias type {kind!r}: too few to train against")
     train, held = split_items(len(pairs), heldout, seed, f"CrowS-Pairs {kind} pairs")
     arrays = pair_arrays(model, pairs)
-    pick = lambda rows: {k: v[rows] for k, v in arrays.items()}  # noqa: E731
     term = BiasTerm("crows_pairs", soft_parts, soft_surrogate, real_score, target=0.5, units="share of pairs")
     gaps = {}
     if temperature is None:
         forward = jax.jit(lambda body, i, m: model.port.forward(body, i, m, config=model.config).hidden)
         parts = jax.jit(soft_parts, static_argnums=0)(lambda i, m: forward(model.params["body"], i, m), model.head,
-                                                       pick(train))  # fmt: skip
+                                                       rows_of(arrays, train))  # fmt: skip
         more, less = (np.asarray(p, np.float64) for p in parts)
         real = float(real_score(parts)[0])
         temperature, gaps = choose_temperature(
@@ -232,6 +231,7 @@ def bias_term(model: LanguageModel, bias_type: str, seed: int, *, heldout: float
         )
     term = term.with_options(temperature=float(temperature))
     shown = ", ".join(f"T={t:g}: {g:.3f}" for t, g in gaps.items())
-    return BiasSetup(term, pick(train), pick(held), len(train), len(held), ("crows_pairs",),
+    return BiasSetup(term, rows_of(arrays, train), rows_of(arrays, held), len(train), len(held), ("crows_pairs",),
                      f"CrowS-Pairs soft metric score of {kind} pairs (temperature {temperature:g}"
-                     + (f"; |soft - real| on the training pairs by temperature: {shown}" if gaps else "") + ")")  # fmt: skip
+                     + (f"; |soft - real| on the training pairs by temperature: {shown}" if gaps else "") + ")",
+                     sample=rows_of)  # fmt: skip
