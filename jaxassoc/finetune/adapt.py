@@ -241,8 +241,9 @@ def _rows(model: Any, sentences: list[str], seq_len: int, seed: int) -> dict[str
     ids, mask = batches.token_rows(model, sentences, seq_len)
     if model.objective == "causal":
         return batches.causal_rows(ids, mask)
+    # a stream of its own, apart from the steps' (seed, step): SeedSequence takes non-negative words only
     return batches.masked_rows(ids, mask, _special(model, ids), int(model.vocab.mask_id),
-                               np.random.default_rng([seed, -1]))  # fmt: skip
+                               np.random.default_rng([seed, 2**32 - 1]))  # fmt: skip
 
 
 def _special(model: Any, ids: np.ndarray) -> np.ndarray:
