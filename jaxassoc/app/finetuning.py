@@ -80,6 +80,7 @@ def trained_adapter(model: Any, cfg: Any, *, seed: int, cache_dir: Path | None, 
 
     base = lora.without_adapters(model)
     options = cfg.finetune_options(seed)
+    lora.check_spec(options.spec(), base.port.abstract_body(base.config), base.family)  # before any cache claim
     setup, build = bias_setup(base, cfg, seed)
     parts = {
         "model": base.fingerprint(),
