@@ -76,7 +76,7 @@ def test_a_sweep_trains_each_adapter_once_and_every_job_reads_it(tmp_path, tiny_
     [
         (["intervention.objective=metric", "intervention.metric=seat"],
          "intervention.metric='seat' has no differentiable score to train against; metrics that have one: "
-         "['crows_pairs', 'rpam']"),
+         "['crows_pairs', 'rpam', 'unstereo']"),
         (["intervention.objective=metric"], "intervention.objective=metric needs intervention.metric=<name>"),
         (["intervention.rank=0"], "intervention.rank=0: an adapter's rank must be at least 1"),
         pytest.param(["intervention.rank=1000"], "LoRA rank 1000 for attn.q", marks=pytest.mark.slow),

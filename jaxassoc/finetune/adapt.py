@@ -212,7 +212,7 @@ def fine_tune(
                     out[f"{name} surrogate {split}"], out[f"{name} real {split}"] = float(s), float(r)
         return out
 
-    fresh = lora.trainable(adapted)
+    fresh = jax.tree.map(jnp.copy, lora.trainable(adapted))  # the step donates its state: never frozen's buffers
     shardings = jax.tree.map(lambda x: x.sharding, fresh)
     trained = loop.train(
         fresh, frozen, batch, objective=objective, optimizer=options.optimizer(), checkpoint=checkpoint,

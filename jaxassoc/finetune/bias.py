@@ -19,8 +19,8 @@ from jaxtyping import Array, Float
 
 from jaxassoc.errors import ConfigError
 
-HELDOUT_SHARE = 0.5
-"""The share of a metric's items held out of training by default (``intervention.heldout``)."""
+TEMPERATURES = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0)
+"""The temperatures (nats) a smoothed count's surrogate is chosen from (:func:`choose_temperature`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,15 +99,27 @@ def split_items(n: int, heldout: float, seed: int, what: str) -> tuple[np.ndarra
     return np.sort(order[k:]), np.sort(order[:k])
 
 
+def base_parts(model: Any, term: BiasTerm, arrays: Any) -> Any:
+    """``term``'s parts of ``arrays`` under ``model`` as it is (jitted once per term)."""
+    import jax
+
+    forward = jax.jit(lambda body, i, m: model.port.forward(body, i, m, config=model.config).hidden)
+    return jax.jit(term.parts_fn, static_argnums=0)(
+        lambda i, m: forward(model.params["body"], i, m), model.head, arrays
+    )
+
+
 def choose_temperature(
-    more: np.ndarray, less: np.ndarray, real: float, grid: Sequence[float], surrogate: Callable[[float], float]
+    model: Any, term: BiasTerm, arrays: Any, n: int, grid: Sequence[float] = TEMPERATURES
 ) -> tuple[float, dict[float, float]]:
-    """The largest temperature of ``grid`` whose surrogate agrees with the metric's ``real`` value on the
-    training items within one item's share (``1/n``, at least 1 point in 100), and each temperature's gap;
-    the smallest when none does (docs/methods.md §13.2: a warm surrogate tracks the margins' mean, not their
-    sign, so minimising it can move the real count away from its target)."""
-    n = len(more)
+    """The largest temperature of ``grid`` at which ``term``'s surrogate agrees with its real value on the
+    ``n`` training items ``arrays`` under ``model`` within one item's share (``1/n``, at least 0.01), and each
+    temperature's gap; the smallest when none does (docs/methods.md §13.2: a warm surrogate of a count tracks the
+    margins' mean, not their sign, so minimising it can move the real count away from its target)."""
+    parts = base_parts(model, term, arrays)
+    real = term.real(parts)
     tolerance = max(1.0 / n, 0.01)
-    gaps = {float(t): abs(surrogate(t) - real) for t in grid}
+    gaps = {float(t): float(np.max(np.abs(np.asarray(term.with_options(temperature=t).surrogate(parts)) - real)))
+            for t in grid}  # fmt: skip
     agreeing = [t for t, gap in gaps.items() if gap <= tolerance]
     return (max(agreeing) if agreeing else min(gaps)), gaps

@@ -29,6 +29,8 @@ from jaxassoc.models.base import LanguageModel
 from jaxassoc.readouts.sentence_scores import (
     causal_log_likelihoods,
     causal_token_ids,
+    pair_arrays,
+    pair_log_likelihoods,
     pseudo_log_likelihoods,
     start_token,
 )
@@ -144,26 +146,6 @@ def score_pairs(
 
 CROWS_BIAS_TYPES = {"gender": "gender", "race": "race-color", "religion": "religion"}
 """The CrowS-Pairs bias type of each bias type of the erasers' word lists (``intervention.bias_type``)."""
-TEMPERATURES = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0)
-"""The temperatures (nats) ``intervention.temperature=auto`` chooses from (``finetune.bias.choose_temperature``)."""
-
-
-def _sentence_log_likelihoods(hidden, head, ids, mask):
-    """Per row: the sum of log p(token t+1 | tokens <= t) over the row's real tokens after the first (float32)."""
-    import jax
-    import jax.numpy as jnp
-
-    from jaxassoc.models.heads import head_logits
-
-    logp = jax.nn.log_softmax(head_logits(head, hidden(ids, mask)).astype(jnp.float32), axis=-1)
-    picked = jnp.take_along_axis(logp[:, :-1], ids[:, 1:, None], axis=-1)[..., 0]
-    return jnp.sum(picked * mask[:, 1:], axis=-1)
-
-
-def soft_parts(hidden, head, arrays, **_):
-    """CrowS-Pairs' per-pair parts for a causal LM: ``(log P(sent_more), log P(sent_less))`` from ``hidden``."""
-    return (_sentence_log_likelihoods(hidden, head, arrays["more_ids"], arrays["more_mask"]),
-            _sentence_log_likelihoods(hidden, head, arrays["less_ids"], arrays["less_mask"]))  # fmt: skip
 
 
 def soft_surrogate(parts, *, temperature: float = 1.0):
@@ -180,31 +162,13 @@ def real_score(parts) -> np.ndarray:
     return np.array([metric_score(pair_outcomes(np.asarray(parts[0]), np.asarray(parts[1]))) / 100.0])
 
 
-def pair_arrays(model: LanguageModel, pairs: pd.DataFrame) -> dict[str, np.ndarray]:
-    """Right-padded ids and masks of each pair's two sentences after the start token (as the causal scoring)."""
-    start = start_token(model, eos_fallback=True, what="CrowS-Pairs")
-    out = {}
-    for name, column in (("more", "sent_more"), ("less", "sent_less")):
-        seqs = [[start, *ids] for ids in causal_token_ids(model, pairs[column].tolist(), start)]
-        T = max(len(s) for s in seqs)
-        ids = np.zeros((len(seqs), T), np.int32)
-        mask = np.zeros((len(seqs), T), np.int32)
-        for row, seq in enumerate(seqs):
-            ids[row, : len(seq)], mask[row, : len(seq)] = seq, 1
-        out[f"{name}_ids"], out[f"{name}_mask"] = ids, mask
-    return out
-
-
 def bias_term(model: LanguageModel, bias_type: str, seed: int, *, heldout: float, temperature: float | None = None):
     """CrowS-Pairs as a fine-tuning bias term (a causal LM; ``finetune.bias``): the soft metric score of the pairs
     of ``bias_type`` (its CrowS-Pairs type) toward 50 %, the pairs split into training and held-out pairs; the
-    temperature ``temperature``, or (None) the largest of :data:`TEMPERATURES` whose soft score agrees with the
-    real count on the training pairs under ``model`` (``finetune.bias.choose_temperature``)."""
-    import jax
-
+    temperature ``temperature``, or (None) the largest of ``finetune.bias.TEMPERATURES`` whose soft score agrees
+    with the real count on the training pairs under ``model`` (``finetune.bias.choose_temperature``)."""
     from jaxassoc.data.crows_pairs import load_crows_pairs
     from jaxassoc.finetune.bias import BiasSetup, BiasTerm, choose_temperature, rows_of, split_items
-    from jaxassoc.metrics.crows_pairs import soft_metric_score
 
     if model.objective != "causal":
         raise InputError(
@@ -217,18 +181,12 @@ def bias_term(model: LanguageModel, bias_type: str, seed: int, *, heldout: float
     if len(pairs) < 2:
         raise InputError(f"CrowS-Pairs has {len(pairs)} pairs of bias type {kind!r}: too few to train against")
     train, held = split_items(len(pairs), heldout, seed, f"CrowS-Pairs {kind} pairs")
-    arrays = pair_arrays(model, pairs)
-    term = BiasTerm("crows_pairs", soft_parts, soft_surrogate, real_score, target=0.5, units="share of pairs")
+    start = start_token(model, eos_fallback=True, what="CrowS-Pairs")
+    arrays = pair_arrays(model, pairs["sent_more"].tolist(), pairs["sent_less"].tolist(), start)
+    term = BiasTerm("crows_pairs", pair_log_likelihoods, soft_surrogate, real_score, target=0.5, units="share of pairs")
     gaps = {}
     if temperature is None:
-        forward = jax.jit(lambda body, i, m: model.port.forward(body, i, m, config=model.config).hidden)
-        parts = jax.jit(soft_parts, static_argnums=0)(lambda i, m: forward(model.params["body"], i, m), model.head,
-                                                       rows_of(arrays, train))  # fmt: skip
-        more, less = (np.asarray(p, np.float64) for p in parts)
-        real = float(real_score(parts)[0])
-        temperature, gaps = choose_temperature(
-            more, less, real, TEMPERATURES, lambda t: float(soft_metric_score(more, less, t)) / 100.0
-        )
+        temperature, gaps = choose_temperature(model, term, rows_of(arrays, train), len(train))
     term = term.with_options(temperature=float(temperature))
     shown = ", ".join(f"T={t:g}: {g:.3f}" for t, g in gaps.items())
     return BiasSetup(term, rows_of(arrays, train), rows_of(arrays, held), len(train), len(held), ("crows_pairs",),

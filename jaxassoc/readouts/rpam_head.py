@@ -33,6 +33,7 @@ from jaxassoc.models import Head, LanguageModel, run_batched
 from jaxassoc.models.heads import gather_positions, last_positions
 from jaxassoc.readouts.rpam import GENDER_ROLE_TESTS
 from jaxassoc.readouts.rpam_prompts import PromptTemplate, encode_prompts, tokenize_attributes
+from jaxassoc.readouts.sentence_scores import padded
 
 TP1 = PromptTemplate("tp1", "These words are associated: {target} and")  # the paper's TP1 (conf/template/tp1.yaml)
 
@@ -178,14 +179,6 @@ BIAS_TESTS = {"gender": ("C6", "C7", "C8"), "race": ("C3", "C4", "C5")}
 """The WEAT-WS tests whose RPAM d a fine-tuning bias term drives to 0, per ``intervention.bias_type``."""
 
 
-def _padded(seqs: Sequence[Sequence[int]], pad: int) -> tuple[np.ndarray, np.ndarray]:
-    T = max(len(s) for s in seqs)
-    ids, mask = np.full((len(seqs), T), pad, np.int32), np.zeros((len(seqs), T), np.int32)
-    for row, seq in enumerate(seqs):
-        ids[row, : len(seq)], mask[row, : len(seq)] = seq, 1
-    return ids, mask
-
-
 def test_arrays(model: LanguageModel, targets: Sequence[str], n_x: int, attributes: Sequence[str],
                 template: PromptTemplate = TP1) -> dict[str, np.ndarray]:  # fmt: skip
     """The prompts of ``targets`` (the first ``n_x`` of them X) and ``attributes`` as arrays for
@@ -193,11 +186,11 @@ def test_arrays(model: LanguageModel, targets: Sequence[str], n_x: int, attribut
     tokens = tokenize_attributes(model.tokenizer, attributes, template)
     prompts = encode_prompts(model, [template.fill(t) for t in targets])
     pad = pad_id(model)
-    ids, mask = _padded(prompts, pad)
+    ids, mask = padded(prompts, pad)
     pairs = [(t, c) for t in range(len(targets)) for c in tokens.multi_token]
     K = max([len(tokens.token_ids[c]) - 1 for c in tokens.multi_token], default=1)
     seqs = [prompts[t] + list(tokens.token_ids[c]) for t, c in pairs] or [[pad]]
-    cont_ids, cont_mask = _padded(seqs, pad)
+    cont_ids, cont_mask = padded(seqs, pad)
     cont_pos, cont_tok = np.zeros((len(pairs), K), np.int32), np.zeros((len(pairs), K), np.int32)
     cont_valid = np.zeros((len(pairs), K), bool)
     for m, ((t, c), seq) in enumerate(zip(pairs, seqs)):

@@ -185,3 +185,39 @@ def masked_copies(
             row.append(copies[key])
         slots.append(row)
     return masked, originals, slots
+
+
+def padded(sequences: Sequence[Sequence[int]], pad: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``(ids, mask)`` int32 of ``sequences`` right-padded with ``pad`` to the longest."""
+    T = max(len(s) for s in sequences)
+    ids, mask = np.full((len(sequences), T), pad, np.int32), np.zeros((len(sequences), T), np.int32)
+    for row, seq in enumerate(sequences):
+        ids[row, : len(seq)], mask[row, : len(seq)] = seq, 1
+    return ids, mask
+
+
+def sentence_log_likelihoods(
+    hidden: Callable[[Array, Array], Array], head, ids: Int[Array, "B T"], mask: Int[Array, "B T"]
+) -> Float[Array, " B"]:
+    """Per row: the sum of log p(token t+1 | tokens <= t) over its real tokens after the first, from ``hidden(ids,
+    mask)`` (a model's head inputs, e.g. of an adapted model's parameters) and ``head``: differentiable in both,
+    float32 (the jnp form of :func:`causal_log_likelihoods`, for fine-tuning bias terms)."""
+    logp = jax.nn.log_softmax(head_logits(head, hidden(ids, mask)).astype(jnp.float32), axis=-1)
+    picked = jnp.take_along_axis(logp[:, :-1], ids[:, 1:, None], axis=-1)[..., 0]
+    return jnp.sum(picked * mask[:, 1:], axis=-1)
+
+
+def pair_arrays(model: LanguageModel, first: Sequence[str], second: Sequence[str], start: int) -> dict[str, np.ndarray]:
+    """Padded ids and masks of sentence pairs after ``start`` (``first_ids``, ``first_mask``, ``second_ids``,
+    ``second_mask``), as :func:`causal_token_ids` tokenises them."""
+    out = {}
+    for name, sentences in (("first", first), ("second", second)):
+        ids, mask = padded([[start, *ids] for ids in causal_token_ids(model, list(sentences), start)])
+        out[f"{name}_ids"], out[f"{name}_mask"] = ids, mask
+    return out
+
+
+def pair_log_likelihoods(hidden, head, arrays, **_):
+    """``(log P(first), log P(second))`` of :func:`pair_arrays`' pairs (a fine-tuning bias term's parts)."""
+    return (sentence_log_likelihoods(hidden, head, arrays["first_ids"], arrays["first_mask"]),
+            sentence_log_likelihoods(hidden, head, arrays["second_ids"], arrays["second_mask"]))  # fmt: skip

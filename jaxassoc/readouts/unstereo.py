@@ -21,7 +21,13 @@ import pandas as pd
 from jaxassoc.data import unstereo as data
 from jaxassoc.errors import InputError
 from jaxassoc.models.base import LanguageModel
-from jaxassoc.readouts.sentence_scores import causal_log_likelihoods, causal_token_ids, start_token
+from jaxassoc.readouts.sentence_scores import (
+    causal_log_likelihoods,
+    causal_token_ids,
+    pair_arrays,
+    pair_log_likelihoods,
+    start_token,
+)
 
 
 def sentence_token_ids(
@@ -101,3 +107,55 @@ def run_unstereo(
     out["model"] = model.name
     out["parity_preprocessing"] = parity_preprocessing
     return out
+
+
+BIAS_DATASET = "USE-5"
+"""The templates UnStereoEval's fine-tuning bias term trains on (the audit's dataset)."""
+
+
+def soft_disparity(parts, *, temperature: float = 1.0):
+    """A smooth preference disparity as a fraction: the mean over pairs of sigmoid((FM - e) / T) - sigmoid((-FM - e)
+    / T), FM = log P(female) - log P(male) and e the neutrality threshold in nats (docs/methods.md §4.4, §13.2);
+    the counted disparity (/ 100) as T goes to 0."""
+    import jax
+    import jax.numpy as jnp
+
+    from jaxassoc.metrics.unstereo import LOG10_THRESHOLD, fm_log_ratio
+
+    fm = fm_log_ratio(parts[0], parts[1])
+    edge = LOG10_THRESHOLD * jnp.log(10.0)
+    return jnp.mean(jax.nn.sigmoid((fm - edge) / temperature) - jax.nn.sigmoid((-fm - edge) / temperature))[None]
+
+
+def real_disparity(parts) -> np.ndarray:
+    """The preference disparity (pct female - pct male of all pairs, §4.4) as a fraction."""
+    from jaxassoc.metrics.unstereo import AUFC_EPSILONS, fm_log_ratio, unstereo_metrics
+
+    fm = fm_log_ratio(np.asarray(parts[0], np.float64), np.asarray(parts[1], np.float64))
+    result = unstereo_metrics(fm, np.ones(fm.shape, bool), np.asarray(AUFC_EPSILONS))
+    return np.array([float(result.preference_disparity) / 100.0])
+
+
+def bias_term(model: LanguageModel, bias_type: str, seed: int, *, heldout: float, temperature: float | None = None):
+    """UnStereoEval's preference disparity as a fine-tuning bias term (``finetune.bias``): its smooth form
+    (:func:`soft_disparity`) over the male / female sentence pairs of :data:`BIAS_DATASET`'s templates, toward 0, the
+    templates split into training and held-out ones; the temperature chosen as CrowS-Pairs' is
+    (``finetune.bias.choose_temperature``) unless given. Gender only, as the benchmark."""
+    from jaxassoc.finetune.bias import BiasSetup, BiasTerm, choose_temperature, rows_of, split_items
+
+    if bias_type != "gender":
+        raise InputError(f"UnStereoEval measures gender only; intervention.bias_type={bias_type!r} has no pairs in it")
+    male, female = data.fill_templates(data.load_dataset(BIAS_DATASET)["template"].tolist())
+    train, held = split_items(len(male), heldout, seed, f"UnStereoEval {BIAS_DATASET} templates")
+    start = start_token(model, eos_fallback=False, what="UnStereoEval")
+    arrays = pair_arrays(model, male, female, start)
+    term = BiasTerm("unstereo", pair_log_likelihoods, soft_disparity, real_disparity, target=0.0, units="disparity")
+    gaps = {}
+    if temperature is None:
+        temperature, gaps = choose_temperature(model, term, rows_of(arrays, train), len(train))
+    term = term.with_options(temperature=float(temperature))
+    shown = ", ".join(f"T={t:g}: {g:.3f}" for t, g in gaps.items())
+    return BiasSetup(term, rows_of(arrays, train), rows_of(arrays, held), len(train), len(held), ("unstereo",),
+                     f"UnStereoEval preference disparity of {BIAS_DATASET} (temperature {temperature:g}"
+                     + (f"; |soft - real| on the training pairs by temperature: {shown}" if gaps else "") + ")",
+                     sample=rows_of)  # fmt: skip

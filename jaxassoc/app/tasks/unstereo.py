@@ -158,4 +158,5 @@ SPEC = MetricSpec(
     plots=(),
     scores_tokens=True,
     dataset="use10",
+    bias_term="jaxassoc.readouts.unstereo:bias_term",
 )
