@@ -206,7 +206,9 @@ def fine_tune(
         nll, tokens = _text_nll(params, frozen, evaluation, objective=objective)
         out = {"heldout_ppl_ratio": float(np.exp(nll / tokens)) / base_ppl}
         if bias is not None:
-            for split, arrays in (("train", bias.train), ("heldout", bias.heldout)):
+            for split, arrays, n in (("train", bias.train, bias.n_train), ("heldout", bias.heldout, bias.n_heldout)):
+                if not n:  # intervention.heldout=0: every item trained
+                    continue
                 parts = _bias_parts(params, frozen, arrays, objective=objective, term=bias.term)
                 for name, s, r in zip(bias.names, np.asarray(bias.term.surrogate(parts)), bias.term.real(parts)):
                     out[f"{name} surrogate {split}"], out[f"{name} real {split}"] = float(s), float(r)

@@ -37,7 +37,13 @@ def save(path: Path, state: TrainState, options: dict[str, Any], history: list[d
     tensors = _named(state)
     meta = {"format": FORMAT, "options": json.dumps(options, sort_keys=True, default=str),
             "key": options_key(options), "history": json.dumps(history)}  # fmt: skip
-    atomic_write(Path(path), lambda tmp: save_file(tensors, str(tmp), metadata=meta))
+    try:
+        atomic_write(Path(path), lambda tmp: save_file(tensors, str(tmp), metadata=meta))
+    except OSError as e:  # a full disk, a read-only folder: the previous checkpoint is untouched
+        raise TrainingError(
+            f"cannot write the training checkpoint {path} ({e.strerror or e}); the previous checkpoint, if any, is "
+            "intact: free space or set cache_dir elsewhere, and run again to resume from it"
+        ) from e
 
 
 def load(path: Path, template: TrainState, options: dict[str, Any]) -> tuple[TrainState, list[dict]] | None:

@@ -246,12 +246,15 @@ def bias_term(model: LanguageModel, bias_type: str, seed: int, *, heldout: float
                  for side, words in enumerate((spec.x, spec.y))]  # fmt: skip
         for out, part in ((train, 0), (held, 1)):
             xs, ys = [spec.x[j] for j in sides[0][part]], [spec.y[j] for j in sides[1][part]]
-            out.append(test_arrays(model, xs + ys, len(xs), spec.a + spec.b))
+            if xs or ys:  # heldout=0: no held-out targets
+                out.append(test_arrays(model, xs + ys, len(xs), spec.a + spec.b))
         n_a.append(len(spec.a))
     term = BiasTerm("rpam", bias_parts, exact_surrogate, exact_real, target=0.0, units="d",
                     options=(("n_a", tuple(n_a)),))  # fmt: skip
     n_train = sum(int(a["is_x"].size) for a in train)
     n_held = sum(int(a["is_x"].size) for a in held)
+    if held and len(held) != len(train):
+        raise InputError(f"RPAM's bias term: intervention.heldout={heldout} leaves a test without held-out targets")
     tests = BIAS_TESTS[bias_type]
     return BiasSetup(term, tuple(train), tuple(held), n_train, n_held, tuple(f"rpam {t}" for t in tests),
                      f"RPAM d of WEAT-WS {', '.join(tests)} (TP1), target words split per test")  # fmt: skip

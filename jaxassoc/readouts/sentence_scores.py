@@ -208,11 +208,11 @@ def sentence_log_likelihoods(
 
 
 def pair_arrays(model: LanguageModel, first: Sequence[str], second: Sequence[str], start: int) -> dict[str, np.ndarray]:
-    """Padded ids and masks of sentence pairs after ``start`` (``first_ids``, ``first_mask``, ``second_ids``,
-    ``second_mask``), as :func:`causal_token_ids` tokenises them."""
+    """Padded ids and masks of sentence pairs, each starting with ``start`` once (``first_ids``, ``first_mask``,
+    ``second_ids``, ``second_mask``), as :func:`causal_token_ids` tokenises them."""
     out = {}
     for name, sentences in (("first", first), ("second", second)):
-        ids, mask = padded([[start, *ids] for ids in causal_token_ids(model, list(sentences), start)])
+        ids, mask = padded(causal_token_ids(model, list(sentences), start))
         out[f"{name}_ids"], out[f"{name}_mask"] = ids, mask
     return out
 
