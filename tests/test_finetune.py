@@ -708,6 +708,7 @@ def test_cda_swaps_equal_a_reference_rule(bias_type):
         ({"lam": -1.0}, r"intervention\.lam=-1\.0 must be >= 0"),
         ({"warmup": 300}, r"intervention\.warmup=300 must be in 0\.\.intervention\.steps \(200\)"),
         ({"bias_batch": -1}, r"intervention\.bias_batch=-1 must be >= 0"),
+        ({"heldout": 1.0}, r"intervention\.heldout=1\.0 must be in \[0, 1\)"),
     ],
 )
 def test_bad_options_are_config_errors(fields, words):

@@ -90,6 +90,8 @@ class FinetuneOptions:
             raise ConfigError(f"intervention.lr={self.learning_rate} must be positive")
         if self.warmup < 0 or self.warmup > self.steps:
             raise ConfigError(f"intervention.warmup={self.warmup} must be in 0..intervention.steps ({self.steps})")
+        if not 0 <= self.heldout < 1:
+            raise ConfigError(f"intervention.heldout={self.heldout} must be in [0, 1): the share of items held out")
         if self.bias_batch < 0:
             raise ConfigError(f"intervention.bias_batch={self.bias_batch} must be >= 0 (0: every item at every step)")
         if self.evaluate_every < 0 or self.checkpoint_every < 0:
