@@ -227,9 +227,10 @@ def fine_tune(
     tuned = lora.with_trainable(adapted, jax.tree.map(jnp.asarray, trained.params))
     history = pd.DataFrame(trained.history)
     evaluated = history.dropna(subset=["heldout_ppl_ratio"])
+    measured = [c for c in evaluated.columns if c == "heldout_ppl_ratio" or " surrogate " in c or " real " in c]
     summary = {"base_heldout_ppl": base_ppl, "trained_parameters": lora.count(tuned),
-               **{f"{k} before": v for k, v in evaluated.iloc[0].items() if k != "step" and isinstance(v, float)},
-               **{f"{k} after": v for k, v in evaluated.iloc[-1].items() if k != "step" and isinstance(v, float)}}  # fmt: skip
+               **{f"{k} before": float(evaluated.iloc[0][k]) for k in measured},
+               **{f"{k} after": float(evaluated.iloc[-1][k]) for k in measured}}  # fmt: skip
     return FineTuned(tuned, history, trained.resumed_from, trained.seconds, summary)
 
 
