@@ -878,3 +878,36 @@ def test_the_rpam_term_trains_on_every_target_when_none_is_held_out(tiny):
 
     setup = rpam_head.bias_term(lora.without_adapters(tiny.model), "gender", 0, heldout=0.0)
     assert setup.n_heldout == 0 and setup.n_train > 0
+
+
+# --- mixed precision: bfloat16 weights and products, float32 master adapters and losses ----------------------------
+
+
+def test_mixed_precision_trains_float32_masters_through_bfloat16_products(tiny_checkpoint, tmp_path):
+    """Under ``mixed`` the weights are bfloat16; the trained arrays, the optimiser state, the losses and the
+    gradient stay float32, and the forward pass casts the adapters to bfloat16 (every adapter product in the step's
+    HLO is bf16 x bf16 -> f32, as the weights'): the precision rule of docs/methods.md §12 with float32 masters."""
+    model = load_model(tiny_checkpoint("llama"), precision="mixed")
+    assert model.weights_dtype == "bfloat16"
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(TRAIN + HELD) + "\n", encoding="utf-8")
+    options = FinetuneOptions(corpus=str(corpus), steps=2, batch_size=4, seq_len=T, evaluate_every=0, lam=LAM)
+    tuned = fine_tune(model, options, quiet=True)
+    trained = lora.trainable(tuned.model)
+    assert {str(v.dtype) for ab in trained.values() for v in ab.values()} == {"float32"}
+    assert any(float(jnp.abs(ab["b"]).max()) > 0 for ab in trained.values())  # it trained
+    assert np.isfinite(tuned.history.dropna(subset=["loss"])[["loss", "lm", "preservation", "grad_norm"]]).all().all()
+
+    adapted = lora.add_adapters(lora.without_adapters(model), options.spec(), jax.random.key(0))
+    objective = Objective(adapted.port, adapted.config, "cda", False, "kl", LAM, adapted.weights_dtype)
+    ids, mask = batches.token_rows(adapted, TRAIN[:4], T)
+    held_ids, held_mask = batches.token_rows(adapted, HELD[:4], T)
+    batch = {"micro": _micro({"train": batches.causal_rows(ids, mask), "held": {"ids": held_ids, "mask": held_mask}}, 1),
+             "whole": None}  # fmt: skip
+    state = init_state(lora.trainable(adapted), options.optimizer().build())
+    text = train_step.lower(state, adapted.params, batch, objective=objective, optimizer=options.optimizer()).as_text()
+    dots = re.findall(r"stablehlo\.dot_general.*?: \((tensor<[^>]*>), (tensor<[^>]*>)\) -> (tensor<[^>]*>)", text)
+    factor = re.compile(rf"tensor<(\d+x{options.rank}|{options.rank}x\d+)x(bf16|f32)>")  # an adapter's A or B
+    adapter_dots = [d for d in dots if factor.fullmatch(d[0]) or factor.fullmatch(d[1])]
+    bad = [d for d in adapter_dots if not ("bf16" in d[0] and "bf16" in d[1] and "f32" in d[2])]
+    assert adapter_dots and not bad, bad

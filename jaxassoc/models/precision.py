@@ -113,9 +113,40 @@ def _precision(dtype) -> jax.lax.Precision | None:
 
 def matmul(x: Array, w: Array) -> Array:
     """``x @ w`` under the policy the weight's dtype and the activation's dtype make: inputs in ``w``'s dtype,
-    accumulation in float32 (float64 kept), the result in ``x``'s dtype."""
+    accumulation in float32 (float64 kept), the result in ``x``'s dtype. Its gradients follow the same rule: for a
+    2-D weight narrower than float32 (bfloat16, float16), the backward products take the cotangent in the weight's
+    dtype too (:func:`_narrow_matmul`), as mixed-precision training computes them, instead of upcasting the weight
+    to float32."""
+    if w.ndim == 2 and jnp.dtype(w.dtype).itemsize < 4:
+        return _narrow_matmul(x, w)
+    return _matmul(x, w)
+
+
+def _matmul(x: Array, w: Array) -> Array:
     out = jnp.matmul(x.astype(w.dtype), w, precision=_precision(w.dtype), preferred_element_type=_accumulator(w.dtype))
     return out.astype(x.dtype)
+
+
+@jax.custom_vjp
+def _narrow_matmul(x: Array, w: Array) -> Array:
+    return _matmul(x, w)
+
+
+def _narrow_forward(x: Array, w: Array):
+    return _matmul(x, w), (x, w)
+
+
+def _narrow_backward(saved, g: Array):
+    """``dx = g W^T`` and ``dW = x^T g``, each with inputs in ``W``'s dtype and float32 accumulation, returned in
+    ``x``'s and ``W``'s dtypes (XLA drops ``dW`` where nothing reads it: a frozen weight's)."""
+    x, w = saved
+    g = g.astype(w.dtype)
+    dx = jnp.matmul(g, w.T, preferred_element_type=jnp.float32).astype(x.dtype)
+    dw = jnp.einsum("...i,...o->io", x.astype(w.dtype), g, preferred_element_type=jnp.float32).astype(w.dtype)
+    return dx, dw
+
+
+_narrow_matmul.defvjp(_narrow_forward, _narrow_backward)
 
 
 def einsum(spec: str, x: Array, w: Array, *, dtype=None) -> Array:
