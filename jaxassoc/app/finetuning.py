@@ -54,39 +54,28 @@ class Adapter:
     summary: dict
 
 
-def bias_setup(model: Any, cfg: Any, seed: int) -> tuple[Any, Any]:
-    """``(the metric's BiasSetup, its builder)`` for ``objective=metric`` (``(None, None)`` for ``cda``);
-    ConfigError naming a metric without a differentiable score, with those that have one."""
-    if cfg.objective != "metric":
-        return None, None
-    from jaxassoc.app.registry import get_metric, load_metrics
-    from jaxassoc.app.spec import resolve
-
-    spec = get_metric(cfg.metric)
-    if spec.bias_term is None:
-        able = sorted(name for name, s in load_metrics().items() if s.bias_term is not None)
-        raise ConfigError(
-            f"intervention.metric={cfg.metric!r} has no differentiable score to train against; metrics that have "
-            f"one: {able} (a plugin offers one with MetricSpec.bias_term)"
-        )
-    build = resolve(spec.bias_term)
-    return build(model, cfg.bias_type, seed, heldout=cfg.heldout, temperature=cfg.temperature), build
-
-
-def trained_adapter(model: Any, cfg: Any, *, seed: int, cache_dir: Path | None, progress: bool) -> Adapter:
+def trained_adapter(
+    model: Any, cfg: Any, *, seed: int, cache_dir: Path | None, progress: bool, bias_term: Any = None
+) -> Adapter:
     """The adapter ``cfg`` trains on ``model`` (its adapters removed first), from this process's memory, the
-    cache, or trained now (checkpointing beside the cache entry, resuming from a checkpoint found there)."""
+    cache, or trained now (checkpointing beside the cache entry, resuming from a checkpoint found there);
+    ``bias_term``: the bias metric's builder (``MetricSpec.bias_term``, resolved: ``main.bias_term_of``) for
+    ``objective=metric``."""
     from jaxassoc.finetune.adapt import fine_tune
 
     base = lora.without_adapters(model)
     options = cfg.finetune_options(seed)
     lora.check_spec(options.spec(), base.port.abstract_body(base.config), base.family)  # before any cache claim
-    setup, build = bias_setup(base, cfg, seed)
+    if cfg.objective == "metric" and bias_term is None:
+        raise ConfigError(f"intervention.objective=metric: no bias term was given for metric {cfg.metric!r}")
+    setup = None
+    if cfg.objective == "metric":
+        setup = bias_term(base, cfg.bias_type, seed, heldout=cfg.heldout, temperature=cfg.temperature)
     parts = {
         "model": base.fingerprint(),
         "options": dataclasses.asdict(options),
         "bias": None if setup is None else {"metric": cfg.metric, "description": setup.description,
-                                             "options": [list(o) for o in setup.term.options], **compute_code(build)},
+                                             "options": [list(o) for o in setup.term.options], **compute_code(bias_term)},
     }  # fmt: skip
     key = cache_key(NAMESPACE, parts)
     if key not in _TRAINED:
@@ -123,9 +112,11 @@ def trained_adapter(model: Any, cfg: Any, *, seed: int, cache_dir: Path | None, 
     return Adapter(params, pd.DataFrame(record["history"]), {**record["summary"], "bias": record["bias"]})
 
 
-def lora_model(model: Any, cfg: Any, *, seed: int, cache_dir: Path | None, progress: bool) -> Any:
+def lora_model(
+    model: Any, cfg: Any, *, seed: int, cache_dir: Path | None, progress: bool, bias_term: Any = None
+) -> Any:
     """``model`` with the adapter ``cfg`` trains (:func:`trained_adapter`) in every forward pass."""
-    adapter = trained_adapter(model, cfg, seed=seed, cache_dir=cache_dir, progress=progress)
+    adapter = trained_adapter(model, cfg, seed=seed, cache_dir=cache_dir, progress=progress, bias_term=bias_term)
     base = lora.without_adapters(model)
     options = cfg.finetune_options(seed)
     shaped = lora.add_adapters(base, options.spec(), jax.random.key(options.seed))
@@ -139,7 +130,8 @@ def finetune_columns(job: Any) -> dict[str, Any]:
     cfg = job.intervention
     if cfg.name != "lora":
         return {}
-    adapter = trained_adapter(job.language_model(), cfg, seed=job.seed, cache_dir=job.cache_dir, progress=False)
+    adapter = trained_adapter(job.language_model(), cfg, seed=job.seed, cache_dir=job.cache_dir, progress=False,
+                              bias_term=job.bias_term)  # fmt: skip
     if job.output_dir is not None:
         from jaxassoc.io import atomic_write
 

@@ -22,12 +22,18 @@ log = logging.getLogger("jaxassoc")
 
 
 def with_intervention(
-    model: LanguageModel, cfg: Any, *, cache_dir: Path | None = None, progress: bool = False, seed: int = 0
+    model: LanguageModel,
+    cfg: Any,
+    *,
+    cache_dir: Path | None = None,
+    progress: bool = False,
+    seed: int = 0,
+    bias_term: Any = None,
 ) -> LanguageModel:
     """``model`` with the job's intervention bound into every forward pass: ``ablate``'s heads and neurons
     zeroed (``models.ablation``), an eraser's fitted map at its site (:func:`eraser_for`), Self-Debias as its
     scoring transform (``model.with_scoring``), ``lora``'s trained adapters (``app.finetuning``, seeded by
-    ``seed``); the model itself for ``none``."""
+    ``seed``, against ``bias_term``: the bias metric's ``MetricSpec.bias_term``); the model itself for ``none``."""
     log = logging.getLogger("jaxassoc")
     if cfg.unused():
         log.info(
@@ -38,7 +44,7 @@ def with_intervention(
     if cfg.name == "lora":
         from jaxassoc.app.finetuning import lora_model
 
-        adapted = lora_model(model, cfg, seed=seed, cache_dir=cache_dir, progress=progress)
+        adapted = lora_model(model, cfg, seed=seed, cache_dir=cache_dir, progress=progress, bias_term=bias_term)
         log.info("intervention: low-rank adapters on %s (rank %d, %s)", ", ".join(cfg.targets), cfg.rank, cfg.objective)
         return adapted
     if cfg.name == "self_debias":

@@ -452,6 +452,8 @@ def make_job(cfg: DictConfig, output_dir: Path) -> Job:
         )
     job = _job_objects(cfg, output_dir)
     validation.check_options(spec, job)
+    if job.intervention.name == "lora" and job.intervention.objective == "metric":
+        job = dataclasses.replace(job, bias_term=bias_term_of(job.intervention.metric))
     cache_max_bytes(cfg)
     if job.intervention.name != "none" and job.intervention.from_mediation is not None:
         from jaxassoc.app.interventions import top_components
@@ -488,6 +490,22 @@ def _job_objects(cfg: DictConfig, output_dir: Path) -> Job:
         cache_dir=Path(cfg.cache_dir).expanduser() if cfg.cache_dir else None,
         mesh=_mesh(cfg),
     )
+
+
+def bias_term_of(metric: str) -> Any:
+    """The fine-tuning bias term builder of ``metric`` (``MetricSpec.bias_term``, resolved); ConfigError naming a
+    metric without a differentiable score, with the list of those that have one (docs/methods.md §13.2)."""
+    from jaxassoc.app.registry import get_metric, load_metrics
+    from jaxassoc.app.spec import resolve
+
+    spec = get_metric(metric)
+    if spec.bias_term is None:
+        able = sorted(name for name, s in load_metrics().items() if s.bias_term is not None)
+        raise ConfigError(
+            f"intervention.metric={metric!r} has no differentiable score to train against; metrics that have "
+            f"one: {able} (a plugin offers one with MetricSpec.bias_term)"
+        )
+    return resolve(spec.bias_term)
 
 
 def cache_max_bytes(cfg: DictConfig) -> int | None:

@@ -70,6 +70,7 @@ class Job:
     cache_dir: Path | None = None
     mesh: Mesh | None = None  # the mesh models are sharded over (mesh config group); None: one device
     intervention: InterventionConfig = dataclasses.field(default_factory=InterventionConfig)  # ablation, if any
+    bias_term: Any = None  # intervention=lora objective=metric: the bias metric's MetricSpec.bias_term, resolved
 
     def __post_init__(self) -> None:
         check_seed(self.seed)
@@ -99,8 +100,9 @@ class Job:
 
         model = model_loading.language_model(self.model, self.mesh)
         return interventions.with_intervention(
-            model, self.intervention, cache_dir=self.cache_dir, progress=not self.quiet, seed=self.seed
-        )
+            model, self.intervention, cache_dir=self.cache_dir, progress=not self.quiet, seed=self.seed,
+            bias_term=self.bias_term,
+        )  # fmt: skip
 
     def static_embeddings(self) -> StaticEmbeddings:
         """The job's static word vectors (``model.kind=static``: GloVe, word2vec), with its intervention applied."""
