@@ -883,6 +883,7 @@ def test_the_rpam_term_trains_on_every_target_when_none_is_held_out(tiny):
 # --- mixed precision: bfloat16 weights and products, float32 master adapters and losses ----------------------------
 
 
+@pytest.mark.slow
 def test_mixed_precision_trains_float32_masters_through_bfloat16_products(tiny_checkpoint, tmp_path):
     """Under ``mixed`` the weights are bfloat16; the trained arrays, the optimiser state, the losses and the
     gradient stay float32, and the forward pass casts the adapters to bfloat16 (every adapter product in the step's
