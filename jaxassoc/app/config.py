@@ -328,7 +328,7 @@ class InterventionConfig:
     rank: int = 8  # lora: the adapters' rank r
     alpha: float = 16.0  # lora: the scale alpha / r of the adapters' output
     targets: list[str] = field(default_factory=lambda: ["attn.q", "attn.v"])  # lora: the projections adapted
-    layers: Optional[list[int]] = None  # lora: the layers adapted (None: every layer)
+    layers: Any = None  # lora: the layers adapted, a list of indices, or "*" / null: every layer
     steps: int = 200  # lora: optimiser steps
     seq_len: int = 128  # lora: tokens per training row (longer sentences truncated)
     accumulate: int = 1  # lora: micro batches per step (gradient accumulation; divides batch_size)
@@ -393,7 +393,12 @@ class InterventionConfig:
                 "intervention.objective=metric needs intervention.metric=<name>: the metric whose differentiable "
                 "score is the bias term (e.g. crows_pairs, rpam)"
             )
-        layers = None if self.layers is None else tuple(int(i) for i in self.layers)
+        if self.layers is None or self.layers == "*":
+            layers = None
+        elif isinstance(self.layers, (list, tuple)) and all(isinstance(i, int) for i in self.layers):
+            layers = tuple(self.layers)
+        else:
+            raise ConfigError(f"intervention.layers={self.layers!r}: give a list of layer indices, or '*' for every layer")
         return FinetuneOptions(
             objective=self.objective, bias_type=self.bias_type, corpus=self.corpus, rank=self.rank, alpha=self.alpha,
             targets=tuple(self.targets), layers=layers, steps=self.steps, batch_size=self.batch_size,
