@@ -70,7 +70,7 @@ class Job:
     cache_dir: Path | None = None
     mesh: Mesh | None = None  # the mesh models are sharded over (mesh config group); None: one device
     intervention: InterventionConfig = dataclasses.field(default_factory=InterventionConfig)  # ablation, if any
-    bias_term: Any = None  # intervention=lora objective=metric: the bias metric's MetricSpec.bias_term, resolved
+    bias_term: Callable[..., Any] | None = None  # intervention=lora objective=metric: the bias metric's, resolved
 
     def __post_init__(self) -> None:
         check_seed(self.seed)
