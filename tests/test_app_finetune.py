@@ -78,10 +78,10 @@ def test_a_sweep_trains_each_adapter_once_and_every_job_reads_it(tmp_path, tiny_
          "intervention.metric='seat' has no differentiable score to train against; metrics that have one: "
          "['crows_pairs', 'rpam', 'unstereo']"),
         (["intervention.objective=metric"], "intervention.objective=metric needs intervention.metric=<name>"),
-        (["intervention.rank=0"], "intervention.rank=0: an adapter's rank must be at least 1"),
+        pytest.param(["intervention.rank=0"], "intervention.rank=0: an adapter's rank must be at least 1", marks=pytest.mark.slow),
         (["intervention.layers=all"], "intervention.layers='all': give a list of layer indices, or '*' for every layer"),
         pytest.param(["intervention.rank=1000"], "LoRA rank 1000 for attn.q", marks=pytest.mark.slow),
-        (["intervention.targets=[mlp.gate]"], "the gpt2 family has no projection 'mlp.gate' to adapt; its projections"),
+        pytest.param(["intervention.targets=[mlp.gate]"], "the gpt2 family has no projection 'mlp.gate' to adapt; its projections", marks=pytest.mark.slow),
         pytest.param(["intervention.batch_size=3", "intervention.accumulate=2"], "intervention.batch_size=3 is not a multiple of", marks=pytest.mark.slow),
         pytest.param(["intervention.objective=fancy"], "intervention.objective='fancy': choose one of ['cda', 'metric']", marks=pytest.mark.slow),
     ],

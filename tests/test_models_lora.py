@@ -255,7 +255,7 @@ def _torch_logits(torch_model, ids, mask):
     return out.logits.numpy()
 
 
-@pytest.mark.parametrize("family", ["gpt2", *(pytest.param(f, marks=pytest.mark.slow) for f in ("llama", "bert"))])
+@pytest.mark.parametrize("family", [pytest.param(f, marks=pytest.mark.slow) for f in ("gpt2", "llama", "bert")])
 def test_adapted_logits_equal_peft(loaded, family, tmp_path):
     folder, model = loaded(family)
     torch_model = _peft_model(family, folder, _layers(model))
