@@ -398,7 +398,9 @@ class InterventionConfig:
         elif isinstance(self.layers, (list, tuple)) and all(isinstance(i, int) for i in self.layers):
             layers = tuple(self.layers)
         else:
-            raise ConfigError(f"intervention.layers={self.layers!r}: give a list of layer indices, or '*' for every layer")
+            raise ConfigError(
+                f"intervention.layers={self.layers!r}: give a list of layer indices, or '*' for every layer"
+            )
         return FinetuneOptions(
             objective=self.objective, bias_type=self.bias_type, corpus=self.corpus, rank=self.rank, alpha=self.alpha,
             targets=tuple(self.targets), layers=layers, steps=self.steps, batch_size=self.batch_size,
