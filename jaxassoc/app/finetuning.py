@@ -58,7 +58,8 @@ def trained_adapter(
     model: Any, cfg: Any, *, seed: int, cache_dir: Path | None, progress: bool, bias_term: Any = None
 ) -> Adapter:
     """The adapter ``cfg`` trains on ``model`` (its adapters removed first), from this process's memory, the
-    cache, or trained now (checkpointing beside the cache entry, resuming from a checkpoint found there);
+    cache, or trained now (checkpointing beside the cache entry, resuming from a checkpoint found there; the bias
+    term, e.g. its temperature's choice, is built only then);
     ``bias_term``: the bias metric's builder (``MetricSpec.bias_term``, resolved: ``main.bias_term_of``) for
     ``objective=metric``."""
     from jaxassoc.finetune.adapt import fine_tune
@@ -68,15 +69,11 @@ def trained_adapter(
     lora.check_spec(options.spec(), base.port.abstract_body(base.config), base.family)  # before any cache claim
     if cfg.objective == "metric" and bias_term is None:
         raise ConfigError(f"intervention.objective=metric: no bias term was given for metric {cfg.metric!r}")
-    setup = None
-    if cfg.objective == "metric":
-        setup = bias_term(base, cfg.bias_type, seed, heldout=cfg.heldout, temperature=cfg.temperature)
-    parts = {
+    parts = {  # the bias term is a function of these (the model, its options, the data and code): built on a miss
         "model": base.fingerprint(),
         "options": dataclasses.asdict(options),
-        "bias": None if setup is None else {"metric": cfg.metric, "description": setup.description,
-                                             "options": [list(o) for o in setup.term.options], **compute_code(bias_term)},
-    }  # fmt: skip
+        "bias": None if cfg.objective != "metric" else {"metric": cfg.metric, **compute_code(bias_term)},
+    }
     key = cache_key(NAMESPACE, parts)
     if key not in _TRAINED:
         checkpoint = None if cache_dir is None else Path(cache_dir) / "lora_checkpoints" / f"{key[:40]}.safetensors"
@@ -84,6 +81,9 @@ def trained_adapter(
             log.info("intervention=lora: no cache folder, so no training checkpoints (an interrupt starts again)")
 
         def compute() -> dict[str, np.ndarray]:
+            setup = None
+            if cfg.objective == "metric":
+                setup = bias_term(base, cfg.bias_type, seed, heldout=cfg.heldout, temperature=cfg.temperature)
             log.info("intervention=lora: training %s (%s) for %d steps%s", ", ".join(options.targets),
                      options.objective, options.steps, "" if setup is None else f" against {setup.description}")  # fmt: skip
             tuned = fine_tune(base, options, setup, checkpoint=checkpoint, quiet=not progress)
