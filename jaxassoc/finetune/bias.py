@@ -123,3 +123,21 @@ def choose_temperature(
             for t in grid}  # fmt: skip
     agreeing = [t for t, gap in gaps.items() if gap <= tolerance]
     return (max(agreeing) if agreeing else min(gaps)), gaps
+
+
+def smoothed_setup(
+    model: Any, term: BiasTerm, arrays: dict, train: np.ndarray, held: np.ndarray, temperature: float | None, what: str
+) -> BiasSetup:
+    """The :class:`BiasSetup` of a smoothed count over rows of ``arrays`` (CrowS-Pairs, UnStereoEval): ``train`` /
+    ``held`` rows, the temperature given or chosen by agreement (:func:`choose_temperature`, each temperature's gap
+    in the description), minibatches of rows (:func:`rows_of`); ``what``: the score, for the description."""
+    gaps = {}
+    if temperature is None:
+        temperature, gaps = choose_temperature(model, term, rows_of(arrays, train), len(train))
+    shown = ", ".join(f"T={t:g}: {g:.3f}" for t, g in gaps.items())
+    description = f"{what} (temperature {temperature:g}" + (
+        f"; |soft - real| on the training pairs by temperature: {shown})" if gaps else ")"
+    )
+    term = term.with_options(temperature=float(temperature))
+    return BiasSetup(term, rows_of(arrays, train), rows_of(arrays, held), len(train), len(held), (term.metric,),
+                     description, sample=rows_of)  # fmt: skip

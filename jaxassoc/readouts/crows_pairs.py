@@ -168,7 +168,7 @@ def bias_term(model: LanguageModel, bias_type: str, seed: int, *, heldout: float
     temperature ``temperature``, or (None) the largest of ``finetune.bias.TEMPERATURES`` whose soft score agrees
     with the real count on the training pairs under ``model`` (``finetune.bias.choose_temperature``)."""
     from jaxassoc.data.crows_pairs import load_crows_pairs
-    from jaxassoc.finetune.bias import BiasSetup, BiasTerm, choose_temperature, rows_of, split_items
+    from jaxassoc.finetune.bias import BiasTerm, smoothed_setup, split_items
 
     if model.objective != "causal":
         raise InputError(
@@ -184,12 +184,6 @@ def bias_term(model: LanguageModel, bias_type: str, seed: int, *, heldout: float
     start = start_token(model, eos_fallback=True, what="CrowS-Pairs")
     arrays = pair_arrays(model, pairs["sent_more"].tolist(), pairs["sent_less"].tolist(), start)
     term = BiasTerm("crows_pairs", pair_log_likelihoods, soft_surrogate, real_score, target=0.5, units="share of pairs")
-    gaps = {}
-    if temperature is None:
-        temperature, gaps = choose_temperature(model, term, rows_of(arrays, train), len(train))
-    term = term.with_options(temperature=float(temperature))
-    shown = ", ".join(f"T={t:g}: {g:.3f}" for t, g in gaps.items())
-    return BiasSetup(term, rows_of(arrays, train), rows_of(arrays, held), len(train), len(held), ("crows_pairs",),
-                     f"CrowS-Pairs soft metric score of {kind} pairs (temperature {temperature:g}"
-                     + (f"; |soft - real| on the training pairs by temperature: {shown}" if gaps else "") + ")",
-                     sample=rows_of)  # fmt: skip
+    return smoothed_setup(
+        model, term, arrays, train, held, temperature, f"CrowS-Pairs soft metric score of {kind} pairs"
+    )

@@ -141,7 +141,7 @@ def bias_term(model: LanguageModel, bias_type: str, seed: int, *, heldout: float
     (:func:`soft_disparity`) over the male / female sentence pairs of :data:`BIAS_DATASET`'s templates, toward 0, the
     templates split into training and held-out ones; the temperature chosen as CrowS-Pairs' is
     (``finetune.bias.choose_temperature``) unless given. Gender only, as the benchmark."""
-    from jaxassoc.finetune.bias import BiasSetup, BiasTerm, choose_temperature, rows_of, split_items
+    from jaxassoc.finetune.bias import BiasTerm, smoothed_setup, split_items
 
     if bias_type != "gender":
         raise InputError(f"UnStereoEval measures gender only; intervention.bias_type={bias_type!r} has no pairs in it")
@@ -150,12 +150,6 @@ def bias_term(model: LanguageModel, bias_type: str, seed: int, *, heldout: float
     start = start_token(model, eos_fallback=False, what="UnStereoEval")
     arrays = pair_arrays(model, male, female, start)
     term = BiasTerm("unstereo", pair_log_likelihoods, soft_disparity, real_disparity, target=0.0, units="disparity")
-    gaps = {}
-    if temperature is None:
-        temperature, gaps = choose_temperature(model, term, rows_of(arrays, train), len(train))
-    term = term.with_options(temperature=float(temperature))
-    shown = ", ".join(f"T={t:g}: {g:.3f}" for t, g in gaps.items())
-    return BiasSetup(term, rows_of(arrays, train), rows_of(arrays, held), len(train), len(held), ("unstereo",),
-                     f"UnStereoEval preference disparity of {BIAS_DATASET} (temperature {temperature:g}"
-                     + (f"; |soft - real| on the training pairs by temperature: {shown}" if gaps else "") + ")",
-                     sample=rows_of)  # fmt: skip
+    return smoothed_setup(
+        model, term, arrays, train, held, temperature, f"UnStereoEval preference disparity of {BIAS_DATASET}"
+    )
